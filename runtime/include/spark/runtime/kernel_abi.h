@@ -1,0 +1,155 @@
+// The kernel ABI: for every kernel-level op a plan can contain, the ordered argument list of its
+// device function. This header is the single source of truth shared by
+//   - the compiler (generates one `gpu.func` entry per specialised step that calls the device
+//     function, and writes each plan step's `args` in this order),
+//   - the kernel library (`kernels/`, implements `extern "C" __device__ void spark_<op>(...)`),
+//   - the runtime (validates plan steps against it; the host reference executor implements every
+//     op with exactly these arguments).
+// Plain C++17, no dependencies: the runtime owns it and the compiler includes it.
+//
+// Conventions (docs/plan-format.md has the full semantics of each op):
+//   - activations are float32, row-major, with a leading token dimension T (`num_tokens`);
+//   - weights are bfloat16 in checkpoint layout (a Linear weight is [out, in]);
+//   - KV caches are float32 [capacity, kv_heads, head_dim], token position p lives in slot
+//     p % capacity;
+//   - every device function must be correct for any gridDim.x >= 1 (grid-stride loops over its
+//     work units) and for blockDim.x == kernel.block_size.
+#ifndef SPARK_RUNTIME_KERNEL_ABI_H_
+#define SPARK_RUNTIME_KERNEL_ABI_H_
+
+#include <cstddef>
+#include <cstring>
+
+namespace spark {
+namespace abi {
+
+// What one argument of a device function is, at the C level.
+enum class ArgKind : int {
+  kPtr = 0,  // a device pointer (activation buffer, weight, KV-cache part, or null)
+  kI32 = 1,  // a 32-bit signed integer
+  kF32 = 2,  // a 32-bit float
+};
+
+struct ArgSpec {
+  const char* name;
+  ArgKind kind;
+};
+
+inline constexpr int kMaxArgs = 16;
+
+struct KernelSpec {
+  const char* op;          // plan step op name, e.g. "rms_norm"
+  const char* symbol;      // device function, e.g. "spark_rms_norm"
+  int block_size;          // required blockDim.x
+  int num_args;
+  ArgSpec args[kMaxArgs];  // in call order
+};
+
+#define SPARK_P(n) {n, ::spark::abi::ArgKind::kPtr}
+#define SPARK_I(n) {n, ::spark::abi::ArgKind::kI32}
+#define SPARK_F(n) {n, ::spark::abi::ArgKind::kF32}
+
+// clang-format off
+inline constexpr KernelSpec kKernels[] = {
+  // y[t, :] = table[ids[t], :] * scale. ids outside [0, vocab) produce a zero row (the runtime
+  // rejects such ids before launching).
+  {"embedding", "spark_embedding", 256, 7,
+   {SPARK_P("ids"), SPARK_P("table"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("vocab"),
+    SPARK_I("dim"), SPARK_F("scale")}},
+  // Gemma 4 RMSNorm over the last dim of x [num_tokens * groups, cols]; weight may be null
+  // (weight-less form): y = x * (mean(x^2) + eps)^-0.5 [* w].
+  {"rms_norm", "spark_rms_norm", 256, 7,
+   {SPARK_P("x"), SPARK_P("weight"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("groups"),
+    SPARK_I("cols"), SPARK_F("epsilon")}},
+  // y [T, out] = x [T, in] @ w[out, in]^T, f32 accumulation.
+  {"linear", "spark_linear", 256, 6,
+   {SPARK_P("x"), SPARK_P("w"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("out_features"),
+    SPARK_I("in_features")}},
+  // Elementwise over [T, cols].
+  {"add", "spark_add", 256, 5,
+   {SPARK_P("a"), SPARK_P("b"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+  {"mul", "spark_mul", 256, 5,
+   {SPARK_P("a"), SPARK_P("b"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+  // y = x * factor.
+  {"scale", "spark_scale", 256, 5,
+   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols"), SPARK_F("factor")}},
+  // y = x * s[0], s a bf16 [1] weight (Gemma 4's layer_scalar).
+  {"scalar_mul", "spark_scalar_mul", 256, 5,
+   {SPARK_P("x"), SPARK_P("s"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+  // y = gelu_tanh(x).
+  {"gelu", "spark_gelu", 256, 4,
+   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+  // y = gelu_tanh(a) * b (fused gate of the MLP).
+  {"gelu_mul", "spark_gelu_mul", 256, 5,
+   {SPARK_P("a"), SPARK_P("b"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+  // y = cap * tanh(x / cap).
+  {"softcap", "spark_softcap", 256, 5,
+   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols"), SPARK_F("cap")}},
+  // Rotate-half RoPE on x [T, heads, head_dim] at positions[T]. For i < rotated_pairs:
+  // inv_freq[i] = theta^(-2i/head_dim) / factor; other pairs pass through unchanged.
+  {"rope", "spark_rope", 256, 9,
+   {SPARK_P("x"), SPARK_P("positions"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("heads"),
+    SPARK_I("head_dim"), SPARK_I("rotated_pairs"), SPARK_F("theta"), SPARK_F("factor")}},
+  // Writes k, v [T, kv_heads, head_dim] into the cache slots positions[t] % capacity.
+  {"kv_write", "spark_kv_write", 256, 9,
+   {SPARK_P("k"), SPARK_P("v"), SPARK_P("positions"), SPARK_P("k_cache"), SPARK_P("v_cache"),
+    SPARK_I("num_tokens"), SPARK_I("kv_heads"), SPARK_I("head_dim"), SPARK_I("capacity")}},
+  // Causal (window == 0) or sliding-window (keys p-window < j <= p) grouped-query attention of
+  // q [T, q_heads, head_dim] at positions[T] over the cache (which already holds these tokens).
+  // scores = q.k * scale, softmax in f32; query head h reads kv head h / (q_heads / kv_heads).
+  {"attention", "spark_attention", 128, 12,
+   {SPARK_P("q"), SPARK_P("positions"), SPARK_P("k_cache"), SPARK_P("v_cache"), SPARK_P("y"),
+    SPARK_I("num_tokens"), SPARK_I("q_heads"), SPARK_I("kv_heads"), SPARK_I("head_dim"),
+    SPARK_I("capacity"), SPARK_I("window"), SPARK_F("scale")}},
+  // Gemma 4 MoE router (architecture spec 9.1): weight-less RMS, * scale * hidden^-0.5, logits,
+  // f32 softmax over experts, top_k (ties: lower index), renormalise, * per_expert_scale.
+  {"moe_router", "spark_moe_router", 128, 11,
+   {SPARK_P("x"), SPARK_P("scale"), SPARK_P("proj"), SPARK_P("per_expert_scale"),
+    SPARK_P("weights"), SPARK_P("indices"), SPARK_I("num_tokens"), SPARK_I("hidden"),
+    SPARK_I("num_experts"), SPARK_I("top_k"), SPARK_F("epsilon")}},
+  // act[t, k, :] = gelu(gate) * up, [gate; up] = x[t] @ gate_up[indices[t, k]]^T.
+  {"moe_gate_up", "spark_moe_gate_up", 256, 9,
+   {SPARK_P("x"), SPARK_P("gate_up"), SPARK_P("indices"), SPARK_P("act"), SPARK_I("num_tokens"),
+    SPARK_I("hidden"), SPARK_I("intermediate"), SPARK_I("num_experts"), SPARK_I("top_k")}},
+  // y[t] = sum_k weights[t, k] * (act[t, k] @ down[indices[t, k]]^T).
+  {"moe_down", "spark_moe_down", 256, 10,
+   {SPARK_P("act"), SPARK_P("down"), SPARK_P("weights"), SPARK_P("indices"), SPARK_P("y"),
+    SPARK_I("num_tokens"), SPARK_I("hidden"), SPARK_I("intermediate"), SPARK_I("num_experts"),
+    SPARK_I("top_k")}},
+  // In place: dest[indices[n], :] = updates[n, :] for n < num_updates; indices < 0 or
+  // >= num_tokens are skipped (never written).
+  {"scatter_rows", "spark_scatter_rows", 256, 6,
+   {SPARK_P("dest"), SPARK_P("indices"), SPARK_P("updates"), SPARK_I("num_tokens"),
+    SPARK_I("num_updates"), SPARK_I("cols")}},
+  // y[t] = ids[t] if it is none of token_a/b/c, else replacement (-1 = unused slot).
+  {"mask_tokens", "spark_mask_tokens", 256, 7,
+   {SPARK_P("ids"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("token_a"), SPARK_I("token_b"),
+    SPARK_I("token_c"), SPARK_I("replacement")}},
+  // y[t, :] = x[t, index, :] for x [T, groups, cols].
+  {"select_group", "spark_select_group", 256, 6,
+   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("groups"), SPARK_I("cols"),
+    SPARK_I("index")}},
+  // y = x over [T, cols] (f32).
+  {"copy", "spark_copy", 256, 4,
+   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+};
+// clang-format on
+
+#undef SPARK_P
+#undef SPARK_I
+#undef SPARK_F
+
+inline constexpr int kNumKernels = static_cast<int>(sizeof(kKernels) / sizeof(kKernels[0]));
+
+// Returns the spec for `op`, or nullptr when the op is unknown.
+inline const KernelSpec* FindKernel(const char* op) {
+  for (const KernelSpec& k : kKernels) {
+    if (std::strcmp(k.op, op) == 0) return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace abi
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_KERNEL_ABI_H_

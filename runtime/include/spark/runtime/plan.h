@@ -1,0 +1,129 @@
+// The execution plan in memory, as read from a `.spark.plan` section (docs/plan-format.md).
+// ReadPlan validates everything before returning: version, every id and offset in bounds, every
+// step's arguments against the kernel ABI (kernel_abi.h). Code that holds a Plan may index its
+// vectors with the ids it contains without further checks.
+#ifndef SPARK_RUNTIME_PLAN_H_
+#define SPARK_RUNTIME_PLAN_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace spark {
+namespace rt {
+
+enum class DType { kF32, kBF16, kI32 };
+
+// Bytes per element; the plan only uses the three types above.
+int DTypeSize(DType dtype);
+absl::string_view DTypeName(DType dtype);
+absl::StatusOr<DType> ParseDType(absl::string_view name);
+
+// An activation buffer in the arena: [max_tokens, row_shape...] of `dtype` at `offset`.
+struct BufferInfo {
+  std::string name;  // the SSA value it holds, for dumps and errors
+  DType dtype = DType::kF32;
+  std::vector<int64_t> row_shape;  // shape of one token's row
+  uint64_t offset = 0;             // bytes from the arena base
+  uint64_t row_bytes() const;      // bytes of one token's row
+};
+
+// A checkpoint tensor the plan reads.
+struct WeightInfo {
+  std::string name;  // full checkpoint name, e.g. model.language_model.norm.weight
+  DType dtype = DType::kBF16;
+  std::vector<int64_t> shape;
+  uint64_t num_bytes() const;
+};
+
+enum class KvKind { kFull, kSliding };
+
+// One KV cache (one per non-shared attention layer). Capacity in token slots is decided by the
+// runtime: full caches hold --max-length tokens, sliding ones min(max_length,
+// window - 1 + max_tokens) (docs/plan-format.md explains why).
+struct KvCacheInfo {
+  std::string name;
+  KvKind kind = KvKind::kFull;
+  int64_t window = 0;  // sliding only
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+enum class ArgRefKind {
+  kBuffer,          // index = buffer id
+  kWeight,          // index = weight id
+  kKCache,          // index = kv cache id (K part)
+  kVCache,          // index = kv cache id (V part)
+  kKvCapacity,      // index = kv cache id; value = its capacity in slots (i32)
+  kNull,            // a null pointer
+  kNumTokens,       // tokens in this step (i32)
+  kNumSoftTokens,   // soft-token rows in this step (i32)
+  kI32,             // literal
+  kF32,             // literal
+};
+
+struct StepArg {
+  ArgRefKind kind = ArgRefKind::kNull;
+  int64_t index = 0;  // buffer / weight / kv cache id
+  int32_t i32 = 0;
+  float f32 = 0.0f;
+};
+
+struct Step {
+  std::string op;      // kernel-level op, a key of kernel_abi.h
+  std::string kernel;  // entry point symbol in the cubin
+  std::string source;  // the tensor-level op it came from, e.g. "layers.3.attention"
+  int grid[3] = {1, 1, 1};
+  int block[3] = {1, 1, 1};
+  int shared_bytes = 0;
+  std::vector<StepArg> args;  // in kernel ABI order
+};
+
+// Model facts the runtime needs (from the imported config).
+struct ModelInfo {
+  std::string variant;  // e.g. "gemma4-e2b-like"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t max_position_embeddings = 0;
+  std::vector<int64_t> eos_token_ids;
+  int64_t bos_token_id = 2;
+  int64_t pad_token_id = 0;
+  std::vector<int64_t> soft_token_ids;  // image / audio / video placeholder ids
+  std::string weight_prefix;            // "model.language_model." or "model."
+};
+
+struct Plan {
+  uint32_t version = 0;
+  std::string target;         // e.g. "sm_121a"
+  int64_t max_tokens = 0;     // rows every activation buffer has room for (prefill chunk)
+  uint64_t arena_bytes = 0;   // size of the activation arena
+  ModelInfo model;
+  // Entry point buffers. soft_embeddings/soft_indices are -1 if the model has no merge.
+  int64_t input_ids = -1;        // i32 [T]
+  int64_t input_positions = -1;  // i32 [T]
+  int64_t soft_embeddings = -1;  // f32 [max_tokens, hidden]
+  int64_t soft_indices = -1;     // i32 [max_tokens]
+  int64_t output_logits = -1;    // f32 [T, vocab]
+  std::vector<BufferInfo> buffers;
+  std::vector<WeightInfo> weights;
+  std::vector<KvCacheInfo> kv_caches;
+  std::vector<Step> steps;
+};
+
+// Parses and validates the contents of a `.spark.plan` section (header + JSON). `origin` names
+// the file in error messages.
+absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_view origin);
+
+// Serialises a plan back to section bytes (used by tests and tools; the compiler has its own
+// writer that produces the same format).
+std::string SerializePlanSection(const Plan& plan);
+
+}  // namespace rt
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_PLAN_H_

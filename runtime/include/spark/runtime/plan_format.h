@@ -1,0 +1,52 @@
+// The `.spark.plan` ELF section: the compiler-runtime contract (docs/plan-format.md).
+//
+// Layout of the section, little-endian:
+//   offset 0   char[8]  magic       "SPKPLAN\0"
+//   offset 8   uint32   version     kPlanVersion
+//   offset 12  uint32   flags       0 (reserved; readers reject non-zero)
+//   offset 16  uint64   json_size   bytes of the JSON document that follows
+//   offset 24  uint64   checksum    FNV-1a 64 of the JSON bytes
+//   offset 32  char[json_size]      the plan, a UTF-8 JSON object (schema in docs/plan-format.md)
+// The section may carry trailing zero padding; nothing else.
+//
+// Plain C++17, no dependencies. The runtime owns this header; the compiler's plan writer includes
+// it. Bump kPlanVersion on any change to the layout or the JSON schema.
+#ifndef SPARK_RUNTIME_PLAN_FORMAT_H_
+#define SPARK_RUNTIME_PLAN_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spark {
+namespace plan_format {
+
+inline constexpr char kSectionName[] = ".spark.plan";
+inline constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'L', 'A', 'N', '\0'};
+inline constexpr uint32_t kPlanVersion = 1;
+inline constexpr size_t kHeaderSize = 32;
+// A plan larger than this is rejected before parsing (a real Gemma 4 plan is well under 4 MiB).
+inline constexpr uint64_t kMaxJsonSize = 256ull << 20;
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t flags;
+  uint64_t json_size;
+  uint64_t checksum;
+};
+static_assert(sizeof(Header) == kHeaderSize, "plan header must be 32 bytes");
+
+inline uint64_t Fnv1a64(const void* data, size_t size) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace plan_format
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_PLAN_FORMAT_H_

@@ -1,0 +1,42 @@
+# lit configuration for Spark's FileCheck suites (dialect, passes, import, compile, tools).
+import os
+import shutil
+import subprocess
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Spark"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test", ".json"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.spark_obj_root, "test")
+# Unit/ has its own config; Inputs/ and data/ hold fixtures, not tests.
+config.excludes = ["Unit", "Inputs", "data", "lit.cfg.py", "CMakeLists.txt", "gpu", "reference"]
+
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+llvm_config.with_environment("PATH", config.spark_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# Tests must not see a user's module path or ptxas choice.
+for var in ["SPARK_MODULE_PATH", "SPARK_PTXAS", "CUDA_HOME", "CUDA_PATH"]:
+    config.environment.pop(var, None)
+
+config.substitutions.append(("%spark_src_root", config.spark_src_root))
+config.substitutions.append(("%spark_obj_root", config.spark_obj_root))
+config.substitutions.append(("%cuda_root", config.cuda_root))
+config.substitutions.append(("%models", os.path.join(config.spark_src_root, "test", "data", "models")))
+config.substitutions.append(("%configs", os.path.join(config.spark_src_root, "test", "data", "configs")))
+
+if config.spark_has_compiler:
+    config.available_features.add("compiler")
+if os.path.exists(os.path.join(config.cuda_root, "bin", "ptxas")):
+    config.available_features.add("ptxas")
+
+# GPU tests run only where `spark-run --list-devices` finds a device.
+spark_run = os.path.join(config.spark_tools_dir, "spark-run")
+if config.spark_gpu_tests and os.path.exists(spark_run):
+    try:
+        if subprocess.run([spark_run, "--list-devices"], capture_output=True, timeout=60).returncode == 0:
+            config.available_features.add("cuda-device")
+    except Exception:
+        pass
