@@ -31,6 +31,10 @@ if config.spark_has_compiler:
     config.available_features.add("compiler")
 if os.path.exists(os.path.join(config.cuda_root, "bin", "ptxas")):
     config.available_features.add("ptxas")
+# One feature per target whose kernel library is built (kernels/CMakeLists.txt).
+for target in getattr(config, "spark_kernel_targets", "").split(";"):
+    if target:
+        config.available_features.add("kernels-" + target)
 
 # GPU tests run only where `spark-run --list-devices` finds a device.
 spark_run = os.path.join(config.spark_tools_dir, "spark-run")

@@ -1,7 +1,7 @@
 // The execution plan in memory, as read from a `.spark.plan` section (docs/plan-format.md).
-// ReadPlan validates everything before returning: version, every id and offset in bounds, every
-// step's arguments against the kernel ABI (kernel_abi.h). Code that holds a Plan may index its
-// vectors with the ids it contains without further checks.
+// ParsePlanSection validates everything before returning: version, every id and offset in bounds,
+// every step's arguments against the kernel ABI (kernel_abi.h). Code that holds a Plan may index
+// its vectors with the ids it contains without further checks.
 #ifndef SPARK_RUNTIME_PLAN_H_
 #define SPARK_RUNTIME_PLAN_H_
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -119,9 +120,27 @@ struct Plan {
 // the file in error messages.
 absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_view origin);
 
-// Serialises a plan back to section bytes (used by tests and tools; the compiler has its own
-// writer that produces the same format).
+// Serialises a plan to section bytes: the 32-byte header (magic, kPlanVersion, flags 0, JSON size,
+// FNV-1a checksum) followed by compact JSON, no padding. This is the one writer of the format:
+// the compiler writes its plans through it, and ParsePlanSection(SerializePlanSection(p)) gives
+// back p (f32 literals are written in the shortest form that reads back to the same float).
+// It does not validate: call ValidatePlan first.
 std::string SerializePlanSection(const Plan& plan);
+
+// Checks everything about an in-memory plan that ParsePlanSection checks after reading the JSON:
+// the target name, every id, offset and size in bounds (overflow-safe), dtypes, the entry point
+// buffers, and every step against the kernel ABI (op known, argument count and kinds, launch
+// configuration). kInvalidArgument naming `origin` and the offending field otherwise.
+absl::Status ValidatePlan(const Plan& plan, absl::string_view origin);
+
+// The plan JSON's name of an argument kind: "buffer", "weight", "k_cache", "v_cache",
+// "kv_capacity", "null", "num_tokens", "num_soft_tokens", "i32", "f32".
+absl::string_view ArgRefKindName(ArgRefKind kind);
+
+// Capacity in token slots of `cache` for a run of at most `max_length` tokens processed in steps
+// of at most `max_tokens`: max_length for a full cache, min(max_length, window - 1 + max_tokens)
+// for a sliding one (docs/plan-format.md). (Defined with the executors, in executor.cc.)
+int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tokens);
 
 }  // namespace rt
 }  // namespace spark

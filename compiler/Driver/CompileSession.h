@@ -1,0 +1,43 @@
+//===- CompileSession.h - parse -> pipeline -> serialise --------------*- C++ -*-===//
+#ifndef SPARK_COMPILER_DRIVER_COMPILESESSION_H
+#define SPARK_COMPILER_DRIVER_COMPILESESSION_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace spark {
+
+enum class EmitKind { Mlir, Llvm, Ptx, Cubin };
+
+struct CompileOptions {
+  std::vector<std::string> targets{"sm_121a"};
+  EmitKind emit = EmitKind::Cubin;
+  int64_t maxTokens = 64;
+  std::string output = "model.cubin";
+  std::string ptxas;                        // --ptxas
+  std::vector<std::string> kernelLibraryDirs; // --kernel-library-dir
+  std::string keepTempsDir;                 // --keep-temps: keep .ptx and ptxas output here
+  std::string dumpPtx;                      // --dump-ptx=<file>
+  bool verbose = false;                     // -v: each stage's time and every lookup
+  std::string argv0;
+  /// Applies the --mlir-* pass manager options (print-ir, timing) to each pass manager.
+  std::function<mlir::LogicalResult(mlir::PassManager &)> configurePassManager;
+};
+
+/// Runs the compile pipeline on `module` and writes the outputs (docs/cli.md lists them).
+/// Problems are reported as diagnostics on the module.
+mlir::LogicalResult compileModule(mlir::ModuleOp module, const CompileOptions &options);
+
+/// The file a target's output goes to: the -o path itself for one target, else
+/// `<dir>/<stem>.<target>.<ext>`.
+std::string outputPathFor(const CompileOptions &options, llvm::StringRef target,
+                          llvm::StringRef extension);
+
+} // namespace spark
+
+#endif // SPARK_COMPILER_DRIVER_COMPILESESSION_H

@@ -1,0 +1,532 @@
+//===- GemmaConfig.cpp - a Gemma 4 config.json, parsed and derived --------===//
+#include "compiler/Import/GemmaConfig.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cmath>
+
+using namespace llvm;
+
+namespace spark {
+namespace {
+
+/// Reads fields of one JSON object, remembering which keys were consumed, and turns every
+/// problem into an error that names the config and the key.
+class FieldReader {
+public:
+  FieldReader(const json::Object &object, StringRef origin, StringRef scope)
+      : object(object), origin(origin.str()), scope(scope.str()) {}
+
+  Error error(const Twine &message) const {
+    return createStringError(inconvertibleErrorCode(), "%s: %s", origin.c_str(),
+                             message.str().c_str());
+  }
+  std::string key(StringRef name) const { return scope.empty() ? name.str() : scope + "." + name.str(); }
+
+  bool has(StringRef name) const {
+    const json::Value *v = object.get(name);
+    return v && v->kind() != json::Value::Null;
+  }
+  const json::Value *raw(StringRef name) {
+    used.insert(name);
+    return object.get(name);
+  }
+
+  Expected<int64_t> integer(StringRef name, std::optional<int64_t> fallback = std::nullopt) {
+    const json::Value *v = raw(name);
+    if (!v || v->kind() == json::Value::Null) {
+      if (fallback)
+        return *fallback;
+      return error("missing required field '" + key(name) + "'");
+    }
+    if (std::optional<int64_t> n = v->getAsInteger())
+      return *n;
+    return error("field '" + key(name) + "' must be an integer");
+  }
+  Expected<int64_t> positive(StringRef name, std::optional<int64_t> fallback = std::nullopt) {
+    Expected<int64_t> n = integer(name, fallback);
+    if (n && *n <= 0)
+      return error(formatv("field '{0}' must be positive, got {1}", key(name), *n));
+    return n;
+  }
+  Expected<double> number(StringRef name, std::optional<double> fallback = std::nullopt) {
+    const json::Value *v = raw(name);
+    if (!v || v->kind() == json::Value::Null) {
+      if (fallback)
+        return *fallback;
+      return error("missing required field '" + key(name) + "'");
+    }
+    if (std::optional<double> d = v->getAsNumber())
+      return *d;
+    return error("field '" + key(name) + "' must be a number");
+  }
+  Expected<bool> boolean(StringRef name, bool fallback) {
+    const json::Value *v = raw(name);
+    if (!v || v->kind() == json::Value::Null)
+      return fallback;
+    if (std::optional<bool> b = v->getAsBoolean())
+      return *b;
+    return error("field '" + key(name) + "' must be true or false");
+  }
+  std::optional<std::string> string(StringRef name) {
+    const json::Value *v = raw(name);
+    if (!v)
+      return std::nullopt;
+    if (std::optional<StringRef> s = v->getAsString())
+      return s->str();
+    return std::nullopt;
+  }
+
+  /// Keys of the object nobody read.
+  std::vector<std::string> unused() const {
+    std::vector<std::string> keys;
+    for (const auto &kv : object)
+      if (!used.contains(kv.first))
+        keys.push_back(kv.first.str());
+    llvm::sort(keys);
+    return keys;
+  }
+
+  void markUsed(StringRef name) { used.insert(name); }
+
+private:
+  const json::Object &object;
+  std::string origin;
+  std::string scope;
+  StringSet<> used;
+};
+
+/// Keys that are read elsewhere or that do not change the text model's math.
+const char *const kIgnoredKeys[] = {
+    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype",
+    "initializer_range", "use_cache", "attention_dropout", "hidden_activation",
+    "text_config", "vision_config", "audio_config", "boi_token_id", "eoi_token_id",
+    "boa_token_id", "eoa_token_id", "boi_token_index", "eoi_token_index",
+    "vision_soft_tokens_per_image", "audio_soft_tokens_per_image", "image_token_index",
+    "mm_tokens_per_image", "output_attentions", "output_hidden_states", "return_dict",
+    "is_encoder_decoder", "chunk_size_feed_forward", "tie_word_embeddings", "bos_token_id",
+    "eos_token_id", "pad_token_id", "image_token_id", "audio_token_id", "video_token_id",
+    "rope_parameters", "layer_types", "per_layer_config", "_name_or_path", "id2label",
+    "label2id", "problem_type", "auto_map", "quantization_config_ignored", "tokenizer_class",
+    "sliding_window_pattern", "rope_scaling", "rope_theta", "rope_local_base_freq",
+    "final_logit_softcapping", "attn_logit_softcapping", "query_pre_attn_scalar",
+    "use_bidirectional_attention", "attention_bias", "router_aux_loss_coef",
+    "output_router_logits", "expert_intermediate_size", "moe_intermediate_size",
+    "global_head_dim", "num_global_key_value_heads", "enable_moe_block", "num_experts",
+    "top_k_experts", "num_kv_shared_layers", "use_double_wide_mlp", "attention_k_eq_v",
+    "hidden_size_per_layer_input", "vocab_size_per_layer_input", "head_dim", "sliding_window",
+    "max_position_embeddings", "rms_norm_eps", "vocab_size", "hidden_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "intermediate_size",
+    "initializer_factor", "cache_implementation", "final_norm", "use_sliding_window",
+};
+
+Expected<std::vector<int64_t>> readIdList(const json::Value *value, StringRef what,
+                                          const FieldReader &reader) {
+  std::vector<int64_t> ids;
+  if (!value || value->kind() == json::Value::Null)
+    return ids;
+  if (std::optional<int64_t> one = value->getAsInteger())
+    return std::vector<int64_t>{*one};
+  if (const json::Array *array = value->getAsArray()) {
+    for (const json::Value &v : *array) {
+      std::optional<int64_t> id = v.getAsInteger();
+      if (!id)
+        return reader.error("field '" + what + "' must hold integers");
+      ids.push_back(*id);
+    }
+    return ids;
+  }
+  return reader.error("field '" + what + "' must be an integer or a list of integers");
+}
+
+Expected<RopeConfig> readRope(const json::Object *params, StringRef type, bool fullLayer,
+                              const FieldReader &outer) {
+  RopeConfig rope;
+  rope.theta = fullLayer ? 1e6 : 1e4;
+  rope.proportional = fullLayer;
+  rope.partialRotaryFactor = fullLayer ? 0.25 : 1.0;
+  if (!params)
+    return rope;
+  const json::Object *p = params->getObject(type);
+  if (!p)
+    return rope;
+  FieldReader reader(*p, "", ("rope_parameters." + type).str());
+  std::string ropeType = reader.string("rope_type").value_or(fullLayer ? "proportional" : "default");
+  if (ropeType != "default" && ropeType != "proportional")
+    return outer.error("rope_parameters." + type + ".rope_type '" + ropeType +
+                       "' is not supported (expected 'default' or 'proportional')");
+  rope.proportional = ropeType == "proportional";
+  Expected<double> theta = reader.number("rope_theta", rope.theta);
+  if (!theta)
+    return theta.takeError();
+  rope.theta = *theta;
+  Expected<double> partial =
+      reader.number("partial_rotary_factor", rope.proportional ? 0.25 : 1.0);
+  if (!partial)
+    return partial.takeError();
+  rope.partialRotaryFactor = *partial;
+  Expected<double> factor = reader.number("factor", 1.0);
+  if (!factor)
+    return factor.takeError();
+  rope.factor = *factor;
+  if (!(rope.theta > 0) || !(rope.factor > 0) || rope.partialRotaryFactor <= 0 ||
+      rope.partialRotaryFactor > 1)
+    return outer.error("rope_parameters." + type +
+                       " needs rope_theta > 0, factor > 0 and 0 < partial_rotary_factor <= 1");
+  for (const std::string &k : reader.unused())
+    if (k != "rope_type")
+      return outer.error("rope_parameters." + type + "." + k +
+                         " is not understood and would change the RoPE math; refusing to import");
+  return rope;
+}
+
+Error checkMathChangingFields(FieldReader &text, const json::Object &object) {
+  auto isSet = [&](StringRef k) {
+    const json::Value *v = object.get(k);
+    return v && v->kind() != json::Value::Null;
+  };
+  for (StringRef k : {"attn_logit_softcapping", "query_pre_attn_scalar", "rope_scaling"})
+    if (isSet(k))
+      return text.error("field '" + k.str() +
+                        "' is set, but Gemma 4 has no such term; this config is not a Gemma 4 "
+                        "text model Spark can import exactly");
+  if (std::optional<std::string> act = text.string("hidden_activation"))
+    if (*act != "gelu_pytorch_tanh")
+      return text.error("hidden_activation '" + *act +
+                        "' is not supported (Gemma 4 uses gelu_pytorch_tanh)");
+  Expected<bool> bias = text.boolean("attention_bias", false);
+  if (!bias)
+    return bias.takeError();
+  if (*bias)
+    return text.error("attention_bias = true is not supported (Gemma 4 has no biases)");
+  return Error::success();
+}
+
+} // namespace
+
+std::string GemmaConfig::variant() const {
+  struct Known {
+    int64_t hidden, layers;
+    bool moe;
+    const char *name;
+  };
+  static const Known kKnown[] = {{2816, 30, true, "gemma-4-26b-a4b"},
+                                 {5376, 60, false, "gemma-4-31b"},
+                                 {2560, 42, false, "gemma-4-e4b"},
+                                 {1536, 35, false, "gemma-4-e2b"}};
+  for (const Known &k : kKnown)
+    if (k.hidden == hiddenSize && k.layers == numLayers && k.moe == moe && vocabSize == 262144)
+      return k.name;
+  std::string kind = moe ? "moe" : pleDim > 0 ? "ple" : "dense";
+  return formatv("gemma4-{0}-h{1}-l{2}", kind, hiddenSize, numLayers).str();
+}
+
+Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
+  Expected<json::Value> root = json::parse(source);
+  if (!root)
+    return createStringError(inconvertibleErrorCode(), "%s: not valid JSON: %s",
+                             origin.str().c_str(), toString(root.takeError()).c_str());
+  const json::Object *top = root->getAsObject();
+  if (!top)
+    return createStringError(inconvertibleErrorCode(), "%s: expected a JSON object",
+                             origin.str().c_str());
+
+  GemmaConfig config;
+  config.path = origin.str();
+  FieldReader topReader(*top, origin, "");
+  std::string modelType = topReader.string("model_type").value_or("");
+  const json::Object *textObject = top->getObject("text_config");
+  if (modelType == "gemma4") {
+    if (!textObject)
+      return topReader.error("model_type 'gemma4' needs a 'text_config' object");
+    config.architecture = "Gemma4ForConditionalGeneration";
+    config.weightPrefix = "model.language_model.";
+  } else if (modelType == "gemma4_text") {
+    textObject = top;
+    config.architecture = "Gemma4ForCausalLM";
+    config.weightPrefix = "model.";
+  } else {
+    return topReader.error("unsupported model_type '" + modelType +
+                           "' (expected 'gemma4' or 'gemma4_text')");
+  }
+  if (const json::Array *archs = top->getArray("architectures"))
+    if (!archs->empty())
+      if (std::optional<StringRef> a = (*archs)[0].getAsString()) {
+        if (*a == "Gemma4ForCausalLM")
+          config.weightPrefix = "model.";
+        else if (*a == "Gemma4ForConditionalGeneration")
+          config.weightPrefix = "model.language_model.";
+        config.architecture = a->str();
+      }
+
+  FieldReader text(*textObject, origin, textObject == top ? "" : "text_config");
+  if (Error e = checkMathChangingFields(text, *textObject))
+    return std::move(e);
+
+  auto need = [](auto expected, auto &out) -> Error {
+    if (!expected)
+      return expected.takeError();
+    out = *expected;
+    return Error::success();
+  };
+#define SPARK_READ(expr, out)                                                                  \
+  if (Error e = need(expr, out))                                                               \
+    return std::move(e);
+
+  SPARK_READ(text.positive("hidden_size"), config.hiddenSize);
+  SPARK_READ(text.positive("num_hidden_layers"), config.numLayers);
+  SPARK_READ(text.positive("vocab_size"), config.vocabSize);
+  int64_t numHeads, numKvHeads, headDim, globalHeadDim, intermediate;
+  SPARK_READ(text.positive("num_attention_heads"), numHeads);
+  SPARK_READ(text.positive("num_key_value_heads"), numKvHeads);
+  SPARK_READ(text.positive("head_dim", 256), headDim);
+  SPARK_READ(text.positive("global_head_dim", 512), globalHeadDim);
+  SPARK_READ(text.positive("intermediate_size"), intermediate);
+  SPARK_READ(text.positive("sliding_window", 1024), config.slidingWindow);
+  SPARK_READ(text.positive("max_position_embeddings", 131072), config.maxPositionEmbeddings);
+  SPARK_READ(text.number("rms_norm_eps", 1e-6), config.rmsNormEps);
+  SPARK_READ(text.boolean("tie_word_embeddings", true), config.tieWordEmbeddings);
+  SPARK_READ(text.integer("hidden_size_per_layer_input", 0), config.pleDim);
+  SPARK_READ(text.integer("vocab_size_per_layer_input", config.vocabSize), config.pleVocab);
+  SPARK_READ(text.integer("num_kv_shared_layers", 0), config.numKvSharedLayers);
+  SPARK_READ(text.boolean("enable_moe_block", false), config.moe);
+  bool kEqV, doubleWide;
+  SPARK_READ(text.boolean("attention_k_eq_v", false), kEqV);
+  SPARK_READ(text.boolean("use_double_wide_mlp", false), doubleWide);
+  std::optional<int64_t> globalKvHeads;
+  if (text.has("num_global_key_value_heads")) {
+    int64_t n;
+    SPARK_READ(text.positive("num_global_key_value_heads"), n);
+    globalKvHeads = n;
+  } else {
+    text.markUsed("num_global_key_value_heads");
+  }
+  if (text.has("final_logit_softcapping")) {
+    double cap;
+    SPARK_READ(text.number("final_logit_softcapping"), cap);
+    if (!(cap > 0))
+      return text.error("final_logit_softcapping must be positive");
+    config.finalLogitSoftcapping = cap;
+  } else {
+    text.markUsed("final_logit_softcapping");
+  }
+  if (config.moe) {
+    SPARK_READ(text.positive("num_experts"), config.numExperts);
+    SPARK_READ(text.positive("top_k_experts"), config.topKExperts);
+    if (text.has("moe_intermediate_size")) {
+      SPARK_READ(text.positive("moe_intermediate_size"), config.moeIntermediate);
+    } else {
+      SPARK_READ(text.positive("expert_intermediate_size"), config.moeIntermediate);
+    }
+    if (config.topKExperts > config.numExperts)
+      return text.error(formatv("top_k_experts ({0}) exceeds num_experts ({1})",
+                                config.topKExperts, config.numExperts));
+  }
+  std::optional<std::string> bidi = text.string("use_bidirectional_attention");
+  if (bidi && *bidi == "all")
+    return text.error("use_bidirectional_attention = \"all\" (non-causal text attention) is "
+                      "not supported");
+  config.bidirectionalVision = bidi && *bidi == "vision";
+  if (std::optional<std::string> dtype = text.string("dtype"))
+    config.dtype = *dtype;
+  else if (std::optional<std::string> dtype = topReader.string("torch_dtype"))
+    config.dtype = *dtype;
+
+  // Token ids: text config first, then the top level.
+  auto idsFrom = [&](StringRef k) -> Expected<std::vector<int64_t>> {
+    const json::Value *v = textObject->get(k);
+    if (!v || v->kind() == json::Value::Null)
+      v = top->get(k);
+    return readIdList(v, k, text);
+  };
+  std::vector<int64_t> ids;
+  SPARK_READ(idsFrom("eos_token_id"), config.eosTokenIds);
+  SPARK_READ(idsFrom("pad_token_id"), ids);
+  config.padTokenId = ids.empty() ? 0 : ids[0];
+  SPARK_READ(idsFrom("bos_token_id"), ids);
+  config.bosTokenId = ids.empty() ? 2 : ids[0];
+  for (StringRef k : {"image_token_id", "audio_token_id", "video_token_id"}) {
+    SPARK_READ(idsFrom(k), ids);
+    for (int64_t id : ids)
+      if (id >= 0 && id < config.vocabSize)
+        config.softTokenIds.push_back(id);
+  }
+  if (config.softTokenIds.size() > 3)
+    config.softTokenIds.resize(3);
+
+  // Consistency.
+  if (config.numKvSharedLayers < 0 || config.numKvSharedLayers >= config.numLayers)
+    return text.error(formatv("num_kv_shared_layers ({0}) must be in [0, num_hidden_layers = {1})",
+                              config.numKvSharedLayers, config.numLayers));
+  if (config.pleDim < 0)
+    return text.error("hidden_size_per_layer_input must be >= 0");
+  if (numHeads % numKvHeads != 0)
+    return text.error(formatv("num_attention_heads ({0}) is not a multiple of "
+                              "num_key_value_heads ({1})", numHeads, numKvHeads));
+  if (globalKvHeads && numHeads % *globalKvHeads != 0)
+    return text.error(formatv("num_attention_heads ({0}) is not a multiple of "
+                              "num_global_key_value_heads ({1})", numHeads, *globalKvHeads));
+  if (headDim % 2 || globalHeadDim % 2)
+    return text.error("head_dim and global_head_dim must be even");
+  for (int64_t id : config.eosTokenIds)
+    if (id < 0 || id >= config.vocabSize)
+      return text.error(formatv("eos_token_id {0} is outside the vocabulary [0, {1})", id,
+                                config.vocabSize));
+
+  // RoPE per layer type.
+  const json::Object *ropeParams = textObject->getObject("rope_parameters");
+  {
+    Expected<RopeConfig> s = readRope(ropeParams, "sliding_attention", false, text);
+    if (!s)
+      return s.takeError();
+    config.slidingRope = *s;
+    Expected<RopeConfig> f = readRope(ropeParams, "full_attention", true, text);
+    if (!f)
+      return f.takeError();
+    config.fullRope = *f;
+  }
+
+  // Layer types (section 1.2.1): given, or the 5:1 pattern; the last layer is always full.
+  std::vector<bool> full(config.numLayers);
+  if (const json::Array *types = textObject->getArray("layer_types")) {
+    if (static_cast<int64_t>(types->size()) != config.numLayers)
+      return text.error(formatv("layer_types has {0} entries but num_hidden_layers is {1}",
+                                types->size(), config.numLayers));
+    for (auto [i, v] : llvm::enumerate(*types)) {
+      std::optional<StringRef> s = v.getAsString();
+      if (!s || (*s != "full_attention" && *s != "sliding_attention"))
+        return text.error(formatv("layer_types[{0}] must be \"full_attention\" or "
+                                  "\"sliding_attention\"", i));
+      full[i] = *s == "full_attention";
+    }
+  } else {
+    for (int64_t i = 0; i < config.numLayers; ++i)
+      full[i] = (i + 1) % 6 == 0;
+  }
+  full.back() = true;
+
+  // Explicit per-layer overrides (transformers 5.17), by layer index or layer type.
+  const json::Object *perLayer = textObject->getObject("per_layer_config");
+  auto overrideOf = [&](int64_t i, bool isFull, StringRef k) -> std::optional<int64_t> {
+    if (!perLayer)
+      return std::nullopt;
+    for (std::string key : {std::to_string(i),
+                            std::string(isFull ? "full_attention" : "sliding_attention")})
+      if (const json::Object *o = perLayer->getObject(key))
+        if (const json::Value *v = o->get(k))
+          if (std::optional<int64_t> n = v->getAsInteger())
+            return *n;
+    return std::nullopt;
+  };
+
+  int64_t firstShared = config.numLayers - config.numKvSharedLayers;
+  int64_t lastSliding = -1, lastFull = -1;
+  for (int64_t i = 0; i < firstShared; ++i)
+    (full[i] ? lastFull : lastSliding) = i;
+  for (int64_t i = 0; i < config.numLayers; ++i) {
+    LayerConfig layer;
+    layer.index = i;
+    layer.full = full[i];
+    layer.numHeads = numHeads;
+    layer.headDim = overrideOf(i, full[i], "head_dim").value_or(full[i] ? globalHeadDim : headDim);
+    layer.numKvHeads = numKvHeads;
+    if (full[i] && kEqV && globalKvHeads)
+      layer.numKvHeads = *globalKvHeads;
+    layer.numKvHeads = overrideOf(i, full[i], "num_key_value_heads").value_or(layer.numKvHeads);
+    layer.kEqV = full[i] && kEqV;
+    layer.kvShared = config.numKvSharedLayers > 0 && i >= firstShared;
+    layer.kvSource = i;
+    if (layer.kvShared) {
+      layer.kvSource = full[i] ? lastFull : lastSliding;
+      if (layer.kvSource < 0)
+        return text.error(formatv("layer {0} shares KV with the last non-shared {1} layer, but "
+                                  "there is none before layer {2}",
+                                  i, full[i] ? "full" : "sliding", firstShared));
+    }
+    layer.intermediate = intermediate * (doubleWide && layer.kvShared ? 2 : 1);
+    layer.intermediate =
+        overrideOf(i, full[i], "intermediate_size").value_or(layer.intermediate);
+    const RopeConfig &rope = full[i] ? config.fullRope : config.slidingRope;
+    layer.rotatedPairs = rope.proportional
+                             ? static_cast<int64_t>(rope.partialRotaryFactor * layer.headDim) / 2
+                             : layer.headDim / 2;
+    if (layer.headDim <= 0 || layer.headDim % 2 || layer.numKvHeads <= 0 ||
+        layer.numHeads % layer.numKvHeads)
+      return text.error(formatv("layer {0}: inconsistent attention geometry ({1} heads, {2} KV "
+                                "heads, head_dim {3})",
+                                i, layer.numHeads, layer.numKvHeads, layer.headDim));
+    config.layers.push_back(layer);
+  }
+  // A shared layer reads its source's cache, so the geometry must agree.
+  for (const LayerConfig &layer : config.layers)
+    if (layer.kvShared) {
+      const LayerConfig &src = config.layers[layer.kvSource];
+      if (src.headDim != layer.headDim || src.numKvHeads != layer.numKvHeads)
+        return text.error(formatv("layer {0} shares KV with layer {1} but their KV geometry "
+                                  "differs", layer.index, src.index));
+    }
+
+  for (const std::string &k : text.unused())
+    if (!llvm::is_contained(kIgnoredKeys, k))
+      config.warnings.push_back("field '" + text.key(k) + "' is not used by the importer");
+#undef SPARK_READ
+  return config;
+}
+
+Expected<GemmaConfig> parseGemmaConfig(StringRef pathOrDir) {
+  SmallString<256> path(pathOrDir);
+  if (sys::fs::is_directory(path))
+    sys::path::append(path, "config.json");
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  if (!buffer)
+    return createStringError(buffer.getError(), "cannot read %s: %s", path.c_str(),
+                             buffer.getError().message().c_str());
+  return parseGemmaConfigText((*buffer)->getBuffer(), path);
+}
+
+ParameterCounts countParameters(const GemmaConfig &c) {
+  ParameterCounts counts;
+  int64_t h = c.hiddenSize;
+  int64_t head = c.vocabSize * h; // tied: the embedding is also the LM head
+  counts.total += head;
+  counts.activePerToken += head;
+  if (!c.tieWordEmbeddings)
+    counts.total += head;
+  counts.total += h; // final norm
+  if (c.pleDim > 0) {
+    int64_t L = c.numLayers, dp = c.pleDim;
+    counts.total += c.pleVocab * L * dp + L * dp * h + dp;
+    counts.activePerToken += L * dp * h + dp;
+  }
+  for (const LayerConfig &l : c.layers) {
+    int64_t attn = l.numHeads * l.headDim * h * 2 + l.headDim; // q, o, q_norm
+    if (!l.kvShared)
+      attn += l.numKvHeads * l.headDim * h * (l.kEqV ? 1 : 2) + l.headDim; // k, v, k_norm
+    int64_t mlp = 3 * l.intermediate * h;
+    int64_t norms = 4 * h + 1; // + layer_scalar
+    int64_t shared = attn + mlp + norms;
+    int64_t stored = shared, active = shared;
+    if (c.moe) {
+      int64_t router = c.numExperts * h + h + c.numExperts;
+      int64_t perExpert = 3 * c.moeIntermediate * h;
+      stored += router + c.numExperts * perExpert + 3 * h;
+      active += router + c.topKExperts * perExpert + 3 * h;
+    }
+    if (c.pleDim > 0) {
+      int64_t ple = 2 * c.pleDim * h + h;
+      stored += ple;
+      active += ple;
+    }
+    counts.total += stored;
+    counts.activePerToken += active;
+  }
+  return counts;
+}
+
+} // namespace spark

@@ -1,0 +1,388 @@
+//===- CudaTarget.cpp - targets, kernel library, ptxas, plan section -------===//
+#include "compiler/Target/CUDA/CudaTarget.h"
+
+#include "dialects/Spark/IR/SparkOps.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Object/ELF.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+
+#include "spark/runtime/module_resolver.h"
+#include "spark/runtime/plan.h"
+#include "spark/runtime/plan_format.h"
+#include "spark/runtime/target.h"
+
+#include <cstring>
+
+using namespace llvm;
+using mlir::ArrayAttr;
+using mlir::Attribute;
+
+namespace spark {
+namespace {
+
+Error makeError(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), "%s", message.str().c_str());
+}
+
+std::string fromStatus(const absl::Status &status) { return std::string(status.message()); }
+
+} // namespace
+
+StringRef supportedTargetsText() {
+  return "sm_121a (DGX Spark, default), sm_120a, sm_120f, sm_100a, sm_90a, sm_80, "
+         "or compute_XY for PTX only (e.g. compute_90)";
+}
+
+Expected<CudaTarget> parseCudaTarget(StringRef name) {
+  absl::StatusOr<rt::Target> parsed = rt::ParseTarget(std::string(name));
+  if (!parsed.ok())
+    return makeError(fromStatus(parsed.status()) + "; supported targets: " +
+                     supportedTargetsText());
+  int cc = parsed->major * 10 + parsed->minor;
+  if (cc < 80)
+    return makeError(formatv("target '{0}' is older than compute capability 8.0, which Spark "
+                             "does not support; supported targets: {1}",
+                             name, supportedTargetsText()));
+  CudaTarget target;
+  target.name = name.str();
+  // PTX ISA 8.8 is the first that knows sm_121a; CUDA 13's ptxas takes it for every target.
+  target.features = "+ptx88";
+  if (parsed->kind == rt::TargetKind::kPtx) {
+    target.ptxOnly = true;
+    target.chip = formatv("sm_{0}", cc).str();
+  } else {
+    target.chip = name.str();
+    target.ptxasArch = name.str();
+  }
+  return target;
+}
+
+Expected<std::string> findKernelLibrary(const CudaTarget &target, ArrayRef<std::string> extraDirs,
+                                        const char *argv0, raw_ostream *log) {
+  // The libraries a target can link: its own; for PTX targets, the generic, arch-specific or
+  // family build of the same architecture.
+  SmallVector<std::string> names{target.name};
+  if (target.ptxOnly)
+    names = {target.chip, target.chip + "a", target.chip + "f"};
+
+  // The runtime's search path (flags, SPARK_MODULE_PATH, ..., install prefix): one resolver.
+  rt::ResolveRequest request;
+  request.module_path.assign(extraDirs.begin(), extraDirs.end());
+  if (const char *env = std::getenv("SPARK_MODULE_PATH"))
+    request.env_module_path = env;
+  std::string exe = sys::fs::getMainExecutable(argv0, (void *)&findKernelLibrary);
+  SmallString<256> prefix(sys::path::parent_path(sys::path::parent_path(exe)));
+  request.install_prefix = std::string(prefix);
+  std::vector<std::string> dirs;
+  for (const std::string &d : extraDirs)
+    dirs.push_back(d);
+  for (const rt::SearchDir &dir : rt::ModuleSearchPath(request))
+    if (!llvm::is_contained(dirs, dir.path))
+      dirs.push_back(dir.path);
+
+  std::string tried;
+  for (const std::string &dir : dirs)
+    for (const std::string &name : names) {
+      SmallString<256> path(dir);
+      sys::path::append(path, "kernels", name, "spark_kernels.bc");
+      bool exists = sys::fs::exists(path);
+      if (log)
+        *log << "kernel library: " << path << (exists ? ": found\n" : ": not found\n");
+      if (exists)
+        return std::string(path);
+      tried += ("\n  " + path).str();
+    }
+  return makeError(formatv("no kernel library for target '{0}'; looked for:{1}\nbuild it with "
+                           "`cmake -DSPARK_TARGETS=\"{2}\" ...` and `ninja spark_kernel_library`, "
+                           "or point --kernel-library-dir / SPARK_MODULE_PATH at a directory "
+                           "holding kernels/{2}/spark_kernels.bc",
+                           target.name, tried, names.front()));
+}
+
+Expected<std::string> findPtxas(StringRef flag, raw_ostream *log) {
+  SmallVector<std::pair<std::string, std::string>> candidates; // (where, path)
+  if (!flag.empty())
+    candidates.push_back({"--ptxas", flag.str()});
+  if (const char *env = std::getenv("SPARK_PTXAS"))
+    candidates.push_back({"SPARK_PTXAS", env});
+  for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char *env = std::getenv(var)) {
+      SmallString<256> p(env);
+      sys::path::append(p, "bin", "ptxas");
+      candidates.push_back({(Twine("$") + var + "/bin").str(), std::string(p)});
+    }
+  candidates.push_back({"the default CUDA install", "/usr/local/cuda/bin/ptxas"});
+  std::string tried;
+  for (auto &[where, path] : candidates) {
+    bool ok = sys::fs::can_execute(path);
+    if (log)
+      *log << "ptxas: " << where << ": " << path << (ok ? " (using it)\n" : " (not executable)\n");
+    if (ok)
+      return path;
+    tried += formatv("\n  {0}: {1} (not found or not executable)", where, path).str();
+    // An explicit choice that does not work is an error, not something to fall back from.
+    if (where == "--ptxas" || where == "SPARK_PTXAS")
+      return makeError(formatv("ptxas given by {0} is not executable: {1}", where, path));
+  }
+  if (ErrorOr<std::string> onPath = sys::findProgramByName("ptxas")) {
+    if (log)
+      *log << "ptxas: PATH: " << *onPath << " (using it)\n";
+    return *onPath;
+  }
+  return makeError("cannot find ptxas; looked at:" + tried +
+                   "\n  PATH: no ptxas\ninstall the CUDA toolkit (13.0 or newer for sm_121a), "
+                   "or pass --ptxas /path/to/ptxas, or set SPARK_PTXAS or CUDA_HOME");
+}
+
+Expected<std::string> runPtxas(StringRef ptxas, const CudaTarget &target, StringRef ptx,
+                               StringRef keepDir, raw_ostream *log) {
+  SmallString<256> ptxPath, cubinPath, errPath;
+  if (!keepDir.empty()) {
+    if (std::error_code ec = sys::fs::create_directories(keepDir))
+      return makeError("cannot create " + keepDir + ": " + ec.message());
+    ptxPath = keepDir;
+    sys::path::append(ptxPath, "model." + target.name + ".ptx");
+    cubinPath = keepDir;
+    sys::path::append(cubinPath, "model." + target.name + ".ptxas.cubin");
+  } else {
+    if (std::error_code ec = sys::fs::createTemporaryFile("spark-" + target.name, "ptx", ptxPath))
+      return makeError("cannot create a temporary file: " + ec.message());
+    if (std::error_code ec =
+            sys::fs::createTemporaryFile("spark-" + target.name, "cubin", cubinPath))
+      return makeError("cannot create a temporary file: " + ec.message());
+  }
+  if (std::error_code ec = sys::fs::createTemporaryFile("spark-ptxas", "log", errPath))
+    return makeError("cannot create a temporary file: " + ec.message());
+  {
+    std::error_code ec;
+    raw_fd_ostream os(ptxPath, ec);
+    if (ec)
+      return makeError("cannot write " + ptxPath + ": " + ec.message());
+    os << ptx;
+  }
+  std::string archArg = "-arch=" + target.ptxasArch;
+  SmallVector<StringRef> args{ptxas, archArg, "-O3", ptxPath, "-o", cubinPath};
+  std::string command = join(args, " ");
+  if (log)
+    *log << "ptxas: running " << command << "\n";
+  std::optional<StringRef> redirects[] = {std::nullopt, std::nullopt, StringRef(errPath)};
+  std::string execError;
+  int rc = sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0, 0, &execError);
+  std::string stderrText;
+  if (ErrorOr<std::unique_ptr<MemoryBuffer>> err = MemoryBuffer::getFile(errPath))
+    stderrText = (*err)->getBuffer().str();
+  sys::fs::remove(errPath);
+  if (rc != 0) {
+    if (keepDir.empty())
+      sys::fs::remove(cubinPath); // keep the .ptx for the repro command
+    return makeError(formatv("ptxas failed for target {0} (exit code {1}){2}\n{3}\nreproduce "
+                             "with:\n  {4}",
+                             target.name, rc, execError.empty() ? "" : ": " + execError,
+                             StringRef(stderrText).trim(), command));
+  }
+  ErrorOr<std::unique_ptr<MemoryBuffer>> cubin = MemoryBuffer::getFile(cubinPath);
+  if (!cubin)
+    return makeError("ptxas wrote no output at " + cubinPath);
+  std::string bytes = (*cubin)->getBuffer().str();
+  if (keepDir.empty()) {
+    sys::fs::remove(ptxPath);
+    sys::fs::remove(cubinPath);
+  }
+  return bytes;
+}
+
+namespace {
+
+std::vector<int64_t> toVector(ArrayAttr array) {
+  std::vector<int64_t> values;
+  for (Attribute a : array)
+    values.push_back(cast<mlir::IntegerAttr>(a).getInt());
+  return values;
+}
+
+Expected<rt::StepArg> stepArg(mlir::DictionaryAttr dict) {
+  static const std::pair<const char *, rt::ArgRefKind> kIndexed[] = {
+      {"buffer", rt::ArgRefKind::kBuffer},      {"weight", rt::ArgRefKind::kWeight},
+      {"k_cache", rt::ArgRefKind::kKCache},     {"v_cache", rt::ArgRefKind::kVCache},
+      {"kv_capacity", rt::ArgRefKind::kKvCapacity}, {"null", rt::ArgRefKind::kNull},
+      {"num_tokens", rt::ArgRefKind::kNumTokens},
+      {"num_soft_tokens", rt::ArgRefKind::kNumSoftTokens}};
+  mlir::NamedAttribute entry = *dict.begin();
+  rt::StepArg arg;
+  StringRef key = entry.getName().getValue();
+  if (key == "i32") {
+    arg.kind = rt::ArgRefKind::kI32;
+    arg.i32 = static_cast<int32_t>(cast<mlir::IntegerAttr>(entry.getValue()).getInt());
+    return arg;
+  }
+  if (key == "f32") {
+    arg.kind = rt::ArgRefKind::kF32;
+    arg.f32 = cast<mlir::FloatAttr>(entry.getValue()).getValue().convertToFloat();
+    return arg;
+  }
+  for (auto &[name, kind] : kIndexed)
+    if (key == name) {
+      arg.kind = kind;
+      arg.index = cast<mlir::IntegerAttr>(entry.getValue()).getInt();
+      return arg;
+    }
+  return makeError("unknown plan argument kind '" + key + "'");
+}
+
+std::string stringOr(mlir::DictionaryAttr dict, StringRef key, StringRef fallback) {
+  if (auto s = dict.getAs<mlir::StringAttr>(key))
+    return s.getValue().str();
+  return fallback.str();
+}
+int64_t intOr(mlir::DictionaryAttr dict, StringRef key, int64_t fallback) {
+  if (auto i = dict.getAs<mlir::IntegerAttr>(key))
+    return i.getInt();
+  return fallback;
+}
+
+} // namespace
+
+Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &target) {
+  auto programs = module.getOps<ProgramOp>();
+  if (programs.empty())
+    return makeError("the module has no spark.program (run spark-lower-to-kernels first)");
+  ProgramOp program = *programs.begin();
+
+  rt::Plan plan;
+  plan.version = plan_format::kPlanVersion;
+  plan.target = target.name;
+  plan.max_tokens = program.getMaxTokens();
+  plan.arena_bytes = program.getArenaBytes();
+
+  mlir::DictionaryAttr model = program.getModel();
+  plan.model.variant = stringOr(model, "variant", "unknown");
+  plan.model.vocab_size = intOr(model, "vocab_size", 0);
+  plan.model.hidden_size = intOr(model, "hidden_size", 0);
+  plan.model.num_layers = intOr(model, "num_layers", 0);
+  plan.model.max_position_embeddings = intOr(model, "max_position_embeddings", 0);
+  plan.model.bos_token_id = intOr(model, "bos_token_id", 2);
+  plan.model.pad_token_id = intOr(model, "pad_token_id", 0);
+  plan.model.weight_prefix = stringOr(model, "weight_prefix", "");
+  if (auto eos = model.getAs<ArrayAttr>("eos_token_ids"))
+    plan.model.eos_token_ids = toVector(eos);
+  if (auto soft = model.getAs<ArrayAttr>("soft_token_ids"))
+    plan.model.soft_token_ids = toVector(soft);
+
+  mlir::DictionaryAttr inputs = program.getInputs();
+  plan.input_ids = intOr(inputs, "ids", -1);
+  plan.input_positions = intOr(inputs, "positions", -1);
+  plan.soft_embeddings = intOr(inputs, "soft_embeddings", -1);
+  plan.soft_indices = intOr(inputs, "soft_indices", -1);
+  plan.output_logits = intOr(program.getOutputs(), "logits", -1);
+
+  for (Attribute a : program.getBuffers()) {
+    auto dict = cast<mlir::DictionaryAttr>(a);
+    rt::BufferInfo buffer;
+    buffer.name = stringOr(dict, "name", "");
+    buffer.dtype = stringOr(dict, "dtype", "f32") == "i32" ? rt::DType::kI32 : rt::DType::kF32;
+    buffer.row_shape = toVector(dict.getAs<ArrayAttr>("row_shape"));
+    buffer.offset = intOr(dict, "offset", 0);
+    plan.buffers.push_back(std::move(buffer));
+  }
+  for (Attribute a : program.getWeights()) {
+    auto dict = cast<mlir::DictionaryAttr>(a);
+    rt::WeightInfo weight;
+    weight.name = stringOr(dict, "name", "");
+    weight.dtype = stringOr(dict, "dtype", "bf16") == "bf16" ? rt::DType::kBF16 : rt::DType::kF32;
+    weight.shape = toVector(dict.getAs<ArrayAttr>("shape"));
+    plan.weights.push_back(std::move(weight));
+  }
+  for (KvCacheOp cache : module.getOps<KvCacheOp>()) {
+    rt::KvCacheInfo info;
+    info.name = cache.getSymName().str();
+    info.kind = cache.getKind() == KvKind::sliding ? rt::KvKind::kSliding : rt::KvKind::kFull;
+    info.window = cache.getWindow();
+    info.kv_heads = cache.getKvHeads();
+    info.head_dim = cache.getHeadDim();
+    plan.kv_caches.push_back(std::move(info));
+  }
+  for (LaunchOp launch : program.getBody().getOps<LaunchOp>()) {
+    rt::Step step;
+    step.op = launch.getOp().str();
+    step.kernel = launch.getKernel().getLeafReference().getValue().str();
+    if (auto source = launch->getAttrOfType<mlir::StringAttr>("source"))
+      step.source = source.getValue().str();
+    for (int i = 0; i < 3; ++i) {
+      step.grid[i] = launch.getGrid()[i];
+      step.block[i] = launch.getBlock()[i];
+    }
+    for (Attribute a : launch.getArgs()) {
+      Expected<rt::StepArg> arg = stepArg(cast<mlir::DictionaryAttr>(a));
+      if (!arg)
+        return arg.takeError();
+      step.args.push_back(*arg);
+    }
+    plan.steps.push_back(std::move(step));
+  }
+  absl::Status valid = rt::ValidatePlan(plan, "the compiled plan");
+  if (!valid.ok())
+    return makeError("internal error: the compiler built an invalid plan: " + fromStatus(valid));
+  return rt::SerializePlanSection(plan);
+}
+
+Expected<std::string> addPlanSection(StringRef cubin, StringRef plan) {
+  using Elf = object::ELF64LE;
+  Expected<object::ELFFile<Elf>> file = object::ELFFile<Elf>::create(cubin);
+  if (!file)
+    return makeError("ptxas output is not an ELF64 file: " + toString(file.takeError()));
+  const Elf::Ehdr &header = file->getHeader();
+  Expected<Elf::ShdrRange> sections = file->sections();
+  if (!sections)
+    return sections.takeError();
+  if (header.e_shstrndx == 0 || header.e_shstrndx >= sections->size())
+    return makeError("ptxas output has no section name table");
+
+  // New layout: the original bytes, the plan, a new section-name table (old + ".spark.plan"),
+  // then a new section header table (old headers + one). Program headers still point at the
+  // original offsets, which do not move.
+  std::string out = cubin.str();
+  auto align = [&](size_t to) { out.resize((out.size() + to - 1) / to * to, '\0'); };
+  align(8);
+  uint64_t planOffset = out.size();
+  out += plan.str();
+
+  const Elf::Shdr &oldNames = (*sections)[header.e_shstrndx];
+  Expected<ArrayRef<uint8_t>> namesData = file->getSectionContents(oldNames);
+  if (!namesData)
+    return namesData.takeError();
+  uint64_t namesOffset = out.size();
+  out.append(reinterpret_cast<const char *>(namesData->data()), namesData->size());
+  uint32_t planNameIndex = namesData->size();
+  out += StringRef(plan_format::kSectionName).str();
+  out += '\0';
+  uint64_t namesSize = out.size() - namesOffset;
+
+  align(8);
+  uint64_t headersOffset = out.size();
+  std::vector<Elf::Shdr> headers(sections->begin(), sections->end());
+  headers[header.e_shstrndx].sh_offset = namesOffset;
+  headers[header.e_shstrndx].sh_size = namesSize;
+  Elf::Shdr planHeader;
+  std::memset(&planHeader, 0, sizeof(planHeader));
+  planHeader.sh_name = planNameIndex;
+  planHeader.sh_type = ELF::SHT_PROGBITS;
+  planHeader.sh_flags = 0; // not allocated: the loader ignores it
+  planHeader.sh_offset = planOffset;
+  planHeader.sh_size = plan.size();
+  planHeader.sh_addralign = 8;
+  headers.push_back(planHeader);
+  out.append(reinterpret_cast<const char *>(headers.data()), headers.size() * sizeof(Elf::Shdr));
+
+  Elf::Ehdr newHeader = header;
+  newHeader.e_shoff = headersOffset;
+  newHeader.e_shnum = headers.size();
+  std::memcpy(out.data(), &newHeader, sizeof(newHeader));
+  return out;
+}
+
+} // namespace spark

@@ -1,0 +1,340 @@
+//===- SparkOps.cpp - spark dialect ops ------------------------------------===//
+#include "dialects/Spark/IR/SparkOps.h"
+
+#include "dialects/Spark/IR/TypeInference.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace spark;
+
+namespace {
+RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// WeightOp, KvCacheOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult WeightOp::verify() {
+  if (getName().empty())
+    return emitOpError("expects a non-empty checkpoint tensor name");
+  if (!getResult().getType().hasStaticShape())
+    return emitOpError("expects a static shape for weight '")
+           << getName() << "', got " << formatShape(getResult().getType().getShape());
+  return success();
+}
+
+LogicalResult KvCacheOp::verify() {
+  if (getKvHeads() <= 0 || getHeadDim() <= 0)
+    return emitOpError("expects positive kv_heads and head_dim, got ")
+           << getKvHeads() << " and " << getHeadDim();
+  if (getKind() == KvKind::sliding && getWindow() <= 0)
+    return emitOpError("expects a positive window for a sliding cache, got ") << getWindow();
+  if (getKind() == KvKind::full && getWindow() != 0)
+    return emitOpError("expects window = 0 for a full cache, got ") << getWindow();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings and token ids
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType ids = getIds().getType(), table = getTable().getType();
+  if (failed(verifyActivation(ids, 1, "ids", emit)))
+    return failure();
+  if (table.getRank() != 2)
+    return emitOpError("expects a table of rank 2 ([vocab, dim]), got ")
+           << formatShape(table.getShape());
+  if (failed(verifyShape(getResult().getType(), {ids.getDimSize(0), table.getDimSize(1)},
+                         "result", emit)))
+    return failure();
+  return success();
+}
+
+LogicalResult MaskTokensOp::verify() {
+  if (getTokenIds().size() > 3)
+    return emitOpError("expects at most 3 placeholder token ids, got ")
+           << getTokenIds().size();
+  return verifyActivation(getIds().getType(), 1, "ids", [&] { return emitOpError(); });
+}
+
+OpFoldResult MaskTokensOp::fold(FoldAdaptor) {
+  // Nothing to replace: the op is the identity.
+  if (getTokenIds().empty())
+    return getIds();
+  return {};
+}
+
+LogicalResult ScatterNdOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType dest = getDest().getType(), updates = getUpdates().getType();
+  if (failed(verifyActivation(dest, 2, "dest", emit)) ||
+      failed(verifyActivation(updates, 2, "updates", emit)) ||
+      failed(verifyActivation(getIndices().getType(), 1, "indices", emit)) ||
+      failed(verifySameTokens(getIndices().getType(), updates, "indices", "updates", emit)))
+    return failure();
+  if (dest.getDimSize(1) != updates.getDimSize(1))
+    return emitOpError("expects update rows of width ")
+           << dest.getDimSize(1) << " (the dest's), got " << formatShape(updates.getShape());
+  if (getResult().getType() != dest)
+    return emitOpError("expects the result type to equal the dest type");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation, linear algebra, elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  auto emit = [&] { return emitOpError(); };
+  if (input.getRank() != 2 && input.getRank() != 3)
+    return emitOpError("expects input of rank 2 ([T, H]) or 3 ([T, heads, head_dim]), got ")
+           << formatShape(input.getShape());
+  if (failed(verifyActivation(input, input.getRank(), "input", emit)))
+    return failure();
+  if (getResult().getType() != input)
+    return emitOpError("expects the result type to equal the input type");
+  if (Value weight = getWeight())
+    if (failed(verifyShape(tensorType(weight), {input.getShape().back()}, "weight", emit)))
+      return failure();
+  if (getEpsilon().convertToFloat() < 0.0f)
+    return emitOpError("expects a non-negative epsilon");
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  FailureOr<SmallVector<int64_t>> shape =
+      inferLinearShape(getInput().getType(), getWeight().getType(), emit);
+  if (failed(shape))
+    return failure();
+  return verifyShape(getResult().getType(), *shape, "result", emit);
+}
+
+// Elementwise ops (SameOperandsAndResultType): one check of the shared type.
+LogicalResult AddOp::verify() {
+  return verifyRows(getType(), "result", [&] { return emitOpError(); });
+}
+LogicalResult MulOp::verify() {
+  return verifyRows(getType(), "result", [&] { return emitOpError(); });
+}
+LogicalResult ScaleOp::verify() {
+  return verifyRows(getType(), "result", [&] { return emitOpError(); });
+}
+LogicalResult GeluOp::verify() {
+  return verifyRows(getType(), "result", [&] { return emitOpError(); });
+}
+LogicalResult GeluMulOp::verify() {
+  return verifyRows(getType(), "result", [&] { return emitOpError(); });
+}
+
+OpFoldResult ScaleOp::fold(FoldAdaptor) {
+  if (getFactor().convertToFloat() == 1.0f)
+    return getInput();
+  return {};
+}
+
+LogicalResult ScalarMulOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  if (failed(verifyRows(getInput().getType(), "input", emit)) ||
+      failed(verifyShape(getScalar().getType(), {1}, "scalar", emit)))
+    return failure();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("expects the result type to equal the input type");
+  return success();
+}
+
+LogicalResult SoftcapOp::verify() {
+  if (failed(verifyRows(getType(), "result", [&] { return emitOpError(); })))
+    return failure();
+  if (!(getCap().convertToFloat() > 0.0f))
+    return emitOpError("expects a positive cap, got ") << getCap().convertToFloat();
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  auto emit = [&] { return emitOpError(); };
+  if (failed(verifyRows(in, "input", emit)) || failed(verifyRows(out, "result", emit)) ||
+      failed(verifySameTokens(in, out, "input", "result", emit)))
+    return failure();
+  if (rowElements(in) != rowElements(out))
+    return emitOpError("expects the same number of elements per token, got ")
+           << rowElements(in) << " (" << formatShape(in.getShape()) << ") and "
+           << rowElements(out) << " (" << formatShape(out.getShape()) << ")";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getResult().getType())
+    return getInput();
+  // reshape(reshape(x)) -> reshape(x)
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult SelectGroupOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  auto emit = [&] { return emitOpError(); };
+  if (failed(verifyActivation(in, 3, "input", emit)))
+    return failure();
+  if (getIndex() < 0 || getIndex() >= in.getDimSize(1))
+    return emitOpError("expects index in [0, ")
+           << in.getDimSize(1) << "), got " << getIndex();
+  return verifyShape(out, {in.getDimSize(0), in.getDimSize(2)}, "result", emit);
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult RopeOp::verify() {
+  RankedTensorType in = getInput().getType();
+  auto emit = [&] { return emitOpError(); };
+  if (failed(verifyActivation(in, 3, "input", emit)) ||
+      failed(verifyActivation(getPositions().getType(), 1, "positions", emit)) ||
+      failed(verifySameTokens(in, getPositions().getType(), "input", "positions", emit)))
+    return failure();
+  int64_t headDim = in.getDimSize(2);
+  if (headDim % 2 != 0)
+    return emitOpError("expects an even head_dim, got ") << headDim;
+  if (getRotatedPairs() < 0 || getRotatedPairs() > headDim / 2)
+    return emitOpError("expects rotated_pairs in [0, ")
+           << headDim / 2 << "] (head_dim / 2), got " << getRotatedPairs();
+  if (!(getTheta().convertToFloat() > 0.0f) || !(getFactor().convertToFloat() > 0.0f))
+    return emitOpError("expects positive theta and factor");
+  if (getResult().getType() != in)
+    return emitOpError("expects the result type to equal the input type");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType q = getQuery().getType(), k = getKey().getType(), v = getValue().getType();
+  if (failed(verifyActivation(q, 3, "query", emit)) ||
+      failed(verifyActivation(k, 3, "key", emit)) ||
+      failed(verifyActivation(v, 3, "value", emit)) ||
+      failed(verifyActivation(getPositions().getType(), 1, "positions", emit)) ||
+      failed(verifySameTokens(q, k, "query", "key", emit)) ||
+      failed(verifySameTokens(q, getPositions().getType(), "query", "positions", emit)))
+    return failure();
+  if (k != v)
+    return emitOpError("expects key and value of the same type, got ")
+           << formatShape(k.getShape()) << " and " << formatShape(v.getShape());
+  if (q.getDimSize(2) != k.getDimSize(2))
+    return emitOpError("expects query and key with the same head_dim, got ")
+           << q.getDimSize(2) << " and " << k.getDimSize(2);
+  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+    return emitOpError("expects q_heads (")
+           << q.getDimSize(1) << ") to be a multiple of kv_heads (" << k.getDimSize(1) << ")";
+  if (getWindow() < 0)
+    return emitOpError("expects window >= 0 (0 = full attention), got ") << getWindow();
+  if (getResult().getType() != q)
+    return emitOpError("expects the result type to equal the query type");
+  return success();
+}
+
+LogicalResult AttentionOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto cache = symbolTable.lookupNearestSymbolFrom<KvCacheOp>(*this, getCacheAttr());
+  if (!cache)
+    return emitOpError("references unknown KV cache ") << getCacheAttr();
+  RankedTensorType k = getKey().getType();
+  if (cache.getKvHeads() != k.getDimSize(1) || cache.getHeadDim() != k.getDimSize(2))
+    return emitOpError("expects keys of ")
+           << cache.getKvHeads() << " heads x " << cache.getHeadDim() << " (cache "
+           << getCacheAttr() << "), got " << formatShape(k.getShape());
+  int64_t expectedWindow = cache.getKind() == KvKind::sliding ? cache.getWindow() : 0;
+  if (getWindow() != expectedWindow)
+    return emitOpError("expects window ")
+           << expectedWindow << " to match cache " << getCacheAttr() << ", got "
+           << getWindow();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+LogicalResult MoeRouterOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType in = getInput().getType(), proj = getProj().getType();
+  if (failed(verifyActivation(in, 2, "input", emit)))
+    return failure();
+  int64_t hidden = in.getDimSize(1);
+  if (proj.getRank() != 2 || proj.getDimSize(1) != hidden)
+    return emitOpError("expects proj of shape [experts, ")
+           << hidden << "], got " << formatShape(proj.getShape());
+  int64_t experts = proj.getDimSize(0);
+  if (failed(verifyShape(getScale().getType(), {hidden}, "scale", emit)) ||
+      failed(verifyShape(getPerExpertScale().getType(), {experts}, "per_expert_scale", emit)))
+    return failure();
+  if (getTopK() <= 0 || getTopK() > experts)
+    return emitOpError("expects top_k in [1, ") << experts << "], got " << getTopK();
+  SmallVector<int64_t> outShape{in.getDimSize(0), getTopK()};
+  if (failed(verifyShape(getWeights().getType(), outShape, "weights", emit)) ||
+      failed(verifyShape(getIndices().getType(), outShape, "indices", emit)))
+    return failure();
+  return success();
+}
+
+LogicalResult MoeExpertsOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType in = getInput().getType(), gateUp = getGateUp().getType(),
+                   down = getDown().getType();
+  if (failed(verifyActivation(in, 2, "input", emit)))
+    return failure();
+  int64_t hidden = in.getDimSize(1);
+  if (gateUp.getRank() != 3 || gateUp.getDimSize(2) != hidden || gateUp.getDimSize(1) % 2)
+    return emitOpError("expects gate_up of shape [experts, 2 * intermediate, ")
+           << hidden << "], got " << formatShape(gateUp.getShape());
+  int64_t experts = gateUp.getDimSize(0), intermediate = gateUp.getDimSize(1) / 2;
+  if (failed(verifyShape(down, {experts, hidden, intermediate}, "down", emit)))
+    return failure();
+  RankedTensorType w = getWeights().getType(), idx = getIndices().getType();
+  if (failed(verifyActivation(w, 2, "weights", emit)) ||
+      failed(verifySameTokens(in, w, "input", "weights", emit)) ||
+      failed(verifyShape(idx, w.getShape(), "indices", emit)))
+    return failure();
+  return verifyShape(getResult().getType(), in.getShape(), "result", emit);
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel level
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramOp::verify() {
+  if (getMaxTokens() <= 0)
+    return emitOpError("expects max_tokens > 0, got ") << getMaxTokens();
+  if (getArenaBytes() < 0)
+    return emitOpError("expects arena_bytes >= 0, got ") << getArenaBytes();
+  for (Attribute buffer : getBuffers())
+    if (!isa<DictionaryAttr>(buffer))
+      return emitOpError("expects every buffer to be a dictionary, got ") << buffer;
+  return success();
+}
+
+LogicalResult LaunchOp::verify() {
+  if (getGrid().size() != 3 || getBlock().size() != 3)
+    return emitOpError("expects 3-dimensional grid and block");
+  for (int32_t d : llvm::concat<const int32_t>(getGrid(), getBlock()))
+    if (d <= 0)
+      return emitOpError("expects positive grid and block dimensions");
+  for (Attribute arg : getArgs()) {
+    auto dict = dyn_cast<DictionaryAttr>(arg);
+    if (!dict || dict.size() != 1)
+      return emitOpError("expects every argument to be a one-entry dictionary, got ") << arg;
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Spark/IR/SparkOps.cpp.inc"

@@ -1,0 +1,420 @@
+//===- SparkOps.td - spark dialect ops -------------------------*- tablegen -*-===//
+//
+// Tensor-level ops: the Gemma 4 text decoder (gemma4-architecture.md). Activations are float32
+// tensors with a dynamic leading token dimension; weights are bf16 tensors named by their
+// checkpoint names. Kernel-level ops: spark.program / spark.launch (docs/plan-format.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_OPS_TD
+#define SPARK_OPS_TD
+
+include "dialects/Spark/IR/SparkDialect.td"
+include "dialects/Spark/IR/SparkAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Spark_Activation : RankedTensorOf<[F32]>;
+def Spark_IndexTensor : RankedTensorOf<[I32]>;
+def Spark_WeightTensor : RankedTensorOf<[BF16, F32]>;
+
+// I64Attr's accessor returns uint64_t, which turns `x < 0` checks into dead code and prints
+// negative values as 18446744073709551615. Same storage and constraint, signed accessor.
+def Spark_I64Attr : TypedSignlessIntegerAttrBase<I64, "int64_t",
+                                                 "64-bit signless integer attribute"> {
+  let convertFromStorage = "$_self.getValue().getSExtValue()";
+}
+
+//===----------------------------------------------------------------------===//
+// Model structure
+//===----------------------------------------------------------------------===//
+
+def Spark_WeightOp : Spark_Op<"weight", [Pure]> {
+  let summary = "a checkpoint tensor, referenced by its name";
+  let description = [{
+    Binds a tensor of the checkpoint by its full safetensors name. The type is the shape and
+    dtype the graph needs; the compiler records it in the plan and the runtime checks it against
+    the checkpoint's header before anything runs.
+
+    ```mlir
+    %w = spark.weight "model.language_model.layers.3.self_attn.q_proj.weight" : tensor<4096x2816xbf16>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Spark_WeightTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Spark_KvCacheOp : Spark_Op<"kv_cache", [Symbol]> {
+  let summary = "declares one layer's KV cache";
+  let description = [{
+    The K/V cache an attention layer writes and reads. `full` caches hold every position up to
+    the runtime's `--max-length`; `sliding` caches keep the last `window - 1` positions (plus room
+    for one step's new tokens). Layout at run time: K and V, each float32
+    `[capacity, kv_heads, head_dim]`, position p in slot p % capacity.
+
+    ```mlir
+    spark.kv_cache @kv.layers.0 sliding {window = 512 : i64, kv_heads = 1 : i64, head_dim = 256 : i64}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Spark_KvKindAttr:$kind, Spark_I64Attr:$window,
+                       Spark_I64Attr:$kv_heads, Spark_I64Attr:$head_dim);
+  let assemblyFormat = "$sym_name `` $kind attr-dict";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings and token ids
+//===----------------------------------------------------------------------===//
+
+def Spark_EmbeddingOp : Spark_Op<"embedding", [Pure]> {
+  let summary = "embedding lookup times a scale";
+  let description = [{
+    `result[t] = table[ids[t]] * scale`. Gemma 4 scales the token embedding by sqrt(hidden)
+    (rounded to bf16 in a bf16 model) and the per-layer embedding table by sqrt(ple_dim).
+
+    ```mlir
+    %e = spark.embedding %ids, %table {scale = 39.25 : f32} : (tensor<?xi32>, tensor<262144x1536xbf16>) -> tensor<?x1536xf32>
+    ```
+  }];
+  let arguments = (ins Spark_IndexTensor:$ids, Spark_WeightTensor:$table, F32Attr:$scale);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Spark_MaskTokensOp : Spark_Op<"mask_tokens", [Pure, SameOperandsAndResultType]> {
+  let summary = "replaces soft-token placeholder ids by the pad id";
+  let description = [{
+    `result[t] = ids[t]` unless it is one of `token_ids` (at most 3), else `replacement`. Gemma 4
+    embeds placeholder positions with the pad id before the soft tokens overwrite them, and the
+    per-layer embeddings read the masked ids.
+
+    ```mlir
+    %m = spark.mask_tokens %ids {token_ids = array<i32: 258880, 258881, 258884>, replacement = 0 : i32} : tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Spark_IndexTensor:$ids, DenseI32ArrayAttr:$token_ids, I32Attr:$replacement);
+  let results = (outs Spark_IndexTensor:$result);
+  let assemblyFormat = "$ids attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Spark_ScatterNdOp : Spark_Op<"scatter_nd", [Pure]> {
+  let summary = "replaces rows, skipping out-of-bounds indices";
+  let description = [{
+    `result = dest` except `result[indices[n]] = updates[n]` for every n whose index lies in
+    `[0, rows(dest))`; negative and too-large indices are skipped, never written. This merges
+    image/audio soft-token embeddings into the text embedding sequence.
+
+    ```mlir
+    %m = spark.scatter_nd %e, %idx, %soft : (tensor<?x1536xf32>, tensor<?xi32>, tensor<?x1536xf32>) -> tensor<?x1536xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$dest, Spark_IndexTensor:$indices, Spark_Activation:$updates);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$dest `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation, linear algebra, elementwise
+//===----------------------------------------------------------------------===//
+
+def Spark_RmsNormOp : Spark_Op<"rms_norm", [Pure]> {
+  let summary = "Gemma 4 RMSNorm over the last dimension (x * w, in f32)";
+  let description = [{
+    `y = x * (mean(x^2) + epsilon)^-0.5`, times `weight` when given (Gemma 4 multiplies by `w`,
+    not `1 + w`). Without a weight it is the weight-less form used by `v_norm` and the router.
+    Works on `[T, H]` and per head on `[T, heads, head_dim]`.
+
+    ```mlir
+    %y = spark.rms_norm %x, %w {epsilon = 1.0e-06 : f32} : (tensor<?x1536xf32>, tensor<1536xbf16>) -> tensor<?x1536xf32>
+    %v = spark.rms_norm %x {epsilon = 1.0e-06 : f32} : (tensor<?x1x256xf32>) -> tensor<?x1x256xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Optional<Spark_WeightTensor>:$weight,
+                       F32Attr:$epsilon);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input (`,` $weight^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Spark_LinearOp : Spark_Op<"linear", [Pure]> {
+  let summary = "x @ W^T with W [out, in] (no bias)";
+  let description = [{
+    ```mlir
+    %q = spark.linear %x, %wq : (tensor<?x1536xf32>, tensor<2048x1536xbf16>) -> tensor<?x2048xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_WeightTensor:$weight);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Spark_BinaryOp<string mnemonic, string what> : Spark_Op<mnemonic,
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "elementwise " # what;
+  let description = [{
+    ```mlir
+    %y = spark.}] # mnemonic # [{ %a, %b : tensor<?x1536xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$lhs, Spark_Activation:$rhs);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+def Spark_AddOp : Spark_BinaryOp<"add", "sum">;
+def Spark_MulOp : Spark_BinaryOp<"mul", "product">;
+
+def Spark_ScaleOp : Spark_Op<"scale", [Pure, SameOperandsAndResultType]> {
+  let summary = "multiplies by a constant";
+  let description = [{
+    ```mlir
+    %y = spark.scale %x {factor = 0.707106769 : f32} : tensor<?x256xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, F32Attr:$factor);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Spark_ScalarMulOp : Spark_Op<"scalar_mul", [Pure]> {
+  let summary = "multiplies by a one-element weight (Gemma 4's layer_scalar)";
+  let description = [{
+    ```mlir
+    %y = spark.scalar_mul %h, %s : (tensor<?x1536xf32>, tensor<1xbf16>) -> tensor<?x1536xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_WeightTensor:$scalar);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input `,` $scalar attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Spark_GeluOp : Spark_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU, tanh approximation";
+  let description = [{
+    `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+
+    ```mlir
+    %y = spark.gelu %x : tensor<?x6144xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Spark_GeluMulOp : Spark_Op<"gelu_mul", [Pure, SameOperandsAndResultType]> {
+  let summary = "gelu(gate) * up, the fused gate of the MLP";
+  let description = [{
+    Created by `spark-fuse-elementwise` from `spark.mul(spark.gelu(%gate), %up)`.
+
+    ```mlir
+    %y = spark.gelu_mul %gate, %up : tensor<?x6144xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$gate, Spark_Activation:$up);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Spark_SoftcapOp : Spark_Op<"softcap", [Pure, SameOperandsAndResultType]> {
+  let summary = "cap * tanh(x / cap), the final-logit softcap";
+  let description = [{
+    ```mlir
+    %y = spark.softcap %logits {cap = 30.0 : f32} : tensor<?x262144xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, F32Attr:$cap);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Spark_ReshapeOp : Spark_Op<"reshape", [Pure]> {
+  let summary = "reinterprets the per-token row shape";
+  let description = [{
+    Changes the trailing dimensions; the leading token dimension is kept. Used to split a
+    projection into heads (`[T, n*d]` <-> `[T, n, d]`). No data moves.
+
+    ```mlir
+    %h = spark.reshape %q : tensor<?x2048xf32> to tensor<?x8x256xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Spark_SelectGroupOp : Spark_Op<"select_group", [Pure]> {
+  let summary = "selects group `index` of a [T, groups, cols] tensor";
+  let description = [{
+    Picks layer `index`'s per-layer input out of the per-layer-embedding tensor.
+
+    ```mlir
+    %p3 = spark.select_group %ple {index = 3 : i64} : tensor<?x35x256xf32> to tensor<?x256xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_I64Attr:$index);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Spark_RopeOp : Spark_Op<"rope", [Pure]> {
+  let summary = "rotate-half rotary embedding, default or proportional/partial";
+  let description = [{
+    Rotates pairs `(i, i + head_dim/2)` of `[T, heads, head_dim]` by
+    `positions[t] * theta^(-2i/head_dim) / factor` for `i < rotated_pairs`; the other pairs pass
+    through. Default RoPE rotates every pair (`rotated_pairs = head_dim/2`); Gemma 4's full layers
+    use proportional RoPE (theta 1e6, 64 of 256 pairs at head_dim 512).
+
+    ```mlir
+    %r = spark.rope %q, %pos {theta = 1.0e+06 : f32, rotated_pairs = 64 : i64, factor = 1.0 : f32} : (tensor<?x8x512xf32>, tensor<?xi32>) -> tensor<?x8x512xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_IndexTensor:$positions, F32Attr:$theta,
+                       Spark_I64Attr:$rotated_pairs, F32Attr:$factor);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input `,` $positions attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Spark_AttentionOp : Spark_Op<"attention",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "grouped-query causal attention over a KV cache, full or sliding window";
+  let description = [{
+    `q` is `[T, q_heads, head_dim]`, `k`/`v` `[T, kv_heads, head_dim]` are this step's new keys
+    and values, `positions` their absolute positions. Unless `kv_shared` is set, the op first
+    writes k/v into `cache` at their positions; then each query at position p attends keys
+    `j <= p` (and `j > p - window` when `window > 0`) of the cache, scores times `scale`
+    (1.0 in Gemma 4), softmax in f32. Query head h uses KV head `h / (q_heads / kv_heads)`.
+
+    A KV-shared layer (E2B/E4B) names the cache of its source layer, passes the source layer's
+    k/v values and sets `kv_shared`: it reads the cache and writes nothing.
+
+    ```mlir
+    %o = spark.attention %q, %k, %v, %pos {cache = @kv.layers.0, window = 512 : i64, scale = 1.0 : f32} : (tensor<?x8x256xf32>, tensor<?x1x256xf32>, tensor<?x1x256xf32>, tensor<?xi32>) -> tensor<?x8x256xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$query, Spark_Activation:$key, Spark_Activation:$value,
+                       Spark_IndexTensor:$positions, FlatSymbolRefAttr:$cache,
+                       Spark_I64Attr:$window, F32Attr:$scale, UnitAttr:$kv_shared);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $positions attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Mixture of experts
+//===----------------------------------------------------------------------===//
+
+def Spark_MoeRouterOp : Spark_Op<"moe_router", [Pure]> {
+  let summary = "Gemma 4 MoE router: top-k expert weights and indices";
+  let description = [{
+    Architecture spec 9.1: `z = RMS0(x) * scale * hidden^-0.5`, `logits = z @ proj^T`, softmax
+    over all experts in f32, top `top_k` (ties: lower index), renormalised to sum 1, then times
+    `per_expert_scale[index]`.
+
+    ```mlir
+    %w, %i = spark.moe_router %r, %scale, %proj, %pes {top_k = 8 : i64, epsilon = 1.0e-06 : f32} : (tensor<?x2816xf32>, tensor<2816xbf16>, tensor<128x2816xbf16>, tensor<128xbf16>) -> (tensor<?x8xf32>, tensor<?x8xi32>)
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_WeightTensor:$scale,
+                       Spark_WeightTensor:$proj, Spark_WeightTensor:$per_expert_scale,
+                       Spark_I64Attr:$top_k, F32Attr:$epsilon);
+  let results = (outs Spark_Activation:$weights, Spark_IndexTensor:$indices);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $proj `,` $per_expert_scale attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Spark_MoeExpertsOp : Spark_Op<"moe_experts", [Pure]> {
+  let summary = "weighted sum of the chosen experts' GELU-gated MLPs";
+  let description = [{
+    Architecture spec 9.2: for each token t and choice k with e = indices[t, k]:
+    `[gate; up] = x[t] @ gate_up[e]^T`, `y_e = (gelu(gate) * up) @ down[e]^T`,
+    `result[t] = sum_k weights[t, k] * y_e`. `gate_up` is `[E, 2I, H]` (first I rows gate),
+    `down` is `[E, H, I]`.
+
+    ```mlir
+    %y = spark.moe_experts %x, %gu, %down, %w, %i : (tensor<?x2816xf32>, tensor<128x1408x2816xbf16>, tensor<128x2816x704xbf16>, tensor<?x8xf32>, tensor<?x8xi32>) -> tensor<?x2816xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_WeightTensor:$gate_up,
+                       Spark_WeightTensor:$down, Spark_Activation:$weights,
+                       Spark_IndexTensor:$indices);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $gate_up `,` $down `,` $weights `,` $indices attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel level
+//===----------------------------------------------------------------------===//
+
+def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, NoRegionArguments]> {
+  let summary = "a planned launch sequence over one activation arena";
+  let description = [{
+    What `spark-lower-to-kernels` makes of an entry function: the arena size, the buffers it is
+    split into (`[max_tokens, row_shape...]` at byte offsets), the weights by name, the entry
+    buffers, and a body of `spark.launch` ops run in order. The plan writer serialises it into
+    the `.spark.plan` section (docs/plan-format.md).
+
+    ```mlir
+    spark.program @forward {max_tokens = 64 : i64, arena_bytes = 4096 : i64, buffers = [...], weights = [...], inputs = {...}, outputs = {...}, model = {...}} {
+      spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32} ]
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Spark_I64Attr:$max_tokens,
+                       Spark_I64Attr:$arena_bytes, ArrayAttr:$buffers, ArrayAttr:$weights,
+                       DictionaryAttr:$inputs, DictionaryAttr:$outputs, DictionaryAttr:$model);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def Spark_LaunchOp : Spark_Op<"launch", [HasParent<"ProgramOp">]> {
+  let summary = "one kernel launch of a plan step";
+  let description = [{
+    Launches `kernel` (a `gpu.func` entry) for kernel-level op `op` with the plan's arguments
+    (kernel_abi.h order): `{buffer = id}`, `{weight = id}`, `{k_cache = id}`, `{v_cache = id}`,
+    `{kv_capacity = id}`, `{num_tokens = 1}`, `{num_soft_tokens = 1}`, `{null = 1}`,
+    `{i32 = n}`, `{f32 = x}`. Literal `i32`/`f32` arguments are compiled into the entry; its
+    parameters are the other arguments, in order.
+
+    ```mlir
+    spark.launch "add" @kernels::@spark_add__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = 1 : i64}, {buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 64 : i32} ] {source = "layers.0.residual"}
+    ```
+  }];
+  let arguments = (ins StrAttr:$op, SymbolRefAttr:$kernel, DenseI32ArrayAttr:$grid,
+                       DenseI32ArrayAttr:$block, ArrayAttr:$args);
+  let assemblyFormat = "$op $kernel `grid` $grid `block` $block `args` $args attr-dict";
+  let hasVerifier = 1;
+}
+
+#endif // SPARK_OPS_TD

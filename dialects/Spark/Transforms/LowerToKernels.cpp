@@ -1,0 +1,708 @@
+//===- LowerToKernels.cpp - plan the arena, lower ops to launches ----------===//
+//
+// The entry function becomes a spark.program: each tensor value gets a buffer of max-tokens
+// rows in one arena (first-fit offsets, reused once a buffer's last reader has run), and each op
+// becomes spark.launch ops whose arguments follow runtime/include/spark/runtime/kernel_abi.h.
+// Entry points are generated in gpu.module @kernels, one per distinct (op, literal arguments):
+// the literals are compiled into the entry as constants, the other arguments become its
+// parameters.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/Spark/Transforms/Passes.h"
+
+#include "dialects/Spark/IR/TypeInference.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include "spark/runtime/kernel_abi.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace spark {
+#define GEN_PASS_DEF_SPARKLOWERTOKERNELSPASS
+#include "dialects/Spark/Transforms/Passes.h.inc"
+} // namespace spark
+
+using namespace mlir;
+using namespace spark;
+
+namespace {
+
+constexpr int64_t kAlignment = 256;
+constexpr int64_t kMaxGrid = 65535;
+
+int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t clampGrid(int64_t blocks) { return std::clamp<int64_t>(blocks, 1, kMaxGrid); }
+
+/// One plan argument, as the JSON of docs/plan-format.md spells it.
+struct Arg {
+  enum Kind { Buffer, Weight, KCache, VCache, KvCapacity, Null, NumTokens, NumSoftTokens, I32, F32 };
+  Kind kind;
+  int64_t index = 0;
+  int32_t i32 = 0;
+  float f32 = 0.0f;
+
+  static Arg buffer(int64_t id) { return {Buffer, id}; }
+  static Arg weight(int64_t id) { return {Weight, id}; }
+  static Arg kCache(int64_t id) { return {KCache, id}; }
+  static Arg vCache(int64_t id) { return {VCache, id}; }
+  static Arg kvCapacity(int64_t id) { return {KvCapacity, id}; }
+  static Arg null() { return {Null}; }
+  static Arg numTokens() { return {NumTokens}; }
+  static Arg numSoftTokens() { return {NumSoftTokens}; }
+  static Arg i32v(int64_t v) { return {I32, 0, static_cast<int32_t>(v)}; }
+  static Arg f32v(float v) { return {F32, 0, 0, v}; }
+  bool isLiteral() const { return kind == I32 || kind == F32; }
+};
+
+/// A launch before entry points exist.
+struct PendingLaunch {
+  const abi::KernelSpec *spec;
+  SmallVector<Arg> args;
+  int64_t gridX;
+  std::string source;
+};
+
+/// A logical buffer: what one or more tensor values (views, in-place results) live in.
+struct LogicalBuffer {
+  std::string name;
+  bool isInt = false;
+  SmallVector<int64_t> rowShape;
+  int64_t firstUse = 0;
+  int64_t lastUse = 0;
+  int64_t offset = -1;
+  int64_t rowBytes() const {
+    int64_t n = 4;
+    for (int64_t d : rowShape)
+      n *= d;
+    return n;
+  }
+};
+
+std::string sourceName(Operation *op) {
+  if (auto named = dyn_cast<NameLoc>(op->getLoc()))
+    return named.getName().str();
+  return op->getName().stripDialect().str();
+}
+
+class Lowering {
+public:
+  Lowering(ModuleOp module, func::FuncOp entry, int64_t maxTokens)
+      : module(module), entry(entry), maxTokens(maxTokens), ctx(module.getContext()) {}
+
+  LogicalResult run(int64_t &numLaunches, int64_t &numEntries);
+
+private:
+  LogicalResult collectCaches();
+  LogicalResult assignBuffers();
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult planOffsets();
+  void buildEntries();
+  void buildProgram();
+
+  int64_t bufferOf(Value value) { return valueBuffer.lookup(value); }
+  int64_t newBuffer(Value value, StringRef name, int64_t time);
+  int64_t newScratch(StringRef name, ArrayRef<int64_t> rowShape, int64_t time);
+  FailureOr<int64_t> weightOf(Operation *user, Value value);
+  void touch(Value value, int64_t time);
+  void launch(Operation *op, StringRef kernelOp, SmallVector<Arg> args, int64_t gridX,
+              StringRef suffix = "");
+
+  ModuleOp module;
+  func::FuncOp entry;
+  int64_t maxTokens;
+  MLIRContext *ctx;
+
+  SmallVector<LogicalBuffer> buffers;
+  llvm::DenseMap<Value, int64_t> valueBuffer;
+  llvm::MapVector<StringRef, std::pair<RankedTensorType, int64_t>> weights;
+  llvm::StringMap<int64_t> cacheIds;
+  SmallVector<KvCacheOp> caches;
+  SmallVector<PendingLaunch> launches;
+  std::map<std::string, int64_t> inputs;
+  int64_t logits = -1;
+  int64_t arenaBytes = 0;
+  int64_t time = 0;
+  gpu::GPUModuleOp kernels;
+  SmallVector<std::string> launchEntry;
+};
+
+int64_t Lowering::newBuffer(Value value, StringRef name, int64_t at) {
+  auto type = cast<RankedTensorType>(value.getType());
+  LogicalBuffer buffer;
+  buffer.name = name.str();
+  buffer.isInt = type.getElementType().isInteger(32);
+  buffer.rowShape.assign(type.getShape().begin() + 1, type.getShape().end());
+  buffer.firstUse = buffer.lastUse = at;
+  buffers.push_back(buffer);
+  valueBuffer[value] = buffers.size() - 1;
+  return buffers.size() - 1;
+}
+
+int64_t Lowering::newScratch(StringRef name, ArrayRef<int64_t> rowShape, int64_t at) {
+  LogicalBuffer buffer;
+  buffer.name = name.str();
+  buffer.rowShape.assign(rowShape.begin(), rowShape.end());
+  buffer.firstUse = buffer.lastUse = at;
+  buffers.push_back(buffer);
+  return buffers.size() - 1;
+}
+
+void Lowering::touch(Value value, int64_t at) {
+  auto it = valueBuffer.find(value);
+  if (it != valueBuffer.end())
+    buffers[it->second].lastUse = std::max(buffers[it->second].lastUse, at);
+}
+
+FailureOr<int64_t> Lowering::weightOf(Operation *user, Value value) {
+  auto weight = value.getDefiningOp<WeightOp>();
+  if (!weight) {
+    int64_t index = llvm::find(user->getOperands(), value) - user->operand_begin();
+    return user->emitOpError("expects operand #") << index << " to be a spark.weight result";
+  }
+  auto [it, inserted] = weights.try_emplace(weight.getName(), weight.getType(),
+                                             static_cast<int64_t>(weights.size()));
+  if (!inserted && it->second.first != weight.getType())
+    return weight.emitOpError("weight '")
+           << weight.getName() << "' is used with two types: " << it->second.first
+           << " and " << weight.getType();
+  return it->second.second;
+}
+
+void Lowering::launch(Operation *op, StringRef kernelOp, SmallVector<Arg> args, int64_t gridX,
+                      StringRef suffix) {
+  const abi::KernelSpec *spec = abi::FindKernel(kernelOp.str().c_str());
+  assert(spec && spec->num_args == static_cast<int>(args.size()) &&
+         "launch does not match the kernel ABI");
+  std::string source = sourceName(op);
+  if (!suffix.empty())
+    source += ("." + suffix).str();
+  launches.push_back({spec, std::move(args), clampGrid(gridX), source});
+}
+
+LogicalResult Lowering::collectCaches() {
+  for (auto cache : module.getOps<KvCacheOp>()) {
+    cacheIds[cache.getSymName()] = caches.size();
+    caches.push_back(cache);
+  }
+  return success();
+}
+
+LogicalResult Lowering::assignBuffers() {
+  static constexpr StringLiteral kInputNames[] = {"ids", "positions", "soft_embeddings",
+                                                  "soft_indices"};
+  for (BlockArgument arg : entry.getArguments()) {
+    auto name = entry.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "spark.input");
+    if (!name || !llvm::is_contained(kInputNames, name.getValue()))
+      return entry.emitOpError("expects every argument to carry spark.input = \"ids\", "
+                               "\"positions\", \"soft_embeddings\" or \"soft_indices\"; "
+                               "argument ")
+             << arg.getArgNumber() << " does not";
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return entry.emitOpError("expects ranked tensor arguments");
+    bool rows = name.getValue() == "soft_embeddings";
+    bool ok = rows ? type.getRank() == 2 && type.getElementType().isF32() &&
+                         !type.isDynamicDim(1)
+                   : type.getRank() == 1 && type.getElementType().isInteger(32);
+    if (!ok)
+      return entry.emitOpError("expects argument ")
+             << arg.getArgNumber() << " (\"" << name.getValue() << "\") of type "
+             << (rows ? "tensor<?xNxf32>" : "tensor<?xi32>") << ", got " << type;
+    if (inputs.count(name.getValue().str()))
+      return entry.emitOpError("expects one argument per spark.input, got \"")
+             << name.getValue() << "\" twice";
+    inputs[name.getValue().str()] = newBuffer(arg, ("%" + name.getValue()).str(), 0);
+  }
+  if (!inputs.count("ids") || !inputs.count("positions"))
+    return entry.emitOpError("expects \"ids\" and \"positions\" arguments");
+  return success();
+}
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  ++time;
+  int64_t t = time;
+  Value unbuffered;
+  auto buf = [&](Value v) {
+    if (!valueBuffer.count(v)) {
+      unbuffered = v; // a spark.weight (or other non-activation) read as an activation
+      return Arg::null();
+    }
+    touch(v, t);
+    return Arg::buffer(bufferOf(v));
+  };
+  auto out = [&](Value v) { return Arg::buffer(newBuffer(v, sourceName(op), t)); };
+  auto shapeOf = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  auto weightArg = [&](Value v) -> FailureOr<Arg> {
+    FailureOr<int64_t> id = weightOf(op, v);
+    if (failed(id))
+      return failure();
+    return Arg::weight(*id);
+  };
+  auto elementwiseGrid = [&](Value v) { return ceilDiv(maxTokens * rowElements(shapeOf(v)), 256); };
+  auto i32 = [](int64_t v) { return Arg::i32v(v); };
+  auto f32 = [](APFloat v) { return Arg::f32v(v.convertToFloat()); };
+
+  LogicalResult result = llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<WeightOp>([](auto) { return success(); })
+      .Case<EmbeddingOp>([&](EmbeddingOp e) -> LogicalResult {
+        FailureOr<Arg> table = weightArg(e.getTable());
+        if (failed(table))
+          return failure();
+        auto tableType = e.getTable().getType();
+        Arg ids = buf(e.getIds());
+        launch(op, "embedding",
+               {ids, *table, out(e.getResult()), Arg::numTokens(), i32(tableType.getDimSize(0)),
+                i32(tableType.getDimSize(1)), f32(e.getScale())},
+               elementwiseGrid(e.getResult()));
+        return success();
+      })
+      .Case<MaskTokensOp>([&](MaskTokensOp m) -> LogicalResult {
+        SmallVector<int64_t, 3> ids(m.getTokenIds().begin(), m.getTokenIds().end());
+        ids.resize(3, -1);
+        Arg in = buf(m.getIds());
+        launch(op, "mask_tokens",
+               {in, out(m.getResult()), Arg::numTokens(), i32(ids[0]), i32(ids[1]), i32(ids[2]),
+                i32(m.getReplacement())},
+               ceilDiv(maxTokens, 256));
+        return success();
+      })
+      .Case<ScatterNdOp>([&](ScatterNdOp s) -> LogicalResult {
+        int64_t cols = s.getDest().getType().getDimSize(1);
+        Arg dest = buf(s.getDest());
+        // In place only when nothing else can read the dest's buffer: one use, and the dest is
+        // neither a view (reshape) of another value nor an entry argument.
+        if (s.getDest().hasOneUse() && s.getDest().getDefiningOp() &&
+            !s.getDest().getDefiningOp<ReshapeOp>()) {
+          valueBuffer[s.getResult()] = bufferOf(s.getDest()); // in place
+        } else {
+          Arg copy = out(s.getResult());
+          launch(op, "copy", {dest, copy, Arg::numTokens(), i32(cols)}, elementwiseGrid(s.getDest()),
+                 "copy");
+          dest = copy;
+        }
+        launch(op, "scatter_rows",
+               {dest, buf(s.getIndices()), buf(s.getUpdates()), Arg::numTokens(),
+                Arg::numSoftTokens(), i32(cols)},
+               maxTokens);
+        return success();
+      })
+      .Case<RmsNormOp>([&](RmsNormOp n) -> LogicalResult {
+        RankedTensorType type = n.getInput().getType();
+        int64_t groups = type.getRank() == 3 ? type.getDimSize(1) : 1;
+        Arg weight = Arg::null();
+        if (Value w = n.getWeight()) {
+          FailureOr<Arg> wa = weightArg(w);
+          if (failed(wa))
+            return failure();
+          weight = *wa;
+        }
+        Arg in = buf(n.getInput());
+        launch(op, "rms_norm",
+               {in, weight, out(n.getResult()), Arg::numTokens(), i32(groups),
+                i32(type.getShape().back()), f32(n.getEpsilon())},
+               maxTokens * groups);
+        return success();
+      })
+      .Case<LinearOp>([&](LinearOp l) -> LogicalResult {
+        FailureOr<Arg> w = weightArg(l.getWeight());
+        if (failed(w))
+          return failure();
+        auto wt = l.getWeight().getType();
+        Arg in = buf(l.getInput());
+        // One warp per output row, 8 warps per block.
+        launch(op, "linear",
+               {in, *w, out(l.getResult()), Arg::numTokens(), i32(wt.getDimSize(0)),
+                i32(wt.getDimSize(1))},
+               ceilDiv(wt.getDimSize(0), 8));
+        return success();
+      })
+      .Case<AddOp, MulOp>([&](auto b) -> LogicalResult {
+        StringRef name = isa<AddOp>(op) ? "add" : "mul";
+        Arg lhs = buf(b.getLhs()), rhs = buf(b.getRhs());
+        launch(op, name,
+               {lhs, rhs, out(b.getResult()), Arg::numTokens(), i32(rowElements(b.getType()))},
+               elementwiseGrid(b.getResult()));
+        return success();
+      })
+      .Case<ScaleOp>([&](ScaleOp s) -> LogicalResult {
+        Arg in = buf(s.getInput());
+        launch(op, "scale",
+               {in, out(s.getResult()), Arg::numTokens(), i32(rowElements(s.getType())),
+                f32(s.getFactor())},
+               elementwiseGrid(s.getResult()));
+        return success();
+      })
+      .Case<ScalarMulOp>([&](ScalarMulOp s) -> LogicalResult {
+        FailureOr<Arg> scalar = weightArg(s.getScalar());
+        if (failed(scalar))
+          return failure();
+        Arg in = buf(s.getInput());
+        launch(op, "scalar_mul",
+               {in, *scalar, out(s.getResult()), Arg::numTokens(),
+                i32(rowElements(s.getResult().getType()))},
+               elementwiseGrid(s.getResult()));
+        return success();
+      })
+      .Case<GeluOp>([&](GeluOp g) -> LogicalResult {
+        Arg in = buf(g.getInput());
+        launch(op, "gelu", {in, out(g.getResult()), Arg::numTokens(), i32(rowElements(g.getType()))},
+               elementwiseGrid(g.getResult()));
+        return success();
+      })
+      .Case<GeluMulOp>([&](GeluMulOp g) -> LogicalResult {
+        Arg gate = buf(g.getGate()), up = buf(g.getUp());
+        launch(op, "gelu_mul",
+               {gate, up, out(g.getResult()), Arg::numTokens(), i32(rowElements(g.getType()))},
+               elementwiseGrid(g.getResult()));
+        return success();
+      })
+      .Case<SoftcapOp>([&](SoftcapOp s) -> LogicalResult {
+        Arg in = buf(s.getInput());
+        launch(op, "softcap",
+               {in, out(s.getResult()), Arg::numTokens(), i32(rowElements(s.getType())),
+                f32(s.getCap())},
+               elementwiseGrid(s.getResult()));
+        return success();
+      })
+      .Case<ReshapeOp>([&](ReshapeOp r) -> LogicalResult {
+        touch(r.getInput(), t);
+        valueBuffer[r.getResult()] = bufferOf(r.getInput()); // a view: no data moves
+        return success();
+      })
+      .Case<SelectGroupOp>([&](SelectGroupOp s) -> LogicalResult {
+        RankedTensorType in = s.getInput().getType();
+        Arg x = buf(s.getInput());
+        launch(op, "select_group",
+               {x, out(s.getResult()), Arg::numTokens(), i32(in.getDimSize(1)),
+                i32(in.getDimSize(2)), i32(s.getIndex())},
+               elementwiseGrid(s.getResult()));
+        return success();
+      })
+      .Case<RopeOp>([&](RopeOp r) -> LogicalResult {
+        RankedTensorType in = r.getInput().getType();
+        Arg x = buf(r.getInput()), pos = buf(r.getPositions());
+        launch(op, "rope",
+               {x, pos, out(r.getResult()), Arg::numTokens(), i32(in.getDimSize(1)),
+                i32(in.getDimSize(2)), i32(r.getRotatedPairs()), f32(r.getTheta()),
+                f32(r.getFactor())},
+               maxTokens * in.getDimSize(1));
+        return success();
+      })
+      .Case<AttentionOp>([&](AttentionOp a) -> LogicalResult {
+        auto it = cacheIds.find(a.getCache());
+        if (it == cacheIds.end())
+          return a.emitOpError("references unknown KV cache ") << a.getCacheAttr();
+        int64_t cache = it->second;
+        RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
+        Arg pos = buf(a.getPositions());
+        if (!a.getKvShared()) {
+          Arg key = buf(a.getKey()), value = buf(a.getValue());
+          launch(op, "kv_write",
+                 {key, value, pos, Arg::kCache(cache), Arg::vCache(cache), Arg::numTokens(),
+                  i32(k.getDimSize(1)), i32(k.getDimSize(2)), Arg::kvCapacity(cache)},
+                 ceilDiv(maxTokens * rowElements(k), 256), "kv_write");
+        }
+        Arg query = buf(a.getQuery());
+        launch(op, "attention",
+               {query, pos, Arg::kCache(cache), Arg::vCache(cache), out(a.getResult()),
+                Arg::numTokens(), i32(q.getDimSize(1)), i32(k.getDimSize(1)),
+                i32(q.getDimSize(2)), Arg::kvCapacity(cache), i32(a.getWindow()),
+                f32(a.getScale())},
+               maxTokens * q.getDimSize(1));
+        return success();
+      })
+      .Case<MoeRouterOp>([&](MoeRouterOp r) -> LogicalResult {
+        FailureOr<Arg> scale = weightArg(r.getScale()), proj = weightArg(r.getProj()),
+                       pes = weightArg(r.getPerExpertScale());
+        if (failed(scale) || failed(proj) || failed(pes))
+          return failure();
+        auto projType = r.getProj().getType();
+        Arg in = buf(r.getInput());
+        Arg weightsOut = out(r.getWeights()), indicesOut = out(r.getIndices());
+        launch(op, "moe_router",
+               {in, *scale, *proj, *pes, weightsOut, indicesOut, Arg::numTokens(),
+                i32(projType.getDimSize(1)), i32(projType.getDimSize(0)), i32(r.getTopK()),
+                f32(r.getEpsilon())},
+               maxTokens);
+        return success();
+      })
+      .Case<MoeExpertsOp>([&](MoeExpertsOp m) -> LogicalResult {
+        FailureOr<Arg> gateUp = weightArg(m.getGateUp()), down = weightArg(m.getDown());
+        if (failed(gateUp) || failed(down))
+          return failure();
+        auto gu = m.getGateUp().getType();
+        int64_t experts = gu.getDimSize(0), inter = gu.getDimSize(1) / 2,
+                hidden = gu.getDimSize(2), topK = m.getWeights().getType().getDimSize(1);
+        Arg in = buf(m.getInput()), w = buf(m.getWeights()), idx = buf(m.getIndices());
+        int64_t act = newScratch(sourceName(op) + ".act", {topK, inter}, t);
+        launch(op, "moe_gate_up",
+               {in, *gateUp, idx, Arg::buffer(act), Arg::numTokens(), i32(hidden), i32(inter),
+                i32(experts), i32(topK)},
+               ceilDiv(maxTokens * topK * inter, 8), "gate_up");
+        ++time; // the second launch reads the activation, the weights and the indices
+        buffers[act].lastUse = time;
+        touch(m.getWeights(), time);
+        touch(m.getIndices(), time);
+        launch(op, "moe_down",
+               {Arg::buffer(act), *down, w, idx, out(m.getResult()), Arg::numTokens(),
+                i32(hidden), i32(inter), i32(experts), i32(topK)},
+               ceilDiv(maxTokens * hidden, 8), "down");
+        return success();
+      })
+      .Case<func::ReturnOp>([&](func::ReturnOp r) -> LogicalResult {
+        if (r.getNumOperands() != 1)
+          return r.emitOpError("expects the entry to return exactly the logits");
+        if (!valueBuffer.count(r.getOperand(0)))
+          return r.emitOpError("expects the logits to be an activation computed by the entry");
+        logits = bufferOf(r.getOperand(0));
+        buffers[logits].lastUse = std::numeric_limits<int64_t>::max();
+        return success();
+      })
+      .Default([](Operation *op) {
+        return op->emitOpError("cannot be lowered to a kernel: no kernel implements it");
+      });
+  if (succeeded(result) && unbuffered)
+    return op->emitOpError("expects operand #")
+           << llvm::find(op->getOperands(), unbuffered) - op->operand_begin()
+           << " to be an activation, got a value without a buffer (a spark.weight?)";
+  return result;
+}
+
+LogicalResult Lowering::planOffsets() {
+  // Inputs and the logits stay live for the whole step.
+  for (auto &[name, id] : inputs)
+    buffers[id].lastUse = std::numeric_limits<int64_t>::max();
+  SmallVector<int64_t> order(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i)
+    order[i] = i;
+  llvm::stable_sort(order, [&](int64_t a, int64_t b) {
+    return buffers[a].firstUse < buffers[b].firstUse;
+  });
+  SmallVector<int64_t> placed;
+  for (int64_t id : order) {
+    LogicalBuffer &buffer = buffers[id];
+    int64_t size = alignUp(maxTokens * buffer.rowBytes());
+    // Occupied intervals of buffers still live when this one is written.
+    SmallVector<std::pair<int64_t, int64_t>> busy;
+    for (int64_t other : placed)
+      if (buffers[other].lastUse >= buffer.firstUse)
+        busy.push_back({buffers[other].offset,
+                        buffers[other].offset + alignUp(maxTokens * buffers[other].rowBytes())});
+    llvm::sort(busy);
+    int64_t offset = 0;
+    for (auto [begin, end] : busy) {
+      if (offset + size <= begin)
+        break;
+      offset = std::max(offset, end);
+    }
+    buffer.offset = offset;
+    arenaBytes = std::max(arenaBytes, offset + size);
+    placed.push_back(id);
+  }
+  return success();
+}
+
+void Lowering::buildEntries() {
+  OpBuilder b(ctx);
+  b.setInsertionPointToEnd(module.getBody());
+  kernels = gpu::GPUModuleOp::create(b, module.getLoc(), "kernels");
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+  b.setInsertionPointToStart(kernels.getBody());
+
+  Type ptr = LLVM::LLVMPointerType::get(ctx), i32 = b.getI32Type(), f32 = b.getF32Type();
+  auto typeOf = [&](abi::ArgKind kind) {
+    return kind == abi::ArgKind::kPtr ? ptr : kind == abi::ArgKind::kI32 ? i32 : f32;
+  };
+  llvm::StringMap<LLVM::LLVMFuncOp> declarations;
+  std::map<std::string, std::string> entryByKey;
+  llvm::StringMap<int64_t> counters;
+
+  for (PendingLaunch &l : launches) {
+    std::string key = l.spec->op;
+    for (const Arg &arg : l.args)
+      key += arg.kind == Arg::I32   ? "|i" + std::to_string(arg.i32)
+             : arg.kind == Arg::F32 ? "|f" + std::to_string(llvm::bit_cast<uint32_t>(arg.f32))
+                                    : "|p";
+    auto found = entryByKey.find(key);
+    if (found != entryByKey.end()) {
+      launchEntry.push_back(found->second);
+      continue;
+    }
+    LLVM::LLVMFuncOp &decl = declarations[l.spec->symbol];
+    if (!decl) {
+      SmallVector<Type> params;
+      for (int i = 0; i < l.spec->num_args; ++i)
+        params.push_back(typeOf(l.spec->args[i].kind));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(kernels.getBody());
+      decl = LLVM::LLVMFuncOp::create(
+          b, module.getLoc(), l.spec->symbol,
+          LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), params));
+    }
+    std::string name = std::string(l.spec->symbol) + "__" +
+                       std::to_string(counters[l.spec->symbol]++);
+    SmallVector<Type> entryParams;
+    for (int i = 0; i < l.spec->num_args; ++i)
+      if (!l.args[i].isLiteral())
+        entryParams.push_back(typeOf(l.spec->args[i].kind));
+    auto func = gpu::GPUFuncOp::create(b, module.getLoc(), name,
+                                       b.getFunctionType(entryParams, {}));
+    func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}));
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&func.getBody().front());
+      SmallVector<Value> callArgs;
+      unsigned param = 0;
+      for (int i = 0; i < l.spec->num_args; ++i) {
+        const Arg &arg = l.args[i];
+        if (arg.kind == Arg::I32)
+          callArgs.push_back(LLVM::ConstantOp::create(b, module.getLoc(), i32,
+                                                      b.getI32IntegerAttr(arg.i32)));
+        else if (arg.kind == Arg::F32)
+          callArgs.push_back(LLVM::ConstantOp::create(b, module.getLoc(), f32,
+                                                      b.getF32FloatAttr(arg.f32)));
+        else
+          callArgs.push_back(func.getArgument(param++));
+      }
+      LLVM::CallOp::create(b, module.getLoc(), decl, callArgs);
+      gpu::ReturnOp::create(b, module.getLoc());
+    }
+    entryByKey[key] = name;
+    launchEntry.push_back(name);
+  }
+}
+
+DictionaryAttr argAttr(Builder &b, const Arg &arg) {
+  auto entry = [&](StringRef key, Attribute value) {
+    return b.getDictionaryAttr(b.getNamedAttr(key, value));
+  };
+  switch (arg.kind) {
+  case Arg::Buffer: return entry("buffer", b.getI64IntegerAttr(arg.index));
+  case Arg::Weight: return entry("weight", b.getI64IntegerAttr(arg.index));
+  case Arg::KCache: return entry("k_cache", b.getI64IntegerAttr(arg.index));
+  case Arg::VCache: return entry("v_cache", b.getI64IntegerAttr(arg.index));
+  case Arg::KvCapacity: return entry("kv_capacity", b.getI64IntegerAttr(arg.index));
+  case Arg::Null: return entry("null", b.getI64IntegerAttr(1));
+  case Arg::NumTokens: return entry("num_tokens", b.getI64IntegerAttr(1));
+  case Arg::NumSoftTokens: return entry("num_soft_tokens", b.getI64IntegerAttr(1));
+  case Arg::I32: return entry("i32", b.getI32IntegerAttr(arg.i32));
+  case Arg::F32: return entry("f32", b.getF32FloatAttr(arg.f32));
+  }
+  llvm_unreachable("unknown argument kind");
+}
+
+void Lowering::buildProgram() {
+  OpBuilder b(ctx);
+  b.setInsertionPoint(entry);
+
+  SmallVector<Attribute> bufferAttrs;
+  for (const LogicalBuffer &buffer : buffers)
+    bufferAttrs.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", b.getStringAttr(buffer.name)),
+        b.getNamedAttr("dtype", b.getStringAttr(buffer.isInt ? "i32" : "f32")),
+        b.getNamedAttr("row_shape", b.getI64ArrayAttr(buffer.rowShape)),
+        b.getNamedAttr("offset", b.getI64IntegerAttr(buffer.offset)),
+    }));
+  SmallVector<Attribute> weightAttrs;
+  for (auto &[name, typeAndId] : weights) {
+    RankedTensorType type = typeAndId.first;
+    weightAttrs.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", b.getStringAttr(name)),
+        b.getNamedAttr("dtype", b.getStringAttr(type.getElementType().isBF16() ? "bf16" : "f32")),
+        b.getNamedAttr("shape", b.getI64ArrayAttr(type.getShape())),
+    }));
+  }
+  SmallVector<NamedAttribute> inputAttrs;
+  for (auto &[name, id] : inputs)
+    inputAttrs.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(id)));
+  auto model = module->getAttrOfType<DictionaryAttr>("spark.model");
+  if (!model)
+    model = b.getDictionaryAttr({});
+
+  auto program = ProgramOp::create(
+      b, entry.getLoc(), entry.getSymName(), maxTokens, arenaBytes, b.getArrayAttr(bufferAttrs),
+      b.getArrayAttr(weightAttrs), b.getDictionaryAttr(inputAttrs),
+      b.getDictionaryAttr(b.getNamedAttr("logits", b.getI64IntegerAttr(logits))), model);
+  program.getBody().emplaceBlock();
+  b.setInsertionPointToStart(&program.getBody().front());
+  for (auto [l, entryName] : llvm::zip(launches, launchEntry)) {
+    SmallVector<Attribute> args;
+    for (const Arg &arg : l.args)
+      args.push_back(argAttr(b, arg));
+    auto launchOp = LaunchOp::create(
+        b, entry.getLoc(), l.spec->op,
+        SymbolRefAttr::get(ctx, "kernels", {FlatSymbolRefAttr::get(ctx, entryName)}),
+        b.getDenseI32ArrayAttr({static_cast<int32_t>(l.gridX), 1, 1}),
+        b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}), b.getArrayAttr(args));
+    launchOp->setAttr("source", b.getStringAttr(l.source));
+  }
+}
+
+LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
+  if (failed(collectCaches()) || failed(assignBuffers()))
+    return failure();
+  for (Operation &op : entry.getBody().front())
+    if (failed(lowerOp(&op)))
+      return failure();
+  if (logits < 0)
+    return entry.emitOpError("expects a func.return of the logits");
+  if (failed(planOffsets()))
+    return failure();
+  buildEntries();
+  buildProgram();
+  entry.erase();
+  numLaunches = launches.size();
+  std::set<std::string> distinct(launchEntry.begin(), launchEntry.end());
+  numEntries = distinct.size();
+  return success();
+}
+
+struct SparkLowerToKernelsPass
+    : spark::impl::SparkLowerToKernelsPassBase<SparkLowerToKernelsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto entryFunc = module.lookupSymbol<func::FuncOp>(entry);
+    if (!entryFunc) {
+      module.emitError("no entry function @") << entry << " to lower";
+      return signalPassFailure();
+    }
+    if (maxTokens <= 0) {
+      module.emitError("max-tokens must be positive, got ") << static_cast<int64_t>(maxTokens);
+      return signalPassFailure();
+    }
+    if (entryFunc.isExternal()) {
+      entryFunc.emitOpError("expects a body, got a declaration");
+      return signalPassFailure();
+    }
+    if (!entryFunc.getBody().hasOneBlock()) {
+      entryFunc.emitOpError("expects a single block");
+      return signalPassFailure();
+    }
+    if (!module.getOps<gpu::GPUModuleOp>().empty()) {
+      module.emitError("module already contains a gpu.module: lower an imported model");
+      return signalPassFailure();
+    }
+    int64_t launches = 0, entries = 0;
+    Lowering lowering(module, entryFunc, maxTokens);
+    if (failed(lowering.run(launches, entries)))
+      return signalPassFailure();
+    numLaunches = launches;
+    numEntries = entries;
+  }
+};
+
+} // namespace

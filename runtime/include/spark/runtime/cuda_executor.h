@@ -1,0 +1,43 @@
+// The CUDA executor: runs a plan's steps as kernel launches from the artifact's image (cubin, or
+// PTX that the driver JIT-compiles), through the dlopen'd driver API. Decode steps (one token, no
+// soft tokens) are captured once into a CUDA graph and replayed; with a step observer (dumps)
+// every step is launched on its own and synchronised instead.
+#ifndef SPARK_RUNTIME_CUDA_EXECUTOR_H_
+#define SPARK_RUNTIME_CUDA_EXECUTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "spark/runtime/artifact.h"
+#include "spark/runtime/device.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/safetensors.h"
+
+namespace spark {
+namespace rt {
+
+struct CudaExecutorOptions {
+  DeviceInfo device;       // from ListDevices: ordinal, and `integrated` decides weight binding
+  bool use_graphs = true;  // capture decode steps in a CUDA graph
+  // One-line notices (e.g. that PTX is being JIT-compiled); may be empty.
+  std::function<void(absl::string_view)> on_notice;
+  // Weight upload progress in bytes (discrete devices only); may be empty.
+  std::function<void(uint64_t done, uint64_t total)> on_progress;
+};
+
+// Loads artifact.image into a module of the device's primary context and looks up the kernel of
+// every step (kNotFound naming a missing kernel), then binds the weights: on an integrated device
+// the checkpoint's mapped files are registered with the GPU and used in place, otherwise they are
+// copied into one device allocation. Prepare allocates the arena and the KV caches. `artifact`
+// and `checkpoint` must outlive the executor. kUnavailable without a driver.
+absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const Artifact& artifact,
+                                                             const Checkpoint& checkpoint,
+                                                             const CudaExecutorOptions& options);
+
+}  // namespace rt
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_CUDA_EXECUTOR_H_

@@ -1,0 +1,89 @@
+// The executor interface: runs a plan's steps for one chunk of tokens, on the host (the reference,
+// host_executor.h) or on a CUDA device (cuda_executor.h). The generator (generator.h) drives it.
+#ifndef SPARK_RUNTIME_EXECUTOR_H_
+#define SPARK_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "spark/runtime/plan.h"
+
+namespace spark {
+namespace rt {
+
+class Checkpoint;
+
+// Soft-token rows (image / audio embeddings) merged into one step's embeddings.
+struct SoftTokenChunk {
+  absl::Span<const float> embeddings;  // [indices.size(), hidden], row-major
+  // Row of the step each embedding replaces, relative to the step's first token. Rows outside
+  // [0, num_tokens) are skipped by the merge.
+  absl::Span<const int32_t> indices;
+};
+
+// One output buffer of a step, for dumps (`spark-run --dump`).
+struct StepOutput {
+  int step_index = 0;
+  const Step* step = nullptr;
+  std::string name;  // "<step index>.<source>", plus ".<argument>" when the step has several
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  // [num_tokens, row_shape...]
+  const void* data = nullptr;  // host memory, valid during the call
+  uint64_t num_bytes = 0;
+};
+using StepObserver = std::function<absl::Status(const StepOutput&)>;
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Allocates the activation arena and the KV caches for sequences of up to `max_length` tokens
+  // (capacities per KvCapacity) and binds the weights. Must be called before RunStep; calling it
+  // again starts over with empty caches.
+  virtual absl::Status Prepare(int64_t max_length) = 0;
+
+  // Runs every step of the plan for ids.size() tokens (1..max_tokens) at `positions` (each in
+  // [0, max_length)), merging `soft` (may be null), and stores the logits [n, vocab] in `logits`.
+  virtual absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
+                               const SoftTokenChunk* soft, std::vector<float>* logits) = 0;
+
+  // "host" or "cuda:<ordinal> (<device name>)".
+  virtual std::string name() const = 0;
+
+  // When set, called after every step with each of its output buffers (slow: for debugging).
+  void set_step_observer(StepObserver observer) { step_observer_ = std::move(observer); }
+
+ protected:
+  const StepObserver& step_observer() const { return step_observer_; }
+
+ private:
+  StepObserver step_observer_;
+};
+
+// KvCapacity (the slots of each KV cache) is declared in plan.h.
+
+// The bytes of one plan weight, in checkpoint layout.
+struct WeightData {
+  const uint8_t* data = nullptr;
+  uint64_t num_bytes = 0;
+};
+
+// The data of every plan weight, indexed by weight id, after checking each against the checkpoint
+// (name, dtype, shape). Pointers stay valid while `checkpoint` lives.
+absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan, const Checkpoint& checkpoint);
+
+// Wraps `executor` so that every RunStep call writes the outputs of all steps to
+// `dir`/run<NNN>.safetensors (NNN counts the calls from 000), tensors named per StepOutput::name.
+// `dir` must exist.
+std::unique_ptr<Executor> WithStepDump(std::unique_ptr<Executor> executor, std::string dir);
+
+}  // namespace rt
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_EXECUTOR_H_

@@ -1,0 +1,82 @@
+// Text generation over an Executor: validates the prompt, runs the prefill in chunks of at most
+// plan.max_tokens tokens, then decodes one token at a time until an EOS token or max_new_tokens.
+#ifndef SPARK_RUNTIME_GENERATOR_H_
+#define SPARK_RUNTIME_GENERATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/plan.h"
+#include "spark/runtime/sampler.h"
+
+namespace spark {
+namespace rt {
+
+// Soft tokens (image / audio embeddings, already projected to the model width) and the absolute
+// prompt positions they replace. Rows whose position is outside the prompt are skipped.
+struct SoftTokens {
+  int64_t hidden = 0;
+  std::vector<float> embeddings;   // [positions.size(), hidden]
+  std::vector<int64_t> positions;  // [n]
+};
+
+// Reads soft tokens from a safetensors file holding `embeddings` (F32 [n, hidden]) and `positions`
+// (I64 or I32 [n]). INVALID_ARGUMENT naming the file for a missing tensor, a wrong dtype or rank,
+// a width other than `hidden`, or a row count mismatch.
+absl::StatusOr<SoftTokens> LoadSoftTokens(const std::string& path, int64_t hidden);
+
+// Parses "2,818,5192" (spaces around ids allowed). INVALID_ARGUMENT naming the bad element.
+absl::StatusOr<std::vector<int32_t>> ParseTokenIds(absl::string_view text);
+
+// The sequence length to prepare for: `requested`, or min(4096, max_position_embeddings) when
+// `requested` is 0. INVALID_ARGUMENT when negative or above max_position_embeddings.
+absl::StatusOr<int64_t> ResolveMaxLength(const ModelInfo& model, int64_t requested);
+
+// The prompt is non-empty, at most `max_length` long, and every id is in [0, vocab_size) (the
+// error names the index and the value).
+absl::Status ValidatePrompt(const ModelInfo& model, absl::Span<const int32_t> prompt,
+                            int64_t max_length);
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 32;  // >= 1; capped so that prompt + new tokens <= max_length
+  int64_t max_length = 0;       // what the executor was prepared for (Executor::Prepare)
+  SamplerOptions sampler;
+  bool collect_logits = false;  // keep one logits row per processed position
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids; ends with the EOS id when one stopped it
+  bool stopped_at_eos = false;
+  // With collect_logits: [logits_rows, vocab], a row per processed position (every prompt
+  // position, then the input of each decode step): prompt + tokens - 1 rows.
+  std::vector<float> logits;
+  int64_t logits_rows = 0;
+  int64_t prefill_tokens = 0;
+  double prefill_seconds = 0.0;
+  int64_t decode_tokens = 0;  // decode steps run (tokens after the first)
+  double decode_seconds = 0.0;
+  std::vector<std::string> notices;  // e.g. max_new_tokens capped by max_length
+
+  double prefill_tokens_per_second() const;
+  double decode_tokens_per_second() const;
+};
+
+// Generates after `prompt` (and `soft`, which may be null) with `executor`, already prepared for
+// options.max_length.
+absl::StatusOr<GenerateResult> Generate(Executor& executor, const Plan& plan,
+                                        absl::Span<const int32_t> prompt, const SoftTokens* soft,
+                                        const GenerateOptions& options);
+
+// Writes result.logits to `path` as one safetensors tensor "logits", F32 [logits_rows, vocab].
+absl::Status WriteLogits(const std::string& path, const GenerateResult& result, int64_t vocab);
+
+}  // namespace rt
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_GENERATOR_H_

@@ -1,0 +1,145 @@
+// The memory estimate (design.md "Memory estimation"; docs/memory.md): what a compiled model needs
+// on a device (weights, KV cache, activations, workspace, CUDA context and runtime) and what the
+// device can give this process, each with where the number comes from.
+//
+// Available memory: on a discrete GPU, the driver's free memory. On an integrated GPU (the driver
+// reports CU_DEVICE_ATTRIBUTE_INTEGRATED, as the GB10 of a DGX Spark does) GPU and CPU share the
+// host's memory, so the pool is the host's: MemAvailable from /proc/meminfo (the free huge pages
+// instead when huge pages are configured, HugePages_Total > 0), plus free swap only when asked,
+// capped at MemTotal, less a reserve for the OS and this process of max(4 GiB, 5% of MemTotal).
+// --device-memory-utilization is the fraction of that pool the model may use. Weights are counted
+// once: on an integrated GPU the runtime uses the checkpoint's pages in place.
+#ifndef SPARK_RUNTIME_MEMORY_ESTIMATOR_H_
+#define SPARK_RUNTIME_MEMORY_ESTIMATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "spark/runtime/device.h"
+#include "spark/runtime/plan.h"
+
+namespace spark {
+namespace rt {
+
+inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+// The CUDA context, the loaded module, streams, events and the runtime's own heap: a documented
+// constant (docs/memory.md), the same on discrete and integrated GPUs.
+inline constexpr uint64_t kContextOverheadBytes = 512 * kMiB;
+// Kept back from the host pool of an integrated GPU: max(4 GiB, 5% of MemTotal).
+inline constexpr uint64_t kMinHostReserveBytes = 4 * kGiB;
+inline constexpr int kHostReservePercent = 5;
+
+// The fields of /proc/meminfo the estimate uses, in bytes (huge pages: counts and page size).
+struct MemInfo {
+  uint64_t mem_total = 0;
+  uint64_t mem_free = 0;
+  uint64_t mem_available = 0;
+  uint64_t swap_total = 0;
+  uint64_t swap_free = 0;
+  uint64_t hugepages_total = 0;  // pages
+  uint64_t hugepages_free = 0;   // pages
+  uint64_t hugepage_size = 0;    // bytes
+};
+
+// Parses /proc/meminfo text. MemTotal and MemAvailable are required; the others default to 0.
+absl::StatusOr<MemInfo> ParseMeminfo(absl::string_view text);
+
+// What the estimator needs to know about a device.
+struct DeviceMemory {
+  std::string name;    // "NVIDIA H200", or the profile's name
+  std::string source;  // where the numbers come from: "driver" or "device profile h200 (...)"
+  int cc_major = 0;
+  int cc_minor = 0;
+  bool integrated = false;
+  uint64_t total_bytes = 0;  // the driver's total device memory
+  uint64_t free_bytes = 0;   // the driver's free device memory (the pool of a discrete GPU)
+  MemInfo host;              // the host's memory (the pool of an integrated GPU)
+  std::string host_source;   // "/proc/meminfo" or the profile
+};
+
+// A device as the driver reports it; `meminfo_text` (the contents of /proc/meminfo) is parsed
+// when the device is integrated and ignored otherwise.
+absl::StatusOr<DeviceMemory> DeviceMemoryFromInfo(const DeviceInfo& info,
+                                                  absl::string_view meminfo_text);
+// The same, reading /proc/meminfo for an integrated device.
+absl::StatusOr<DeviceMemory> MeasureDeviceMemory(const DeviceInfo& info);
+
+// Named profiles, so that the estimator answers "does it fit on that machine" without a GPU:
+// dgx-spark, h200, h100, a100-80gb, rtx-5090, rtx-4090, l4 (numbers in docs/memory.md).
+// kInvalidArgument listing the known names for any other name.
+absl::StatusOr<DeviceMemory> DeviceProfile(absl::string_view name);
+std::vector<std::string> DeviceProfileNames();
+
+// The sizes the estimate is computed from: from a plan, or given directly (e.g. full-size models
+// in tests).
+struct PlanSizes {
+  std::string model;  // for messages, e.g. the plan's variant
+  uint64_t weight_bytes = 0;
+  int64_t num_weights = 0;
+  uint64_t arena_bytes = 0;
+  int64_t max_tokens = 0;
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;  // 0: no limit
+  std::vector<KvCacheInfo> kv_caches;
+};
+PlanSizes SizesFromPlan(const Plan& plan);
+
+struct EstimateOptions {
+  int64_t max_length = 0;    // --max-length: tokens per sequence, prompt and output
+  int64_t batch = 1;         // sequences held at once
+  double utilization = 1.0;  // --device-memory-utilization, in (0, 1]
+  bool use_swap = false;     // integrated GPUs: count free swap in the pool
+};
+
+struct MemoryComponent {
+  std::string name;
+  uint64_t bytes = 0;
+  std::string source;
+};
+
+struct MemoryBudget {
+  uint64_t bytes = 0;
+  std::string source;
+  bool integrated = false;
+};
+
+struct MemoryEstimate {
+  std::vector<MemoryComponent> components;  // weights, KV cache, activations, workspace, context
+  uint64_t total = 0;
+  MemoryBudget budget;
+  bool fits = false;
+  // For the refusal: what was asked and what would fit.
+  std::string model;
+  std::string device;
+  EstimateOptions options;
+  int64_t max_fitting_length = 0;  // the largest --max-length that fits, 0 when none does
+  uint64_t host_available = 0;     // integrated: MemAvailable (for the advice)
+  uint64_t device_in_use = 0;      // discrete: total - free (memory other processes hold)
+};
+
+// Computes every component and the budget. kInvalidArgument for bad options (max_length < 1 or
+// above the model's max_position_embeddings, batch < 1, utilization outside (0, 1]) or sizes that
+// overflow.
+absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemory& device,
+                                        const EstimateOptions& options);
+
+// "memory: 59.50 GiB needed of 103.93 GiB available (weights ..., ...); fits"
+std::string FormatEstimateLine(const MemoryEstimate& estimate);
+// A table: each component with its bytes and source, the total, the budget and the verdict.
+std::string FormatEstimateTable(const MemoryEstimate& estimate);
+// OK when the estimate fits; otherwise kResourceExhausted naming the largest component, the
+// breakdown, and what would make it fit.
+absl::Status CheckFits(const MemoryEstimate& estimate);
+
+// "57.18 GiB", "512.0 MiB", "64.0 KiB", "12 B".
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace rt
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_MEMORY_ESTIMATOR_H_

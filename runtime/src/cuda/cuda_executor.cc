@@ -1,0 +1,431 @@
+#include "spark/runtime/cuda_executor.h"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "cuda/cuda_driver.h"
+#include "spark/runtime/artifact.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/plan.h"
+#include "spark/runtime/safetensors.h"
+#include "status_macros.h"
+#include "step_args.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+// Device allocations that hold several parts (weights, KV caches) align each part to this.
+constexpr uint64_t kPartAlignment = 256;
+// Kernels may use this much dynamic shared memory without opting in.
+constexpr int kDefaultSharedBytes = 48 * 1024;
+constexpr size_t kJitLogBytes = 16 * 1024;
+
+uint64_t AlignUp(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+// `status` with `context` prepended to its message.
+absl::Status WithContext(const absl::Status& status, absl::string_view context) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
+class CudaExecutor final : public Executor {
+ public:
+  CudaExecutor(const DriverApi* api, const Artifact& artifact, const Checkpoint& checkpoint,
+               const CudaExecutorOptions& options)
+      : api_(api),
+        artifact_(artifact),
+        plan_(artifact.plan),
+        checkpoint_(checkpoint),
+        options_(options) {}
+  ~CudaExecutor() override;
+
+  // Context, stream, module, kernels, weights.
+  absl::Status Init();
+
+  absl::Status Prepare(int64_t max_length) override;
+  absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
+                       const SoftTokenChunk* soft, std::vector<float>* logits) override;
+  std::string name() const override {
+    return absl::StrCat("cuda:", options_.device.ordinal, " (", options_.device.name, ")");
+  }
+
+ private:
+  absl::Status LoadModule();
+  absl::Status LoadFunctions();
+  absl::Status BindDeviceWeights();
+  absl::Status RegisterWeights(const std::vector<WeightData>& host);
+  absl::Status UploadWeights(const std::vector<WeightData>& host);
+  absl::Status AllocateKvCaches(int64_t max_length);
+  void ReleaseActivations();
+  void Notice(absl::string_view text) const {
+    if (options_.on_notice) options_.on_notice(text);
+  }
+
+  CUdeviceptr BufferAddress(int64_t buffer) const { return arena_ + plan_.buffers[buffer].offset; }
+  absl::Status CopyInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
+                          const SoftTokenChunk* soft);
+  absl::Status Launch(int step_index, int32_t num_tokens, int32_t num_soft_tokens);
+  absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens);
+  absl::Status ObserveStep(int step_index, int32_t num_tokens);
+  absl::Status LaunchDecodeGraph();
+  absl::Status CaptureDecodeGraph();
+
+  const DriverApi* api_;
+  const Artifact& artifact_;
+  const Plan& plan_;
+  const Checkpoint& checkpoint_;
+  CudaExecutorOptions options_;
+
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUmodule module_ = nullptr;
+  std::vector<CUfunction> functions_;  // by step index
+  CUdeviceptr weight_block_ = 0;       // discrete devices: every weight
+  std::vector<void*> registered_;      // integrated devices: registered host ranges
+  CUdeviceptr arena_ = 0;
+  CUdeviceptr kv_block_ = 0;
+  ArgBindings bindings_;
+  CUgraphExec decode_graph_ = nullptr;
+  int64_t max_length_ = 0;        // 0 until Prepare
+  std::vector<uint8_t> staging_;  // step outputs copied back for the observer
+};
+
+CudaExecutor::~CudaExecutor() {
+  if (context_ == nullptr) return;
+  // Teardown cannot report errors; every resource is released best-effort.
+  api_->cuCtxSetCurrent(context_);
+  if (stream_ != nullptr) api_->cuStreamSynchronize(stream_);
+  ReleaseActivations();
+  if (weight_block_ != 0) api_->cuMemFree(weight_block_);
+  for (void* pointer : registered_) api_->cuMemHostUnregister(pointer);
+  if (module_ != nullptr) api_->cuModuleUnload(module_);
+  if (stream_ != nullptr) api_->cuStreamDestroy(stream_);
+  api_->cuDevicePrimaryCtxRelease(device_);
+}
+
+absl::Status CudaExecutor::Init() {
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuDeviceGet(&device_, options_.device.ordinal));
+  CUcontext context = nullptr;
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuDevicePrimaryCtxRetain(&context, device_));
+  context_ = context;
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamCreate(&stream_, cu::kStreamNonBlocking));
+  SPARK_RETURN_IF_ERROR(LoadModule());
+  SPARK_RETURN_IF_ERROR(LoadFunctions());
+  return BindDeviceWeights();
+}
+
+absl::Status CudaExecutor::LoadModule() {
+  if (artifact_.is_ptx) {
+    Notice(absl::StrCat("JIT-compiling PTX ", artifact_.target, " from ", artifact_.path,
+                        " with the driver (once; the driver caches the result)"));
+  }
+  std::string error_log(kJitLogBytes, '\0');
+  CUjit_option options[] = {cu::kJitErrorLogBuffer, cu::kJitErrorLogBufferSizeBytes};
+  void* values[] = {&error_log[0], reinterpret_cast<void*>(static_cast<uintptr_t>(kJitLogBytes))};
+  const CUresult result =
+      api_->cuModuleLoadDataEx(&module_, artifact_.image.data(), 2, options, values);
+  if (result == cu::kSuccess) return absl::OkStatus();
+  module_ = nullptr;
+  error_log.resize(std::strlen(error_log.c_str()));
+  const absl::Status status =
+      CuResultToStatus(*api_, result, "cuModuleLoadDataEx(image)", __FILE__, __LINE__);
+  return WithContext(
+      status, absl::StrCat("cannot load ", artifact_.path, " (", artifact_.target, ") on ", name(),
+                           error_log.empty() ? "" : "; JIT log: ", error_log));
+}
+
+absl::Status CudaExecutor::LoadFunctions() {
+  std::map<std::string, CUfunction> by_name;
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    const Step& step = plan_.steps[i];
+    auto found = by_name.find(step.kernel);
+    if (found == by_name.end()) {
+      CUfunction function = nullptr;
+      if (api_->cuModuleGetFunction(&function, module_, step.kernel.c_str()) != cu::kSuccess) {
+        return absl::NotFoundError(absl::StrCat(
+            "kernel ", step.kernel, " of step ", i, " (", step.source, ", op ", step.op,
+            ") is not in ", artifact_.path, "; the image does not match its plan (recompile it)"));
+      }
+      if (step.shared_bytes > kDefaultSharedBytes) {
+        SPARK_CU_RETURN_IF_ERROR(
+            api_, api_->cuFuncSetAttribute(function, cu::kFuncAttrMaxDynamicSharedSizeBytes,
+                                           step.shared_bytes));
+      }
+      found = by_name.emplace(step.kernel, function).first;
+    }
+    functions_.push_back(found->second);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::BindDeviceWeights() {
+  SPARK_ASSIGN_OR_RETURN(const std::vector<WeightData> host, BindWeights(plan_, checkpoint_));
+  if (options_.device.integrated) {
+    const absl::Status registered = RegisterWeights(host);
+    if (registered.ok()) return registered;
+    Notice(absl::StrCat("cannot use the checkpoint in place on the integrated GPU (",
+                        registered.message(), "); copying the weights instead"));
+  }
+  return UploadWeights(host);
+}
+
+// Integrated device: GPU and CPU share memory, so the mapped checkpoint files are registered
+// (read-only) and the weights are read where they are.
+absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  std::vector<CUdeviceptr> file_addresses;
+  for (const Checkpoint::File& file : checkpoint_.files()) {
+    void* pointer = const_cast<uint8_t*>(file.data);
+    SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemHostRegister(pointer, AlignUp(file.size, page),
+                                                           cu::kMemHostRegisterDeviceMap |
+                                                               cu::kMemHostRegisterReadOnly));
+    registered_.push_back(pointer);
+    CUdeviceptr address = 0;
+    SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemHostGetDevicePointer(&address, pointer, 0));
+    file_addresses.push_back(address);
+  }
+  for (size_t w = 0; w < host.size(); ++w) {
+    CUdeviceptr address = 0;
+    for (size_t f = 0; f < checkpoint_.files().size() && address == 0; ++f) {
+      const Checkpoint::File& file = checkpoint_.files()[f];
+      if (host[w].data >= file.data && host[w].data < file.data + file.size) {
+        address = file_addresses[f] + static_cast<uint64_t>(host[w].data - file.data);
+      }
+    }
+    if (address == 0 && host[w].num_bytes > 0) {
+      return absl::InternalError(
+          absl::StrCat("weight ", plan_.weights[w].name, " is outside the mapped checkpoint"));
+    }
+    bindings_.weights.push_back(address);
+  }
+  return absl::OkStatus();
+}
+
+// Discrete device: one allocation, each weight copied to its aligned part.
+absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
+  for (void* pointer : registered_) api_->cuMemHostUnregister(pointer);
+  registered_.clear();
+  bindings_.weights.clear();
+  std::vector<uint64_t> offsets;
+  uint64_t total = 0;
+  for (const WeightData& w : host) {
+    offsets.push_back(total);
+    total = AlignUp(total + w.num_bytes, kPartAlignment);
+  }
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemAlloc(&weight_block_, total > 0 ? total : 1));
+  uint64_t done = 0;
+  for (size_t w = 0; w < host.size(); ++w) {
+    bindings_.weights.push_back(weight_block_ + offsets[w]);
+    if (host[w].num_bytes == 0) continue;
+    SPARK_CU_RETURN_IF_ERROR(
+        api_, api_->cuMemcpyHtoD(weight_block_ + offsets[w], host[w].data, host[w].num_bytes));
+    done += host[w].num_bytes;
+    if (options_.on_progress) options_.on_progress(done, total);
+  }
+  return absl::OkStatus();
+}
+
+void CudaExecutor::ReleaseActivations() {
+  if (decode_graph_ != nullptr) api_->cuGraphExecDestroy(decode_graph_);
+  if (arena_ != 0) api_->cuMemFree(arena_);
+  if (kv_block_ != 0) api_->cuMemFree(kv_block_);
+  decode_graph_ = nullptr;
+  arena_ = 0;
+  kv_block_ = 0;
+  max_length_ = 0;
+}
+
+absl::Status CudaExecutor::AllocateKvCaches(int64_t max_length) {
+  bindings_.k_caches.clear();
+  bindings_.v_caches.clear();
+  bindings_.kv_capacities.clear();
+  std::vector<uint64_t> offsets;  // K then V of each cache
+  uint64_t total = 0;
+  for (const KvCacheInfo& cache : plan_.kv_caches) {
+    const int64_t capacity = KvCapacity(cache, max_length, plan_.max_tokens);
+    const uint64_t bytes = static_cast<uint64_t>(capacity * cache.kv_heads * cache.head_dim) * 4;
+    for (int part = 0; part < 2; ++part) {
+      offsets.push_back(total);
+      total = AlignUp(total + bytes, kPartAlignment);
+    }
+    bindings_.kv_capacities.push_back(capacity);
+  }
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemAlloc(&kv_block_, total > 0 ? total : 1));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(kv_block_, 0, total));
+  for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
+    bindings_.k_caches.push_back(kv_block_ + offsets[2 * i]);
+    bindings_.v_caches.push_back(kv_block_ + offsets[2 * i + 1]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Prepare(int64_t max_length) {
+  if (max_length < 1 || max_length > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
+  }
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
+  ReleaseActivations();
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemAlloc(&arena_, plan_.arena_bytes > 0 ? plan_.arena_bytes : 1));
+  bindings_.arena = arena_;
+  SPARK_RETURN_IF_ERROR(AllocateKvCaches(max_length));
+  max_length_ = max_length;
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::CopyInputs(absl::Span<const int32_t> ids,
+                                      absl::Span<const int32_t> positions,
+                                      const SoftTokenChunk* soft) {
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_ids), ids.data(),
+                                                         ids.size() * 4, stream_));
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_positions), positions.data(),
+                                    positions.size() * 4, stream_));
+  if (soft == nullptr || soft->indices.empty()) return absl::OkStatus();
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.soft_embeddings), soft->embeddings.data(),
+                                    soft->embeddings.size() * 4, stream_));
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.soft_indices), soft->indices.data(),
+                                    soft->indices.size() * 4, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Launch(int step_index, int32_t num_tokens, int32_t num_soft_tokens) {
+  const Step& step = plan_.steps[step_index];
+  const std::vector<ResolvedArg> args =
+      ResolveStepArgs(plan_, step, bindings_, num_tokens, num_soft_tokens);
+  // Each parameter in its own 8-byte slot: a CUdeviceptr, or an i32 / f32 in the low 4 bytes.
+  std::vector<uint64_t> slots(args.size(), 0);
+  std::vector<void*> params(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    switch (args[i].kind) {
+      case abi::ArgKind::kPtr:
+        slots[i] = args[i].address;
+        break;
+      case abi::ArgKind::kI32:
+        std::memcpy(&slots[i], &args[i].i32, sizeof(int32_t));
+        break;
+      case abi::ArgKind::kF32:
+        std::memcpy(&slots[i], &args[i].f32, sizeof(float));
+        break;
+    }
+    params[i] = &slots[i];
+  }
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuLaunchKernel(functions_[step_index], step.grid[0], step.grid[1], step.grid[2],
+                                 step.block[0], step.block[1], step.block[2], step.shared_bytes,
+                                 stream_, params.data(), nullptr));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens) {
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    const int index = static_cast<int>(i);
+    SPARK_RETURN_IF_ERROR(WithContext(Launch(index, num_tokens, num_soft_tokens),
+                                      DescribeStep(index, plan_.steps[i])));
+    if (step_observer()) {
+      SPARK_RETURN_IF_ERROR(
+          WithContext(ObserveStep(index, num_tokens), DescribeStep(index, plan_.steps[i])));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::ObserveStep(int step_index, int32_t num_tokens) {
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
+  for (const OutputBuffer& output : StepOutputBuffers(step_index, plan_.steps[step_index])) {
+    const uint64_t bytes = num_tokens * plan_.buffers[output.buffer].row_bytes();
+    staging_.resize(bytes);
+    SPARK_CU_RETURN_IF_ERROR(
+        api_, api_->cuMemcpyDtoH(staging_.data(), BufferAddress(output.buffer), bytes));
+    SPARK_RETURN_IF_ERROR(
+        step_observer()(MakeStepOutput(plan_, step_index, output, num_tokens, staging_.data())));
+  }
+  return absl::OkStatus();
+}
+
+// Captures the launches of a one-token step. Every argument is fixed for such a step (the ids
+// and positions are read from the arena), so the graph is replayed until the next Prepare.
+absl::Status CudaExecutor::CaptureDecodeGraph() {
+  SPARK_CU_RETURN_IF_ERROR(api_,
+                           api_->cuStreamBeginCapture(stream_, cu::kStreamCaptureModeThreadLocal));
+  const absl::Status launched = LaunchSteps(1, 0);
+  CUgraph graph = nullptr;
+  const CUresult ended = api_->cuStreamEndCapture(stream_, &graph);
+  if (!launched.ok()) {
+    if (graph != nullptr) api_->cuGraphDestroy(graph);
+    return launched;
+  }
+  SPARK_CU_RETURN_IF_ERROR(api_, ended);
+  const CUresult instantiated = api_->cuGraphInstantiateWithFlags(&decode_graph_, graph, 0);
+  api_->cuGraphDestroy(graph);
+  if (instantiated != cu::kSuccess) decode_graph_ = nullptr;
+  SPARK_CU_RETURN_IF_ERROR(api_, instantiated);
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::LaunchDecodeGraph() {
+  if (decode_graph_ == nullptr) {
+    SPARK_RETURN_IF_ERROR(WithContext(CaptureDecodeGraph(), "capturing the decode graph"));
+  }
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuGraphLaunch(decode_graph_, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::RunStep(absl::Span<const int32_t> ids,
+                                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
+                                   std::vector<float>* logits) {
+  if (max_length_ == 0) {
+    return absl::FailedPreconditionError("CudaExecutor::Prepare must be called before RunStep");
+  }
+  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, max_length_, ids, positions, soft));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  SPARK_RETURN_IF_ERROR(CopyInputs(ids, positions, soft));
+  const int32_t num_tokens = static_cast<int32_t>(ids.size());
+  const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
+  if (num_tokens == 1 && num_soft == 0 && options_.use_graphs && !step_observer()) {
+    SPARK_RETURN_IF_ERROR(LaunchDecodeGraph());
+  } else {
+    SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft));
+  }
+  logits->resize(static_cast<size_t>(num_tokens) * plan_.model.vocab_size);
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyDtoHAsync(logits->data(), BufferAddress(plan_.output_logits),
+                                    logits->size() * sizeof(float), stream_));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const Artifact& artifact,
+                                                             const Checkpoint& checkpoint,
+                                                             const CudaExecutorOptions& options) {
+  SPARK_ASSIGN_OR_RETURN(const DriverApi* api, LoadDriver());
+  auto executor = std::make_unique<CudaExecutor>(api, artifact, checkpoint, options);
+  SPARK_RETURN_IF_ERROR(executor->Init());
+  return std::unique_ptr<Executor>(std::move(executor));
+}
+
+}  // namespace rt
+}  // namespace spark

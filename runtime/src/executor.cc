@@ -1,0 +1,91 @@
+#include "spark/runtime/executor.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "file_util.h"
+#include "spark/runtime/plan.h"
+#include "spark/runtime/safetensors.h"
+#include "status_macros.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+// Forwards to `inner` and writes the outputs of each RunStep call's steps to one safetensors file.
+class DumpingExecutor final : public Executor {
+ public:
+  DumpingExecutor(std::unique_ptr<Executor> inner, std::string dir)
+      : inner_(std::move(inner)), dir_(std::move(dir)) {
+    inner_->set_step_observer([this](const StepOutput& output) { return Collect(output); });
+  }
+
+  absl::Status Prepare(int64_t max_length) override { return inner_->Prepare(max_length); }
+
+  absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
+                       const SoftTokenChunk* soft, std::vector<float>* logits) override {
+    tensors_.clear();
+    const absl::Status run = inner_->RunStep(ids, positions, soft, logits);
+    // Written even when a step failed: the outputs up to it are what one wants to look at.
+    const std::string path = JoinPath(dir_, absl::StrFormat("run%03d.safetensors", calls_++));
+    const absl::Status write = WriteSafetensors(path, tensors_);
+    tensors_.clear();
+    return run.ok() ? write : run;
+  }
+
+  std::string name() const override { return inner_->name(); }
+
+ private:
+  absl::Status Collect(const StepOutput& output) {
+    OwnedTensor tensor;
+    tensor.name = output.name;
+    tensor.dtype = std::string(SafetensorsDTypeName(output.dtype));
+    tensor.shape = output.shape;
+    tensor.bytes.assign(static_cast<const char*>(output.data), output.num_bytes);
+    tensors_.push_back(std::move(tensor));
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<Executor> inner_;
+  std::string dir_;
+  int calls_ = 0;
+  std::vector<OwnedTensor> tensors_;
+};
+
+}  // namespace
+
+int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tokens) {
+  if (cache.kind == KvKind::kFull) return max_length;
+  return std::min(max_length, cache.window - 1 + max_tokens);
+}
+
+absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan,
+                                                    const Checkpoint& checkpoint) {
+  SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, checkpoint));
+  std::vector<WeightData> weights;
+  weights.reserve(plan.weights.size());
+  for (const WeightInfo& info : plan.weights) {
+    const TensorView* tensor = checkpoint.Find(info.name);
+    if (tensor == nullptr) {
+      return absl::NotFoundError(absl::StrCat("weight ", info.name, " is not in the checkpoint"));
+    }
+    weights.push_back({tensor->data, tensor->num_bytes});
+  }
+  return weights;
+}
+
+std::unique_ptr<Executor> WithStepDump(std::unique_ptr<Executor> executor, std::string dir) {
+  return std::make_unique<DumpingExecutor>(std::move(executor), std::move(dir));
+}
+
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,169 @@
+#include "file_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+// Closes a file descriptor on scope exit.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+
+ private:
+  int fd_;
+};
+
+// Opens `path` for reading and checks that it is a regular file; returns the fd and its size.
+absl::Status OpenRegularFile(const std::string& path, int* fd, uint64_t* size) {
+  *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (*fd < 0) return PathErrnoStatus(errno, "open", path);
+  struct stat st;
+  if (::fstat(*fd, &st) != 0) {
+    const int error_number = errno;
+    ::close(*fd);
+    *fd = -1;
+    return PathErrnoStatus(error_number, "stat", path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(*fd);
+    *fd = -1;
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a regular file (a directory or a device); name a file"));
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PathErrnoStatus(int error_number, absl::string_view what, absl::string_view path) {
+  const std::string message =
+      absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(error_number));
+  switch (error_number) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    case EISDIR:
+      return absl::InvalidArgumentError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  int fd = -1;
+  uint64_t size = 0;
+  absl::Status status = OpenRegularFile(path, &fd, &size);
+  if (!status.ok()) return status;
+  FdCloser closer(fd);
+  std::string contents;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PathErrnoStatus(errno, "read", path);
+    }
+    if (n == 0) break;
+    contents.append(buffer, static_cast<size_t>(n));
+  }
+  return contents;
+}
+
+absl::Status WriteStringToFile(const std::string& path, absl::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return PathErrnoStatus(errno, "create", path);
+  FdCloser closer(fd);
+  size_t written = 0;
+  while (written < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PathErrnoStatus(errno, "write", path);
+    }
+    written += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir) {
+  DIR* handle = ::opendir(dir.c_str());
+  if (handle == nullptr) return PathErrnoStatus(errno, "list the directory", dir);
+  std::vector<std::string> names;
+  while (const struct dirent* entry = ::readdir(handle)) {
+    const absl::string_view name(entry->d_name);
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(handle);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string JoinPath(absl::string_view dir, absl::string_view name) {
+  if (dir.empty()) return std::string(name);
+  if (dir.back() == '/') return absl::StrCat(dir, name);
+  return absl::StrCat(dir, "/", name);
+}
+
+std::string Dirname(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == absl::string_view::npos) return "";
+  if (slash == 0) return "/";
+  return std::string(path.substr(0, slash));
+}
+
+std::string Basename(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  if (slash == absl::string_view::npos) return std::string(path);
+  return std::string(path.substr(slash + 1));
+}
+
+absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+  int fd = -1;
+  uint64_t size = 0;
+  absl::Status status = OpenRegularFile(path, &fd, &size);
+  if (!status.ok()) return status;
+  FdCloser closer(fd);
+  if (size == 0) return std::unique_ptr<MappedFile>(new MappedFile(path, nullptr, 0));
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (data == MAP_FAILED) return PathErrnoStatus(errno, "map", path);
+  return std::unique_ptr<MappedFile>(
+      new MappedFile(path, static_cast<const uint8_t*>(data), size));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,69 @@
+// Small POSIX file helpers shared by the loaders. Internal to the runtime; every function returns
+// a status (kNotFound for a missing path, kPermissionDenied for EACCES, kInvalidArgument for a
+// directory where a file is expected, kInternal otherwise) whose message names the path.
+#ifndef SPARK_RUNTIME_SRC_FILE_UTIL_H_
+#define SPARK_RUNTIME_SRC_FILE_UTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace spark {
+namespace rt {
+
+// A status for a failed system call on `path` (`what` says which operation, e.g. "open").
+absl::Status PathErrnoStatus(int error_number, absl::string_view what, absl::string_view path);
+
+// The whole file.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// Creates or truncates `path` and writes `data`.
+absl::Status WriteStringToFile(const std::string& path, absl::string_view data);
+
+bool IsDirectory(const std::string& path);
+bool IsRegularFile(const std::string& path);
+
+// The names (not paths) of the entries of `dir`, without "." and "..", sorted.
+absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir);
+
+// "a/b" + "c" -> "a/b/c"; an empty dir gives `name` unchanged.
+std::string JoinPath(absl::string_view dir, absl::string_view name);
+// "a/b/c.cubin" -> "a/b"; "c.cubin" -> "" ; "/c" -> "/".
+std::string Dirname(absl::string_view path);
+// "a/b/c.cubin" -> "c.cubin".
+std::string Basename(absl::string_view path);
+
+// A read-only, private memory mapping of a whole file. The mapping stays valid while the object
+// lives; an empty file maps to (nullptr, 0).
+class MappedFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  absl::string_view view() const {
+    return absl::string_view(reinterpret_cast<const char*>(data_), size_);
+  }
+
+ private:
+  MappedFile(std::string path, const uint8_t* data, uint64_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+
+  std::string path_;
+  const uint8_t* data_;
+  uint64_t size_;
+};
+
+}  // namespace rt
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_SRC_FILE_UTIL_H_

@@ -1,0 +1,329 @@
+#include "spark/runtime/generator.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/safetensors.h"
+#include "spark/runtime/sampler.h"
+#include "status_macros.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+constexpr int64_t kDefaultMaxLength = 4096;
+
+const OwnedTensor* FindTensor(const std::vector<OwnedTensor>& tensors, absl::string_view name) {
+  for (const OwnedTensor& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<const OwnedTensor*> RequireTensor(const std::string& path,
+                                                 const std::vector<OwnedTensor>& tensors,
+                                                 absl::string_view name) {
+  const OwnedTensor* tensor = FindTensor(tensors, name);
+  if (tensor != nullptr) return tensor;
+  std::vector<std::string> names;
+  for (const OwnedTensor& t : tensors) names.push_back(t.name);
+  return absl::InvalidArgumentError(
+      absl::StrCat("soft-token file ", path, " has no tensor '", name,
+                   "' (it needs 'embeddings' F32 [n, hidden] and 'positions' I64 [n]; found: ",
+                   names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+}
+
+absl::StatusOr<std::vector<int64_t>> ReadPositions(const std::string& path,
+                                                   const OwnedTensor& tensor) {
+  const bool is_i64 = tensor.dtype == "I64";
+  if ((!is_i64 && tensor.dtype != "I32") || tensor.shape.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("soft-token file ", path,
+                                                   ": 'positions' must be I64 or I32 [n], got ",
+                                                   tensor.dtype, " of rank ", tensor.shape.size()));
+  }
+  const int64_t n = tensor.shape[0];
+  std::vector<int64_t> positions(n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (is_i64) {
+      std::memcpy(&positions[i], tensor.bytes.data() + i * 8, 8);
+    } else {
+      int32_t p;
+      std::memcpy(&p, tensor.bytes.data() + i * 4, 4);
+      positions[i] = p;
+    }
+  }
+  return positions;
+}
+
+bool IsEos(const ModelInfo& model, int32_t token) {
+  return std::find(model.eos_token_ids.begin(), model.eos_token_ids.end(), token) !=
+         model.eos_token_ids.end();
+}
+
+absl::Status CheckSoftTokens(const Plan& plan, const SoftTokens& soft) {
+  if (plan.soft_embeddings < 0) {
+    return absl::InvalidArgumentError(
+        "soft tokens were given, but the model was compiled without a soft-token merge");
+  }
+  if (soft.hidden != plan.model.hidden_size) {
+    return absl::InvalidArgumentError(absl::StrCat("soft-token embeddings are ", soft.hidden,
+                                                   " wide; the model's hidden size is ",
+                                                   plan.model.hidden_size));
+  }
+  if (soft.embeddings.size() != soft.positions.size() * static_cast<size_t>(soft.hidden)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "soft tokens: ", soft.positions.size(), " positions need ",
+        soft.positions.size() * soft.hidden, " embedding floats, got ", soft.embeddings.size()));
+  }
+  return absl::OkStatus();
+}
+
+// The soft rows whose position falls in [start, start + count), rebased to the chunk.
+struct SoftChunkRows {
+  std::vector<float> embeddings;
+  std::vector<int32_t> indices;
+};
+
+SoftChunkRows SelectSoftRows(const SoftTokens& soft, int64_t start, int64_t count) {
+  SoftChunkRows rows;
+  for (size_t n = 0; n < soft.positions.size(); ++n) {
+    const int64_t p = soft.positions[n];
+    if (p < start || p >= start + count) continue;
+    rows.indices.push_back(static_cast<int32_t>(p - start));
+    const float* src = soft.embeddings.data() + n * soft.hidden;
+    rows.embeddings.insert(rows.embeddings.end(), src, src + soft.hidden);
+  }
+  return rows;
+}
+
+// The state of one generation.
+class Generation {
+ public:
+  Generation(Executor& executor, const Plan& plan, const GenerateOptions& options)
+      : executor_(executor), plan_(plan), options_(options), sampler_(options.sampler) {}
+
+  absl::Status Prefill(absl::Span<const int32_t> prompt, const SoftTokens* soft);
+  absl::Status Decode(int64_t prompt_length, int64_t max_new_tokens);
+  GenerateResult& result() { return result_; }
+
+ private:
+  // Runs one executor step over `ids` at consecutive positions, keeping its logits.
+  absl::Status Run(absl::Span<const int32_t> ids, int64_t first_position,
+                   const SoftTokenChunk* soft);
+  // Samples the next token from the last logits row of the last step.
+  void SampleNext() {
+    const int64_t vocab = plan_.model.vocab_size;
+    next_token_ =
+        sampler_.Sample(absl::MakeConstSpan(step_logits_).subspan(step_logits_.size() - vocab));
+  }
+
+  Executor& executor_;
+  const Plan& plan_;
+  const GenerateOptions& options_;
+  Sampler sampler_;
+  std::vector<float> step_logits_;
+  int32_t next_token_ = -1;
+  GenerateResult result_;
+};
+
+absl::Status Generation::Run(absl::Span<const int32_t> ids, int64_t first_position,
+                             const SoftTokenChunk* soft) {
+  std::vector<int32_t> positions(ids.size());
+  std::iota(positions.begin(), positions.end(), static_cast<int32_t>(first_position));
+  SPARK_RETURN_IF_ERROR(executor_.RunStep(ids, positions, soft, &step_logits_));
+  const int64_t vocab = plan_.model.vocab_size;
+  const int64_t rows = static_cast<int64_t>(ids.size());
+  if (static_cast<int64_t>(step_logits_.size()) != rows * vocab) {
+    return absl::InternalError(absl::StrCat(executor_.name(), " executor returned ",
+                                            step_logits_.size(), " logits for ", rows,
+                                            " tokens of vocabulary ", vocab));
+  }
+  if (options_.collect_logits) {
+    result_.logits.insert(result_.logits.end(), step_logits_.begin(), step_logits_.end());
+    result_.logits_rows += rows;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Generation::Prefill(absl::Span<const int32_t> prompt, const SoftTokens* soft) {
+  const absl::Time start = absl::Now();
+  const int64_t chunk = plan_.max_tokens;
+  for (int64_t begin = 0; begin < static_cast<int64_t>(prompt.size()); begin += chunk) {
+    const int64_t count = std::min<int64_t>(chunk, prompt.size() - begin);
+    SoftChunkRows rows;
+    if (soft != nullptr) rows = SelectSoftRows(*soft, begin, count);
+    const SoftTokenChunk soft_chunk{rows.embeddings, rows.indices};
+    SPARK_RETURN_IF_ERROR(
+        Run(prompt.subspan(begin, count), begin, rows.indices.empty() ? nullptr : &soft_chunk));
+  }
+  SampleNext();
+  result_.prefill_tokens = static_cast<int64_t>(prompt.size());
+  result_.prefill_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return absl::OkStatus();
+}
+
+absl::Status Generation::Decode(int64_t prompt_length, int64_t max_new_tokens) {
+  const absl::Time start = absl::Now();
+  while (true) {
+    result_.tokens.push_back(next_token_);
+    if (IsEos(plan_.model, next_token_)) {
+      result_.stopped_at_eos = true;
+      break;
+    }
+    if (static_cast<int64_t>(result_.tokens.size()) >= max_new_tokens) break;
+    const int64_t position = prompt_length + static_cast<int64_t>(result_.tokens.size()) - 1;
+    SPARK_RETURN_IF_ERROR(Run(absl::MakeConstSpan(&next_token_, 1), position, nullptr));
+    SampleNext();
+    ++result_.decode_tokens;
+  }
+  result_.decode_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return absl::OkStatus();
+}
+
+double Rate(int64_t tokens, double seconds) { return seconds > 0.0 ? tokens / seconds : 0.0; }
+
+}  // namespace
+
+double GenerateResult::prefill_tokens_per_second() const {
+  return Rate(prefill_tokens, prefill_seconds);
+}
+
+double GenerateResult::decode_tokens_per_second() const {
+  return Rate(decode_tokens, decode_seconds);
+}
+
+absl::StatusOr<SoftTokens> LoadSoftTokens(const std::string& path, int64_t hidden) {
+  SPARK_ASSIGN_OR_RETURN(std::vector<OwnedTensor> tensors, ReadSafetensorsFile(path));
+  SPARK_ASSIGN_OR_RETURN(const OwnedTensor* embeddings, RequireTensor(path, tensors, "embeddings"));
+  SPARK_ASSIGN_OR_RETURN(const OwnedTensor* positions, RequireTensor(path, tensors, "positions"));
+  if (embeddings->dtype != "F32" || embeddings->shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("soft-token file ", path, ": 'embeddings' must be F32 [n, hidden], got ",
+                     embeddings->dtype, " of rank ", embeddings->shape.size()));
+  }
+  if (embeddings->shape[1] != hidden) {
+    return absl::InvalidArgumentError(absl::StrCat("soft-token file ", path, ": 'embeddings' are ",
+                                                   embeddings->shape[1],
+                                                   " wide; the model's hidden size is ", hidden));
+  }
+  SoftTokens soft;
+  soft.hidden = hidden;
+  SPARK_ASSIGN_OR_RETURN(soft.positions, ReadPositions(path, *positions));
+  if (static_cast<int64_t>(soft.positions.size()) != embeddings->shape[0]) {
+    return absl::InvalidArgumentError(absl::StrCat("soft-token file ", path, ": ",
+                                                   embeddings->shape[0], " embedding rows but ",
+                                                   soft.positions.size(), " positions"));
+  }
+  soft.embeddings.resize(embeddings->bytes.size() / sizeof(float));
+  std::memcpy(soft.embeddings.data(), embeddings->bytes.data(),
+              soft.embeddings.size() * sizeof(float));
+  return soft;
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseTokenIds(absl::string_view text) {
+  if (absl::StripAsciiWhitespace(text).empty()) {
+    return absl::InvalidArgumentError("the prompt is empty: give token ids like 2,818,5192");
+  }
+  std::vector<int32_t> ids;
+  int index = 0;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad token id '", part, "' at index ", index,
+                       ": expected comma-separated integers like 2,818,5192"));
+    }
+    ids.push_back(id);
+    ++index;
+  }
+  return ids;
+}
+
+absl::StatusOr<int64_t> ResolveMaxLength(const ModelInfo& model, int64_t requested) {
+  const int64_t limit = model.max_position_embeddings;
+  if (requested == 0) return limit > 0 ? std::min(kDefaultMaxLength, limit) : kDefaultMaxLength;
+  if (requested < 0 || requested > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max length must be positive and below 2^31, got ", requested));
+  }
+  if (limit > 0 && requested > limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max length ", requested, " exceeds the model's max_position_embeddings ", limit));
+  }
+  return requested;
+}
+
+absl::Status ValidatePrompt(const ModelInfo& model, absl::Span<const int32_t> prompt,
+                            int64_t max_length) {
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= model.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", i, " is ", prompt[i],
+                                                     ", outside the vocabulary [0, ",
+                                                     model.vocab_size, ")"));
+    }
+  }
+  if (static_cast<int64_t>(prompt.size()) > max_length) {
+    return absl::InvalidArgumentError(absl::StrCat("the prompt has ", prompt.size(),
+                                                   " tokens, more than the max length ", max_length,
+                                                   " (raise --max-length)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GenerateResult> Generate(Executor& executor, const Plan& plan,
+                                        absl::Span<const int32_t> prompt, const SoftTokens* soft,
+                                        const GenerateOptions& options) {
+  SPARK_RETURN_IF_ERROR(ValidateSamplerOptions(options.sampler));
+  SPARK_RETURN_IF_ERROR(ValidatePrompt(plan.model, prompt, options.max_length));
+  if (soft != nullptr) SPARK_RETURN_IF_ERROR(CheckSoftTokens(plan, *soft));
+  if (options.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max new tokens must be at least 1, got ", options.max_new_tokens));
+  }
+  Generation generation(executor, plan, options);
+  const int64_t prompt_length = static_cast<int64_t>(prompt.size());
+  const int64_t room = options.max_length - prompt_length;
+  const int64_t max_new_tokens = std::min(options.max_new_tokens, room);
+  if (max_new_tokens < options.max_new_tokens) {
+    generation.result().notices.push_back(
+        absl::StrCat("the prompt (", prompt_length, " tokens) + ", options.max_new_tokens,
+                     " new tokens exceed the max length ", options.max_length,
+                     "; generating at most ", max_new_tokens));
+  }
+  if (max_new_tokens == 0) return std::move(generation.result());
+  SPARK_RETURN_IF_ERROR(generation.Prefill(prompt, soft));
+  SPARK_RETURN_IF_ERROR(generation.Decode(prompt_length, max_new_tokens));
+  return std::move(generation.result());
+}
+
+absl::Status WriteLogits(const std::string& path, const GenerateResult& result, int64_t vocab) {
+  OwnedTensor tensor;
+  tensor.name = "logits";
+  tensor.dtype = "F32";
+  tensor.shape = {result.logits_rows, vocab};
+  tensor.bytes.assign(reinterpret_cast<const char*>(result.logits.data()),
+                      result.logits.size() * sizeof(float));
+  return WriteSafetensors(path, {tensor});
+}
+
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,148 @@
+#include "spark/runtime/host_executor.h"
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/host_kernels.h"
+#include "spark/runtime/plan.h"
+#include "status_macros.h"
+#include "step_args.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+uint64_t AddressOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+class HostExecutor final : public Executor {
+ public:
+  HostExecutor(const Plan& plan, std::vector<WeightData> weights)
+      : plan_(plan), weights_(std::move(weights)) {}
+
+  absl::Status Prepare(int64_t max_length) override;
+  absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
+                       const SoftTokenChunk* soft, std::vector<float>* logits) override;
+  std::string name() const override { return "host"; }
+
+ private:
+  struct KvCache {
+    std::vector<float> k;
+    std::vector<float> v;
+  };
+
+  uint8_t* BufferData(int64_t buffer) {
+    return reinterpret_cast<uint8_t*>(arena_.data()) + plan_.buffers[buffer].offset;
+  }
+  void WriteInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
+                   const SoftTokenChunk* soft);
+  absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens);
+  absl::Status ObserveStep(int step_index, int32_t num_tokens);
+
+  const Plan& plan_;
+  std::vector<WeightData> weights_;
+  int64_t max_length_ = 0;          // 0 until Prepare
+  std::vector<uint64_t> arena_;     // arena_bytes, 8-byte aligned
+  std::vector<KvCache> kv_caches_;  // by kv cache id
+  ArgBindings bindings_;
+};
+
+absl::Status HostExecutor::Prepare(int64_t max_length) {
+  if (max_length < 1 || max_length > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
+  }
+  arena_.assign((plan_.arena_bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
+  bindings_ = ArgBindings();
+  bindings_.arena = AddressOf(arena_.data());
+  for (const WeightData& w : weights_) bindings_.weights.push_back(AddressOf(w.data));
+  kv_caches_.assign(plan_.kv_caches.size(), KvCache());
+  for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
+    const KvCacheInfo& info = plan_.kv_caches[i];
+    const int64_t capacity = KvCapacity(info, max_length, plan_.max_tokens);
+    const size_t elements = static_cast<size_t>(capacity * info.kv_heads * info.head_dim);
+    kv_caches_[i].k.assign(elements, 0.0f);
+    kv_caches_[i].v.assign(elements, 0.0f);
+    bindings_.k_caches.push_back(AddressOf(kv_caches_[i].k.data()));
+    bindings_.v_caches.push_back(AddressOf(kv_caches_[i].v.data()));
+    bindings_.kv_capacities.push_back(capacity);
+  }
+  max_length_ = max_length;
+  return absl::OkStatus();
+}
+
+absl::Status HostExecutor::RunStep(absl::Span<const int32_t> ids,
+                                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
+                                   std::vector<float>* logits) {
+  if (max_length_ == 0) {
+    return absl::FailedPreconditionError("HostExecutor::Prepare must be called before RunStep");
+  }
+  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, max_length_, ids, positions, soft));
+  WriteInputs(ids, positions, soft);
+  const int32_t num_tokens = static_cast<int32_t>(ids.size());
+  const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
+  SPARK_RETURN_IF_ERROR(RunSteps(num_tokens, num_soft));
+  const float* out = reinterpret_cast<const float*>(BufferData(plan_.output_logits));
+  logits->assign(out, out + static_cast<int64_t>(num_tokens) * plan_.model.vocab_size);
+  return absl::OkStatus();
+}
+
+void HostExecutor::WriteInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
+                               const SoftTokenChunk* soft) {
+  std::memcpy(BufferData(plan_.input_ids), ids.data(), ids.size() * sizeof(int32_t));
+  std::memcpy(BufferData(plan_.input_positions), positions.data(),
+              positions.size() * sizeof(int32_t));
+  if (soft == nullptr || soft->indices.empty()) return;
+  std::memcpy(BufferData(plan_.soft_embeddings), soft->embeddings.data(),
+              soft->embeddings.size() * sizeof(float));
+  std::memcpy(BufferData(plan_.soft_indices), soft->indices.data(),
+              soft->indices.size() * sizeof(int32_t));
+}
+
+absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens) {
+  std::vector<HostArg> args;
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    const Step& step = plan_.steps[i];
+    args.clear();
+    for (const ResolvedArg& r :
+         ResolveStepArgs(plan_, step, bindings_, num_tokens, num_soft_tokens)) {
+      args.push_back(
+          {r.kind, reinterpret_cast<void*>(static_cast<uintptr_t>(r.address)), r.i32, r.f32});
+    }
+    const absl::Status status = RunHostKernel(step.op, args);
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat(DescribeStep(static_cast<int>(i), step), ": ",
+                                                      status.message()));
+    }
+    if (step_observer()) SPARK_RETURN_IF_ERROR(ObserveStep(static_cast<int>(i), num_tokens));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostExecutor::ObserveStep(int step_index, int32_t num_tokens) {
+  for (const OutputBuffer& output : StepOutputBuffers(step_index, plan_.steps[step_index])) {
+    SPARK_RETURN_IF_ERROR(step_observer()(
+        MakeStepOutput(plan_, step_index, output, num_tokens, BufferData(output.buffer))));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executor>> CreateHostExecutor(const Plan& plan,
+                                                             std::vector<WeightData> weights) {
+  SPARK_RETURN_IF_ERROR(CheckBoundWeights(plan, weights));
+  return std::unique_ptr<Executor>(new HostExecutor(plan, std::move(weights)));
+}
+
+}  // namespace rt
+}  // namespace spark

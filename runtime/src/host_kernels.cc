@@ -1,0 +1,544 @@
+#include "spark/runtime/host_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "spark/runtime/kernel_abi.h"
+
+namespace spark {
+namespace rt {
+
+uint16_t F32ToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  const uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+float GeluTanh(float x) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  const double xd = x;
+  return static_cast<float>(0.5 * xd *
+                            (1.0 + std::tanh(kSqrt2OverPi * (xd + 0.044715 * xd * xd * xd))));
+}
+
+namespace host {
+namespace {
+
+// Element-wise y[i] = f(a[i], b[i]) over n elements; safe in place.
+template <typename F>
+void Binary(const float* a, const float* b, float* y, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
+}
+
+template <typename F>
+void Unary(const float* x, float* y, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+// sum_i x[i] * bf16(w[i]), accumulated in double.
+double DotBf16(const float* x, const uint16_t* w, int64_t n) {
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * Bf16ToF32(w[i]);
+  return acc;
+}
+
+// (mean(x^2) + eps)^-0.5 over n elements.
+float InverseRms(const float* x, int64_t n, float epsilon) {
+  double sum_sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  const double mean = sum_sq / static_cast<double>(n);
+  return static_cast<float>(std::pow(mean + static_cast<double>(epsilon), -0.5));
+}
+
+// y [rows, out] = x [rows, in] @ w[out, in]^T.
+void MatVecRows(const float* x, const uint16_t* w, float* y, int64_t rows, int64_t out,
+                int64_t in) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      y[r * out + o] = static_cast<float>(DotBf16(x + r * in, w + o * in, in));
+    }
+  }
+}
+
+// Softmax of `v` in place, in double.
+void SoftmaxInPlace(std::vector<double>& v) {
+  if (v.empty()) return;
+  const double max = *std::max_element(v.begin(), v.end());
+  double sum = 0.0;
+  for (double& e : v) {
+    e = std::exp(e - max);
+    sum += e;
+  }
+  for (double& e : v) e /= sum;
+}
+
+// The indices of the `k` largest values, largest first; ties pick the lower index first.
+std::vector<int32_t> TopK(const std::vector<double>& v, int32_t k) {
+  std::vector<int32_t> order(v.size());
+  for (size_t i = 0; i < v.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&v](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+  order.resize(k);
+  return order;
+}
+
+}  // namespace
+
+void Embedding(const int32_t* ids, const uint16_t* table, float* y, int32_t num_tokens,
+               int32_t vocab, int32_t dim, float scale) {
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    float* row = y + static_cast<int64_t>(t) * dim;
+    const int32_t id = ids[t];
+    if (id < 0 || id >= vocab) {
+      std::fill(row, row + dim, 0.0f);
+      continue;
+    }
+    const uint16_t* src = table + static_cast<int64_t>(id) * dim;
+    for (int32_t c = 0; c < dim; ++c) row[c] = Bf16ToF32(src[c]) * scale;
+  }
+}
+
+void RmsNorm(const float* x, const uint16_t* weight, float* y, int32_t num_tokens, int32_t groups,
+             int32_t cols, float epsilon) {
+  const int64_t rows = static_cast<int64_t>(num_tokens) * groups;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * cols;
+    float* out = y + r * cols;
+    const float inv = InverseRms(in, cols, epsilon);
+    for (int32_t c = 0; c < cols; ++c) {
+      const float normed = in[c] * inv;
+      out[c] = weight == nullptr ? normed : normed * Bf16ToF32(weight[c]);
+    }
+  }
+}
+
+void Linear(const float* x, const uint16_t* w, float* y, int32_t num_tokens, int32_t out_features,
+            int32_t in_features) {
+  MatVecRows(x, w, y, num_tokens, out_features, in_features);
+}
+
+void Add(const float* a, const float* b, float* y, int32_t num_tokens, int32_t cols) {
+  Binary(a, b, y, static_cast<int64_t>(num_tokens) * cols, [](float u, float v) { return u + v; });
+}
+
+void Mul(const float* a, const float* b, float* y, int32_t num_tokens, int32_t cols) {
+  Binary(a, b, y, static_cast<int64_t>(num_tokens) * cols, [](float u, float v) { return u * v; });
+}
+
+void Scale(const float* x, float* y, int32_t num_tokens, int32_t cols, float factor) {
+  Unary(x, y, static_cast<int64_t>(num_tokens) * cols, [factor](float u) { return u * factor; });
+}
+
+void ScalarMul(const float* x, const uint16_t* s, float* y, int32_t num_tokens, int32_t cols) {
+  Scale(x, y, num_tokens, cols, Bf16ToF32(s[0]));
+}
+
+void Gelu(const float* x, float* y, int32_t num_tokens, int32_t cols) {
+  Unary(x, y, static_cast<int64_t>(num_tokens) * cols, GeluTanh);
+}
+
+void GeluMul(const float* a, const float* b, float* y, int32_t num_tokens, int32_t cols) {
+  Binary(a, b, y, static_cast<int64_t>(num_tokens) * cols,
+         [](float u, float v) { return GeluTanh(u) * v; });
+}
+
+void Softcap(const float* x, float* y, int32_t num_tokens, int32_t cols, float cap) {
+  Unary(x, y, static_cast<int64_t>(num_tokens) * cols, [cap](float u) {
+    return static_cast<float>(cap * std::tanh(static_cast<double>(u) / cap));
+  });
+}
+
+void Rope(const float* x, const int32_t* positions, float* y, int32_t num_tokens, int32_t heads,
+          int32_t head_dim, int32_t rotated_pairs, float theta, float factor) {
+  const int32_t half = head_dim / 2;
+  // As transformers builds it: inv_freq = 1 / theta^(2i / head_dim) in f32, then / factor; the
+  // angle is the f32 product position * inv_freq.
+  std::vector<float> inv_freq(half, 0.0f);
+  for (int32_t i = 0; i < rotated_pairs && i < half; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    inv_freq[i] = (1.0f / std::pow(theta, exponent)) / factor;
+  }
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const float position = static_cast<float>(positions[t]);
+    for (int32_t h = 0; h < heads; ++h) {
+      const int64_t base = (static_cast<int64_t>(t) * heads + h) * head_dim;
+      for (int32_t i = 0; i < half; ++i) {
+        const float angle = position * inv_freq[i];
+        const float c = static_cast<float>(std::cos(static_cast<double>(angle)));
+        const float s = static_cast<float>(std::sin(static_cast<double>(angle)));
+        const float lo = x[base + i];
+        const float hi = x[base + i + half];
+        y[base + i] = lo * c - hi * s;
+        y[base + i + half] = hi * c + lo * s;
+      }
+    }
+  }
+}
+
+void KvWrite(const float* k, const float* v, const int32_t* positions, float* k_cache,
+             float* v_cache, int32_t num_tokens, int32_t kv_heads, int32_t head_dim,
+             int32_t capacity) {
+  const int64_t row = static_cast<int64_t>(kv_heads) * head_dim;
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    if (positions[t] < 0) continue;
+    const int64_t slot = positions[t] % capacity;
+    std::memcpy(k_cache + slot * row, k + t * row, row * sizeof(float));
+    std::memcpy(v_cache + slot * row, v + t * row, row * sizeof(float));
+  }
+}
+
+void Attention(const float* q, const int32_t* positions, const float* k_cache, const float* v_cache,
+               float* y, int32_t num_tokens, int32_t q_heads, int32_t kv_heads, int32_t head_dim,
+               int32_t capacity, int32_t window, float scale) {
+  const int32_t group = q_heads / kv_heads;
+  const int64_t kv_row = static_cast<int64_t>(kv_heads) * head_dim;
+  std::vector<double> probs;
+  std::vector<double> acc(head_dim);
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const int64_t p = positions[t];
+    const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+    for (int32_t h = 0; h < q_heads; ++h) {
+      const float* qh = q + (static_cast<int64_t>(t) * q_heads + h) * head_dim;
+      const int64_t kv_offset = static_cast<int64_t>(h / group) * head_dim;
+      probs.clear();
+      for (int64_t j = first; j <= p; ++j) {
+        const float* key = k_cache + (j % capacity) * kv_row + kv_offset;
+        double dot = 0.0;
+        for (int32_t d = 0; d < head_dim; ++d) dot += static_cast<double>(qh[d]) * key[d];
+        probs.push_back(dot * scale);
+      }
+      SoftmaxInPlace(probs);
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = first; j <= p; ++j) {
+        const float* value = v_cache + (j % capacity) * kv_row + kv_offset;
+        const double prob = probs[j - first];
+        for (int32_t d = 0; d < head_dim; ++d) acc[d] += prob * value[d];
+      }
+      float* out = y + (static_cast<int64_t>(t) * q_heads + h) * head_dim;
+      for (int32_t d = 0; d < head_dim; ++d) out[d] = static_cast<float>(acc[d]);
+    }
+  }
+}
+
+void MoeRouter(const float* x, const uint16_t* scale, const uint16_t* proj,
+               const uint16_t* per_expert_scale, float* weights, int32_t* indices,
+               int32_t num_tokens, int32_t hidden, int32_t num_experts, int32_t top_k,
+               float epsilon) {
+  const float root_size = static_cast<float>(std::pow(static_cast<double>(hidden), -0.5));
+  std::vector<float> z(hidden);
+  std::vector<double> probs(num_experts);
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const float* row = x + static_cast<int64_t>(t) * hidden;
+    const float inv = InverseRms(row, hidden, epsilon);
+    for (int32_t c = 0; c < hidden; ++c) z[c] = row[c] * inv * Bf16ToF32(scale[c]) * root_size;
+    for (int32_t e = 0; e < num_experts; ++e) {
+      probs[e] =
+          static_cast<float>(DotBf16(z.data(), proj + static_cast<int64_t>(e) * hidden, hidden));
+    }
+    SoftmaxInPlace(probs);
+    const std::vector<int32_t> top = TopK(probs, top_k);
+    double total = 0.0;
+    for (int32_t e : top) total += probs[e];
+    for (int32_t k = 0; k < top_k; ++k) {
+      const int64_t out = static_cast<int64_t>(t) * top_k + k;
+      indices[out] = top[k];
+      weights[out] =
+          static_cast<float>(probs[top[k]] / total) * Bf16ToF32(per_expert_scale[top[k]]);
+    }
+  }
+}
+
+void MoeGateUp(const float* x, const uint16_t* gate_up, const int32_t* indices, float* act,
+               int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
+               int32_t top_k) {
+  const int64_t expert_size = 2 * static_cast<int64_t>(intermediate) * hidden;
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const float* row = x + static_cast<int64_t>(t) * hidden;
+    for (int32_t k = 0; k < top_k; ++k) {
+      const int64_t slot = static_cast<int64_t>(t) * top_k + k;
+      float* out = act + slot * intermediate;
+      const int32_t e = indices[slot];
+      if (e < 0 || e >= num_experts) {
+        std::fill(out, out + intermediate, 0.0f);
+        continue;
+      }
+      const uint16_t* gate = gate_up + e * expert_size;
+      const uint16_t* up = gate + static_cast<int64_t>(intermediate) * hidden;
+      for (int32_t i = 0; i < intermediate; ++i) {
+        const float g =
+            static_cast<float>(DotBf16(row, gate + static_cast<int64_t>(i) * hidden, hidden));
+        const float u =
+            static_cast<float>(DotBf16(row, up + static_cast<int64_t>(i) * hidden, hidden));
+        out[i] = GeluTanh(g) * u;
+      }
+    }
+  }
+}
+
+void MoeDown(const float* act, const uint16_t* down, const float* weights, const int32_t* indices,
+             float* y, int32_t num_tokens, int32_t hidden, int32_t intermediate,
+             int32_t num_experts, int32_t top_k) {
+  const int64_t expert_size = static_cast<int64_t>(hidden) * intermediate;
+  std::vector<double> acc(hidden);
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int32_t k = 0; k < top_k; ++k) {
+      const int64_t slot = static_cast<int64_t>(t) * top_k + k;
+      const int32_t e = indices[slot];
+      if (e < 0 || e >= num_experts) continue;
+      const float* a = act + slot * intermediate;
+      const uint16_t* w = down + e * expert_size;
+      for (int32_t o = 0; o < hidden; ++o) {
+        const float expert_out = static_cast<float>(
+            DotBf16(a, w + static_cast<int64_t>(o) * intermediate, intermediate));
+        acc[o] += static_cast<double>(weights[slot]) * expert_out;
+      }
+    }
+    float* out = y + static_cast<int64_t>(t) * hidden;
+    for (int32_t o = 0; o < hidden; ++o) out[o] = static_cast<float>(acc[o]);
+  }
+}
+
+void ScatterRows(float* dest, const int32_t* indices, const float* updates, int32_t num_tokens,
+                 int32_t num_updates, int32_t cols) {
+  for (int32_t n = 0; n < num_updates; ++n) {
+    const int32_t row = indices[n];
+    if (row < 0 || row >= num_tokens) continue;
+    std::memcpy(dest + static_cast<int64_t>(row) * cols, updates + static_cast<int64_t>(n) * cols,
+                cols * sizeof(float));
+  }
+}
+
+void MaskTokens(const int32_t* ids, int32_t* y, int32_t num_tokens, int32_t token_a,
+                int32_t token_b, int32_t token_c, int32_t replacement) {
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const int32_t id = ids[t];
+    const bool masked = id != -1 && (id == token_a || id == token_b || id == token_c);
+    y[t] = masked ? replacement : id;
+  }
+}
+
+void SelectGroup(const float* x, float* y, int32_t num_tokens, int32_t groups, int32_t cols,
+                 int32_t index) {
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const float* src = x + (static_cast<int64_t>(t) * groups + index) * cols;
+    std::memmove(y + static_cast<int64_t>(t) * cols, src, cols * sizeof(float));
+  }
+}
+
+void Copy(const float* x, float* y, int32_t num_tokens, int32_t cols) {
+  std::memmove(y, x, static_cast<int64_t>(num_tokens) * cols * sizeof(float));
+}
+
+}  // namespace host
+
+namespace {
+
+// Typed view of a validated argument list.
+class Args {
+ public:
+  explicit Args(absl::Span<const HostArg> args) : args_(args) {}
+  template <typename T>
+  T* P(int i) const {
+    return static_cast<T*>(args_[i].ptr);
+  }
+  int32_t I(int i) const { return args_[i].i32; }
+  float F(int i) const { return args_[i].f32; }
+
+ private:
+  absl::Span<const HostArg> args_;
+};
+
+using f32 = float;
+using i32 = int32_t;
+using bf16 = const uint16_t;
+
+absl::Status Invalid(const char* op, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("host kernel '", op, "': ", what));
+}
+
+absl::Status NoCheck(const Args&) { return absl::OkStatus(); }
+
+// Op-specific consistency checks, beyond the generic ones in RunHostKernel.
+absl::Status CheckPositiveCols(const Args& a) {
+  return a.I(5) > 0 ? absl::OkStatus() : Invalid("rms_norm", "cols must be positive");
+}
+
+absl::Status CheckRope(const Args& a) {
+  if (a.I(5) % 2 != 0) return Invalid("rope", absl::StrCat("head_dim ", a.I(5), " is odd"));
+  if (a.I(6) > a.I(5) / 2) {
+    return Invalid("rope",
+                   absl::StrCat("rotated_pairs ", a.I(6), " exceeds head_dim/2 = ", a.I(5) / 2));
+  }
+  if (!(a.F(7) > 0.0f) || a.F(8) == 0.0f) {
+    return Invalid("rope", "theta must be positive and factor non-zero");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckKvWrite(const Args& a) {
+  return a.I(8) > 0 ? absl::OkStatus() : Invalid("kv_write", "capacity must be positive");
+}
+
+absl::Status CheckAttention(const Args& a) {
+  const int32_t q_heads = a.I(6), kv_heads = a.I(7);
+  if (kv_heads == 0 || q_heads % kv_heads != 0) {
+    return Invalid("attention", absl::StrCat("q_heads ", q_heads,
+                                             " is not a positive multiple of kv_heads ", kv_heads));
+  }
+  return a.I(9) > 0 ? absl::OkStatus() : Invalid("attention", "capacity must be positive");
+}
+
+absl::Status CheckMoeRouter(const Args& a) {
+  if (a.I(7) <= 0) return Invalid("moe_router", "hidden must be positive");
+  if (a.I(9) < 1 || a.I(9) > a.I(8)) {
+    return Invalid("moe_router",
+                   absl::StrCat("top_k ", a.I(9), " is not in [1, num_experts = ", a.I(8), "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSelectGroup(const Args& a) {
+  if (a.I(5) >= a.I(3)) {
+    return Invalid("select_group", absl::StrCat("index ", a.I(5), " is not below groups ", a.I(3)));
+  }
+  return absl::OkStatus();
+}
+
+struct HostKernel {
+  const char* op;
+  absl::Status (*check)(const Args&);
+  void (*run)(const Args&);
+};
+
+// clang-format off
+constexpr HostKernel kHostKernels[] = {
+  {"embedding", NoCheck, [](const Args& a) {
+     host::Embedding(a.P<i32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5), a.F(6)); }},
+  {"rms_norm", CheckPositiveCols, [](const Args& a) {
+     host::RmsNorm(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5), a.F(6)); }},
+  {"linear", NoCheck, [](const Args& a) {
+     host::Linear(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5)); }},
+  {"add", NoCheck, [](const Args& a) {
+     host::Add(a.P<f32>(0), a.P<f32>(1), a.P<f32>(2), a.I(3), a.I(4)); }},
+  {"mul", NoCheck, [](const Args& a) {
+     host::Mul(a.P<f32>(0), a.P<f32>(1), a.P<f32>(2), a.I(3), a.I(4)); }},
+  {"scale", NoCheck, [](const Args& a) {
+     host::Scale(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.F(4)); }},
+  {"scalar_mul", NoCheck, [](const Args& a) {
+     host::ScalarMul(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4)); }},
+  {"gelu", NoCheck, [](const Args& a) {
+     host::Gelu(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3)); }},
+  {"gelu_mul", NoCheck, [](const Args& a) {
+     host::GeluMul(a.P<f32>(0), a.P<f32>(1), a.P<f32>(2), a.I(3), a.I(4)); }},
+  {"softcap", [](const Args& a) {
+     return a.F(4) != 0.0f ? absl::OkStatus() : Invalid("softcap", "cap must be non-zero"); },
+   [](const Args& a) { host::Softcap(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.F(4)); }},
+  {"rope", CheckRope, [](const Args& a) {
+     host::Rope(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5), a.I(6), a.F(7),
+                a.F(8)); }},
+  {"kv_write", CheckKvWrite, [](const Args& a) {
+     host::KvWrite(a.P<f32>(0), a.P<f32>(1), a.P<i32>(2), a.P<f32>(3), a.P<f32>(4), a.I(5),
+                   a.I(6), a.I(7), a.I(8)); }},
+  {"attention", CheckAttention, [](const Args& a) {
+     host::Attention(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.P<f32>(3), a.P<f32>(4), a.I(5),
+                     a.I(6), a.I(7), a.I(8), a.I(9), a.I(10), a.F(11)); }},
+  {"moe_router", CheckMoeRouter, [](const Args& a) {
+     host::MoeRouter(a.P<f32>(0), a.P<bf16>(1), a.P<bf16>(2), a.P<bf16>(3), a.P<f32>(4),
+                     a.P<i32>(5), a.I(6), a.I(7), a.I(8), a.I(9), a.F(10)); }},
+  {"moe_gate_up", NoCheck, [](const Args& a) {
+     host::MoeGateUp(a.P<f32>(0), a.P<bf16>(1), a.P<i32>(2), a.P<f32>(3), a.I(4), a.I(5),
+                     a.I(6), a.I(7), a.I(8)); }},
+  {"moe_down", NoCheck, [](const Args& a) {
+     host::MoeDown(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.P<i32>(3), a.P<f32>(4), a.I(5),
+                   a.I(6), a.I(7), a.I(8), a.I(9)); }},
+  {"scatter_rows", NoCheck, [](const Args& a) {
+     host::ScatterRows(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5)); }},
+  {"mask_tokens", NoCheck, [](const Args& a) {
+     host::MaskTokens(a.P<i32>(0), a.P<i32>(1), a.I(2), a.I(3), a.I(4), a.I(5), a.I(6)); }},
+  {"select_group", CheckSelectGroup, [](const Args& a) {
+     host::SelectGroup(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.I(4), a.I(5)); }},
+  {"copy", NoCheck, [](const Args& a) {
+     host::Copy(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3)); }},
+};
+// clang-format on
+
+const HostKernel* FindHostKernel(const std::string& op) {
+  for (const HostKernel& k : kHostKernels) {
+    if (op == k.op) return &k;
+  }
+  return nullptr;
+}
+
+absl::string_view KindName(abi::ArgKind kind) {
+  switch (kind) {
+    case abi::ArgKind::kPtr:
+      return "pointer";
+    case abi::ArgKind::kI32:
+      return "i32";
+    case abi::ArgKind::kF32:
+      return "f32";
+  }
+  return "?";
+}
+
+// Only the RMSNorm weight may be null (weight-less form).
+bool MayBeNull(const abi::KernelSpec& spec, const abi::ArgSpec& arg) {
+  return std::strcmp(spec.op, "rms_norm") == 0 && std::strcmp(arg.name, "weight") == 0;
+}
+
+// mask_tokens' integers are token ids, where -1 means "unused"; every other i32 is a size.
+bool MayBeNegative(const abi::KernelSpec& spec) { return std::strcmp(spec.op, "mask_tokens") == 0; }
+
+absl::Status CheckAgainstAbi(const abi::KernelSpec& spec, absl::Span<const HostArg> args) {
+  if (static_cast<int>(args.size()) != spec.num_args) {
+    return Invalid(spec.op,
+                   absl::StrCat("expects ", spec.num_args, " arguments, got ", args.size()));
+  }
+  for (int i = 0; i < spec.num_args; ++i) {
+    const abi::ArgSpec& want = spec.args[i];
+    const HostArg& got = args[i];
+    if (got.kind != want.kind) {
+      return Invalid(spec.op, absl::StrCat("argument ", i, " '", want.name, "' must be ",
+                                           KindName(want.kind), ", got ", KindName(got.kind)));
+    }
+    if (want.kind == abi::ArgKind::kPtr && got.ptr == nullptr && !MayBeNull(spec, want)) {
+      return Invalid(spec.op, absl::StrCat("argument ", i, " '", want.name, "' is null"));
+    }
+    if (want.kind == abi::ArgKind::kI32 && got.i32 < 0 && !MayBeNegative(spec)) {
+      return Invalid(spec.op, absl::StrCat("argument ", i, " '", want.name,
+                                           "' must not be negative, got ", got.i32));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunHostKernel(const std::string& op, absl::Span<const HostArg> args) {
+  const abi::KernelSpec* spec = abi::FindKernel(op.c_str());
+  const HostKernel* kernel = FindHostKernel(op);
+  if (spec == nullptr || kernel == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no host kernel for op '", op, "' (not in kernel_abi.h)"));
+  }
+  absl::Status status = CheckAgainstAbi(*spec, args);
+  if (!status.ok()) return status;
+  const Args typed(args);
+  status = kernel->check(typed);
+  if (!status.ok()) return status;
+  kernel->run(typed);
+  return absl::OkStatus();
+}
+
+}  // namespace rt
+}  // namespace spark

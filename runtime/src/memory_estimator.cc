@@ -1,0 +1,507 @@
+#include "spark/runtime/memory_estimator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "checked_math.h"
+#include "file_util.h"
+#include "status_macros.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr char kMeminfoPath[] = "/proc/meminfo";
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return CheckedAdd(a, b).value_or(kU64Max); }
+uint64_t SaturatingMul(uint64_t a, uint64_t b) { return CheckedMul(a, b).value_or(kU64Max); }
+
+// ---------------------------------------------------------------------------------------------
+// /proc/meminfo
+
+struct MeminfoField {
+  const char* key;
+  uint64_t MemInfo::*member;
+  bool kilobytes;  // "<n> kB" (else a plain count)
+};
+constexpr MeminfoField kMeminfoFields[] = {
+    {"MemTotal", &MemInfo::mem_total, true},
+    {"MemFree", &MemInfo::mem_free, true},
+    {"MemAvailable", &MemInfo::mem_available, true},
+    {"SwapTotal", &MemInfo::swap_total, true},
+    {"SwapFree", &MemInfo::swap_free, true},
+    {"HugePages_Total", &MemInfo::hugepages_total, false},
+    {"HugePages_Free", &MemInfo::hugepages_free, false},
+    {"Hugepagesize", &MemInfo::hugepage_size, true},
+};
+
+// The value of one "Key:   123 kB" line in bytes (or the plain count), or nullopt.
+absl::optional<uint64_t> MeminfoValue(absl::string_view value, bool kilobytes) {
+  value = absl::StripAsciiWhitespace(value);
+  if (kilobytes && !absl::ConsumeSuffix(&value, "kB")) return absl::nullopt;
+  uint64_t number = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(value), &number)) return absl::nullopt;
+  return kilobytes ? CheckedMul(number, 1024) : absl::optional<uint64_t>(number);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device profiles (docs/memory.md has the same table and where each number comes from)
+
+struct Profile {
+  const char* name;
+  const char* gpu;
+  int cc_major, cc_minor;
+  bool integrated;
+  double total_gib, free_gib;                          // the driver's figures
+  double mem_total_gib, mem_available_gib, mem_free_gib;  // the host's (integrated only)
+};
+constexpr Profile kProfiles[] = {
+    // 128 GB LPDDR5x shared by CPU and GPU; MemTotal 121.7 GiB, typically 110 GiB available.
+    {"dgx-spark", "NVIDIA GB10 (DGX Spark)", 12, 1, true, 121.7, 95.0, 121.7, 110.0, 95.0},
+    // Measured: driver 580.159, cuMemGetInfo in a fresh primary context (150109880320 total,
+    // 149557477376 free).
+    {"h200", "NVIDIA H200 (141 GB)", 9, 0, false, 139.80, 139.29, 0, 0, 0},
+    {"h100", "NVIDIA H100 (80 GB)", 9, 0, false, 79.2, 78.7, 0, 0, 0},
+    {"a100-80gb", "NVIDIA A100 (80 GB)", 8, 0, false, 79.2, 78.7, 0, 0, 0},
+    {"rtx-5090", "NVIDIA GeForce RTX 5090 (32 GB)", 12, 0, false, 31.4, 30.8, 0, 0, 0},
+    {"rtx-4090", "NVIDIA GeForce RTX 4090 (24 GB)", 8, 9, false, 23.6, 23.1, 0, 0, 0},
+    {"l4", "NVIDIA L4 (24 GB)", 8, 9, false, 22.0, 21.6, 0, 0, 0},
+};
+
+uint64_t GibToBytes(double gib) { return static_cast<uint64_t>(std::llround(gib * kGiB)); }
+
+DeviceMemory FromProfile(const Profile& profile) {
+  DeviceMemory device;
+  device.name = profile.gpu;
+  device.source = absl::StrCat("device profile ", profile.name, ", typical figures");
+  device.cc_major = profile.cc_major;
+  device.cc_minor = profile.cc_minor;
+  device.integrated = profile.integrated;
+  device.total_bytes = GibToBytes(profile.total_gib);
+  device.free_bytes = GibToBytes(profile.free_gib);
+  if (profile.integrated) {
+    device.host.mem_total = GibToBytes(profile.mem_total_gib);
+    device.host.mem_available = GibToBytes(profile.mem_available_gib);
+    device.host.mem_free = GibToBytes(profile.mem_free_gib);
+    device.host_source = device.source;
+  }
+  return device;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The budget
+
+// The host pool of an integrated GPU before the utilization fraction.
+MemoryBudget HostBudget(const DeviceMemory& device, bool use_swap) {
+  const MemInfo& host = device.host;
+  uint64_t pool = 0;
+  std::string what;
+  if (host.hugepages_total > 0) {
+    pool = SaturatingMul(host.hugepages_free, host.hugepage_size);
+    what = absl::StrCat("free huge pages ", FormatBytes(pool), " (HugePages_Free ",
+                        host.hugepages_free, " x Hugepagesize ", FormatBytes(host.hugepage_size),
+                        ")");
+  } else {
+    pool = host.mem_available;
+    what = absl::StrCat("MemAvailable ", FormatBytes(pool));
+    if (use_swap) {
+      pool = SaturatingAdd(pool, host.swap_free);
+      absl::StrAppend(&what, " + SwapFree ", FormatBytes(host.swap_free));
+    }
+  }
+  if (pool > host.mem_total) {
+    pool = host.mem_total;
+    absl::StrAppend(&what, ", capped at MemTotal ", FormatBytes(host.mem_total));
+  }
+  const uint64_t reserve =
+      std::max(kMinHostReserveBytes, host.mem_total / 100 * kHostReservePercent);
+  MemoryBudget budget;
+  budget.integrated = true;
+  budget.bytes = pool > reserve ? pool - reserve : 0;
+  budget.source = absl::StrCat(
+      "host memory shared with the integrated GPU ", device.name, " (", device.host_source,
+      "): ", what, " less a reserve of ", FormatBytes(reserve), " (max(4 GiB, 5% of MemTotal ",
+      FormatBytes(host.mem_total), "))");
+  return budget;
+}
+
+MemoryBudget DeviceBudget(const DeviceMemory& device) {
+  MemoryBudget budget;
+  budget.bytes = device.free_bytes;
+  budget.source = absl::StrCat("free device memory of ", device.name, " (", device.source, ")");
+  return budget;
+}
+
+MemoryBudget Budget(const DeviceMemory& device, const EstimateOptions& options) {
+  MemoryBudget budget =
+      device.integrated ? HostBudget(device, options.use_swap) : DeviceBudget(device);
+  if (options.utilization < 1.0) {
+    budget.bytes = static_cast<uint64_t>(static_cast<long double>(budget.bytes) *
+                                         options.utilization);
+    absl::StrAppend(&budget.source, ", x --device-memory-utilization ", options.utilization);
+  }
+  return budget;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The components
+
+absl::Status CheckInputs(const PlanSizes& sizes, const EstimateOptions& options) {
+  if (options.max_length < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-length must be at least 1, found ", options.max_length));
+  }
+  if (sizes.max_position_embeddings > 0 && options.max_length > sizes.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-length ", options.max_length, " is above the model's max_position_embeddings (",
+        sizes.max_position_embeddings, "); use ", sizes.max_position_embeddings, " or less"));
+  }
+  if (options.batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the batch must be at least 1, found ", options.batch));
+  }
+  if (!(options.utilization > 0.0 && options.utilization <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device-memory-utilization must be in (0, 1], found ", options.utilization));
+  }
+  if (sizes.max_tokens < 1 || sizes.max_tokens > kInt32Max || sizes.vocab_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan sizes: max_tokens must be in [1, 2^31), found ", sizes.max_tokens,
+        "; vocab_size must be >= 0, found ", sizes.vocab_size));
+  }
+  for (const KvCacheInfo& cache : sizes.kv_caches) {
+    const bool bad_window =
+        cache.kind == KvKind::kSliding && (cache.window < 1 || cache.window > kInt32Max);
+    if (bad_window || cache.kv_heads < 1 || cache.head_dim < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan sizes: KV cache ", cache.name, " needs window (sliding) in [1, 2^31), kv_heads "
+          ">= 1 and head_dim >= 1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// K and V of every cache for `max_length` tokens and `batch` sequences, or nullopt on overflow.
+absl::optional<uint64_t> KvBytes(const PlanSizes& sizes, int64_t max_length, int64_t batch) {
+  uint64_t total = 0;
+  for (const KvCacheInfo& cache : sizes.kv_caches) {
+    const int64_t capacity = KvCapacity(cache, max_length, sizes.max_tokens);
+    const absl::optional<uint64_t> bytes = CheckedShapeBytes(
+        {2, capacity, cache.kv_heads, cache.head_dim, batch}, sizeof(float));
+    const absl::optional<uint64_t> sum = bytes ? CheckedAdd(total, *bytes) : absl::nullopt;
+    if (!sum) return absl::nullopt;
+    total = *sum;
+  }
+  return total;
+}
+
+std::string KvSource(const PlanSizes& sizes, const EstimateOptions& options) {
+  int full = 0, sliding = 0;
+  for (const KvCacheInfo& cache : sizes.kv_caches) {
+    (cache.kind == KvKind::kFull ? full : sliding) += 1;
+  }
+  return absl::StrCat(full, " full caches of --max-length ", options.max_length, " slots and ",
+                      sliding, " sliding caches of min(max_length, window - 1 + ",
+                      sizes.max_tokens, ") slots; K and V in f32; ", options.batch,
+                      options.batch == 1 ? " sequence" : " sequences");
+}
+
+// Logits copy for the sampler (max_tokens x vocab f32) and its scratch (batch x vocab x 8 bytes).
+absl::optional<uint64_t> WorkspaceBytes(const PlanSizes& sizes, int64_t batch) {
+  const absl::optional<uint64_t> logits =
+      CheckedShapeBytes({sizes.max_tokens, sizes.vocab_size}, sizeof(float));
+  const absl::optional<uint64_t> scratch = CheckedShapeBytes({batch, sizes.vocab_size}, 8);
+  if (!logits || !scratch) return absl::nullopt;
+  return CheckedAdd(*logits, *scratch);
+}
+
+std::vector<MemoryComponent> FixedComponents(const PlanSizes& sizes, const DeviceMemory& device,
+                                             const EstimateOptions& options, uint64_t workspace) {
+  const std::string weights_source =
+      device.integrated
+          ? absl::StrCat(sizes.num_weights, " plan weights in bf16, used in place from the "
+                                            "checkpoint's memory mapping (counted once)")
+          : absl::StrCat(sizes.num_weights, " plan weights in bf16, copied to device memory");
+  return {
+      {"weights", sizes.weight_bytes, weights_source},
+      {"activations", sizes.arena_bytes,
+       absl::StrCat("the plan's activation arena (", sizes.max_tokens, " tokens per step)")},
+      {"workspace", workspace,
+       absl::StrCat("logits copy (", sizes.max_tokens, " x ", sizes.vocab_size,
+                    " f32) and sampler scratch (", options.batch, " x ", sizes.vocab_size,
+                    " x 8 bytes)")},
+      {"CUDA context and runtime", kContextOverheadBytes,
+       "documented constant: CUDA context, module, streams, runtime heap"},
+  };
+}
+
+uint64_t Sum(const std::vector<MemoryComponent>& components) {
+  uint64_t total = 0;
+  for (const MemoryComponent& component : components) {
+    total = SaturatingAdd(total, component.bytes);
+  }
+  return total;
+}
+
+// The largest --max-length in [1, options.max_length] whose total fits `budget`, 0 if none.
+int64_t MaxFittingLength(const PlanSizes& sizes, const EstimateOptions& options, uint64_t fixed,
+                         uint64_t budget) {
+  const auto fits = [&](int64_t length) {
+    const absl::optional<uint64_t> kv = KvBytes(sizes, length, options.batch);
+    return kv && SaturatingAdd(fixed, *kv) <= budget;
+  };
+  if (!fits(1)) return 0;
+  int64_t low = 1, high = options.max_length;  // fits(low); the answer is in [low, high]
+  while (low < high) {
+    const int64_t middle = low + (high - low + 1) / 2;
+    if (fits(middle)) {
+      low = middle;
+    } else {
+      high = middle - 1;
+    }
+  }
+  return low;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusal advice
+
+const MemoryComponent& Largest(const MemoryEstimate& estimate) {
+  return *std::max_element(
+      estimate.components.begin(), estimate.components.end(),
+      [](const MemoryComponent& a, const MemoryComponent& b) { return a.bytes < b.bytes; });
+}
+
+uint64_t ComponentBytes(const MemoryEstimate& estimate, absl::string_view name) {
+  for (const MemoryComponent& component : estimate.components) {
+    if (component.name == name) return component.bytes;
+  }
+  return 0;
+}
+
+std::string LengthAdvice(const MemoryEstimate& estimate) {
+  if (estimate.max_fitting_length > 0) {
+    return absl::StrCat("use --max-length ", estimate.max_fitting_length,
+                        " or less (now ", estimate.options.max_length, ")");
+  }
+  return absl::StrCat("a shorter --max-length cannot make it fit: without the KV cache it still "
+                      "needs ",
+                      FormatBytes(estimate.total - ComponentBytes(estimate, "KV cache")));
+}
+
+std::string QuantizationAdvice(const MemoryEstimate& estimate) {
+  const uint64_t weights = ComponentBytes(estimate, "weights");
+  const uint64_t others = estimate.total - weights;
+  for (const auto& [bits, divisor] : {std::pair<int, uint64_t>{8, 2}, {4, 4}}) {
+    const uint64_t needed = others + weights / divisor;
+    if (needed <= estimate.budget.bytes) {
+      return absl::StrCat("use a quantized checkpoint: the bf16 weights take ",
+                          FormatBytes(weights), "; with ", bits, "-bit weights (about ",
+                          FormatBytes(weights / divisor), ") the model would need ",
+                          FormatBytes(needed));
+    }
+  }
+  return absl::StrCat("even 4-bit weights (about ", FormatBytes(weights / 4),
+                      ") would not fit: use a smaller model or a device with more memory");
+}
+
+std::vector<std::string> Advice(const MemoryEstimate& estimate) {
+  std::vector<std::string> advice = {LengthAdvice(estimate), QuantizationAdvice(estimate)};
+  if (estimate.options.batch > 1) {
+    advice.push_back(absl::StrCat("use a smaller batch (now ", estimate.options.batch,
+                                  "): the KV cache grows with it"));
+  }
+  if (estimate.options.utilization < 1.0) {
+    advice.push_back(absl::StrCat("raise --device-memory-utilization (now ",
+                                  estimate.options.utilization, ")"));
+  }
+  if (estimate.budget.integrated) {
+    advice.push_back(absl::StrCat(
+        "free host memory: close other programs, or drop the page cache (sync; echo 3 | sudo "
+        "tee /proc/sys/vm/drop_caches); MemAvailable is now ",
+        FormatBytes(estimate.host_available)));
+  } else if (estimate.device_in_use > kGiB) {
+    advice.push_back(absl::StrCat("free device memory: ", FormatBytes(estimate.device_in_use),
+                                  " of it is in use by other processes (nvidia-smi lists them)"));
+  }
+  return advice;
+}
+
+}  // namespace
+
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes >= kGiB) return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / kGiB);
+  if (bytes >= kMiB) return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / kMiB);
+  if (bytes >= 1024) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
+  return absl::StrCat(bytes, " B");
+}
+
+absl::StatusOr<MemInfo> ParseMeminfo(absl::string_view text) {
+  MemInfo info;
+  bool has_total = false, has_available = false;
+  for (const absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    const std::pair<absl::string_view, absl::string_view> key_value =
+        absl::StrSplit(line, absl::MaxSplits(':', 1));
+    for (const MeminfoField& field : kMeminfoFields) {
+      if (key_value.first != field.key) continue;
+      const absl::optional<uint64_t> value = MeminfoValue(key_value.second, field.kilobytes);
+      if (!value) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "meminfo: cannot read the line \"", line, "\": expected \"", field.key, ": <number>",
+            field.kilobytes ? " kB" : "", "\""));
+      }
+      info.*field.member = *value;
+      has_total |= key_value.first == "MemTotal";
+      has_available |= key_value.first == "MemAvailable";
+    }
+  }
+  if (!has_total || !has_available) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "meminfo: no ", has_total ? "MemAvailable" : "MemTotal",
+        " line (Linux 3.14 or later reports MemTotal and MemAvailable in /proc/meminfo)"));
+  }
+  return info;
+}
+
+absl::StatusOr<DeviceMemory> DeviceMemoryFromInfo(const DeviceInfo& info,
+                                                  absl::string_view meminfo_text) {
+  DeviceMemory device;
+  device.name = info.name;
+  device.source = "driver, cuMemGetInfo";
+  device.cc_major = info.cc_major;
+  device.cc_minor = info.cc_minor;
+  device.integrated = info.integrated;
+  device.total_bytes = info.total_bytes;
+  device.free_bytes = info.free_bytes;
+  if (info.integrated) {
+    SPARK_ASSIGN_OR_RETURN(device.host, ParseMeminfo(meminfo_text));
+    device.host_source = kMeminfoPath;
+  }
+  return device;
+}
+
+absl::StatusOr<DeviceMemory> MeasureDeviceMemory(const DeviceInfo& info) {
+  std::string meminfo;
+  if (info.integrated) {
+    SPARK_ASSIGN_OR_RETURN(meminfo, ReadFileToString(kMeminfoPath));
+  }
+  return DeviceMemoryFromInfo(info, meminfo);
+}
+
+absl::StatusOr<DeviceMemory> DeviceProfile(absl::string_view name) {
+  for (const Profile& profile : kProfiles) {
+    if (name == profile.name) return FromProfile(profile);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown device profile \"", name,
+                                                 "\" (known: ",
+                                                 absl::StrJoin(DeviceProfileNames(), ", "), ")"));
+}
+
+std::vector<std::string> DeviceProfileNames() {
+  std::vector<std::string> names;
+  for (const Profile& profile : kProfiles) names.push_back(profile.name);
+  return names;
+}
+
+PlanSizes SizesFromPlan(const Plan& plan) {
+  PlanSizes sizes;
+  sizes.model = plan.model.variant;
+  for (const WeightInfo& weight : plan.weights) {
+    sizes.weight_bytes = SaturatingAdd(sizes.weight_bytes, weight.num_bytes());
+  }
+  sizes.num_weights = static_cast<int64_t>(plan.weights.size());
+  sizes.arena_bytes = plan.arena_bytes;
+  sizes.max_tokens = plan.max_tokens;
+  sizes.vocab_size = plan.model.vocab_size;
+  sizes.max_position_embeddings = plan.model.max_position_embeddings;
+  sizes.kv_caches = plan.kv_caches;
+  return sizes;
+}
+
+absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemory& device,
+                                        const EstimateOptions& options) {
+  SPARK_RETURN_IF_ERROR(CheckInputs(sizes, options));
+  const absl::optional<uint64_t> kv = KvBytes(sizes, options.max_length, options.batch);
+  const absl::optional<uint64_t> workspace = WorkspaceBytes(sizes, options.batch);
+  if (!kv || !workspace) {
+    return absl::InvalidArgumentError(
+        "the KV cache or workspace size overflows 64 bits: check --max-length and the batch");
+  }
+  MemoryEstimate estimate;
+  estimate.model = sizes.model;
+  estimate.device = device.name;
+  estimate.options = options;
+  estimate.components = FixedComponents(sizes, device, options, *workspace);
+  const uint64_t fixed = Sum(estimate.components);
+  estimate.components.insert(estimate.components.begin() + 1,
+                             {"KV cache", *kv, KvSource(sizes, options)});
+  estimate.total = SaturatingAdd(fixed, *kv);
+  estimate.budget = Budget(device, options);
+  estimate.fits = estimate.total <= estimate.budget.bytes;
+  estimate.max_fitting_length = MaxFittingLength(sizes, options, fixed, estimate.budget.bytes);
+  estimate.host_available = device.integrated ? device.host.mem_available : 0;
+  estimate.device_in_use =
+      device.total_bytes > device.free_bytes ? device.total_bytes - device.free_bytes : 0;
+  return estimate;
+}
+
+std::string FormatEstimateLine(const MemoryEstimate& estimate) {
+  std::vector<std::string> parts;
+  for (const MemoryComponent& component : estimate.components) {
+    parts.push_back(absl::StrCat(component.name, " ", FormatBytes(component.bytes)));
+  }
+  return absl::StrCat("memory: ", FormatBytes(estimate.total), " needed of ",
+                      FormatBytes(estimate.budget.bytes), " available (",
+                      absl::StrJoin(parts, ", "), "); ",
+                      estimate.fits ? "fits" : "does not fit");
+}
+
+std::string FormatEstimateTable(const MemoryEstimate& estimate) {
+  std::string out;
+  const auto row = [&out](absl::string_view name, uint64_t bytes, absl::string_view source) {
+    absl::StrAppendFormat(&out, "  %-26s %11s%s%s\n", name, FormatBytes(bytes),
+                          source.empty() ? "" : "  ", source);
+  };
+  for (const MemoryComponent& component : estimate.components) {
+    row(component.name, component.bytes, component.source);
+  }
+  row("total", estimate.total, "");
+  row("available", estimate.budget.bytes, estimate.budget.source);
+  if (estimate.fits) {
+    absl::StrAppend(&out, "  fits, ", FormatBytes(estimate.budget.bytes - estimate.total),
+                    " to spare\n");
+  } else {
+    absl::StrAppend(&out, "  does not fit: ", FormatBytes(estimate.total - estimate.budget.bytes),
+                    " short\n");
+  }
+  return out;
+}
+
+absl::Status CheckFits(const MemoryEstimate& estimate) {
+  if (estimate.fits) return absl::OkStatus();
+  const MemoryComponent& largest = Largest(estimate);
+  std::string message = absl::StrCat(
+      estimate.model.empty() ? "the model" : estimate.model, " does not fit on ", estimate.device,
+      " with --max-length ", estimate.options.max_length,
+      estimate.options.batch > 1 ? absl::StrCat(" and batch ", estimate.options.batch) : "",
+      ": it needs ", FormatBytes(estimate.total), ", ", FormatBytes(estimate.budget.bytes),
+      " is available\n", FormatEstimateTable(estimate), "largest component: ", largest.name, " (",
+      FormatBytes(largest.bytes), ")\nto make it fit:");
+  for (const std::string& advice : Advice(estimate)) absl::StrAppend(&message, "\n  - ", advice);
+  return absl::ResourceExhaustedError(message);
+}
+
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,951 @@
+// Reader, validator and writer of the `.spark.plan` section (docs/plan-format.md).
+#include "spark/runtime/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checked_math.h"
+#include "little_endian.h"
+#include "spark/runtime/json.h"
+#include "spark/runtime/kernel_abi.h"
+#include "spark/runtime/plan_format.h"
+#include "spark/runtime/target.h"
+#include "status_macros.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+namespace pf = ::spark::plan_format;
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+constexpr absl::string_view kRecompile =
+    "recompile the model with this release's spark-compile";
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+// "<origin>: plan <path>: <message>"; the top-level object has an empty path.
+absl::Status PlanError(absl::string_view origin, absl::string_view path,
+                       absl::string_view message) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(origin, ": plan", path.empty() ? "" : " ", path, ": ", message));
+}
+
+// A scalar as written in JSON, or the type of a container, for "found ..." in messages.
+std::string DescribeJson(const Json& value) {
+  if (value.is_array() || value.is_object()) return std::string(value.TypeName());
+  std::string text = value.Serialize();
+  if (text.size() > 40) text = absl::StrCat(text.substr(0, 37), "...");
+  return text;
+}
+
+std::string IndexPath(absl::string_view path, size_t index) {
+  return absl::StrCat(path, "[", index, "]");
+}
+
+// "expected an integer in [min, max]" (or ">= min", or nothing for the whole int64 range).
+std::string ExpectedInteger(int64_t min, int64_t max) {
+  if (min == kInt64Min && max == kInt64Max) return "expected an integer";
+  if (max == kInt64Max) return absl::StrCat("expected an integer >= ", min);
+  return absl::StrCat("expected an integer in [", min, ", ", max, "]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Section header
+
+std::string HexBytes(absl::string_view bytes) {
+  std::string out;
+  for (const char c : bytes) absl::StrAppendFormat(&out, "%02x", static_cast<unsigned char>(c));
+  return out;
+}
+
+// Checks the 32-byte header and the padding; returns the JSON document it frames.
+absl::StatusOr<absl::string_view> ReadSectionJson(absl::string_view section,
+                                                  absl::string_view origin) {
+  if (section.size() < pf::kHeaderSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": the .spark.plan section is truncated: it has ", section.size(),
+        " bytes, the plan header alone needs ", pf::kHeaderSize,
+        "; the file is damaged, recompile it with spark-compile"));
+  }
+  if (std::memcmp(section.data(), pf::kMagic, sizeof(pf::kMagic)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": the .spark.plan section does not start with the plan magic \"SPKPLAN\" ",
+        "(found bytes ", HexBytes(section.substr(0, sizeof(pf::kMagic))),
+        "); it was not written by spark-compile or is damaged"));
+  }
+  const uint32_t version = LoadLittleEndian<uint32_t>(section.data() + 8);
+  if (version != pf::kPlanVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": plan version ", version,
+                     " is not supported (this runtime reads version ", pf::kPlanVersion, "); ",
+                     kRecompile));
+  }
+  const uint32_t flags = LoadLittleEndian<uint32_t>(section.data() + 12);
+  if (flags != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: plan flags 0x%x are not supported (this runtime expects 0); %s", origin, flags,
+        kRecompile));
+  }
+  const uint64_t json_size = LoadLittleEndian<uint64_t>(section.data() + 16);
+  if (json_size > pf::kMaxJsonSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": the plan header announces ", json_size, " bytes of JSON, above the limit of ",
+        pf::kMaxJsonSize, "; the file is damaged, recompile it with spark-compile"));
+  }
+  const uint64_t available = section.size() - pf::kHeaderSize;
+  if (json_size > available) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": the .spark.plan section is truncated: its header announces ", json_size,
+        " bytes of JSON but only ", available,
+        " follow; the file is damaged, recompile it with spark-compile"));
+  }
+  const absl::string_view json = section.substr(pf::kHeaderSize, json_size);
+  const uint64_t expected = LoadLittleEndian<uint64_t>(section.data() + 24);
+  const uint64_t actual = pf::Fnv1a64(json.data(), json.size());
+  if (expected != actual) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: plan checksum mismatch (header 0x%016x, computed 0x%016x); the file is damaged, "
+        "copy it again or recompile it with spark-compile",
+        origin, expected, actual));
+  }
+  const absl::string_view padding = section.substr(pf::kHeaderSize + json_size);
+  const size_t junk = padding.find_first_not_of('\0');
+  if (junk != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": the .spark.plan section has non-zero bytes after the plan (at section offset ",
+        pf::kHeaderSize + json_size + junk, "); the file is damaged"));
+  }
+  return json;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON -> Plan: structure and representability only; ValidatePlan checks the meaning.
+
+// Keeps the first error met while reading; reads after an error return defaults.
+class Errors {
+ public:
+  explicit Errors(absl::string_view origin) : origin_(origin) {}
+  void Fail(absl::string_view path, absl::string_view message) {
+    if (status_.ok()) status_ = PlanError(origin_, path, message);
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  absl::string_view origin_;
+  absl::Status status_;
+};
+
+int64_t ReadInt(const Json& value, absl::string_view path, int64_t min, int64_t max,
+                Errors* errors) {
+  if (!value.is_int() || value.as_int() < min || value.as_int() > max) {
+    errors->Fail(path, absl::StrCat(ExpectedInteger(min, max), ", found ", DescribeJson(value)));
+    return 0;
+  }
+  return value.as_int();
+}
+
+std::vector<int64_t> ReadIntArray(const Json& value, absl::string_view path, int64_t min,
+                                  int64_t max, Errors* errors) {
+  std::vector<int64_t> out;
+  if (!value.is_array()) {
+    errors->Fail(path, absl::StrCat("expected an array of integers, found ", DescribeJson(value)));
+    return out;
+  }
+  for (size_t i = 0; i < value.as_array().size(); ++i) {
+    out.push_back(ReadInt(value.as_array()[i], IndexPath(path, i), min, max, errors));
+  }
+  return out;
+}
+
+// Reads a fixed-size integer triple such as "grid".
+void ReadInt3(const Json& value, absl::string_view path, int out[3], Errors* errors) {
+  if (!value.is_array() || value.as_array().size() != 3) {
+    errors->Fail(path, absl::StrCat("expected an array of 3 integers, found ",
+                                    DescribeJson(value)));
+    return;
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    out[i] = static_cast<int>(
+        ReadInt(value.as_array()[i], IndexPath(path, i), kInt32Min, kInt32Max, errors));
+  }
+}
+
+// Reads the members of one JSON object, remembering which keys were read so that Finish() can
+// reject the others.
+class ObjectReader {
+ public:
+  ObjectReader(const Json& json, std::string path, Errors* errors)
+      : json_(json), path_(std::move(path)), errors_(errors) {
+    if (!json_.is_object()) {
+      errors_->Fail(path_, absl::StrCat("expected an object, found ", DescribeJson(json_)));
+    }
+  }
+
+  const std::string& path() const { return path_; }
+  std::string Child(absl::string_view key) const {
+    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
+  }
+
+  bool Has(absl::string_view key) const { return json_.Find(key) != nullptr; }
+
+  // The member `key`; a missing key is an error and reads as null.
+  const Json& Get(absl::string_view key) {
+    read_.emplace_back(key);
+    const Json* value = json_.Find(key);
+    if (value != nullptr) return *value;
+    if (json_.is_object()) errors_->Fail(path_, absl::StrCat("missing key \"", key, "\""));
+    static const Json* const kNull = new Json();
+    return *kNull;
+  }
+
+  int64_t Int(absl::string_view key, int64_t min, int64_t max) {
+    return ReadInt(Get(key), Child(key), min, max, errors_);
+  }
+  std::vector<int64_t> IntArray(absl::string_view key, int64_t min, int64_t max) {
+    return ReadIntArray(Get(key), Child(key), min, max, errors_);
+  }
+  std::string String(absl::string_view key) {
+    const Json& value = Get(key);
+    if (!value.is_string()) {
+      errors_->Fail(Child(key), absl::StrCat("expected a string, found ", DescribeJson(value)));
+    }
+    return value.as_string();
+  }
+  const Json::Array& Array(absl::string_view key) {
+    const Json& value = Get(key);
+    if (!value.is_array()) {
+      errors_->Fail(Child(key), absl::StrCat("expected an array, found ", DescribeJson(value)));
+    }
+    return value.as_array();
+  }
+  ObjectReader Object(absl::string_view key) { return ObjectReader(Get(key), Child(key), errors_); }
+
+  // Rejects keys that were never read: a plan from another schema version.
+  void Finish() {
+    for (const Json::Member& member : json_.as_object()) {
+      if (std::find(read_.begin(), read_.end(), member.first) == read_.end()) {
+        errors_->Fail(path_, absl::StrCat("unknown key \"", member.first,
+                                          "\" (this runtime reads plan version ",
+                                          pf::kPlanVersion, "); ", kRecompile));
+        return;
+      }
+    }
+  }
+
+ private:
+  const Json& json_;
+  std::string path_;
+  Errors* errors_;
+  std::vector<std::string> read_;
+};
+
+DType ReadDType(ObjectReader& object, Errors* errors) {
+  const std::string name = object.String("dtype");
+  absl::StatusOr<DType> dtype = ParseDType(name);
+  if (!dtype.ok()) {
+    errors->Fail(object.Child("dtype"), dtype.status().message());
+    return DType::kF32;
+  }
+  return *dtype;
+}
+
+ModelInfo ReadModel(ObjectReader object) {
+  ModelInfo model;
+  model.variant = object.String("variant");
+  model.vocab_size = object.Int("vocab_size", 0, kInt64Max);
+  model.hidden_size = object.Int("hidden_size", 0, kInt64Max);
+  model.num_layers = object.Int("num_layers", 0, kInt64Max);
+  model.max_position_embeddings = object.Int("max_position_embeddings", 0, kInt64Max);
+  model.eos_token_ids = object.IntArray("eos_token_ids", kInt64Min, kInt64Max);
+  model.bos_token_id = object.Int("bos_token_id", kInt64Min, kInt64Max);
+  model.pad_token_id = object.Int("pad_token_id", kInt64Min, kInt64Max);
+  model.soft_token_ids = object.IntArray("soft_token_ids", kInt64Min, kInt64Max);
+  model.weight_prefix = object.String("weight_prefix");
+  object.Finish();
+  return model;
+}
+
+void ReadEntryPoints(ObjectReader inputs, ObjectReader outputs, Plan* plan) {
+  plan->input_ids = inputs.Int("ids", kInt64Min, kInt64Max);
+  plan->input_positions = inputs.Int("positions", kInt64Min, kInt64Max);
+  if (inputs.Has("soft_embeddings")) {
+    plan->soft_embeddings = inputs.Int("soft_embeddings", kInt64Min, kInt64Max);
+  }
+  if (inputs.Has("soft_indices")) {
+    plan->soft_indices = inputs.Int("soft_indices", kInt64Min, kInt64Max);
+  }
+  inputs.Finish();
+  plan->output_logits = outputs.Int("logits", kInt64Min, kInt64Max);
+  outputs.Finish();
+}
+
+BufferInfo ReadBuffer(ObjectReader object, Errors* errors) {
+  BufferInfo buffer;
+  buffer.name = object.String("name");
+  buffer.dtype = ReadDType(object, errors);
+  buffer.row_shape = object.IntArray("row_shape", kInt64Min, kInt64Max);
+  buffer.offset = static_cast<uint64_t>(object.Int("offset", 0, kInt64Max));
+  object.Finish();
+  return buffer;
+}
+
+WeightInfo ReadWeight(ObjectReader object, Errors* errors) {
+  WeightInfo weight;
+  weight.name = object.String("name");
+  weight.dtype = ReadDType(object, errors);
+  weight.shape = object.IntArray("shape", kInt64Min, kInt64Max);
+  object.Finish();
+  return weight;
+}
+
+KvCacheInfo ReadKvCache(ObjectReader object, Errors* errors) {
+  KvCacheInfo cache;
+  cache.name = object.String("name");
+  const std::string kind = object.String("kind");
+  if (kind == "full") {
+    cache.kind = KvKind::kFull;
+  } else if (kind == "sliding") {
+    cache.kind = KvKind::kSliding;
+  } else {
+    errors->Fail(object.Child("kind"),
+                 absl::StrCat("expected \"full\" or \"sliding\", found \"", kind, "\""));
+  }
+  if (cache.kind == KvKind::kSliding || object.Has("window")) {
+    cache.window = object.Int("window", kInt64Min, kInt64Max);
+  }
+  cache.kv_heads = object.Int("kv_heads", kInt64Min, kInt64Max);
+  cache.head_dim = object.Int("head_dim", kInt64Min, kInt64Max);
+  object.Finish();
+  return cache;
+}
+
+// How the plan JSON writes each argument kind, and what value it carries.
+enum class ArgValue { kId, kOne, kI32, kF32 };
+struct ArgKindInfo {
+  ArgRefKind kind;
+  const char* key;
+  ArgValue value;
+};
+constexpr ArgKindInfo kArgKinds[] = {
+    {ArgRefKind::kBuffer, "buffer", ArgValue::kId},
+    {ArgRefKind::kWeight, "weight", ArgValue::kId},
+    {ArgRefKind::kKCache, "k_cache", ArgValue::kId},
+    {ArgRefKind::kVCache, "v_cache", ArgValue::kId},
+    {ArgRefKind::kKvCapacity, "kv_capacity", ArgValue::kId},
+    {ArgRefKind::kNull, "null", ArgValue::kOne},
+    {ArgRefKind::kNumTokens, "num_tokens", ArgValue::kOne},
+    {ArgRefKind::kNumSoftTokens, "num_soft_tokens", ArgValue::kOne},
+    {ArgRefKind::kI32, "i32", ArgValue::kI32},
+    {ArgRefKind::kF32, "f32", ArgValue::kF32},
+};
+
+const ArgKindInfo* FindArgKind(absl::string_view key) {
+  for (const ArgKindInfo& info : kArgKinds) {
+    if (key == info.key) return &info;
+  }
+  return nullptr;
+}
+
+const ArgKindInfo& ArgKindInfoOf(ArgRefKind kind) {
+  for (const ArgKindInfo& info : kArgKinds) {
+    if (info.kind == kind) return info;
+  }
+  return kArgKinds[0];  // unreachable: the table covers the enum
+}
+
+// Doubles below this magnitude round to a finite float (FLT_MAX plus half an ulp).
+constexpr double kF32RoundingLimit = 0x1.ffffffp+127;
+
+float ReadF32(const Json& value, absl::string_view path, Errors* errors) {
+  const double x = value.as_double();
+  if (!value.is_number() || !(std::fabs(x) < kF32RoundingLimit)) {
+    errors->Fail(path, absl::StrCat("expected a number within the range of f32, found ",
+                                    DescribeJson(value)));
+    return 0.0f;
+  }
+  return static_cast<float>(x);
+}
+
+StepArg ReadArg(const Json& json, const std::string& path, Errors* errors) {
+  StepArg arg;
+  if (!json.is_object() || json.as_object().size() != 1) {
+    errors->Fail(path, absl::StrCat("expected an object with one key such as {\"buffer\": 3}, "
+                                    "found ", DescribeJson(json)));
+    return arg;
+  }
+  const Json::Member& member = json.as_object().front();
+  const ArgKindInfo* info = FindArgKind(member.first);
+  if (info == nullptr) {
+    errors->Fail(path, absl::StrCat("unknown argument kind \"", member.first,
+                                    "\" (expected buffer, weight, k_cache, v_cache, "
+                                    "kv_capacity, null, num_tokens, num_soft_tokens, i32 or f32)"));
+    return arg;
+  }
+  arg.kind = info->kind;
+  const std::string value_path = absl::StrCat(path, ".", member.first);
+  switch (info->value) {
+    case ArgValue::kId:
+      arg.index = ReadInt(member.second, value_path, kInt64Min, kInt64Max, errors);
+      break;
+    case ArgValue::kOne:
+      ReadInt(member.second, value_path, 1, 1, errors);
+      break;
+    case ArgValue::kI32:
+      arg.i32 = static_cast<int32_t>(ReadInt(member.second, value_path, kInt32Min, kInt32Max,
+                                             errors));
+      break;
+    case ArgValue::kF32:
+      arg.f32 = ReadF32(member.second, value_path, errors);
+      break;
+  }
+  return arg;
+}
+
+Step ReadStep(ObjectReader object, Errors* errors) {
+  Step step;
+  step.op = object.String("op");
+  step.kernel = object.String("kernel");
+  step.source = object.String("source");
+  ReadInt3(object.Get("grid"), object.Child("grid"), step.grid, errors);
+  ReadInt3(object.Get("block"), object.Child("block"), step.block, errors);
+  step.shared_bytes = static_cast<int>(object.Int("shared_bytes", kInt32Min, kInt32Max));
+  const Json::Array& args = object.Array("args");
+  for (size_t i = 0; i < args.size(); ++i) {
+    step.args.push_back(ReadArg(args[i], IndexPath(object.Child("args"), i), errors));
+  }
+  object.Finish();
+  return step;
+}
+
+// Reads each element of the array `key` of `object` with `read_one`.
+template <typename T, typename ReadOne>
+std::vector<T> ReadObjects(ObjectReader& object, absl::string_view key, Errors* errors,
+                           ReadOne read_one) {
+  std::vector<T> out;
+  const Json::Array& elements = object.Array(key);
+  for (size_t i = 0; i < elements.size(); ++i) {
+    out.push_back(read_one(ObjectReader(elements[i], IndexPath(key, i), errors), errors));
+  }
+  return out;
+}
+
+absl::StatusOr<Plan> PlanFromJson(const Json& json, absl::string_view origin) {
+  Errors errors(origin);
+  ObjectReader root(json, "", &errors);
+  Plan plan;
+  plan.version = pf::kPlanVersion;
+  plan.target = root.String("target");
+  plan.max_tokens = root.Int("max_tokens", kInt64Min, kInt64Max);
+  plan.arena_bytes = static_cast<uint64_t>(root.Int("arena_bytes", 0, kInt64Max));
+  plan.model = ReadModel(root.Object("model"));
+  ReadEntryPoints(root.Object("inputs"), root.Object("outputs"), &plan);
+  plan.buffers = ReadObjects<BufferInfo>(root, "buffers", &errors, ReadBuffer);
+  plan.weights = ReadObjects<WeightInfo>(root, "weights", &errors, ReadWeight);
+  plan.kv_caches = ReadObjects<KvCacheInfo>(root, "kv_caches", &errors, ReadKvCache);
+  plan.steps = ReadObjects<Step>(root, "steps", &errors, ReadStep);
+  root.Finish();
+  if (!errors.status().ok()) return errors.status();
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::Status CheckRange(absl::string_view origin, absl::string_view path, int64_t value,
+                        int64_t min, int64_t max) {
+  if (value >= min && value <= max) return absl::OkStatus();
+  return PlanError(origin, path, absl::StrCat(ExpectedInteger(min, max), ", found ", value));
+}
+
+// `id` must index one of `count` things called `what` ("buffer", "weight", "kv cache").
+absl::Status CheckId(absl::string_view origin, absl::string_view path, absl::string_view what,
+                     int64_t id, size_t count) {
+  if (id >= 0 && static_cast<uint64_t>(id) < count) return absl::OkStatus();
+  return PlanError(origin, path,
+                   absl::StrCat(what, " id ", id, " is out of range (the plan has ", count, " ",
+                                what, count == 1 ? "" : "s", ")"));
+}
+
+absl::Status CheckDims(absl::string_view origin, absl::string_view path,
+                       const std::vector<int64_t>& shape) {
+  for (size_t i = 0; i < shape.size(); ++i) {
+    SPARK_RETURN_IF_ERROR(CheckRange(origin, IndexPath(path, i), shape[i], 1, kInt64Max));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTopLevel(const Plan& plan, absl::string_view origin) {
+  absl::StatusOr<Target> target = ParseTarget(plan.target);
+  if (!target.ok()) return PlanError(origin, "target", target.status().message());
+  SPARK_RETURN_IF_ERROR(CheckRange(origin, "max_tokens", plan.max_tokens, 1, kInt32Max));
+  if (plan.arena_bytes > static_cast<uint64_t>(kInt64Max)) {
+    return PlanError(origin, "arena_bytes",
+                     absl::StrCat("expected at most ", kInt64Max, ", found ", plan.arena_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTokenIds(absl::string_view origin, absl::string_view path,
+                           const std::vector<int64_t>& ids, int64_t vocab_size) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    SPARK_RETURN_IF_ERROR(CheckRange(origin, IndexPath(path, i), ids[i], 0, vocab_size - 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateModel(const ModelInfo& model, absl::string_view origin) {
+  SPARK_RETURN_IF_ERROR(CheckRange(origin, "model.vocab_size", model.vocab_size, 1, kInt32Max));
+  SPARK_RETURN_IF_ERROR(
+      CheckRange(origin, "model.hidden_size", model.hidden_size, 1, kInt32Max));
+  SPARK_RETURN_IF_ERROR(CheckRange(origin, "model.num_layers", model.num_layers, 1, kInt32Max));
+  SPARK_RETURN_IF_ERROR(CheckRange(origin, "model.max_position_embeddings",
+                                   model.max_position_embeddings, 1, kInt64Max));
+  if (model.eos_token_ids.empty()) {
+    return PlanError(origin, "model.eos_token_ids", "expected at least one id, found none");
+  }
+  const int64_t last = model.vocab_size - 1;
+  SPARK_RETURN_IF_ERROR(
+      CheckTokenIds(origin, "model.eos_token_ids", model.eos_token_ids, model.vocab_size));
+  SPARK_RETURN_IF_ERROR(CheckRange(origin, "model.bos_token_id", model.bos_token_id, 0, last));
+  SPARK_RETURN_IF_ERROR(CheckRange(origin, "model.pad_token_id", model.pad_token_id, 0, last));
+  return CheckTokenIds(origin, "model.soft_token_ids", model.soft_token_ids, model.vocab_size);
+}
+
+absl::Status ValidateBuffer(const BufferInfo& buffer, const std::string& path, const Plan& plan,
+                            absl::string_view origin) {
+  if (buffer.dtype == DType::kBF16) {
+    return PlanError(origin, absl::StrCat(path, ".dtype"),
+                     "activation buffers are f32 or i32, found bf16");
+  }
+  SPARK_RETURN_IF_ERROR(CheckDims(origin, absl::StrCat(path, ".row_shape"), buffer.row_shape));
+  const uint64_t element_size = static_cast<uint64_t>(DTypeSize(buffer.dtype));
+  if (buffer.offset % element_size != 0) {
+    return PlanError(origin, absl::StrCat(path, ".offset"),
+                     absl::StrCat("offset ", buffer.offset, " is not a multiple of ",
+                                  element_size, " (the size of ", DTypeName(buffer.dtype), ")"));
+  }
+  const absl::optional<uint64_t> row_bytes = CheckedShapeBytes(buffer.row_shape, element_size);
+  const absl::optional<uint64_t> bytes =
+      row_bytes ? CheckedMul(*row_bytes, static_cast<uint64_t>(plan.max_tokens)) : absl::nullopt;
+  const absl::optional<uint64_t> end = bytes ? CheckedAdd(buffer.offset, *bytes) : absl::nullopt;
+  if (!end || *end > plan.arena_bytes) {
+    return PlanError(
+        origin, path,
+        absl::StrCat("buffer ", buffer.name, " (", DTypeName(buffer.dtype), " ",
+                     ShapeText(buffer.row_shape), " x ", plan.max_tokens, " rows at offset ",
+                     buffer.offset, ") ends ",
+                     end ? absl::StrCat("at byte ", *end) : std::string("past 2^64"),
+                     ", beyond the arena of ", plan.arena_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateWeight(const WeightInfo& weight, const std::string& path,
+                            absl::string_view origin) {
+  if (weight.name.empty()) return PlanError(origin, absl::StrCat(path, ".name"), "empty name");
+  if (weight.dtype != DType::kBF16) {
+    return PlanError(origin, absl::StrCat(path, ".dtype"),
+                     absl::StrCat("plan version ", pf::kPlanVersion,
+                                  " weights are bf16, found ", DTypeName(weight.dtype)));
+  }
+  SPARK_RETURN_IF_ERROR(CheckDims(origin, absl::StrCat(path, ".shape"), weight.shape));
+  if (!CheckedShapeBytes(weight.shape, DTypeSize(weight.dtype))) {
+    return PlanError(origin, absl::StrCat(path, ".shape"),
+                     absl::StrCat(ShapeText(weight.shape), " is too large (over 2^64 bytes)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateWeights(const Plan& plan, absl::string_view origin) {
+  absl::flat_hash_map<absl::string_view, size_t> first_index;
+  for (size_t i = 0; i < plan.weights.size(); ++i) {
+    const std::string path = IndexPath("weights", i);
+    SPARK_RETURN_IF_ERROR(ValidateWeight(plan.weights[i], path, origin));
+    const auto inserted = first_index.emplace(plan.weights[i].name, i);
+    if (!inserted.second) {
+      return PlanError(origin, path,
+                       absl::StrCat("weight ", plan.weights[i].name, " is already weights[",
+                                    inserted.first->second, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateKvCache(const KvCacheInfo& cache, const std::string& path,
+                             absl::string_view origin) {
+  if (cache.kind == KvKind::kSliding) {
+    SPARK_RETURN_IF_ERROR(
+        CheckRange(origin, absl::StrCat(path, ".window"), cache.window, 1, kInt32Max));
+  } else if (cache.window != 0) {
+    return PlanError(origin, absl::StrCat(path, ".window"),
+                     absl::StrCat("a full cache has no window, found ", cache.window));
+  }
+  SPARK_RETURN_IF_ERROR(
+      CheckRange(origin, absl::StrCat(path, ".kv_heads"), cache.kv_heads, 1, kInt32Max));
+  return CheckRange(origin, absl::StrCat(path, ".head_dim"), cache.head_dim, 1, kInt32Max);
+}
+
+// An entry point buffer: in range, with the dtype and row shape the runtime reads or writes.
+absl::Status CheckEntryBuffer(const Plan& plan, absl::string_view origin, absl::string_view path,
+                              int64_t id, DType dtype, const std::vector<int64_t>& row_shape) {
+  SPARK_RETURN_IF_ERROR(CheckId(origin, path, "buffer", id, plan.buffers.size()));
+  const BufferInfo& buffer = plan.buffers[id];
+  if (buffer.dtype != dtype || buffer.row_shape != row_shape) {
+    return PlanError(origin, path,
+                     absl::StrCat("buffer ", id, " (", buffer.name, ") is ",
+                                  DTypeName(buffer.dtype), " ", ShapeText(buffer.row_shape),
+                                  " per row; the runtime uses it as ", DTypeName(dtype), " ",
+                                  ShapeText(row_shape)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateEntryPoints(const Plan& plan, absl::string_view origin) {
+  SPARK_RETURN_IF_ERROR(
+      CheckEntryBuffer(plan, origin, "inputs.ids", plan.input_ids, DType::kI32, {}));
+  SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.positions", plan.input_positions,
+                                         DType::kI32, {}));
+  SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "outputs.logits", plan.output_logits,
+                                         DType::kF32, {plan.model.vocab_size}));
+  if ((plan.soft_embeddings < 0) != (plan.soft_indices < 0)) {
+    return PlanError(origin, "inputs",
+                     "soft_embeddings and soft_indices must both be present or both absent");
+  }
+  if (plan.soft_embeddings < 0) return absl::OkStatus();
+  SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.soft_embeddings",
+                                         plan.soft_embeddings, DType::kF32,
+                                         {plan.model.hidden_size}));
+  return CheckEntryBuffer(plan, origin, "inputs.soft_indices", plan.soft_indices, DType::kI32,
+                          {});
+}
+
+std::string ArgNames(const abi::KernelSpec& spec) {
+  std::vector<absl::string_view> names;
+  for (int i = 0; i < spec.num_args; ++i) names.push_back(spec.args[i].name);
+  return absl::StrJoin(names, ", ");
+}
+
+absl::string_view SlotDescription(abi::ArgKind kind) {
+  switch (kind) {
+    case abi::ArgKind::kPtr: return "a pointer (buffer, weight, k_cache, v_cache or null)";
+    case abi::ArgKind::kI32: return "an i32 (i32, num_tokens, num_soft_tokens or kv_capacity)";
+    case abi::ArgKind::kF32: return "an f32 (f32)";
+  }
+  return "";
+}
+
+abi::ArgKind SlotKindOf(ArgRefKind kind) {
+  switch (kind) {
+    case ArgRefKind::kBuffer:
+    case ArgRefKind::kWeight:
+    case ArgRefKind::kKCache:
+    case ArgRefKind::kVCache:
+    case ArgRefKind::kNull:
+      return abi::ArgKind::kPtr;
+    case ArgRefKind::kKvCapacity:
+    case ArgRefKind::kNumTokens:
+    case ArgRefKind::kNumSoftTokens:
+    case ArgRefKind::kI32:
+      return abi::ArgKind::kI32;
+    case ArgRefKind::kF32:
+      return abi::ArgKind::kF32;
+  }
+  return abi::ArgKind::kPtr;
+}
+
+// The id an argument refers to must exist.
+absl::Status CheckArgTarget(const StepArg& arg, const Plan& plan, absl::string_view origin,
+                            absl::string_view path) {
+  switch (arg.kind) {
+    case ArgRefKind::kBuffer:
+      return CheckId(origin, path, "buffer", arg.index, plan.buffers.size());
+    case ArgRefKind::kWeight:
+      return CheckId(origin, path, "weight", arg.index, plan.weights.size());
+    case ArgRefKind::kKCache:
+    case ArgRefKind::kVCache:
+    case ArgRefKind::kKvCapacity:
+      return CheckId(origin, path, "kv cache", arg.index, plan.kv_caches.size());
+    case ArgRefKind::kF32:
+      if (std::isfinite(arg.f32)) return absl::OkStatus();
+      return PlanError(origin, path, "f32 literal is not finite");
+    default:
+      return absl::OkStatus();
+  }
+}
+
+absl::Status CheckLaunch(const Step& step, const abi::KernelSpec& spec,
+                         absl::string_view origin, const std::string& path) {
+  for (int i = 0; i < 3; ++i) {
+    SPARK_RETURN_IF_ERROR(
+        CheckRange(origin, IndexPath(absl::StrCat(path, ".grid"), i), step.grid[i], 1, kInt32Max));
+    SPARK_RETURN_IF_ERROR(CheckRange(origin, IndexPath(absl::StrCat(path, ".block"), i),
+                                     step.block[i], 1, kInt32Max));
+  }
+  if (step.block[0] != spec.block_size) {
+    return PlanError(origin, absl::StrCat(path, ".block[0]"),
+                     absl::StrCat("the kernel ABI of ", spec.op, " requires blockDim.x == ",
+                                  spec.block_size, ", found ", step.block[0]));
+  }
+  return CheckRange(origin, absl::StrCat(path, ".shared_bytes"), step.shared_bytes, 0,
+                    kInt32Max);
+}
+
+absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
+                          absl::string_view origin) {
+  const std::string path = IndexPath("steps", index);
+  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
+  if (spec == nullptr) {
+    return PlanError(origin, path,
+                     absl::StrCat("unknown op \"", step.op,
+                                  "\" (not in this runtime's kernel ABI); ", kRecompile));
+  }
+  if (step.kernel.empty()) {
+    return PlanError(origin, absl::StrCat(path, ".kernel"), "empty kernel symbol");
+  }
+  SPARK_RETURN_IF_ERROR(CheckLaunch(step, *spec, origin, path));
+  if (step.args.size() != static_cast<size_t>(spec->num_args)) {
+    return PlanError(origin, absl::StrCat(path, ".args"),
+                     absl::StrCat(step.op, " takes ", spec->num_args, " arguments (",
+                                  ArgNames(*spec), "), found ", step.args.size()));
+  }
+  for (size_t i = 0; i < step.args.size(); ++i) {
+    const std::string arg_path = IndexPath(absl::StrCat(path, ".args"), i);
+    const StepArg& arg = step.args[i];
+    const abi::ArgSpec& slot = spec->args[i];
+    if (SlotKindOf(arg.kind) != slot.kind) {
+      return PlanError(origin, arg_path,
+                       absl::StrCat("argument ", slot.name, " of ", step.op, " is ",
+                                    SlotDescription(slot.kind), ", found ",
+                                    ArgRefKindName(arg.kind)));
+    }
+    SPARK_RETURN_IF_ERROR(CheckArgTarget(arg, plan, origin, arg_path));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plan -> JSON
+
+Json IntArrayJson(const std::vector<int64_t>& values) {
+  Json array = Json::MakeArray();
+  for (const int64_t value : values) array.Append(Json::Int(value));
+  return array;
+}
+
+Json Int3Json(const int values[3]) {
+  return IntArrayJson({values[0], values[1], values[2]});
+}
+
+// The shortest decimal that reads back as `value` when parsed as a float, as a double.
+double ShortestFloat(float value) {
+  char buffer[32];
+  for (int precision = 6; precision <= 9; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, static_cast<double>(value));
+    if (std::strtof(buffer, nullptr) == value) break;
+  }
+  return std::strtod(buffer, nullptr);
+}
+
+Json ModelJson(const ModelInfo& model) {
+  Json json = Json::MakeObject();
+  json.Add("variant", Json::String(model.variant));
+  json.Add("vocab_size", Json::Int(model.vocab_size));
+  json.Add("hidden_size", Json::Int(model.hidden_size));
+  json.Add("num_layers", Json::Int(model.num_layers));
+  json.Add("max_position_embeddings", Json::Int(model.max_position_embeddings));
+  json.Add("eos_token_ids", IntArrayJson(model.eos_token_ids));
+  json.Add("bos_token_id", Json::Int(model.bos_token_id));
+  json.Add("pad_token_id", Json::Int(model.pad_token_id));
+  json.Add("soft_token_ids", IntArrayJson(model.soft_token_ids));
+  json.Add("weight_prefix", Json::String(model.weight_prefix));
+  return json;
+}
+
+Json InputsJson(const Plan& plan) {
+  Json json = Json::MakeObject();
+  json.Add("ids", Json::Int(plan.input_ids));
+  json.Add("positions", Json::Int(plan.input_positions));
+  if (plan.soft_embeddings >= 0) json.Add("soft_embeddings", Json::Int(plan.soft_embeddings));
+  if (plan.soft_indices >= 0) json.Add("soft_indices", Json::Int(plan.soft_indices));
+  return json;
+}
+
+Json BufferJson(const BufferInfo& buffer) {
+  Json json = Json::MakeObject();
+  json.Add("name", Json::String(buffer.name));
+  json.Add("dtype", Json::String(std::string(DTypeName(buffer.dtype))));
+  json.Add("row_shape", IntArrayJson(buffer.row_shape));
+  json.Add("offset", Json::Int(static_cast<int64_t>(buffer.offset)));
+  return json;
+}
+
+Json WeightJson(const WeightInfo& weight) {
+  Json json = Json::MakeObject();
+  json.Add("name", Json::String(weight.name));
+  json.Add("dtype", Json::String(std::string(DTypeName(weight.dtype))));
+  json.Add("shape", IntArrayJson(weight.shape));
+  return json;
+}
+
+Json KvCacheJson(const KvCacheInfo& cache) {
+  Json json = Json::MakeObject();
+  json.Add("name", Json::String(cache.name));
+  json.Add("kind", Json::String(cache.kind == KvKind::kSliding ? "sliding" : "full"));
+  if (cache.kind == KvKind::kSliding || cache.window != 0) {
+    json.Add("window", Json::Int(cache.window));
+  }
+  json.Add("kv_heads", Json::Int(cache.kv_heads));
+  json.Add("head_dim", Json::Int(cache.head_dim));
+  return json;
+}
+
+Json ArgJson(const StepArg& arg) {
+  const ArgKindInfo& info = ArgKindInfoOf(arg.kind);
+  Json value;
+  switch (info.value) {
+    case ArgValue::kId: value = Json::Int(arg.index); break;
+    case ArgValue::kOne: value = Json::Int(1); break;
+    case ArgValue::kI32: value = Json::Int(arg.i32); break;
+    case ArgValue::kF32: value = Json::Double(ShortestFloat(arg.f32)); break;
+  }
+  Json json = Json::MakeObject();
+  json.Add(info.key, std::move(value));
+  return json;
+}
+
+Json StepJson(const Step& step) {
+  Json json = Json::MakeObject();
+  json.Add("op", Json::String(step.op));
+  json.Add("kernel", Json::String(step.kernel));
+  json.Add("source", Json::String(step.source));
+  json.Add("grid", Int3Json(step.grid));
+  json.Add("block", Int3Json(step.block));
+  json.Add("shared_bytes", Json::Int(step.shared_bytes));
+  Json args = Json::MakeArray();
+  for (const StepArg& arg : step.args) args.Append(ArgJson(arg));
+  json.Add("args", std::move(args));
+  return json;
+}
+
+template <typename T>
+Json ArrayJson(const std::vector<T>& items, Json (*to_json)(const T&)) {
+  Json array = Json::MakeArray();
+  for (const T& item : items) array.Append(to_json(item));
+  return array;
+}
+
+Json PlanJson(const Plan& plan) {
+  Json json = Json::MakeObject();
+  json.Add("target", Json::String(plan.target));
+  json.Add("max_tokens", Json::Int(plan.max_tokens));
+  json.Add("arena_bytes", Json::Int(static_cast<int64_t>(plan.arena_bytes)));
+  json.Add("model", ModelJson(plan.model));
+  json.Add("inputs", InputsJson(plan));
+  json.Add("outputs", Json::MakeObject({{"logits", Json::Int(plan.output_logits)}}));
+  json.Add("buffers", ArrayJson(plan.buffers, BufferJson));
+  json.Add("weights", ArrayJson(plan.weights, WeightJson));
+  json.Add("kv_caches", ArrayJson(plan.kv_caches, KvCacheJson));
+  json.Add("steps", ArrayJson(plan.steps, StepJson));
+  return json;
+}
+
+}  // namespace
+
+int DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kI32: return 4;
+  }
+  return 0;
+}
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kBF16: return "bf16";
+    case DType::kI32: return "i32";
+  }
+  return "?";
+}
+
+absl::StatusOr<DType> ParseDType(absl::string_view name) {
+  for (const DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
+    if (name == DTypeName(dtype)) return dtype;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype \"", name, "\" (expected f32, bf16 or i32)"));
+}
+
+uint64_t BufferInfo::row_bytes() const {
+  return SaturatingShapeBytes(row_shape, static_cast<uint64_t>(DTypeSize(dtype)));
+}
+
+uint64_t WeightInfo::num_bytes() const {
+  return SaturatingShapeBytes(shape, static_cast<uint64_t>(DTypeSize(dtype)));
+}
+
+absl::string_view ArgRefKindName(ArgRefKind kind) { return ArgKindInfoOf(kind).key; }
+
+absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
+  SPARK_RETURN_IF_ERROR(ValidateTopLevel(plan, origin));
+  SPARK_RETURN_IF_ERROR(ValidateModel(plan.model, origin));
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    SPARK_RETURN_IF_ERROR(ValidateBuffer(plan.buffers[i], IndexPath("buffers", i), plan, origin));
+  }
+  SPARK_RETURN_IF_ERROR(ValidateWeights(plan, origin));
+  for (size_t i = 0; i < plan.kv_caches.size(); ++i) {
+    SPARK_RETURN_IF_ERROR(ValidateKvCache(plan.kv_caches[i], IndexPath("kv_caches", i), origin));
+  }
+  SPARK_RETURN_IF_ERROR(ValidateEntryPoints(plan, origin));
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    SPARK_RETURN_IF_ERROR(ValidateStep(plan.steps[i], i, plan, origin));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_view origin) {
+  SPARK_ASSIGN_OR_RETURN(const absl::string_view text, ReadSectionJson(section, origin));
+  absl::StatusOr<Json> json = Json::Parse(text);
+  if (!json.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": the plan is not valid JSON: ", json.status().message(),
+        "; the file is damaged, recompile it with spark-compile"));
+  }
+  SPARK_ASSIGN_OR_RETURN(Plan plan, PlanFromJson(*json, origin));
+  SPARK_RETURN_IF_ERROR(ValidatePlan(plan, origin));
+  return plan;
+}
+
+std::string SerializePlanSection(const Plan& plan) {
+  const std::string json = PlanJson(plan).Serialize();
+  std::string section(pf::kMagic, sizeof(pf::kMagic));
+  AppendLittleEndian<uint32_t>(pf::kPlanVersion, &section);
+  AppendLittleEndian<uint32_t>(0, &section);
+  AppendLittleEndian<uint64_t>(json.size(), &section);
+  AppendLittleEndian<uint64_t>(pf::Fnv1a64(json.data(), json.size()), &section);
+  section += json;
+  return section;
+}
+
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,490 @@
+#include "spark/runtime/safetensors.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_join.h"
+#include "checked_math.h"
+#include "file_util.h"
+#include "little_endian.h"
+#include "spark/runtime/json.h"
+#include "status_macros.h"
+
+namespace spark {
+namespace rt {
+
+struct Checkpoint::Mapping {
+  std::unique_ptr<MappedFile> file;
+};
+
+namespace {
+
+constexpr uint64_t kLengthBytes = 8;
+constexpr absl::string_view kMetadataKey = "__metadata__";
+constexpr absl::string_view kSafetensorsExtension = ".safetensors";
+
+struct DTypeEntry {
+  const char* name;
+  int size;
+};
+constexpr DTypeEntry kDTypes[] = {
+    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"F8_E8M0", 1},
+    {"U16", 2},  {"I16", 2}, {"F16", 2}, {"BF16", 2},    {"U32", 4},     {"I32", 4},
+    {"F32", 4},  {"U64", 8}, {"I64", 8}, {"F64", 8},
+};
+
+std::string KnownDTypes() {
+  std::vector<absl::string_view> names;
+  for (const DTypeEntry& entry : kDTypes) names.push_back(entry.name);
+  return absl::StrJoin(names, ", ");
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::Status FileError(absl::string_view path, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
+}
+
+absl::Status TensorError(absl::string_view path, absl::string_view name,
+                         absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", name, ": ", message));
+}
+
+// A JSON array of integers >= 0, or nullopt.
+absl::optional<std::vector<int64_t>> NonNegativeInts(const Json* json) {
+  if (json == nullptr || !json->is_array()) return absl::nullopt;
+  std::vector<int64_t> values;
+  for (const Json& element : json->as_array()) {
+    if (!element.is_int() || element.as_int() < 0) return absl::nullopt;
+    values.push_back(element.as_int());
+  }
+  return values;
+}
+
+// The JSON header of a safetensors file of `size` bytes at `data`; sets *data_start to the offset
+// of the data area.
+absl::StatusOr<Json> ReadHeaderJson(absl::string_view path, const uint8_t* data, uint64_t size,
+                                    uint64_t* data_start) {
+  if (size < kLengthBytes) {
+    return FileError(path, absl::StrCat("truncated safetensors file: ", size,
+                                        " bytes, the header length alone needs 8"));
+  }
+  const uint64_t header_bytes = LoadLittleEndian<uint64_t>(reinterpret_cast<const char*>(data));
+  if (header_bytes > size - kLengthBytes) {
+    return FileError(path, absl::StrCat("safetensors header length ", header_bytes,
+                                        " exceeds the rest of the file (", size - kLengthBytes,
+                                        " bytes); the file is truncated or not safetensors"));
+  }
+  if (header_bytes > kMaxSafetensorsHeaderBytes) {
+    return FileError(path, absl::StrCat("safetensors header length ", header_bytes,
+                                        " is above the limit of ", kMaxSafetensorsHeaderBytes,
+                                        " bytes (100 MiB); the file is damaged"));
+  }
+  const absl::string_view text(reinterpret_cast<const char*>(data) + kLengthBytes, header_bytes);
+  absl::StatusOr<Json> header = Json::Parse(text);
+  if (!header.ok()) {
+    return FileError(path, absl::StrCat("the safetensors header is not valid JSON: ",
+                                        header.status().message()));
+  }
+  if (!header->is_object()) {
+    return FileError(path, absl::StrCat("the safetensors header must be a JSON object, found ",
+                                        header->TypeName()));
+  }
+  *data_start = kLengthBytes + header_bytes;
+  return header;
+}
+
+absl::Status CheckMetadata(absl::string_view path, const Json& metadata) {
+  bool all_strings = metadata.is_object();
+  for (const Json::Member& member : metadata.as_object()) {
+    all_strings = all_strings && member.second.is_string();
+  }
+  if (all_strings) return absl::OkStatus();
+  return FileError(path, "__metadata__ must be an object of string values");
+}
+
+// One header entry -> a view into the data area [data + data_start, data + size).
+absl::StatusOr<TensorView> ReadEntry(absl::string_view path, const Json::Member& member,
+                                     const uint8_t* data, uint64_t data_start, uint64_t size) {
+  const std::string& name = member.first;
+  const Json& entry = member.second;
+  if (!entry.is_object()) {
+    return TensorError(path, name, absl::StrCat("expected an object, found ", entry.TypeName()));
+  }
+  const Json* dtype = entry.Find("dtype");
+  if (dtype == nullptr || !dtype->is_string()) {
+    return TensorError(path, name, "missing \"dtype\" string");
+  }
+  const int dtype_size = SafetensorsDTypeSize(dtype->as_string());
+  if (dtype_size == 0) {
+    return TensorError(path, name, absl::StrCat("unknown dtype \"", dtype->as_string(),
+                                                "\" (known: ", KnownDTypes(), ")"));
+  }
+  const absl::optional<std::vector<int64_t>> shape = NonNegativeInts(entry.Find("shape"));
+  if (!shape) return TensorError(path, name, "\"shape\" must be an array of integers >= 0");
+  const absl::optional<std::vector<int64_t>> offsets = NonNegativeInts(entry.Find("data_offsets"));
+  if (!offsets || offsets->size() != 2) {
+    return TensorError(path, name, "\"data_offsets\" must be [begin, end], integers >= 0");
+  }
+  const uint64_t begin = (*offsets)[0], end = (*offsets)[1];
+  const uint64_t data_size = size - data_start;
+  if (begin > end || end > data_size) {
+    return TensorError(path, name,
+                       absl::StrCat("data_offsets [", begin, ", ", end,
+                                    "] are not a range inside the data area (", data_size,
+                                    " bytes); the file is truncated or damaged"));
+  }
+  const absl::optional<uint64_t> expected = CheckedShapeBytes(*shape, dtype_size);
+  if (!expected || *expected != end - begin) {
+    return TensorError(path, name,
+                       absl::StrCat("data_offsets span ", end - begin, " bytes, but ",
+                                    dtype->as_string(), " ", ShapeText(*shape), " needs ",
+                                    expected ? absl::StrCat(*expected) : "more than 2^64"));
+  }
+  TensorView view;
+  view.name = name;
+  view.dtype = dtype->as_string();
+  view.shape = *shape;
+  view.data = data + data_start + begin;
+  view.num_bytes = end - begin;
+  return view;
+}
+
+// Rejects tensors whose byte ranges overlap (empty tensors overlap nothing).
+absl::Status CheckNoOverlap(absl::string_view path, const std::vector<TensorView>& tensors) {
+  std::vector<const TensorView*> sorted;
+  for (const TensorView& tensor : tensors) {
+    if (tensor.num_bytes > 0) sorted.push_back(&tensor);
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const TensorView* a, const TensorView* b) { return a->data < b->data; });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    const TensorView& previous = *sorted[i - 1];
+    if (sorted[i]->data < previous.data + previous.num_bytes) {
+      return FileError(path, absl::StrCat("tensors ", previous.name, " and ", sorted[i]->name,
+                                          " overlap in the data area; the file is damaged"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Every tensor of one mapped safetensors file, validated, in header order.
+absl::StatusOr<std::vector<TensorView>> ParseSafetensors(absl::string_view path,
+                                                         const uint8_t* data, uint64_t size) {
+  uint64_t data_start = 0;
+  SPARK_ASSIGN_OR_RETURN(const Json header, ReadHeaderJson(path, data, size, &data_start));
+  std::vector<TensorView> tensors;
+  for (const Json::Member& member : header.as_object()) {
+    if (member.first == kMetadataKey) {
+      SPARK_RETURN_IF_ERROR(CheckMetadata(path, member.second));
+      continue;
+    }
+    SPARK_ASSIGN_OR_RETURN(TensorView tensor, ReadEntry(path, member, data, data_start, size));
+    tensors.push_back(std::move(tensor));
+  }
+  SPARK_RETURN_IF_ERROR(CheckNoOverlap(path, tensors));
+  return tensors;
+}
+
+// The shard files an index names, in order of first appearance, and its weight map.
+struct Index {
+  std::vector<std::string> files;
+  std::vector<std::pair<std::string, std::string>> weight_map;  // tensor -> file
+};
+
+absl::StatusOr<Index> ReadIndex(const std::string& index_path) {
+  SPARK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(index_path));
+  absl::StatusOr<Json> json = Json::Parse(text);
+  if (!json.ok()) {
+    return FileError(index_path, absl::StrCat("not valid JSON: ", json.status().message()));
+  }
+  const Json* weight_map = json->Find("weight_map");
+  if (weight_map == nullptr || !weight_map->is_object()) {
+    return FileError(index_path, "expected an object with a \"weight_map\" object");
+  }
+  Index index;
+  absl::flat_hash_set<std::string> seen;
+  for (const Json::Member& member : weight_map->as_object()) {
+    const std::string& file = member.second.as_string();
+    if (!member.second.is_string() || file.empty() || absl::StrContains(file, "/")) {
+      return FileError(index_path, absl::StrCat("weight_map[\"", member.first,
+                                                "\"] must be a file name in the same "
+                                                "directory, found ",
+                                                member.second.Serialize()));
+    }
+    if (seen.insert(file).second) index.files.push_back(file);
+    index.weight_map.emplace_back(member.first, file);
+  }
+  return index;
+}
+
+absl::StatusOr<std::vector<std::string>> SafetensorsFilesIn(const std::string& dir) {
+  SPARK_ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDirectory(dir));
+  std::vector<std::string> files;
+  for (const std::string& name : names) {
+    if (absl::EndsWith(name, kSafetensorsExtension)) files.push_back(name);
+  }
+  if (files.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        dir, " has no *.safetensors file and no ", kSafetensorsIndexName,
+        "; point the checkpoint path at the model's directory or at a .safetensors file"));
+  }
+  return files;
+}
+
+}  // namespace
+
+// Builds a Checkpoint file by file (friend of Checkpoint).
+class CheckpointBuilder {
+ public:
+  explicit CheckpointBuilder(const std::string& path) : checkpoint_(new Checkpoint()) {
+    checkpoint_->path_ = path;
+  }
+
+  absl::Status AddFile(const std::string& path) {
+    SPARK_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+    SPARK_ASSIGN_OR_RETURN(std::vector<TensorView> tensors,
+                           ParseSafetensors(path, file->data(), file->size()));
+    Checkpoint& checkpoint = *checkpoint_;
+    const size_t file_index = checkpoint.files_.size();
+    for (TensorView& tensor : tensors) {
+      const auto inserted = checkpoint.index_.emplace(tensor.name, checkpoint.tensors_.size());
+      if (!inserted.second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", tensor.name, " appears twice: in ",
+                         FileOf(inserted.first->second), " and in ", path,
+                         "; the checkpoint is inconsistent"));
+      }
+      checkpoint.total_bytes_ += tensor.num_bytes;  // bounded by the mapped file sizes
+      checkpoint.tensors_.push_back(std::move(tensor));
+      checkpoint.tensor_files_.push_back(file_index);
+    }
+    checkpoint.files_.push_back({path, file->data(), file->size()});
+    checkpoint.mappings_.push_back(std::make_unique<Checkpoint::Mapping>());
+    checkpoint.mappings_.back()->file = std::move(file);
+    return absl::OkStatus();
+  }
+
+  // The index says `tensor` is in `file_path`: check that it is.
+  absl::Status CheckIndexEntry(const std::string& index_path, const std::string& tensor,
+                               const std::string& file_path) const {
+    const auto it = checkpoint_->index_.find(tensor);
+    if (it != checkpoint_->index_.end() && FileOf(it->second) == file_path) {
+      return absl::OkStatus();
+    }
+    return FileError(index_path, absl::StrCat("weight_map maps ", tensor, " to ", file_path,
+                                              ", but that file has no tensor ", tensor,
+                                              "; the index does not match the shards"));
+  }
+
+  std::unique_ptr<Checkpoint> Finish() { return std::move(checkpoint_); }
+
+ private:
+  // The path of the file holding tensor number `tensor`.
+  const std::string& FileOf(size_t tensor) const {
+    return checkpoint_->files_[checkpoint_->tensor_files_[tensor]].path;
+  }
+
+  std::unique_ptr<Checkpoint> checkpoint_;
+};
+
+namespace {
+
+absl::Status AddIndexedDirectory(const std::string& dir, CheckpointBuilder* builder) {
+  const std::string index_path = JoinPath(dir, kSafetensorsIndexName);
+  SPARK_ASSIGN_OR_RETURN(const Index index, ReadIndex(index_path));
+  for (const std::string& file : index.files) {
+    SPARK_RETURN_IF_ERROR(builder->AddFile(JoinPath(dir, file)));
+  }
+  for (const auto& entry : index.weight_map) {
+    SPARK_RETURN_IF_ERROR(
+        builder->CheckIndexEntry(index_path, entry.first, JoinPath(dir, entry.second)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddDirectory(const std::string& dir, CheckpointBuilder* builder) {
+  if (IsRegularFile(JoinPath(dir, kSafetensorsIndexName))) {
+    return AddIndexedDirectory(dir, builder);
+  }
+  SPARK_ASSIGN_OR_RETURN(const std::vector<std::string> files, SafetensorsFilesIn(dir));
+  for (const std::string& file : files) {
+    SPARK_RETURN_IF_ERROR(builder->AddFile(JoinPath(dir, file)));
+  }
+  return absl::OkStatus();
+}
+
+std::string NotFoundHint(const Plan& plan, const std::string& name, const Checkpoint& checkpoint) {
+  const std::string& prefix = plan.model.weight_prefix;
+  absl::string_view suffix = name;
+  if (!prefix.empty()) absl::ConsumePrefix(&suffix, prefix);
+  const std::string dotted_suffix = absl::StrCat(".", suffix);
+  for (const TensorView& tensor : checkpoint.tensors()) {
+    if (tensor.name == suffix || absl::EndsWith(tensor.name, dotted_suffix)) {
+      return absl::StrCat("; the checkpoint has ", tensor.name, ": the importer's weight prefix \"",
+                          prefix, "\" may not match this checkpoint, re-import the model with "
+                          "the prefix its tensors use");
+    }
+  }
+  return absl::StrCat("; is this the checkpoint the model was imported from? (the importer's "
+                      "weight prefix is \"", prefix, "\")");
+}
+
+absl::Status CheckAllPresent(const Plan& plan, const Checkpoint& checkpoint) {
+  const WeightInfo* first_missing = nullptr;
+  size_t missing = 0;
+  for (const WeightInfo& weight : plan.weights) {
+    if (checkpoint.Find(weight.name) != nullptr) continue;
+    if (first_missing == nullptr) first_missing = &weight;
+    ++missing;
+  }
+  if (first_missing == nullptr) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(
+      "weight ", first_missing->name, " is not in the checkpoint ", checkpoint.path(), " (",
+      missing, " of the plan's ", plan.weights.size(), " weights are missing)",
+      NotFoundHint(plan, first_missing->name, checkpoint)));
+}
+
+absl::Status CheckWeight(const WeightInfo& weight, const TensorView& tensor) {
+  const absl::string_view dtype = SafetensorsDTypeName(weight.dtype);
+  if (tensor.dtype != dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight ", weight.name, ": expected dtype ", dtype, ", found ", tensor.dtype,
+                     "; the model was compiled for ", DTypeName(weight.dtype),
+                     " weights (a quantized or converted checkpoint needs its own import)"));
+  }
+  if (tensor.shape != weight.shape) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight ", weight.name, ": expected shape ", ShapeText(weight.shape),
+                     ", found ", ShapeText(tensor.shape),
+                     "; the checkpoint is not the model variant the plan was compiled for"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckOwnedTensor(const OwnedTensor& tensor, absl::flat_hash_set<std::string>* names) {
+  if (tensor.name.empty() || tensor.name == kMetadataKey) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write a tensor named \"", tensor.name, "\""));
+  }
+  if (!names->insert(tensor.name).second) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.name, " is given twice"));
+  }
+  const int dtype_size = SafetensorsDTypeSize(tensor.dtype);
+  if (dtype_size == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.name, ": unknown dtype \"",
+                                                   tensor.dtype, "\" (known: ", KnownDTypes(),
+                                                   ")"));
+  }
+  const absl::optional<uint64_t> expected = CheckedShapeBytes(tensor.shape, dtype_size);
+  if (!expected || *expected != tensor.bytes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor ", tensor.name, ": ", tensor.bytes.size(), " bytes given, but ", tensor.dtype,
+        " ", ShapeText(tensor.shape), " needs ",
+        expected ? absl::StrCat(*expected) : "more than 2^64"));
+  }
+  return absl::OkStatus();
+}
+
+Json IntsJson(const std::vector<int64_t>& values) {
+  Json array = Json::MakeArray();
+  for (const int64_t value : values) array.Append(Json::Int(value));
+  return array;
+}
+
+}  // namespace
+
+int SafetensorsDTypeSize(absl::string_view dtype) {
+  for (const DTypeEntry& entry : kDTypes) {
+    if (dtype == entry.name) return entry.size;
+  }
+  return 0;
+}
+
+absl::string_view SafetensorsDTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kI32: return "I32";
+  }
+  return "";
+}
+
+Checkpoint::~Checkpoint() = default;
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir_or_file) {
+  CheckpointBuilder builder(dir_or_file);
+  if (IsDirectory(dir_or_file)) {
+    SPARK_RETURN_IF_ERROR(AddDirectory(dir_or_file, &builder));
+  } else if (IsRegularFile(dir_or_file)) {
+    SPARK_RETURN_IF_ERROR(builder.AddFile(dir_or_file));
+  } else {
+    return absl::NotFoundError(absl::StrCat(
+        "checkpoint ", dir_or_file,
+        " does not exist; name the model's directory or a .safetensors file"));
+  }
+  return builder.Finish();
+}
+
+const TensorView* Checkpoint::Find(absl::string_view name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint) {
+  SPARK_RETURN_IF_ERROR(CheckAllPresent(plan, checkpoint));
+  for (const WeightInfo& weight : plan.weights) {
+    SPARK_RETURN_IF_ERROR(CheckWeight(weight, *checkpoint.Find(weight.name)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTensor>& tensors) {
+  absl::flat_hash_set<std::string> names;
+  Json header = Json::MakeObject();
+  uint64_t offset = 0;
+  for (const OwnedTensor& tensor : tensors) {
+    SPARK_RETURN_IF_ERROR(CheckOwnedTensor(tensor, &names));
+    const uint64_t end = offset + tensor.bytes.size();  // bounded by memory: no overflow
+    Json entry = Json::MakeObject();
+    entry.Add("dtype", Json::String(tensor.dtype));
+    entry.Add("shape", IntsJson(tensor.shape));
+    entry.Add("data_offsets", IntsJson({static_cast<int64_t>(offset), static_cast<int64_t>(end)}));
+    header.Add(tensor.name, std::move(entry));
+    offset = end;
+  }
+  std::string header_text = header.Serialize();
+  header_text.resize((header_text.size() + 7) / 8 * 8, ' ');
+  std::string file;
+  file.reserve(kLengthBytes + header_text.size() + offset);
+  AppendLittleEndian<uint64_t>(header_text.size(), &file);
+  file += header_text;
+  for (const OwnedTensor& tensor : tensors) file += tensor.bytes;
+  return WriteStringToFile(path, file);
+}
+
+absl::StatusOr<std::vector<OwnedTensor>> ReadSafetensorsFile(const std::string& path) {
+  SPARK_ASSIGN_OR_RETURN(const std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  SPARK_ASSIGN_OR_RETURN(const std::vector<TensorView> views,
+                         ParseSafetensors(path, file->data(), file->size()));
+  std::vector<OwnedTensor> tensors;
+  for (const TensorView& view : views) {
+    OwnedTensor tensor;
+    tensor.name = view.name;
+    tensor.dtype = view.dtype;
+    tensor.shape = view.shape;
+    tensor.bytes.assign(reinterpret_cast<const char*>(view.data), view.num_bytes);
+    tensors.push_back(std::move(tensor));
+  }
+  return tensors;
+}
+
+}  // namespace rt
+}  // namespace spark

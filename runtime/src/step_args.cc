@@ -1,0 +1,175 @@
+#include "step_args.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/kernel_abi.h"
+#include "spark/runtime/plan.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+// Pointer arguments an op writes. Everything else a step points to is read (kv_write's caches are
+// state, not dumped).
+bool IsOutputArg(const abi::KernelSpec& spec, const abi::ArgSpec& arg) {
+  const absl::string_view name = arg.name;
+  if (name == "y" || name == "act" || name == "dest") return true;
+  return absl::string_view(spec.op) == "moe_router" && (name == "weights" || name == "indices");
+}
+
+}  // namespace
+
+absl::Status CheckBoundWeights(const Plan& plan, absl::Span<const WeightData> weights) {
+  if (weights.size() != plan.weights.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the plan reads ", plan.weights.size(),
+                                                   " weights, ", weights.size(), " were bound"));
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const WeightInfo& info = plan.weights[i];
+    if (weights[i].num_bytes != info.num_bytes() ||
+        (weights[i].data == nullptr && info.num_bytes() > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("weight ", info.name, " needs ",
+                                                     info.num_bytes(), " bytes, bound ",
+                                                     weights[i].num_bytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, absl::Span<const int32_t> ids,
+                             absl::Span<const int32_t> positions, const SoftTokenChunk* soft) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n == 0 || n > plan.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("a step takes 1 to ", plan.max_tokens,
+                                                   " tokens (the plan's max_tokens), got ", n));
+  }
+  if (positions.size() != ids.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("got ", n, " token ids but ", positions.size(), " positions"));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    if (ids[t] < 0 || ids[t] >= plan.model.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", ids[t], " at step row ", t,
+                                                     " is outside the vocabulary [0, ",
+                                                     plan.model.vocab_size, ")"));
+    }
+    if (positions[t] < 0 || positions[t] >= max_length) {
+      return absl::InvalidArgumentError(absl::StrCat("position ", positions[t], " at step row ", t,
+                                                     " is outside [0, max_length = ", max_length,
+                                                     ")"));
+    }
+  }
+  if (soft == nullptr || soft->indices.empty()) return absl::OkStatus();
+  if (plan.soft_embeddings < 0) {
+    return absl::InvalidArgumentError(
+        "soft tokens were given, but the model was compiled without a soft-token merge");
+  }
+  const int64_t rows = static_cast<int64_t>(soft->indices.size());
+  if (rows > plan.max_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a step takes at most ", plan.max_tokens, " soft-token rows, got ", rows));
+  }
+  if (static_cast<int64_t>(soft->embeddings.size()) != rows * plan.model.hidden_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(rows, " soft-token rows of width ", plan.model.hidden_size, " need ",
+                     rows * plan.model.hidden_size, " floats, got ", soft->embeddings.size()));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<ResolvedArg> ResolveStepArgs(const Plan& plan, const Step& step,
+                                         const ArgBindings& bindings, int32_t num_tokens,
+                                         int32_t num_soft_tokens) {
+  std::vector<ResolvedArg> out;
+  out.reserve(step.args.size());
+  for (const StepArg& arg : step.args) {
+    ResolvedArg r;
+    switch (arg.kind) {
+      case ArgRefKind::kBuffer:
+        r.address = bindings.arena + plan.buffers[arg.index].offset;
+        break;
+      case ArgRefKind::kWeight:
+        r.address = bindings.weights[arg.index];
+        break;
+      case ArgRefKind::kKCache:
+        r.address = bindings.k_caches[arg.index];
+        break;
+      case ArgRefKind::kVCache:
+        r.address = bindings.v_caches[arg.index];
+        break;
+      case ArgRefKind::kNull:
+        break;
+      case ArgRefKind::kKvCapacity:
+        r.kind = abi::ArgKind::kI32;
+        r.i32 = static_cast<int32_t>(bindings.kv_capacities[arg.index]);
+        break;
+      case ArgRefKind::kNumTokens:
+        r.kind = abi::ArgKind::kI32;
+        r.i32 = num_tokens;
+        break;
+      case ArgRefKind::kNumSoftTokens:
+        r.kind = abi::ArgKind::kI32;
+        r.i32 = num_soft_tokens;
+        break;
+      case ArgRefKind::kI32:
+        r.kind = abi::ArgKind::kI32;
+        r.i32 = arg.i32;
+        break;
+      case ArgRefKind::kF32:
+        r.kind = abi::ArgKind::kF32;
+        r.f32 = arg.f32;
+        break;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<OutputBuffer> StepOutputBuffers(int step_index, const Step& step) {
+  std::vector<OutputBuffer> outputs;
+  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
+  if (spec == nullptr) return outputs;
+  std::vector<const char*> arg_names;
+  for (size_t i = 0; i < step.args.size() && static_cast<int>(i) < spec->num_args; ++i) {
+    if (step.args[i].kind == ArgRefKind::kBuffer && IsOutputArg(*spec, spec->args[i])) {
+      outputs.push_back({absl::StrCat(step_index, ".", step.source), step.args[i].index});
+      arg_names.push_back(spec->args[i].name);
+    }
+  }
+  if (outputs.size() > 1) {
+    for (size_t i = 0; i < outputs.size(); ++i)
+      absl::StrAppend(&outputs[i].name, ".", arg_names[i]);
+  }
+  return outputs;
+}
+
+StepOutput MakeStepOutput(const Plan& plan, int step_index, const OutputBuffer& output,
+                          int32_t num_tokens, const void* data) {
+  const BufferInfo& buffer = plan.buffers[output.buffer];
+  StepOutput out;
+  out.step_index = step_index;
+  out.step = &plan.steps[step_index];
+  out.name = output.name;
+  out.dtype = buffer.dtype;
+  out.shape.push_back(num_tokens);
+  out.shape.insert(out.shape.end(), buffer.row_shape.begin(), buffer.row_shape.end());
+  out.data = data;
+  out.num_bytes = static_cast<uint64_t>(num_tokens) * buffer.row_bytes();
+  return out;
+}
+
+std::string DescribeStep(int step_index, const Step& step) {
+  return absl::StrCat("step ", step_index, " (", step.source, ", op ", step.op, ", kernel ",
+                      step.kernel, ")");
+}
+
+}  // namespace rt
+}  // namespace spark

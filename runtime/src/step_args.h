@@ -1,0 +1,67 @@
+// Executor helpers shared by the host and CUDA executors: plan checks, step input checks, and
+// resolution of a step's arguments to addresses and scalars. Internal to the runtime.
+#ifndef SPARK_RUNTIME_SRC_STEP_ARGS_H_
+#define SPARK_RUNTIME_SRC_STEP_ARGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/kernel_abi.h"
+#include "spark/runtime/plan.h"
+
+namespace spark {
+namespace rt {
+
+// Checks that `weights` matches plan.weights in count and sizes (ParsePlanSection has checked the
+// rest of the plan: entry buffers, dtypes, alignment, argument kinds).
+absl::Status CheckBoundWeights(const Plan& plan, absl::Span<const WeightData> weights);
+
+// Checks one RunStep call: 1..max_tokens tokens, as many positions as ids, each id in
+// [0, vocab), each position in [0, max_length), and soft rows consistent with the plan.
+absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, absl::Span<const int32_t> ids,
+                             absl::Span<const int32_t> positions, const SoftTokenChunk* soft);
+
+// Device (or host) addresses of everything a step argument can point to.
+struct ArgBindings {
+  uint64_t arena = 0;
+  std::vector<uint64_t> weights;   // by weight id
+  std::vector<uint64_t> k_caches;  // by kv cache id
+  std::vector<uint64_t> v_caches;
+  std::vector<int64_t> kv_capacities;
+};
+
+// One argument, ready to pass: an address (kPtr, 0 for null), an i32 or an f32.
+struct ResolvedArg {
+  abi::ArgKind kind = abi::ArgKind::kPtr;
+  uint64_t address = 0;
+  int32_t i32 = 0;
+  float f32 = 0.0f;
+};
+
+// The arguments of `step` for a call with `num_tokens` tokens and `num_soft_tokens` soft rows.
+std::vector<ResolvedArg> ResolveStepArgs(const Plan& plan, const Step& step,
+                                         const ArgBindings& bindings, int32_t num_tokens,
+                                         int32_t num_soft_tokens);
+
+// The buffers a step writes (for dumps), with their StepOutput names.
+struct OutputBuffer {
+  std::string name;
+  int64_t buffer = 0;
+};
+std::vector<OutputBuffer> StepOutputBuffers(int step_index, const Step& step);
+
+// StepOutput for buffer `buffer` holding `num_tokens` rows at `data` (host memory).
+StepOutput MakeStepOutput(const Plan& plan, int step_index, const OutputBuffer& output,
+                          int32_t num_tokens, const void* data);
+
+// "step 12 (layers.0.attention, op attention, kernel spark_attention__3)", for error messages.
+std::string DescribeStep(int step_index, const Step& step);
+
+}  // namespace rt
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_SRC_STEP_ARGS_H_

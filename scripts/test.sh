@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, builds everything, and runs every test
+# suite (lit + FileCheck, GoogleTest through lit, the host end-to-end tests). Prints a closing line
+# "N passed, N failed, N skipped".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+log=$(mktemp)
+set +e
+/usr/lib/llvm-22/bin/lit -sv build/test 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+count() { local v; v=$(sed -n "s/^ *$1: *\([0-9][0-9]*\).*/\1/p" "$log" | tail -1); echo "${v:-0}"; }
+passed=$(count Passed)
+failed=$(( $(count Failed) + $(count 'Unexpectedly Passed') + $(count Unresolved) + $(count 'Timed Out') ))
+skipped=$(( $(count Unsupported) + $(count 'Expectedly Failed') + $(count Excluded) ))
+rm -f "$log"
+echo "spark-tests: ${passed} passed, ${failed} failed, ${skipped} skipped"
+exit "$rc"

@@ -1,0 +1,920 @@
+// RUN: spark-opt %s -split-input-file -verify-diagnostics
+
+// Every verifier rule of the spark dialect (SparkOps.cpp, TypeInference.cpp), one case each,
+// plus a few ODS type constraints.
+
+//===----------------------------------------------------------------------===//
+// ODS type constraints
+//===----------------------------------------------------------------------===//
+
+// An activation must be f32: an f16 gelu is rejected by the type constraint.
+func.func @f16_activation(%x: tensor<?x8xf16>) -> tensor<?x8xf16> {
+  // expected-error @+1 {{'spark.gelu' op operand #0 must be ranked tensor of 32-bit float values, but got 'tensor<?x8xf16>'}}
+  %0 = spark.gelu %x : tensor<?x8xf16>
+  return %0 : tensor<?x8xf16>
+}
+
+// -----
+
+// Token ids must be i32: i64 ids are rejected by the type constraint.
+func.func @i64_ids(%ids: tensor<?xi64>) -> tensor<?xi64> {
+  // expected-error @+1 {{'spark.mask_tokens' op operand #0 must be ranked tensor of 32-bit signless integer values, but got 'tensor<?xi64>'}}
+  %0 = spark.mask_tokens %ids {token_ids = array<i32: 7>, replacement = 0 : i32} : tensor<?xi64>
+  return %0 : tensor<?xi64>
+}
+
+// -----
+
+// A weight must be bf16 or f32: an i8 weight is rejected by the type constraint.
+func.func @i8_weight() {
+  // expected-error @+1 {{'spark.weight' op result #0 must be ranked tensor of bfloat16 type or 32-bit float values, but got 'tensor<4x4xi8>'}}
+  %w = spark.weight "w" : tensor<4x4xi8>
+  return
+}
+
+// -----
+
+// spark.launch must sit in a spark.program.
+func.func @launch_outside_program() {
+  // expected-error @+1 {{'spark.launch' op expects parent op 'spark.program'}}
+  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}]
+  return
+}
+
+// -----
+
+// Elementwise ops take one type for operands and result; only the generic form can spell a mismatch.
+func.func @gelu_mul_operand_types(%a: tensor<?x8xf32>, %b: tensor<?x4xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.gelu_mul' op requires the same type for all operands and results}}
+  %0 = "spark.gelu_mul"(%a, %b) : (tensor<?x8xf32>, tensor<?x4xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// A weight without a name attribute (the custom form cannot omit it).
+func.func @weight_missing_name() {
+  // expected-error @+1 {{'spark.weight' op requires attribute 'name'}}
+  %w = "spark.weight"() : () -> tensor<4xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.weight
+//===----------------------------------------------------------------------===//
+
+// A weight needs a checkpoint name.
+func.func @weight_empty_name() {
+  // expected-error @+1 {{'spark.weight' op expects a non-empty checkpoint tensor name}}
+  %w = spark.weight "" : tensor<4x4xbf16>
+  return
+}
+
+// -----
+
+// A weight's shape must be static.
+func.func @weight_dynamic_shape() {
+  // expected-error @+1 {{'spark.weight' op expects a static shape for weight 'w', got [?, 4]}}
+  %w = spark.weight "w" : tensor<?x4xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.kv_cache
+//===----------------------------------------------------------------------===//
+
+// kv_heads and head_dim must be positive.
+// expected-error @+1 {{'spark.kv_cache' op expects positive kv_heads and head_dim, got 0 and 64}}
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 0 : i64, head_dim = 64 : i64}
+
+// -----
+
+// A sliding cache needs a positive window.
+// expected-error @+1 {{'spark.kv_cache' op expects a positive window for a sliding cache, got 0}}
+spark.kv_cache @kv sliding {window = 0 : i64, kv_heads = 1 : i64, head_dim = 64 : i64}
+
+// -----
+
+// A full cache has window 0.
+// expected-error @+1 {{'spark.kv_cache' op expects window = 0 for a full cache, got 512}}
+spark.kv_cache @kv full {window = 512 : i64, kv_heads = 1 : i64, head_dim = 64 : i64}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.embedding
+//===----------------------------------------------------------------------===//
+
+// ids must be a rank-1 tensor.
+func.func @embedding_ids_rank(%ids: tensor<?x1xi32>, %table: tensor<16x8xbf16>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.embedding' op expects ids of rank 1, got [?, 1]}}
+  %0 = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?x1xi32>, tensor<16x8xbf16>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The table must be [vocab, dim].
+func.func @embedding_table_rank(%ids: tensor<?xi32>, %table: tensor<16x8x2xbf16>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.embedding' op expects a table of rank 2 ([vocab, dim]), got [16, 8, 2]}}
+  %0 = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<16x8x2xbf16>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The result is [T, dim].
+func.func @embedding_result_shape(%ids: tensor<?xi32>, %table: tensor<16x8xbf16>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'spark.embedding' op expects result of shape [?, 8], got [?, 16]}}
+  %0 = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<16x8xbf16>) -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.mask_tokens
+//===----------------------------------------------------------------------===//
+
+// At most 3 placeholder ids.
+func.func @mask_tokens_too_many(%ids: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{'spark.mask_tokens' op expects at most 3 placeholder token ids, got 4}}
+  %0 = spark.mask_tokens %ids {token_ids = array<i32: 1, 2, 3, 4>, replacement = 0 : i32} : tensor<?xi32>
+  return %0 : tensor<?xi32>
+}
+
+// -----
+
+// ids must be a rank-1 tensor.
+func.func @mask_tokens_rank(%ids: tensor<?x2xi32>) -> tensor<?x2xi32> {
+  // expected-error @+1 {{'spark.mask_tokens' op expects ids of rank 1, got [?, 2]}}
+  %0 = spark.mask_tokens %ids {token_ids = array<i32: 1>, replacement = 0 : i32} : tensor<?x2xi32>
+  return %0 : tensor<?x2xi32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.scatter_nd
+//===----------------------------------------------------------------------===//
+
+// dest must be [T, cols].
+func.func @scatter_nd_dest_rank(%d: tensor<?x2x8xf32>, %i: tensor<?xi32>, %u: tensor<?x8xf32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.scatter_nd' op expects dest of rank 2, got [?, 2, 8]}}
+  %0 = spark.scatter_nd %d, %i, %u : (tensor<?x2x8xf32>, tensor<?xi32>, tensor<?x8xf32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// dest's row width must be static.
+func.func @scatter_nd_dest_dynamic(%d: tensor<?x?xf32>, %i: tensor<?xi32>, %u: tensor<?x8xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'spark.scatter_nd' op expects dest to have static dimensions after the token dimension, got [?, ?]}}
+  %0 = spark.scatter_nd %d, %i, %u : (tensor<?x?xf32>, tensor<?xi32>, tensor<?x8xf32>) -> tensor<?x?xf32>
+  return %0 : tensor<?x?xf32>
+}
+
+// -----
+
+// updates must be [N, cols].
+func.func @scatter_nd_updates_rank(%d: tensor<?x8xf32>, %i: tensor<?xi32>, %u: tensor<?xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.scatter_nd' op expects updates of rank 2, got [?]}}
+  %0 = spark.scatter_nd %d, %i, %u : (tensor<?x8xf32>, tensor<?xi32>, tensor<?xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// indices must be a rank-1 tensor.
+func.func @scatter_nd_indices_rank(%d: tensor<?x8xf32>, %i: tensor<?x1xi32>, %u: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.scatter_nd' op expects indices of rank 1, got [?, 1]}}
+  %0 = spark.scatter_nd %d, %i, %u : (tensor<?x8xf32>, tensor<?x1xi32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// One index per update row.
+func.func @scatter_nd_indices_updates_tokens(%d: tensor<?x8xf32>, %i: tensor<3xi32>, %u: tensor<4x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.scatter_nd' op expects indices and updates to have the same token dimension, got [3] and [4, 8]}}
+  %0 = spark.scatter_nd %d, %i, %u : (tensor<?x8xf32>, tensor<3xi32>, tensor<4x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// Update rows have the dest's width.
+func.func @scatter_nd_width(%d: tensor<?x8xf32>, %i: tensor<?xi32>, %u: tensor<?x4xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.scatter_nd' op expects update rows of width 8 (the dest's), got [?, 4]}}
+  %0 = spark.scatter_nd %d, %i, %u : (tensor<?x8xf32>, tensor<?xi32>, tensor<?x4xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The result has the dest's type.
+func.func @scatter_nd_result(%d: tensor<?x8xf32>, %i: tensor<?xi32>, %u: tensor<?x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'spark.scatter_nd' op expects the result type to equal the dest type}}
+  %0 = spark.scatter_nd %d, %i, %u : (tensor<?x8xf32>, tensor<?xi32>, tensor<?x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.rms_norm
+//===----------------------------------------------------------------------===//
+
+// The input is [T, H] or [T, heads, head_dim].
+func.func @rms_norm_rank(%x: tensor<?xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{'spark.rms_norm' op expects input of rank 2 ([T, H]) or 3 ([T, heads, head_dim]), got [?]}}
+  %0 = spark.rms_norm %x {epsilon = 1.0e-6 : f32} : (tensor<?xf32>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+// The normalised dimensions must be static.
+func.func @rms_norm_dynamic(%x: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
+  // expected-error @+1 {{'spark.rms_norm' op expects input to have static dimensions after the token dimension, got [?, ?, 8]}}
+  %0 = spark.rms_norm %x {epsilon = 1.0e-6 : f32} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  return %0 : tensor<?x?x8xf32>
+}
+
+// -----
+
+// The result has the input's type.
+func.func @rms_norm_result(%x: tensor<?x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'spark.rms_norm' op expects the result type to equal the input type}}
+  %0 = spark.rms_norm %x {epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// The weight has one element per normalised column.
+func.func @rms_norm_weight(%x: tensor<?x2x8xf32>, %w: tensor<16xbf16>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rms_norm' op expects weight of shape [8], got [16]}}
+  %0 = spark.rms_norm %x, %w {epsilon = 1.0e-6 : f32} : (tensor<?x2x8xf32>, tensor<16xbf16>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// epsilon must not be negative.
+func.func @rms_norm_epsilon(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.rms_norm' op expects a non-negative epsilon}}
+  %0 = spark.rms_norm %x {epsilon = -1.0e-6 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.linear (inferLinearShape)
+//===----------------------------------------------------------------------===//
+
+// The input is [T, in].
+func.func @linear_input_rank(%x: tensor<?x2x8xf32>, %w: tensor<4x8xbf16>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects input of rank 2, got [?, 2, 8]}}
+  %0 = spark.linear %x, %w : (tensor<?x2x8xf32>, tensor<4x8xbf16>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+// The input's feature dimension must be static.
+func.func @linear_input_dynamic(%x: tensor<?x?xf32>, %w: tensor<4x8xbf16>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects input to have static dimensions after the token dimension, got [?, ?]}}
+  %0 = spark.linear %x, %w : (tensor<?x?xf32>, tensor<4x8xbf16>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+// The weight is a static [out, in] matrix.
+func.func @linear_weight_rank(%x: tensor<?x8xf32>, %w: tensor<2x4x8xbf16>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects a static weight of rank 2 ([out, in]), got [2, 4, 8]}}
+  %0 = spark.linear %x, %w : (tensor<?x8xf32>, tensor<2x4x8xbf16>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+// A dynamic weight is rejected too.
+func.func @linear_weight_dynamic(%x: tensor<?x8xf32>, %w: tensor<?x8xbf16>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects a static weight of rank 2 ([out, in]), got [?, 8]}}
+  %0 = spark.linear %x, %w : (tensor<?x8xf32>, tensor<?x8xbf16>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+// The weight's in dimension matches the input's last dimension.
+func.func @linear_in_features(%x: tensor<?x8xf32>, %w: tensor<4x16xbf16>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects weight [out, in] with in = 8 (the input's last dimension), got weight [4, 16]}}
+  %0 = spark.linear %x, %w : (tensor<?x8xf32>, tensor<4x16xbf16>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+// The result is [T, out].
+func.func @linear_result(%x: tensor<?x8xf32>, %w: tensor<4x8xbf16>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.linear' op expects result of shape [?, 4], got [?, 8]}}
+  %0 = spark.linear %x, %w : (tensor<?x8xf32>, tensor<4x8xbf16>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.scalar_mul, spark.softcap
+//===----------------------------------------------------------------------===//
+
+// The scalar is a one-element weight.
+func.func @scalar_mul_scalar(%x: tensor<?x8xf32>, %s: tensor<2xbf16>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.scalar_mul' op expects scalar of shape [1], got [2]}}
+  %0 = spark.scalar_mul %x, %s : (tensor<?x8xf32>, tensor<2xbf16>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The result has the input's type.
+func.func @scalar_mul_result(%x: tensor<?x8xf32>, %s: tensor<1xbf16>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.scalar_mul' op expects the result type to equal the input type}}
+  %0 = spark.scalar_mul %x, %s : (tensor<?x8xf32>, tensor<1xbf16>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+// The softcap must be positive.
+func.func @softcap_cap(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.softcap' op expects a positive cap, got -3.000000e+01}}
+  %0 = spark.softcap %x {cap = -30.0 : f32} : tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.reshape
+//===----------------------------------------------------------------------===//
+
+// The input's row shape must be static.
+func.func @reshape_input_dynamic(%x: tensor<?x?xf32>) -> tensor<?x2x4xf32> {
+  // expected-error @+1 {{'spark.reshape' op expects input to have static dimensions after the token dimension, got [?, ?]}}
+  %0 = spark.reshape %x : tensor<?x?xf32> to tensor<?x2x4xf32>
+  return %0 : tensor<?x2x4xf32>
+}
+
+// -----
+
+// The result's row shape must be static.
+func.func @reshape_result_dynamic(%x: tensor<?x8xf32>) -> tensor<?x2x?xf32> {
+  // expected-error @+1 {{'spark.reshape' op expects result to have static dimensions after the token dimension, got [?, 2, ?]}}
+  %0 = spark.reshape %x : tensor<?x8xf32> to tensor<?x2x?xf32>
+  return %0 : tensor<?x2x?xf32>
+}
+
+// -----
+
+// The token dimension is kept.
+func.func @reshape_tokens(%x: tensor<4x8xf32>) -> tensor<2x2x8xf32> {
+  // expected-error @+1 {{'spark.reshape' op expects input and result to have the same token dimension, got [4, 8] and [2, 2, 8]}}
+  %0 = spark.reshape %x : tensor<4x8xf32> to tensor<2x2x8xf32>
+  return %0 : tensor<2x2x8xf32>
+}
+
+// -----
+
+// A row keeps its number of elements.
+func.func @reshape_elements(%x: tensor<?x8xf32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.reshape' op expects the same number of elements per token, got 8 ([?, 8]) and 16 ([?, 2, 8])}}
+  %0 = spark.reshape %x : tensor<?x8xf32> to tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.select_group
+//===----------------------------------------------------------------------===//
+
+// The input is [T, groups, cols].
+func.func @select_group_rank(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.select_group' op expects input of rank 3, got [?, 8]}}
+  %0 = spark.select_group %x {index = 0 : i64} : tensor<?x8xf32> to tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The groups and columns must be static.
+func.func @select_group_dynamic(%x: tensor<?x?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.select_group' op expects input to have static dimensions after the token dimension, got [?, ?, 8]}}
+  %0 = spark.select_group %x {index = 0 : i64} : tensor<?x?x8xf32> to tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The index names an existing group.
+func.func @select_group_index(%x: tensor<?x4x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.select_group' op expects index in [0, 4), got 4}}
+  %0 = spark.select_group %x {index = 4 : i64} : tensor<?x4x8xf32> to tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The result is [T, cols].
+func.func @select_group_result(%x: tensor<?x4x8xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.select_group' op expects result of shape [?, 8], got [?, 4]}}
+  %0 = spark.select_group %x {index = 0 : i64} : tensor<?x4x8xf32> to tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.rope
+//===----------------------------------------------------------------------===//
+
+// The input is [T, heads, head_dim].
+func.func @rope_rank(%x: tensor<?x8xf32>, %pos: tensor<?xi32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.rope' op expects input of rank 3, got [?, 8]}}
+  %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// heads and head_dim must be static.
+func.func @rope_dynamic(%x: tensor<?x2x?xf32>, %pos: tensor<?xi32>) -> tensor<?x2x?xf32> {
+  // expected-error @+1 {{'spark.rope' op expects input to have static dimensions after the token dimension, got [?, 2, ?]}}
+  %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x?xf32>, tensor<?xi32>) -> tensor<?x2x?xf32>
+  return %0 : tensor<?x2x?xf32>
+}
+
+// -----
+
+// positions must be a rank-1 tensor.
+func.func @rope_positions_rank(%x: tensor<?x2x8xf32>, %pos: tensor<?x1xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rope' op expects positions of rank 1, got [?, 1]}}
+  %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// One position per token.
+func.func @rope_tokens(%x: tensor<4x2x8xf32>, %pos: tensor<3xi32>) -> tensor<4x2x8xf32> {
+  // expected-error @+1 {{'spark.rope' op expects input and positions to have the same token dimension, got [4, 2, 8] and [3]}}
+  %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<4x2x8xf32>, tensor<3xi32>) -> tensor<4x2x8xf32>
+  return %0 : tensor<4x2x8xf32>
+}
+
+// -----
+
+// Rotate-half needs an even head_dim.
+func.func @rope_odd_head_dim(%x: tensor<?x2x7xf32>, %pos: tensor<?xi32>) -> tensor<?x2x7xf32> {
+  // expected-error @+1 {{'spark.rope' op expects an even head_dim, got 7}}
+  %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = 3 : i64, factor = 1.0 : f32} : (tensor<?x2x7xf32>, tensor<?xi32>) -> tensor<?x2x7xf32>
+  return %0 : tensor<?x2x7xf32>
+}
+
+// -----
+
+// At most head_dim / 2 pairs rotate.
+func.func @rope_rotated_pairs(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rope' op expects rotated_pairs in [0, 4] (head_dim / 2), got 5}}
+  %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = 5 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// theta must be positive.
+func.func @rope_theta(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rope' op expects positive theta and factor}}
+  %0 = spark.rope %x, %pos {theta = 0.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// factor must be positive.
+func.func @rope_factor(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rope' op expects positive theta and factor}}
+  %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = -1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// The result has the input's type.
+func.func @rope_result(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'spark.rope' op expects the result type to equal the input type}}
+  %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.attention
+//===----------------------------------------------------------------------===//
+
+// The query is [T, q_heads, head_dim].
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_query_rank(%q: tensor<?x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects query of rank 3, got [?, 8]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The query's heads and head_dim must be static.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_query_dynamic(%q: tensor<?x?x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x?x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects query to have static dimensions after the token dimension, got [?, ?, 8]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x?x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x?x8xf32>
+  return %0 : tensor<?x?x8xf32>
+}
+
+// -----
+
+// The key is [T, kv_heads, head_dim].
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_key_rank(%q: tensor<?x2x8xf32>, %k: tensor<?x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects key of rank 3, got [?, 8]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// The value is [T, kv_heads, head_dim].
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_value_rank(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects value of rank 3, got [?, 8]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// positions must be a rank-1 tensor.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_positions_rank(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?x1xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects positions of rank 1, got [?, 1]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?x1xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// Query and key cover the same tokens.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_query_key_tokens(%q: tensor<4x2x8xf32>, %k: tensor<3x1x8xf32>, %v: tensor<3x1x8xf32>, %pos: tensor<4xi32>) -> tensor<4x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects query and key to have the same token dimension, got [4, 2, 8] and [3, 1, 8]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<4x2x8xf32>, tensor<3x1x8xf32>, tensor<3x1x8xf32>, tensor<4xi32>) -> tensor<4x2x8xf32>
+  return %0 : tensor<4x2x8xf32>
+}
+
+// -----
+
+// One position per query token.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_query_positions_tokens(%q: tensor<4x2x8xf32>, %k: tensor<4x1x8xf32>, %v: tensor<4x1x8xf32>, %pos: tensor<?xi32>) -> tensor<4x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects query and positions to have the same token dimension, got [4, 2, 8] and [?]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<4x2x8xf32>, tensor<4x1x8xf32>, tensor<4x1x8xf32>, tensor<?xi32>) -> tensor<4x2x8xf32>
+  return %0 : tensor<4x2x8xf32>
+}
+
+// -----
+
+// Key and value have the same type.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_key_value(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects key and value of the same type, got [?, 1, 8] and [?, 2, 8]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// Query and key have the same head_dim.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_head_dim(%q: tensor<?x2x16xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x16xf32> {
+  // expected-error @+1 {{'spark.attention' op expects query and key with the same head_dim, got 16 and 8}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x16xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x16xf32>
+  return %0 : tensor<?x2x16xf32>
+}
+
+// -----
+
+// Grouped-query attention: q_heads is a multiple of kv_heads.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 2 : i64, head_dim = 8 : i64}
+func.func @attention_gqa(%q: tensor<?x3x8xf32>, %k: tensor<?x2x8xf32>, %v: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x3x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects q_heads (3) to be a multiple of kv_heads (2)}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x3x8xf32>, tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x3x8xf32>
+  return %0 : tensor<?x3x8xf32>
+}
+
+// -----
+
+// The result has the query's type.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_result(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'spark.attention' op expects the result type to equal the query type}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+// -----
+
+// The cache symbol must name a spark.kv_cache of the module.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_unknown_cache(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op references unknown KV cache @kv.missing}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv.missing, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// A symbol of another kind is not a KV cache.
+func.func @attention_cache_is_func(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op references unknown KV cache @attention_cache_is_func}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @attention_cache_is_func, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// Keys have the cache's kv_heads.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 2 : i64, head_dim = 8 : i64}
+func.func @attention_cache_heads(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects keys of 2 heads x 8 (cache @kv), got [?, 1, 8]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// Keys have the cache's head_dim.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 16 : i64}
+func.func @attention_cache_head_dim(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects keys of 1 heads x 16 (cache @kv), got [?, 1, 8]}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// A sliding cache's window must be the attention's window.
+spark.kv_cache @kv sliding {window = 512 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_sliding_window(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects window 512 to match cache @kv, got 256}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 256 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// Attention over a full cache has window 0.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_full_window(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects window 0 to match cache @kv, got 512}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = 512 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.moe_router
+//===----------------------------------------------------------------------===//
+
+// The input is [T, hidden].
+func.func @moe_router_input_rank(%x: tensor<?x2x8xf32>, %s: tensor<8xbf16>, %p: tensor<4x8xbf16>, %e: tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects input of rank 2, got [?, 2, 8]}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = 2 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x2x8xf32>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  return %w, %i : tensor<?x2xf32>, tensor<?x2xi32>
+}
+
+// -----
+
+// The hidden size must be static.
+func.func @moe_router_input_dynamic(%x: tensor<?x?xf32>, %s: tensor<8xbf16>, %p: tensor<4x8xbf16>, %e: tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects input to have static dimensions after the token dimension, got [?, ?]}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = 2 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x?xf32>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  return %w, %i : tensor<?x2xf32>, tensor<?x2xi32>
+}
+
+// -----
+
+// proj is [experts, hidden].
+func.func @moe_router_proj(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p: tensor<4x16xbf16>, %e: tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects proj of shape [experts, 8], got [4, 16]}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = 2 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<8xbf16>, tensor<4x16xbf16>, tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  return %w, %i : tensor<?x2xf32>, tensor<?x2xi32>
+}
+
+// -----
+
+// scale has one element per hidden column.
+func.func @moe_router_scale(%x: tensor<?x8xf32>, %s: tensor<4xbf16>, %p: tensor<4x8xbf16>, %e: tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects scale of shape [8], got [4]}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = 2 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<4xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  return %w, %i : tensor<?x2xf32>, tensor<?x2xi32>
+}
+
+// -----
+
+// per_expert_scale has one element per expert.
+func.func @moe_router_per_expert_scale(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p: tensor<4x8xbf16>, %e: tensor<8xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects per_expert_scale of shape [4], got [8]}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = 2 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<8xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  return %w, %i : tensor<?x2xf32>, tensor<?x2xi32>
+}
+
+// -----
+
+// top_k chooses between 1 and all experts.
+func.func @moe_router_top_k(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p: tensor<4x8xbf16>, %e: tensor<4xbf16>) -> (tensor<?x5xf32>, tensor<?x5xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects top_k in [1, 4], got 5}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = 5 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> (tensor<?x5xf32>, tensor<?x5xi32>)
+  return %w, %i : tensor<?x5xf32>, tensor<?x5xi32>
+}
+
+// -----
+
+// top_k = 0 is rejected too.
+func.func @moe_router_top_k_zero(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p: tensor<4x8xbf16>, %e: tensor<4xbf16>) -> (tensor<?x0xf32>, tensor<?x0xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects top_k in [1, 4], got 0}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = 0 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> (tensor<?x0xf32>, tensor<?x0xi32>)
+  return %w, %i : tensor<?x0xf32>, tensor<?x0xi32>
+}
+
+// -----
+
+// The weights result is [T, top_k].
+func.func @moe_router_weights(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p: tensor<4x8xbf16>, %e: tensor<4xbf16>) -> (tensor<?x3xf32>, tensor<?x2xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects weights of shape [?, 2], got [?, 3]}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = 2 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> (tensor<?x3xf32>, tensor<?x2xi32>)
+  return %w, %i : tensor<?x3xf32>, tensor<?x2xi32>
+}
+
+// -----
+
+// The indices result is [T, top_k].
+func.func @moe_router_indices(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p: tensor<4x8xbf16>, %e: tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<4x2xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects indices of shape [?, 2], got [4, 2]}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = 2 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<4x2xi32>)
+  return %w, %i : tensor<?x2xf32>, tensor<4x2xi32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.moe_experts
+//===----------------------------------------------------------------------===//
+
+// The input is [T, hidden].
+func.func @moe_experts_input_rank(%x: tensor<?xf32>, %gu: tensor<4x8x8xbf16>, %d: tensor<4x8x4xbf16>, %w: tensor<?x2xf32>, %i: tensor<?x2xi32>) -> tensor<?xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects input of rank 2, got [?]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i : (tensor<?xf32>, tensor<4x8x8xbf16>, tensor<4x8x4xbf16>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+
+// -----
+
+// gate_up is [experts, 2 * intermediate, hidden]: its hidden size must match.
+func.func @moe_experts_gate_up_hidden(%x: tensor<?x8xf32>, %gu: tensor<4x8x16xbf16>, %d: tensor<4x8x4xbf16>, %w: tensor<?x2xf32>, %i: tensor<?x2xi32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects gate_up of shape [experts, 2 * intermediate, 8], got [4, 8, 16]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i : (tensor<?x8xf32>, tensor<4x8x16xbf16>, tensor<4x8x4xbf16>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// gate_up stacks gate and up: an even number of rows.
+func.func @moe_experts_gate_up_odd(%x: tensor<?x8xf32>, %gu: tensor<4x7x8xbf16>, %d: tensor<4x8x4xbf16>, %w: tensor<?x2xf32>, %i: tensor<?x2xi32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects gate_up of shape [experts, 2 * intermediate, 8], got [4, 7, 8]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i : (tensor<?x8xf32>, tensor<4x7x8xbf16>, tensor<4x8x4xbf16>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// gate_up has rank 3.
+func.func @moe_experts_gate_up_rank(%x: tensor<?x8xf32>, %gu: tensor<8x8xbf16>, %d: tensor<4x8x4xbf16>, %w: tensor<?x2xf32>, %i: tensor<?x2xi32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects gate_up of shape [experts, 2 * intermediate, 8], got [8, 8]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i : (tensor<?x8xf32>, tensor<8x8xbf16>, tensor<4x8x4xbf16>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// down is [experts, hidden, intermediate].
+func.func @moe_experts_down(%x: tensor<?x8xf32>, %gu: tensor<4x8x8xbf16>, %d: tensor<4x4x8xbf16>, %w: tensor<?x2xf32>, %i: tensor<?x2xi32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects down of shape [4, 8, 4], got [4, 4, 8]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i : (tensor<?x8xf32>, tensor<4x8x8xbf16>, tensor<4x4x8xbf16>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The routing weights are [T, top_k].
+func.func @moe_experts_weights_rank(%x: tensor<?x8xf32>, %gu: tensor<4x8x8xbf16>, %d: tensor<4x8x4xbf16>, %w: tensor<?xf32>, %i: tensor<?xi32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects weights of rank 2, got [?]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i : (tensor<?x8xf32>, tensor<4x8x8xbf16>, tensor<4x8x4xbf16>, tensor<?xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The routing weights cover the input's tokens.
+func.func @moe_experts_weights_tokens(%x: tensor<4x8xf32>, %gu: tensor<4x8x8xbf16>, %d: tensor<4x8x4xbf16>, %w: tensor<3x2xf32>, %i: tensor<3x2xi32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects input and weights to have the same token dimension, got [4, 8] and [3, 2]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i : (tensor<4x8xf32>, tensor<4x8x8xbf16>, tensor<4x8x4xbf16>, tensor<3x2xf32>, tensor<3x2xi32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// The expert indices have the routing weights' shape.
+func.func @moe_experts_indices(%x: tensor<?x8xf32>, %gu: tensor<4x8x8xbf16>, %d: tensor<4x8x4xbf16>, %w: tensor<?x2xf32>, %i: tensor<?x3xi32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects indices of shape [?, 2], got [?, 3]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i : (tensor<?x8xf32>, tensor<4x8x8xbf16>, tensor<4x8x4xbf16>, tensor<?x2xf32>, tensor<?x3xi32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The result has the input's shape.
+func.func @moe_experts_result(%x: tensor<?x8xf32>, %gu: tensor<4x8x8xbf16>, %d: tensor<4x8x4xbf16>, %w: tensor<?x2xf32>, %i: tensor<?x2xi32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects result of shape [?, 8], got [?, 4]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i : (tensor<?x8xf32>, tensor<4x8x8xbf16>, tensor<4x8x4xbf16>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.program, spark.launch
+//===----------------------------------------------------------------------===//
+
+// A program has at least one token row.
+// expected-error @+1 {{'spark.program' op expects max_tokens > 0, got 0}}
+spark.program @forward attributes {max_tokens = 0 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+}
+
+// -----
+
+// Every buffer is described by a dictionary.
+// expected-error @+1 {{'spark.program' op expects every buffer to be a dictionary, got "a"}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = ["a"], weights = [], inputs = {}, outputs = {}, model = {}} {
+}
+
+// -----
+
+// Grid and block are 3-dimensional.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+  // expected-error @+1 {{'spark.launch' op expects 3-dimensional grid and block}}
+  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1] block [256, 1, 1] args [{buffer = 0 : i64}]
+}
+
+// -----
+
+// Grid and block dimensions are positive.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+  // expected-error @+1 {{'spark.launch' op expects positive grid and block dimensions}}
+  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [0, 1, 1] args [{buffer = 0 : i64}]
+}
+
+// -----
+
+// Every argument is a one-entry dictionary.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+  // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got {buffer = 0 : i64, i32 = 4 : i32}}}
+  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64, i32 = 4 : i32}]
+}
+
+// -----
+
+// A non-dictionary argument is rejected too.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+  // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got 4 : i32}}
+  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [4 : i32]
+}

@@ -1,0 +1,81 @@
+// RUN: spark-opt %s | spark-opt | FileCheck %s
+// RUN: spark-opt %s --mlir-print-op-generic | spark-opt | FileCheck %s
+
+// Every tensor-level op of the spark dialect, in a small Gemma-4-shaped graph.
+
+spark.kv_cache @kv.layers.0 sliding {window = 8 : i64, kv_heads = 2 : i64, head_dim = 32 : i64}
+spark.kv_cache @kv.layers.1 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 64 : i64}
+
+// CHECK: spark.kv_cache @kv.layers.0 sliding {head_dim = 32 : i64, kv_heads = 2 : i64, window = 8 : i64}
+// CHECK: spark.kv_cache @kv.layers.1 full
+
+// CHECK-LABEL: func.func @every_op
+func.func @every_op(%ids: tensor<?xi32>, %pos: tensor<?xi32>, %soft: tensor<?x64xf32>, %soft_idx: tensor<?xi32>) -> tensor<?x512xf32> {
+  // CHECK: %[[TABLE:.*]] = spark.weight "model.embed_tokens.weight" : tensor<512x64xbf16>
+  %table = spark.weight "model.embed_tokens.weight" : tensor<512x64xbf16>
+  // CHECK: %[[MASKED:.*]] = spark.mask_tokens %{{.*}} {replacement = 0 : i32, token_ids = array<i32: 500, 501>} : tensor<?xi32>
+  %masked = spark.mask_tokens %ids {token_ids = array<i32: 500, 501>, replacement = 0 : i32} : tensor<?xi32>
+  // CHECK: %[[EMB:.*]] = spark.embedding %[[MASKED]], %[[TABLE]] {scale = 8.000000e+00 : f32}
+  %e = spark.embedding %masked, %table {scale = 8.0 : f32} : (tensor<?xi32>, tensor<512x64xbf16>) -> tensor<?x64xf32>
+  // CHECK: spark.scatter_nd %[[EMB]], %{{.*}}, %{{.*}} : (tensor<?x64xf32>, tensor<?xi32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  %h0 = spark.scatter_nd %e, %soft_idx, %soft : (tensor<?x64xf32>, tensor<?xi32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  %norm_w = spark.weight "model.layers.0.input_layernorm.weight" : tensor<64xbf16>
+  // CHECK: spark.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32} : (tensor<?x64xf32>, tensor<64xbf16>) -> tensor<?x64xf32>
+  %a = spark.rms_norm %h0, %norm_w {epsilon = 1.0e-6 : f32} : (tensor<?x64xf32>, tensor<64xbf16>) -> tensor<?x64xf32>
+  %wq = spark.weight "model.layers.0.self_attn.q_proj.weight" : tensor<128x64xbf16>
+  %wk = spark.weight "model.layers.0.self_attn.k_proj.weight" : tensor<64x64xbf16>
+  // CHECK: spark.linear %{{.*}}, %{{.*}} : (tensor<?x64xf32>, tensor<128x64xbf16>) -> tensor<?x128xf32>
+  %q2 = spark.linear %a, %wq : (tensor<?x64xf32>, tensor<128x64xbf16>) -> tensor<?x128xf32>
+  %k2 = spark.linear %a, %wk : (tensor<?x64xf32>, tensor<64x64xbf16>) -> tensor<?x64xf32>
+  // CHECK: spark.reshape %{{.*}} : tensor<?x128xf32> to tensor<?x4x32xf32>
+  %q3 = spark.reshape %q2 : tensor<?x128xf32> to tensor<?x4x32xf32>
+  %k3 = spark.reshape %k2 : tensor<?x64xf32> to tensor<?x2x32xf32>
+  // CHECK: spark.rms_norm %{{.*}} {epsilon = 9.99999997E-7 : f32} : (tensor<?x2x32xf32>) -> tensor<?x2x32xf32>
+  %v3 = spark.rms_norm %k3 {epsilon = 1.0e-6 : f32} : (tensor<?x2x32xf32>) -> tensor<?x2x32xf32>
+  // CHECK: spark.rope %{{.*}}, %{{.*}} {factor = 1.000000e+00 : f32, rotated_pairs = 16 : i64, theta = 1.000000e+04 : f32}
+  %qr = spark.rope %q3, %pos {theta = 10000.0 : f32, rotated_pairs = 16 : i64, factor = 1.0 : f32} : (tensor<?x4x32xf32>, tensor<?xi32>) -> tensor<?x4x32xf32>
+  %kr = spark.rope %k3, %pos {theta = 10000.0 : f32, rotated_pairs = 16 : i64, factor = 1.0 : f32} : (tensor<?x2x32xf32>, tensor<?xi32>) -> tensor<?x2x32xf32>
+  // CHECK: spark.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {cache = @kv.layers.0, scale = 1.000000e+00 : f32, window = 8 : i64}
+  %o = spark.attention %qr, %kr, %v3, %pos {cache = @kv.layers.0, window = 8 : i64, scale = 1.0 : f32} : (tensor<?x4x32xf32>, tensor<?x2x32xf32>, tensor<?x2x32xf32>, tensor<?xi32>) -> tensor<?x4x32xf32>
+  // CHECK: spark.attention {{.*}} kv_shared
+  %o2 = spark.attention %qr, %kr, %v3, %pos {cache = @kv.layers.0, window = 8 : i64, scale = 1.0 : f32, kv_shared} : (tensor<?x4x32xf32>, tensor<?x2x32xf32>, tensor<?x2x32xf32>, tensor<?xi32>) -> tensor<?x4x32xf32>
+  %o2d = spark.reshape %o2 : tensor<?x4x32xf32> to tensor<?x128xf32>
+  %wo = spark.weight "model.layers.0.self_attn.o_proj.weight" : tensor<64x128xbf16>
+  %attn = spark.linear %o2d, %wo : (tensor<?x128xf32>, tensor<64x128xbf16>) -> tensor<?x64xf32>
+  // CHECK: spark.add %{{.*}}, %{{.*}} : tensor<?x64xf32>
+  %h1 = spark.add %h0, %attn : tensor<?x64xf32>
+  // CHECK: spark.gelu %{{.*}} : tensor<?x64xf32>
+  %g = spark.gelu %h1 : tensor<?x64xf32>
+  // CHECK: spark.mul %{{.*}}, %{{.*}} : tensor<?x64xf32>
+  %m = spark.mul %g, %h1 : tensor<?x64xf32>
+  // CHECK: spark.gelu_mul %{{.*}}, %{{.*}} : tensor<?x64xf32>
+  %gm = spark.gelu_mul %h1, %m : tensor<?x64xf32>
+  // CHECK: spark.scale %{{.*}} {factor = 5.000000e-01 : f32} : tensor<?x64xf32>
+  %s = spark.scale %gm {factor = 0.5 : f32} : tensor<?x64xf32>
+  %rscale = spark.weight "model.layers.0.router.scale" : tensor<64xbf16>
+  %rproj = spark.weight "model.layers.0.router.proj.weight" : tensor<8x64xbf16>
+  %rpes = spark.weight "model.layers.0.router.per_expert_scale" : tensor<8xbf16>
+  // CHECK: %{{.*}}, %{{.*}} = spark.moe_router {{.*}} {epsilon = 9.99999997E-7 : f32, top_k = 2 : i64} : (tensor<?x64xf32>, tensor<64xbf16>, tensor<8x64xbf16>, tensor<8xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  %rw, %ri = spark.moe_router %s, %rscale, %rproj, %rpes {top_k = 2 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x64xf32>, tensor<64xbf16>, tensor<8x64xbf16>, tensor<8xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  %gu = spark.weight "model.layers.0.experts.gate_up_proj" : tensor<8x32x64xbf16>
+  %dn = spark.weight "model.layers.0.experts.down_proj" : tensor<8x64x16xbf16>
+  // CHECK: spark.moe_experts {{.*}} : (tensor<?x64xf32>, tensor<8x32x64xbf16>, tensor<8x64x16xbf16>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x64xf32>
+  %ex = spark.moe_experts %s, %gu, %dn, %rw, %ri : (tensor<?x64xf32>, tensor<8x32x64xbf16>, tensor<8x64x16xbf16>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x64xf32>
+  %ls = spark.weight "model.layers.0.layer_scalar" : tensor<1xbf16>
+  // CHECK: spark.scalar_mul %{{.*}}, %{{.*}} : (tensor<?x64xf32>, tensor<1xbf16>) -> tensor<?x64xf32>
+  %h2 = spark.scalar_mul %ex, %ls : (tensor<?x64xf32>, tensor<1xbf16>) -> tensor<?x64xf32>
+  %ple = spark.reshape %h2 : tensor<?x64xf32> to tensor<?x4x16xf32>
+  // CHECK: spark.select_group %{{.*}} {index = 3 : i64} : tensor<?x4x16xf32> to tensor<?x16xf32>
+  %p3 = spark.select_group %ple {index = 3 : i64} : tensor<?x4x16xf32> to tensor<?x16xf32>
+  %logits = spark.linear %h2, %table : (tensor<?x64xf32>, tensor<512x64xbf16>) -> tensor<?x512xf32>
+  // CHECK: spark.softcap %{{.*}} {cap = 3.000000e+01 : f32} : tensor<?x512xf32>
+  %capped = spark.softcap %logits {cap = 30.0 : f32} : tensor<?x512xf32>
+  return %capped : tensor<?x512xf32>
+}
+
+// Kernel-level ops.
+// CHECK-LABEL: spark.program @forward
+// CHECK: spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}] {source = "x"}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 128 : i64, buffers = [{name = "a", dtype = "f32", row_shape = [4], offset = 0 : i64}, {name = "b", dtype = "f32", row_shape = [4], offset = 64 : i64}], weights = [], inputs = {}, outputs = {logits = 1 : i64}, model = {}} {
+  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}] {source = "x"}
+}

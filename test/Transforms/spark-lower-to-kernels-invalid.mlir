@@ -1,0 +1,117 @@
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 -split-input-file -verify-diagnostics
+
+// Errors of spark-lower-to-kernels, one case per message.
+
+// The module has no @forward to lower.
+// expected-error @+1 {{no entry function @forward to lower}}
+module {
+  func.func @main(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?xi32> {
+    return %ids : tensor<?xi32>
+  }
+}
+
+// -----
+
+// The module was already lowered: it holds a gpu.module.
+// expected-error @+1 {{module already contains a gpu.module: lower an imported model}}
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+  }
+  func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?xi32> {
+    return %ids : tensor<?xi32>
+  }
+}
+
+// -----
+
+// The entry is a declaration without a body.
+// expected-error @+1 {{'func.func' op expects a body, got a declaration}}
+func.func private @forward(tensor<?xi32> {spark.input = "ids"}, tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32>
+
+// -----
+
+// An entry argument without a spark.input attribute.
+// expected-error @+1 {{'func.func' op expects every argument to carry spark.input = "ids", "positions", "soft_embeddings" or "soft_indices"; argument 1 does not}}
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32>) -> tensor<?xi32> {
+  return %ids : tensor<?xi32>
+}
+
+// -----
+
+// An entry argument whose spark.input names no known input.
+// expected-error @+1 {{'func.func' op expects every argument to carry spark.input = "ids", "positions", "soft_embeddings" or "soft_indices"; argument 0 does not}}
+func.func @forward(%ids: tensor<?xi32> {spark.input = "tokens"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?xi32> {
+  return %ids : tensor<?xi32>
+}
+
+// -----
+
+// Entry arguments are ranked tensors.
+// expected-error @+1 {{'func.func' op expects ranked tensor arguments}}
+func.func @forward(%ids: tensor<*xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?xi32> {
+  return %pos : tensor<?xi32>
+}
+
+// -----
+
+// The entry needs both ids and positions.
+// expected-error @+1 {{'func.func' op expects "ids" and "positions" arguments}}
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}) -> tensor<?xi32> {
+  return %ids : tensor<?xi32>
+}
+
+// -----
+
+// An op of another dialect has no kernel.
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}, %soft: tensor<?x16xf32> {spark.input = "soft_embeddings"}) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'arith.addf' op cannot be lowered to a kernel: no kernel implements it}}
+  %0 = arith.addf %soft, %soft : tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+// -----
+
+// A call has no kernel: the entry must be a single flat function.
+func.func private @layer(tensor<?x16xf32>) -> tensor<?x16xf32>
+
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}, %soft: tensor<?x16xf32> {spark.input = "soft_embeddings"}) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'func.call' op cannot be lowered to a kernel: no kernel implements it}}
+  %0 = func.call @layer(%soft) : (tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+// -----
+
+// The entry returns exactly one value, the logits.
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> (tensor<?x16xf32>, tensor<?x16xf32>) {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  // expected-error @+1 {{'func.return' op expects the entry to return exactly the logits}}
+  return %e, %e : tensor<?x16xf32>, tensor<?x16xf32>
+}
+
+// -----
+
+// One checkpoint tensor cannot be bound with two types.
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  // expected-error @+1 {{'spark.weight' op weight 'model.embed_tokens.weight' is used with two types: 'tensor<32x16xbf16>' and 'tensor<32x16xf32>'}}
+  %head = spark.weight "model.embed_tokens.weight" : tensor<32x16xf32>
+  %l = spark.linear %e, %head : (tensor<?x16xf32>, tensor<32x16xf32>) -> tensor<?x32xf32>
+  %r = spark.reshape %l : tensor<?x32xf32> to tensor<?x2x16xf32>
+  %s = spark.select_group %r {index = 0 : i64} : tensor<?x2x16xf32> to tensor<?x16xf32>
+  return %s : tensor<?x16xf32>
+}
+
+// -----
+
+// A weight operand must come from a spark.weight.
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}, %soft: tensor<4x16xf32> {spark.input = "soft_embeddings"}) -> tensor<?x4xf32> {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  %w = spark.scale %soft {factor = 2.0 : f32} : tensor<4x16xf32>
+  // expected-error @+1 {{'spark.linear' op expects operand #1 to be a spark.weight result}}
+  %l = spark.linear %e, %w : (tensor<?x16xf32>, tensor<4x16xf32>) -> tensor<?x4xf32>
+  return %l : tensor<?x4xf32>
+}

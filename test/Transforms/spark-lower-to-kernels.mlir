@@ -1,0 +1,234 @@
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 -split-input-file | FileCheck %s
+
+// spark-lower-to-kernels: @forward becomes a spark.program (arena, buffers, weights, launches
+// in kernel_abi.h argument order) plus one gpu.func entry per distinct (op, literals) in
+// gpu.module @kernels.
+
+// A one-layer dense decoder: every dense op lowers to its kernel, reshapes are views, a writing
+// attention gets kv_write + attention, a kv_shared one only attention, and launches with the
+// same literals share one entry.
+// CHECK: module attributes {gpu.container_module}
+// CHECK: spark.kv_cache @kv.layers.0 sliding
+// CHECK: spark.kv_cache @kv.layers.1 full
+// CHECK-LABEL: spark.program @forward
+// CHECK-SAME: arena_bytes = {{[1-9][0-9]*}} : i64
+// CHECK-SAME: buffers = [{dtype = "i32", name = "%ids", offset = 0 : i64, row_shape = []}, {dtype = "i32", name = "%positions", offset = {{[0-9]+}} : i64, row_shape = []}, {dtype = "f32", name = "embedding", offset = {{[0-9]+}} : i64, row_shape = [16]},
+// CHECK-SAME: inputs = {ids = 0 : i64, positions = 1 : i64}
+// CHECK-SAME: max_tokens = 4 : i64
+// CHECK-SAME: model = {}
+// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64}
+// CHECK-SAME: weights = [{dtype = "bf16", name = "model.embed_tokens.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.input_layernorm.weight", shape = [16]}, {dtype = "bf16", name = "model.layers.0.self_attn.q_proj.weight", shape = [16, 16]}, {dtype = "bf16", name = "model.layers.0.self_attn.k_proj.weight", shape = [8, 16]}, {dtype = "bf16", name = "model.layers.0.self_attn.o_proj.weight", shape = [16, 16]}, {dtype = "bf16", name = "model.layers.0.pre_feedforward_layernorm.weight", shape = [16]}, {dtype = "bf16", name = "model.layers.0.mlp.gate_proj.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.mlp.up_proj.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.mlp.down_proj.weight", shape = [16, 32]}, {dtype = "bf16", name = "model.layers.0.layer_scalar", shape = [1]}]} {
+// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[EMB:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}] {source = "embedding"}
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {weight = 1 : i64}, {buffer = [[A:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[A]] : i64}, {weight = 2 : i64}, {buffer = [[Q:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__1 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[A]] : i64}, {weight = 3 : i64}, {buffer = [[K:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 8 : i32}, {i32 = 16 : i32}]
+// The reshapes of q and k launch nothing: the next launches read the linear outputs directly.
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__1 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[K]] : i64}, {null = 1 : i64}, {buffer = [[V:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
+// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__1 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[K]] : i64}, {buffer = 1 : i64}, {buffer = [[KR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
+// CHECK-NEXT: spark.launch "kv_write" @kernels::@spark_kv_write__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[KR]] : i64}, {buffer = [[V]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}] {source = "layers.0.self_attn.kv_write"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O0:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}] {source = "layers.0.self_attn"}
+// The kv_shared attention writes nothing and reuses the entry of the first one.
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O1:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[O0]] : i64}, {buffer = [[O1]] : i64}, {buffer = [[O:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[O]] : i64}, {weight = 4 : i64}, {buffer = [[ATTN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {buffer = [[ATTN]] : i64}, {buffer = [[H:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// The second weighted rms_norm has the first one's literals: same entry, other weight.
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[H]] : i64}, {weight = 5 : i64}, {buffer = [[N:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__2 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[N]] : i64}, {weight = 6 : i64}, {buffer = [[GATE:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__2 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[N]] : i64}, {weight = 7 : i64}, {buffer = [[UP:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "gelu_mul" @kernels::@spark_gelu_mul__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[GATE]] : i64}, {buffer = [[UP]] : i64}, {buffer = [[GM:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__3 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[GM]] : i64}, {weight = 8 : i64}, {buffer = [[MLP:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 32 : i32}]
+// CHECK-NEXT: spark.launch "scalar_mul" @kernels::@spark_scalar_mul__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[MLP]] : i64}, {weight = 9 : i64}, {buffer = [[H2:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// The tied LM head reads weight 0, the embedding table.
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__2 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[H2]] : i64}, {weight = 0 : i64}, {buffer = [[LG:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "softcap" @kernels::@spark_softcap__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[LG]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {f32 = 3.000000e+01 : f32}]
+// CHECK-NEXT: {{^ *}$}}
+// CHECK-NOT: func.func
+// CHECK: gpu.module @kernels {
+// CHECK-DAG: llvm.func @spark_rms_norm(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, f32)
+// CHECK-DAG: llvm.func @spark_kv_write(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32)
+// CHECK-DAG: llvm.func @spark_attention(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, f32)
+// CHECK: gpu.func @spark_rms_norm__0(%[[X:[a-z0-9]+]]: !llvm.ptr, %[[W:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+// CHECK-DAG: %[[GROUPS:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[COLS:.*]] = llvm.mlir.constant(16 : i32) : i32
+// CHECK-DAG: %[[EPS:.*]] = llvm.mlir.constant(9.99999997E-7 : f32) : f32
+// CHECK: llvm.call @spark_rms_norm(%[[X]], %[[W]], %[[Y]], %[[T]], %[[GROUPS]], %[[COLS]], %[[EPS]])
+// CHECK-NEXT: gpu.return
+// CHECK: gpu.func @spark_rms_norm__1(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+// CHECK: llvm.mlir.constant(8 : i32) : i32
+// CHECK: gpu.func @spark_kv_write__0(%[[K:[a-z0-9]+]]: !llvm.ptr, %[[V:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+// CHECK-DAG: %[[KVH:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[HD:.*]] = llvm.mlir.constant(8 : i32) : i32
+// CHECK: llvm.call @spark_kv_write(%[[K]], %[[V]], %[[P]], %[[KC]], %[[VC]], %[[T]], %[[KVH]], %[[HD]], %[[CAP]])
+// CHECK-NEXT: gpu.return
+// CHECK: gpu.func @spark_attention__0(%[[Q:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+// CHECK-DAG: %[[QH:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-DAG: %[[KVH:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[HD:.*]] = llvm.mlir.constant(8 : i32) : i32
+// CHECK-DAG: %[[WIN:.*]] = llvm.mlir.constant(16 : i32) : i32
+// CHECK-DAG: %[[SCALE:.*]] = llvm.mlir.constant(1.000000e+00 : f32) : f32
+// CHECK: llvm.call @spark_attention(%[[Q]], %[[P]], %[[KC]], %[[VC]], %[[Y]], %[[T]], %[[QH]], %[[KVH]], %[[HD]], %[[CAP]], %[[WIN]], %[[SCALE]])
+// CHECK-NEXT: gpu.return
+// CHECK-NOT: gpu.func @spark_rms_norm__2
+// CHECK-NOT: gpu.func @spark_attention__1
+// CHECK: {{^// -{5}$}}
+
+spark.kv_cache @kv.layers.0 sliding {window = 16 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+spark.kv_cache @kv.layers.1 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x32xf32> {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 4.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  %nw0 = spark.weight "model.layers.0.input_layernorm.weight" : tensor<16xbf16>
+  %a = spark.rms_norm %e, %nw0 {epsilon = 1.0e-6 : f32} : (tensor<?x16xf32>, tensor<16xbf16>) -> tensor<?x16xf32>
+  %wq = spark.weight "model.layers.0.self_attn.q_proj.weight" : tensor<16x16xbf16>
+  %wk = spark.weight "model.layers.0.self_attn.k_proj.weight" : tensor<8x16xbf16>
+  %q = spark.linear %a, %wq : (tensor<?x16xf32>, tensor<16x16xbf16>) -> tensor<?x16xf32>
+  %k = spark.linear %a, %wk : (tensor<?x16xf32>, tensor<8x16xbf16>) -> tensor<?x8xf32>
+  %q3 = spark.reshape %q : tensor<?x16xf32> to tensor<?x2x8xf32>
+  %k3 = spark.reshape %k : tensor<?x8xf32> to tensor<?x1x8xf32>
+  %v3 = spark.rms_norm %k3 {epsilon = 1.0e-6 : f32} : (tensor<?x1x8xf32>) -> tensor<?x1x8xf32>
+  %qr = spark.rope %q3, %pos {theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  %kr = spark.rope %k3, %pos {theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  %o0 = spark.attention %qr, %kr, %v3, %pos {cache = @kv.layers.0, window = 16 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32> loc("layers.0.self_attn")
+  %o1 = spark.attention %qr, %kr, %v3, %pos {cache = @kv.layers.0, window = 16 : i64, scale = 1.0 : f32, kv_shared} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32> loc("layers.1.self_attn")
+  %o = spark.add %o0, %o1 : tensor<?x2x8xf32>
+  %o2 = spark.reshape %o : tensor<?x2x8xf32> to tensor<?x16xf32>
+  %wo = spark.weight "model.layers.0.self_attn.o_proj.weight" : tensor<16x16xbf16>
+  %attn = spark.linear %o2, %wo : (tensor<?x16xf32>, tensor<16x16xbf16>) -> tensor<?x16xf32>
+  %h = spark.add %e, %attn : tensor<?x16xf32>
+  %nw1 = spark.weight "model.layers.0.pre_feedforward_layernorm.weight" : tensor<16xbf16>
+  %n = spark.rms_norm %h, %nw1 {epsilon = 1.0e-6 : f32} : (tensor<?x16xf32>, tensor<16xbf16>) -> tensor<?x16xf32>
+  %wg = spark.weight "model.layers.0.mlp.gate_proj.weight" : tensor<32x16xbf16>
+  %wu = spark.weight "model.layers.0.mlp.up_proj.weight" : tensor<32x16xbf16>
+  %gate = spark.linear %n, %wg : (tensor<?x16xf32>, tensor<32x16xbf16>) -> tensor<?x32xf32>
+  %up = spark.linear %n, %wu : (tensor<?x16xf32>, tensor<32x16xbf16>) -> tensor<?x32xf32>
+  %gm = spark.gelu_mul %gate, %up : tensor<?x32xf32>
+  %wd = spark.weight "model.layers.0.mlp.down_proj.weight" : tensor<16x32xbf16>
+  %mlp = spark.linear %gm, %wd : (tensor<?x32xf32>, tensor<16x32xbf16>) -> tensor<?x16xf32>
+  %ls = spark.weight "model.layers.0.layer_scalar" : tensor<1xbf16>
+  %h2 = spark.scalar_mul %mlp, %ls : (tensor<?x16xf32>, tensor<1xbf16>) -> tensor<?x16xf32>
+  %logits = spark.linear %h2, %table : (tensor<?x16xf32>, tensor<32x16xbf16>) -> tensor<?x32xf32>
+  %capped = spark.softcap %logits {cap = 30.0 : f32} : tensor<?x32xf32>
+  return %capped : tensor<?x32xf32>
+}
+
+// -----
+
+// MoE and soft tokens: inputs are found by their spark.input name, mask_tokens pads its ids with
+// -1, a scatter_nd whose dest has one use works in place (no copy), moe_experts becomes
+// moe_gate_up + moe_down through a scratch buffer.
+// CHECK-LABEL: spark.program @forward
+// CHECK-SAME: {dtype = "i32", name = "moe_router", offset = {{[0-9]+}} : i64, row_shape = [2]}, {dtype = "f32", name = "moe_experts.act", offset = {{[0-9]+}} : i64, row_shape = [2, 8]}
+// CHECK-SAME: inputs = {ids = 0 : i64, positions = 3 : i64, soft_embeddings = 2 : i64, soft_indices = 1 : i64}
+// CHECK-SAME: max_tokens = 4 : i64
+// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64}
+// CHECK-NEXT: spark.launch "mask_tokens" @kernels::@spark_mask_tokens__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 30 : i32}, {i32 = 31 : i32}, {i32 = -1 : i32}, {i32 = 0 : i32}]
+// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[M]] : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
+// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = 1 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
+// CHECK-NEXT: spark.launch "moe_router" @kernels::@spark_moe_router__0 grid [4, 1, 1] block [128, 1, 1] args [{buffer = [[E]] : i64}, {weight = 1 : i64}, {weight = 2 : i64}, {weight = 3 : i64}, {buffer = [[RW:[0-9]+]] : i64}, {buffer = [[RI:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 4 : i64}, {buffer = [[RI]] : i64}, {buffer = [[ACT:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}] {source = "moe_experts.gate_up"}
+// CHECK-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[ACT]] : i64}, {weight = 5 : i64}, {buffer = [[RW]] : i64}, {buffer = [[RI]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}] {source = "moe_experts.down"}
+// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[Y]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: {{^ *}$}}
+// CHECK-NOT: func.func
+// CHECK: gpu.module @kernels {
+// CHECK-DAG: llvm.func @spark_moe_gate_up(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
+// CHECK-DAG: llvm.func @spark_moe_down(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
+// CHECK: gpu.func @spark_moe_router__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
+// CHECK: gpu.func @spark_moe_gate_up__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// CHECK: gpu.func @spark_moe_down__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// CHECK: {{^// -{5}$}}
+
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %soft_idx: tensor<?xi32> {spark.input = "soft_indices"}, %soft: tensor<?x16xf32> {spark.input = "soft_embeddings"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
+  %masked = spark.mask_tokens %ids {token_ids = array<i32: 30, 31>, replacement = 0 : i32} : tensor<?xi32>
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %masked, %table {scale = 4.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  %h = spark.scatter_nd %e, %soft_idx, %soft : (tensor<?x16xf32>, tensor<?xi32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  %rscale = spark.weight "model.layers.0.router.scale" : tensor<16xbf16>
+  %rproj = spark.weight "model.layers.0.router.proj.weight" : tensor<4x16xbf16>
+  %rpes = spark.weight "model.layers.0.router.per_expert_scale" : tensor<4xbf16>
+  %w, %i = spark.moe_router %h, %rscale, %rproj, %rpes {top_k = 2 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x16xf32>, tensor<16xbf16>, tensor<4x16xbf16>, tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  %gu = spark.weight "model.layers.0.experts.gate_up_proj" : tensor<4x16x16xbf16>
+  %down = spark.weight "model.layers.0.experts.down_proj" : tensor<4x16x8xbf16>
+  %y = spark.moe_experts %h, %gu, %down, %w, %i : (tensor<?x16xf32>, tensor<4x16x16xbf16>, tensor<4x16x8xbf16>, tensor<?x2xf32>, tensor<?x2xi32>) -> tensor<?x16xf32>
+  %out = spark.add %h, %y : tensor<?x16xf32>
+  return %out : tensor<?x16xf32>
+}
+
+// -----
+
+// A scatter_nd whose dest is read again copies it first; gelu, mul, scale and select_group
+// lower to their kernels, the reshape between them to nothing.
+// CHECK-LABEL: spark.program @forward
+// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64}
+// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
+// CHECK-NEXT: spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[S:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd.copy"}
+// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = 3 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
+// CHECK-NEXT: spark.launch "gelu" @kernels::@spark_gelu__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = [[G:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "mul" @kernels::@spark_mul__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[G]] : i64}, {buffer = [[E]] : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "scale" @kernels::@spark_scale__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[M]] : i64}, {buffer = [[SC:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {f32 = 5.000000e-01 : f32}]
+// CHECK-NEXT: spark.launch "select_group" @kernels::@spark_select_group__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[SC]] : i64}, {buffer = [[P:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 3 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[P]] : i64}, {weight = 1 : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 4 : i32}]
+// CHECK-NEXT: {{^ *}$}}
+// CHECK: {{^// -{5}$}}
+
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}, %soft: tensor<?x16xf32> {spark.input = "soft_embeddings"}, %soft_idx: tensor<?xi32> {spark.input = "soft_indices"}) -> tensor<?x16xf32> {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 4.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  %h = spark.scatter_nd %e, %soft_idx, %soft : (tensor<?x16xf32>, tensor<?xi32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  %g = spark.gelu %h : tensor<?x16xf32>
+  %m = spark.mul %g, %e : tensor<?x16xf32>
+  %s = spark.scale %m {factor = 0.5 : f32} : tensor<?x16xf32>
+  %r = spark.reshape %s : tensor<?x16xf32> to tensor<?x4x4xf32>
+  %p = spark.select_group %r {index = 3 : i64} : tensor<?x4x4xf32> to tensor<?x4xf32>
+  %w = spark.weight "model.lm_head.weight" : tensor<16x4xbf16>
+  %l = spark.linear %p, %w : (tensor<?x4xf32>, tensor<16x4xbf16>) -> tensor<?x16xf32>
+  return %l : tensor<?x16xf32>
+}
+
+// -----
+
+// Arena planning: a buffer's offset is reused once its last reader has run (first fit, 256-byte
+// aligned, max-tokens rows); inputs and the logits stay live.
+// CHECK-LABEL: spark.program @forward
+// CHECK-SAME: arena_bytes = 1024 : i64
+// CHECK-SAME: buffers = [{dtype = "i32", name = "%ids", offset = 0 : i64, row_shape = []}, {dtype = "i32", name = "%positions", offset = 256 : i64, row_shape = []}, {dtype = "f32", name = "embedding", offset = 512 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 768 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 512 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 768 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 512 : i64, row_shape = [16]}]
+// CHECK-SAME: outputs = {logits = 6 : i64}
+// CHECK: {{^// -{5}$}}
+
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  %g1 = spark.gelu %e : tensor<?x16xf32>
+  %g2 = spark.gelu %g1 : tensor<?x16xf32>
+  %g3 = spark.gelu %g2 : tensor<?x16xf32>
+  %g4 = spark.gelu %g3 : tensor<?x16xf32>
+  return %g4 : tensor<?x16xf32>
+}
+
+// -----
+
+// Does not apply outside the entry: other functions and the KV caches are left as they are.
+// CHECK: spark.kv_cache @kv.layers.0 full
+// CHECK-LABEL: func.func @helper
+// CHECK-NEXT: spark.gelu
+// CHECK-NEXT: return
+// CHECK-LABEL: spark.program @forward
+// CHECK-NEXT: spark.launch "embedding"
+// CHECK-NEXT: {{^ *}$}}
+// CHECK-NOT: func.func @forward
+// CHECK: gpu.module @kernels
+spark.kv_cache @kv.layers.0 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+
+func.func @helper(%x: tensor<?x16xf32>) -> tensor<?x16xf32> {
+  %0 = spark.gelu %x : tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  return %e : tensor<?x16xf32>
+}

@@ -1,0 +1,133 @@
+#include "spark/runtime/artifact.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "loader_test_util.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+using test::MakeCubin;
+using test::MakeElf64;
+using test::StatusIs;
+using test::TempDir;
+using test::TestPlan;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
+
+TEST(ArtifactTest, LoadsCubin) {
+  TempDir dir;
+  const std::string bytes = MakeCubin(TestPlan("sm_121a"));
+  const std::string path = dir.Write("model.cubin", bytes);
+  const absl::StatusOr<Artifact> artifact = LoadArtifact(path);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_EQ(artifact->path, path);
+  EXPECT_EQ(artifact->image, bytes);
+  EXPECT_FALSE(artifact->is_ptx);
+  EXPECT_EQ(artifact->target, "sm_121a");
+  EXPECT_EQ(artifact->plan.steps.size(), TestPlan().steps.size());
+}
+
+TEST(ArtifactTest, LoadsPtxWithSiblingPlan) {
+  TempDir dir;
+  const std::string ptx = ".version 8.8\n.target sm_90\n";
+  const std::string path = dir.Write("model.compute_90.ptx", ptx);
+  dir.Write("model.compute_90.plan", SerializePlanSection(TestPlan("compute_90")));
+  const absl::StatusOr<Artifact> artifact = LoadArtifact(path);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_TRUE(artifact->is_ptx);
+  EXPECT_EQ(artifact->target, "compute_90");
+  EXPECT_EQ(artifact->image, ptx + std::string(1, '\0'));  // NUL-terminated for the driver
+}
+
+TEST(ArtifactTest, PtxPlanPath) {
+  EXPECT_EQ(PtxPlanPath("dir/model.compute_90.ptx"), "dir/model.compute_90.plan");
+  EXPECT_EQ(PtxPlanPath("model.ptx"), "model.plan");
+}
+
+TEST(ArtifactTest, MissingFileIsNotFound) {
+  TempDir dir;
+  EXPECT_TRUE(StatusIs(LoadArtifact(dir.Path("none.cubin")).status(),
+                       absl::StatusCode::kNotFound, "none.cubin: No such file or directory"));
+}
+
+TEST(ArtifactTest, DirectoryIsNotAnArtifact) {
+  TempDir dir;
+  const std::string path = dir.MakeDir("model.cubin");
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
+                       absl::StrCat(path, " is not a regular file (a directory or a device); "
+                                          "name a file")));
+}
+
+TEST(ArtifactTest, RejectsNonElfCubin) {
+  TempDir dir;
+  const std::string path = dir.Write("model.cubin", "// PTX text by mistake\n");
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
+                       absl::StrCat(path, " is not an ELF file (expected the bytes 7f 45 4c 46, "
+                                          "found 2f 2f 20 50)")));
+}
+
+TEST(ArtifactTest, RejectsCubinWithoutPlanSection) {
+  TempDir dir;
+  const std::string path = dir.Write("plain.cubin", MakeElf64({{".text.kernel", "code"}}));
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
+                       absl::StrCat(path, " has no .spark.plan section: it is not a Spark "
+                                          "artifact; compile it with spark-compile")));
+}
+
+TEST(ArtifactTest, InvalidPlanNamesTheFile) {
+  TempDir dir;
+  std::string section = SerializePlanSection(TestPlan());
+  section[8] = 2;
+  const std::string path = dir.Write("model.cubin", MakeElf64({{".spark.plan", section}}));
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
+                       absl::StrCat(path, ": plan version 2 is not supported")));
+}
+
+TEST(ArtifactTest, RejectsCubinWhosePlanNamesPtx) {
+  TempDir dir;
+  const std::string path = dir.Write("model.cubin", MakeCubin(TestPlan("compute_90")));
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
+                       absl::StrCat(path, " is a cubin but its plan names the PTX target "
+                                          "compute_90; the files do not belong together, "
+                                          "recompile them with spark-compile")));
+}
+
+TEST(ArtifactTest, RejectsPtxWhosePlanNamesCubinTarget) {
+  TempDir dir;
+  const std::string path = dir.Write("model.compute_90.ptx", ".version 8.8\n");
+  dir.Write("model.compute_90.plan", SerializePlanSection(TestPlan("sm_90a")));
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
+                       absl::StrCat(path, " is PTX but its plan names the cubin target sm_90a")));
+}
+
+TEST(ArtifactTest, PtxWithoutPlanIsNotFound) {
+  TempDir dir;
+  const std::string path = dir.Write("model.compute_90.ptx", ".version 8.8\n");
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), absl::StatusCode::kNotFound,
+                       absl::StrCat(path, " needs its plan file ",
+                                    dir.Path("model.compute_90.plan"),
+                                    ", which does not exist; spark-compile --target compute_XX "
+                                    "writes both files: keep them in the same directory")));
+}
+
+TEST(ArtifactTest, PlanErrorsOfPtxNameThePlanFile) {
+  TempDir dir;
+  const std::string path = dir.Write("model.compute_90.ptx", ".version 8.8\n");
+  const std::string plan = dir.Write("model.compute_90.plan", "garbage");
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
+                       absl::StrCat(plan, ": the .spark.plan section is truncated")));
+}
+
+TEST(ArtifactTest, RejectsElfNamedPtx) {
+  TempDir dir;
+  const std::string path = dir.Write("model.compute_90.ptx", MakeCubin(TestPlan()));
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
+                       absl::StrCat(path, " is an ELF file, not PTX text; name cubins with the "
+                                          ".cubin extension")));
+}
+
+}  // namespace
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,349 @@
+#include "spark/runtime/host_executor.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "runtime_test_util.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/host_kernels.h"
+#include "spark/runtime/kernel_abi.h"
+#include "spark/runtime/plan.h"
+#include "spark/runtime/safetensors.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+using testing_util::ErrorContains;
+
+constexpr int kVocab = 4;
+constexpr int kHidden = 2;
+constexpr int kMaxTokens = 4;
+
+// Embedding rows (exact in bf16).
+const float kTable[kVocab][kHidden] = {{1, 0}, {0, 1}, {1, 1}, {-1, 2}};
+
+StepArg Buffer(int64_t id) { return {ArgRefKind::kBuffer, id, 0, 0.0f}; }
+StepArg Weight(int64_t id) { return {ArgRefKind::kWeight, id, 0, 0.0f}; }
+StepArg Cache(ArgRefKind kind) { return {kind, 0, 0, 0.0f}; }
+StepArg I32(int32_t v) { return {ArgRefKind::kI32, 0, v, 0.0f}; }
+StepArg F32(float v) { return {ArgRefKind::kF32, 0, 0, v}; }
+StepArg NumTokens() { return {ArgRefKind::kNumTokens, 0, 0, 0.0f}; }
+
+Step MakeStep(const std::string& op, const std::string& source, std::vector<StepArg> args) {
+  Step step;
+  step.op = op;
+  step.kernel = "spark_" + op + "__0";
+  step.source = source;
+  step.block[0] = abi::FindKernel(op.c_str())->block_size;
+  step.args = std::move(args);
+  return step;
+}
+
+// A one-layer "model": embed, merge soft tokens, write K = V = the embedding into the cache,
+// attend with scale 0 (so the output is the mean of the visible embeddings), project with the
+// tied embedding table. ValidatePlan checks it by the plan reader's rules.
+Plan TinyPlan(KvKind kind, int window, bool soft_merge = true) {
+  Plan plan;
+  plan.version = 1;
+  plan.target = "sm_90a";
+  plan.max_tokens = kMaxTokens;
+  plan.model.variant = "tiny";
+  plan.model.vocab_size = kVocab;
+  plan.model.hidden_size = kHidden;
+  plan.model.num_layers = 1;
+  plan.model.max_position_embeddings = 64;
+  plan.model.eos_token_ids = {3};
+  plan.model.bos_token_id = 2;
+  plan.model.weight_prefix = "model.";
+  auto add_buffer = [&plan](const std::string& name, DType dtype, std::vector<int64_t> row) {
+    BufferInfo buffer;
+    buffer.name = name;
+    buffer.dtype = dtype;
+    buffer.row_shape = std::move(row);
+    buffer.offset = plan.arena_bytes;
+    plan.arena_bytes += buffer.row_bytes() * kMaxTokens;
+    plan.buffers.push_back(buffer);
+    return static_cast<int64_t>(plan.buffers.size() - 1);
+  };
+  plan.input_ids = add_buffer("%ids", DType::kI32, {});
+  plan.input_positions = add_buffer("%positions", DType::kI32, {});
+  const int64_t h = add_buffer("%h", DType::kF32, {kHidden});
+  const int64_t attn = add_buffer("%attn", DType::kF32, {kHidden});
+  plan.output_logits = add_buffer("%logits", DType::kF32, {kVocab});
+  plan.weights.push_back({"model.embed_tokens.weight", DType::kBF16, {kVocab, kHidden}});
+  plan.kv_caches.push_back(
+      {"kv.layers.0", kind, kind == KvKind::kSliding ? window : 0, 1, kHidden});
+  plan.steps.push_back(MakeStep("embedding", "embed",
+                                {Buffer(plan.input_ids), Weight(0), Buffer(h), NumTokens(),
+                                 I32(kVocab), I32(kHidden), F32(1.0f)}));
+  if (soft_merge) {
+    plan.soft_embeddings = add_buffer("%soft", DType::kF32, {kHidden});
+    plan.soft_indices = add_buffer("%soft_indices", DType::kI32, {});
+    plan.steps.push_back(MakeStep("scatter_rows", "merge",
+                                  {Buffer(h),
+                                   Buffer(plan.soft_indices),
+                                   Buffer(plan.soft_embeddings),
+                                   NumTokens(),
+                                   {ArgRefKind::kNumSoftTokens, 0, 0, 0.0f},
+                                   I32(kHidden)}));
+  }
+  plan.steps.push_back(
+      MakeStep("kv_write", "layers.0.kv",
+               {Buffer(h), Buffer(h), Buffer(plan.input_positions), Cache(ArgRefKind::kKCache),
+                Cache(ArgRefKind::kVCache), NumTokens(), I32(1), I32(kHidden),
+                Cache(ArgRefKind::kKvCapacity)}));
+  plan.steps.push_back(MakeStep(
+      "attention", "layers.0.attention",
+      {Buffer(h), Buffer(plan.input_positions), Cache(ArgRefKind::kKCache),
+       Cache(ArgRefKind::kVCache), Buffer(attn), NumTokens(), I32(1), I32(1), I32(kHidden),
+       Cache(ArgRefKind::kKvCapacity), I32(kind == KvKind::kSliding ? window : 0), F32(0.0f)}));
+  plan.steps.push_back(MakeStep("linear", "lm_head",
+                                {Buffer(attn), Weight(0), Buffer(plan.output_logits), NumTokens(),
+                                 I32(kVocab), I32(kHidden)}));
+  const absl::Status valid = ValidatePlan(plan, "tiny plan");
+  EXPECT_TRUE(valid.ok()) << valid;
+  return plan;
+}
+
+class HostExecutorTest : public ::testing::Test {
+ protected:
+  HostExecutorTest() {
+    for (const auto& row : kTable) {
+      for (float v : row) table_.push_back(F32ToBf16(v));
+    }
+  }
+
+  std::vector<WeightData> Weights() const {
+    return {{reinterpret_cast<const uint8_t*>(table_.data()), table_.size() * 2}};
+  }
+
+  // An executor over `plan`, which the fixture keeps alive, prepared for `max_length`.
+  std::unique_ptr<Executor> Make(Plan plan, int64_t max_length = 32) {
+    plan_ = std::move(plan);
+    absl::StatusOr<std::unique_ptr<Executor>> executor = CreateHostExecutor(plan_, Weights());
+    EXPECT_TRUE(executor.ok()) << executor.status();
+    EXPECT_TRUE((*executor)->Prepare(max_length).ok());
+    return std::move(*executor);
+  }
+
+  // The logits the tiny model must give for the token at `p` of `ids` (all tokens at positions
+  // 0..), with a sliding window of `window` keys (0 = causal).
+  static std::vector<float> Expected(const std::vector<int32_t>& ids, int p, int window) {
+    const int first = window > 0 ? std::max(0, p - window + 1) : 0;
+    float mean[kHidden] = {0, 0};
+    for (int j = first; j <= p; ++j) {
+      for (int c = 0; c < kHidden; ++c) mean[c] += kTable[ids[j]][c] / (p - first + 1);
+    }
+    std::vector<float> logits;
+    for (const auto& row : kTable) logits.push_back(row[0] * mean[0] + row[1] * mean[1]);
+    return logits;
+  }
+
+  static std::vector<float> Row(const std::vector<float>& logits, int row) {
+    return std::vector<float>(logits.begin() + row * kVocab, logits.begin() + (row + 1) * kVocab);
+  }
+
+  static void ExpectNear(const std::vector<float>& a, const std::vector<float>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5f) << "element " << i;
+  }
+
+  std::vector<uint16_t> table_;
+  Plan plan_;
+};
+
+TEST_F(HostExecutorTest, PrefillComputesEveryRow) {
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
+  const std::vector<int32_t> ids = {0, 1, 2};
+  std::vector<float> logits;
+  ASSERT_TRUE(executor->RunStep(ids, {0, 1, 2}, nullptr, &logits).ok());
+  ASSERT_EQ(logits.size(), 3u * kVocab);
+  ExpectNear(Row(logits, 0), {1, 0, 1, -1});
+  ExpectNear(Row(logits, 1), {0.5f, 0.5f, 1, 0.5f});
+  for (int p = 0; p < 3; ++p) ExpectNear(Row(logits, p), Expected(ids, p, 0));
+  EXPECT_EQ(executor->name(), "host");
+}
+
+TEST_F(HostExecutorTest, DecodeAfterPrefillReadsTheCache) {
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
+  const std::vector<int32_t> ids = {3, 1, 2, 0, 2, 1};
+  std::vector<float> logits;
+  ASSERT_TRUE(executor->RunStep({3, 1, 2, 0}, {0, 1, 2, 3}, nullptr, &logits).ok());
+  for (int p = 4; p < 6; ++p) {
+    ASSERT_TRUE(executor->RunStep({ids[p]}, {p}, nullptr, &logits).ok());
+    ExpectNear(logits, Expected(ids, p, 0));
+  }
+}
+
+TEST_F(HostExecutorTest, SlidingCacheMatchesTheWindowAcrossChunksAndWraparound) {
+  // window 3, max_tokens 4: capacity min(32, 3 - 1 + 4) = 6 slots, wrapping several times.
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kSliding, 3));
+  const std::vector<int32_t> ids = {0, 1, 2, 3, 1, 0, 2, 2, 3, 1, 0, 1, 3, 2, 0, 0, 1, 2};
+  std::vector<float> logits;
+  int p = 0;
+  for (int chunk : {4, 3, 1, 4, 1, 1, 4}) {
+    std::vector<int32_t> chunk_ids, positions;
+    for (int i = 0; i < chunk; ++i, ++p) {
+      chunk_ids.push_back(ids[p]);
+      positions.push_back(p);
+    }
+    ASSERT_TRUE(executor->RunStep(chunk_ids, positions, nullptr, &logits).ok());
+    for (int i = 0; i < chunk; ++i) {
+      ExpectNear(Row(logits, i), Expected(ids, positions[i], 3));
+    }
+  }
+}
+
+TEST_F(HostExecutorTest, PrepareAgainStartsOver) {
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
+  std::vector<float> logits;
+  ASSERT_TRUE(executor->RunStep({3, 3}, {0, 1}, nullptr, &logits).ok());
+  ASSERT_TRUE(executor->Prepare(16).ok());
+  ASSERT_TRUE(executor->RunStep({0}, {0}, nullptr, &logits).ok());
+  ExpectNear(logits, Expected({0}, 0, 0));
+}
+
+TEST_F(HostExecutorTest, SoftTokensReplaceEmbeddingRowsAndOutOfRangeRowsAreSkipped) {
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
+  const std::vector<float> rows = {5, 5, 9, 9, 9, 9};
+  const std::vector<int32_t> indices = {1, -1, 3};  // 3 >= num_tokens (2): skipped
+  const SoftTokenChunk soft{rows, indices};
+  std::vector<float> logits;
+  ASSERT_TRUE(executor->RunStep({0, 0}, {0, 1}, &soft, &logits).ok());
+  // Token 1 is [5, 5]: the mean of [1, 0] and [5, 5] is [3, 2.5].
+  ExpectNear(Row(logits, 1), {3, 2.5f, 5.5f, 2});
+}
+
+TEST_F(HostExecutorTest, StepObserverSeesEveryOutputBuffer) {
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
+  std::vector<std::string> names;
+  std::vector<float> embed_output;
+  executor->set_step_observer([&](const StepOutput& output) {
+    names.push_back(output.name);
+    EXPECT_EQ(output.shape[0], 2);
+    if (output.name == "0.embed") {
+      const float* data = static_cast<const float*>(output.data);
+      embed_output.assign(data, data + output.num_bytes / sizeof(float));
+    }
+    return absl::OkStatus();
+  });
+  std::vector<float> logits;
+  ASSERT_TRUE(executor->RunStep({2, 3}, {0, 1}, nullptr, &logits).ok());
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"0.embed", "1.merge", "3.layers.0.attention", "4.lm_head"}));
+  ExpectNear(embed_output, {1, 1, -1, 2});
+}
+
+TEST_F(HostExecutorTest, StepDumpWritesOneSafetensorsFilePerCall) {
+  const std::string dir = ::testing::TempDir();
+  std::unique_ptr<Executor> executor = WithStepDump(Make(TinyPlan(KvKind::kFull, 0)), dir);
+  std::vector<float> logits;
+  ASSERT_TRUE(executor->RunStep({2, 3}, {0, 1}, nullptr, &logits).ok());
+  ASSERT_TRUE(executor->RunStep({1}, {2}, nullptr, &logits).ok());
+  absl::StatusOr<std::vector<OwnedTensor>> first = ReadSafetensorsFile(dir + "/run000.safetensors");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 4u);
+  EXPECT_EQ((*first)[0].name, "0.embed");
+  EXPECT_EQ((*first)[0].dtype, "F32");
+  EXPECT_EQ((*first)[0].shape, (std::vector<int64_t>{2, kHidden}));
+  EXPECT_EQ((*first)[3].name, "4.lm_head");
+  EXPECT_EQ((*first)[3].shape, (std::vector<int64_t>{2, kVocab}));
+  absl::StatusOr<std::vector<OwnedTensor>> second =
+      ReadSafetensorsFile(dir + "/run001.safetensors");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)[3].shape, (std::vector<int64_t>{1, kVocab}));
+  EXPECT_EQ(executor->name(), "host");
+}
+
+TEST_F(HostExecutorTest, ObserverErrorStopsTheRun) {
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
+  executor->set_step_observer([](const StepOutput&) { return absl::InternalError("disk full"); });
+  std::vector<float> logits;
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0}, {0}, nullptr, &logits), "disk full"));
+}
+
+TEST_F(HostExecutorTest, RunStepBeforePrepareFails) {
+  const Plan plan = TinyPlan(KvKind::kFull, 0);
+  absl::StatusOr<std::unique_ptr<Executor>> executor = CreateHostExecutor(plan, Weights());
+  ASSERT_TRUE(executor.ok());
+  std::vector<float> logits;
+  const absl::Status status = (*executor)->RunStep({0}, {0}, nullptr, &logits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(HostExecutorTest, RejectsBadStepInputs) {
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0), 8);
+  std::vector<float> logits;
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0, 1, 2, 3, 0}, {0, 1, 2, 3, 4}, nullptr, &logits),
+                            "a step takes 1 to 4 tokens (the plan's max_tokens), got 5"));
+  EXPECT_TRUE(ErrorContains(executor->RunStep({}, {}, nullptr, &logits), "got 0"));
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0, 1}, {0}, nullptr, &logits),
+                            "got 2 token ids but 1 positions"));
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0, 4}, {0, 1}, nullptr, &logits),
+                            "token id 4 at step row 1 is outside the vocabulary [0, 4)"));
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0}, {8}, nullptr, &logits),
+                            "position 8 at step row 0 is outside [0, max_length = 8)"));
+  const std::vector<float> rows = {1, 2, 3};
+  const std::vector<int32_t> indices = {0, 1};
+  const SoftTokenChunk soft{rows, indices};
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0, 1}, {0, 1}, &soft, &logits),
+                            "2 soft-token rows of width 2 need 4 floats, got 3"));
+}
+
+TEST_F(HostExecutorTest, RejectsSoftTokensWithoutAMerge) {
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0, /*soft_merge=*/false));
+  const std::vector<float> rows = {1, 2};
+  const std::vector<int32_t> indices = {0};
+  const SoftTokenChunk soft{rows, indices};
+  std::vector<float> logits;
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0}, {0}, &soft, &logits),
+                            "compiled without a soft-token merge"));
+  EXPECT_TRUE(executor->RunStep({0}, {0}, nullptr, &logits).ok());
+}
+
+TEST_F(HostExecutorTest, RejectsWeightsThatDoNotMatchThePlan) {
+  const Plan plan = TinyPlan(KvKind::kFull, 0);
+  EXPECT_TRUE(ErrorContains(CreateHostExecutor(plan, {}).status(),
+                            "the plan reads 1 weights, 0 were bound"));
+  std::vector<WeightData> short_weights = Weights();
+  short_weights[0].num_bytes -= 2;
+  EXPECT_TRUE(ErrorContains(CreateHostExecutor(plan, short_weights).status(),
+                            "weight model.embed_tokens.weight needs 16 bytes, bound 14"));
+}
+
+TEST_F(HostExecutorTest, RejectsBadMaxLength) {
+  const Plan plan = TinyPlan(KvKind::kFull, 0);
+  absl::StatusOr<std::unique_ptr<Executor>> executor = CreateHostExecutor(plan, Weights());
+  ASSERT_TRUE(executor.ok());
+  EXPECT_TRUE(ErrorContains((*executor)->Prepare(0), "max_length must be in [1, 2^31), got 0"));
+}
+
+TEST_F(HostExecutorTest, KernelErrorsNameTheStep) {
+  Plan plan = TinyPlan(KvKind::kFull, 0);
+  plan.steps.back().args[4] = I32(-3);  // linear out_features
+  std::unique_ptr<Executor> executor = Make(plan);
+  std::vector<float> logits;
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0}, {0}, nullptr, &logits),
+                            "step 4 (lm_head, op linear, kernel spark_linear__0)"));
+}
+
+TEST(KvCapacityTest, FullHoldsMaxLengthSlidingHoldsTheWindowPlusAChunk) {
+  KvCacheInfo full;
+  full.kind = KvKind::kFull;
+  EXPECT_EQ(KvCapacity(full, 4096, 64), 4096);
+  KvCacheInfo sliding;
+  sliding.kind = KvKind::kSliding;
+  sliding.window = 512;
+  EXPECT_EQ(KvCapacity(sliding, 4096, 64), 575);
+  EXPECT_EQ(KvCapacity(sliding, 100, 64), 100);
+}
+
+}  // namespace
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,432 @@
+#include "spark/runtime/host_kernels.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "runtime_test_util.h"
+#include "spark/runtime/kernel_abi.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+using testing_util::ErrorContains;
+
+constexpr float kTol = 1e-5f;
+
+std::vector<uint16_t> Bf16(const std::vector<float>& values) {
+  std::vector<uint16_t> out;
+  for (float v : values) out.push_back(F32ToBf16(v));
+  return out;
+}
+
+void ExpectNear(const std::vector<float>& actual, const std::vector<float>& expected,
+                float tol = kTol) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_NEAR(actual[i], expected[i], tol) << "element " << i;
+  }
+}
+
+TEST(Bf16Test, ConvertsExactValuesAndRoundsToNearestEven) {
+  EXPECT_EQ(F32ToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(Bf16ToF32(0x3f80), 1.0f);
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(-2.5f)), -2.5f);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(1.0f + 1.0f / 256)), 1.0f);
+  EXPECT_EQ(Bf16ToF32(F32ToBf16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);
+  EXPECT_TRUE(std::isnan(Bf16ToF32(F32ToBf16(NAN))));
+}
+
+TEST(HostKernelsTest, EmbeddingScalesRowsAndZeroesOutOfRangeIds) {
+  const std::vector<uint16_t> table = Bf16({1, 2, 3, 4, 5, 6});  // [3, 2]
+  const std::vector<int32_t> ids = {2, 0, 3, -1};
+  std::vector<float> y(8, 7.0f);
+  host::Embedding(ids.data(), table.data(), y.data(), 4, 3, 2, 2.0f);
+  ExpectNear(y, {10, 12, 2, 4, 0, 0, 0, 0});
+}
+
+TEST(HostKernelsTest, RmsNormMultipliesByWeightNotOnePlusWeight) {
+  const std::vector<float> x = {1, 2, 3, 4};
+  const std::vector<uint16_t> w = Bf16({1, 2, 0.5f, 1});
+  std::vector<float> y(4);
+  host::RmsNorm(x.data(), w.data(), y.data(), 1, 1, 4, 0.0f);
+  const float inv = 1.0f / std::sqrt(7.5f);  // mean of squares = 30 / 4
+  ExpectNear(y, {inv, 4 * inv, 1.5f * inv, 4 * inv});
+}
+
+TEST(HostKernelsTest, RmsNormWithoutWeightAndWithGroupsNormalisesEachGroup) {
+  const std::vector<float> x = {3, 4, 0, 2};  // [1 token, 2 groups, 2 cols]
+  std::vector<float> y(4);
+  host::RmsNorm(x.data(), nullptr, y.data(), 1, 2, 2, 0.0f);
+  const float inv0 = 1.0f / std::sqrt(12.5f);
+  const float inv1 = 1.0f / std::sqrt(2.0f);
+  ExpectNear(y, {3 * inv0, 4 * inv0, 0, 2 * inv1});
+}
+
+TEST(HostKernelsTest, RmsNormAddsEpsilonInsideThePower) {
+  const std::vector<float> x = {1, 1};
+  std::vector<float> y(2);
+  host::RmsNorm(x.data(), nullptr, y.data(), 1, 1, 2, 3.0f);  // (1 + 3)^-0.5
+  ExpectNear(y, {0.5f, 0.5f});
+}
+
+TEST(HostKernelsTest, RmsNormRunsInPlace) {
+  std::vector<float> x = {1, 2, 3, 4};
+  host::RmsNorm(x.data(), nullptr, x.data(), 1, 1, 4, 0.0f);
+  const float inv = 1.0f / std::sqrt(7.5f);
+  ExpectNear(x, {inv, 2 * inv, 3 * inv, 4 * inv});
+}
+
+TEST(HostKernelsTest, LinearComputesXTimesWTransposed) {
+  const std::vector<float> x = {1, 2, 3, -1, 0, 1};          // [2, 3]
+  const std::vector<uint16_t> w = Bf16({1, 0, 0, 1, 1, 1});  // [2 out, 3 in]
+  std::vector<float> y(4);
+  host::Linear(x.data(), w.data(), y.data(), 2, 2, 3);
+  ExpectNear(y, {1, 6, -1, 0});
+}
+
+TEST(HostKernelsTest, ElementwiseOps) {
+  const std::vector<float> a = {1, -2, 3, 0.5f};
+  const std::vector<float> b = {2, 3, -1, 4};
+  std::vector<float> y(4);
+  host::Add(a.data(), b.data(), y.data(), 2, 2);
+  ExpectNear(y, {3, 1, 2, 4.5f});
+  host::Mul(a.data(), b.data(), y.data(), 2, 2);
+  ExpectNear(y, {2, -6, -3, 2});
+  host::Scale(a.data(), y.data(), 1, 4, -2.0f);
+  ExpectNear(y, {-2, 4, -6, -1});
+  const std::vector<uint16_t> s = Bf16({0.25f});
+  host::ScalarMul(a.data(), s.data(), y.data(), 4, 1);
+  ExpectNear(y, {0.25f, -0.5f, 0.75f, 0.125f});
+  host::Copy(a.data(), y.data(), 2, 2);
+  ExpectNear(y, a);
+}
+
+TEST(HostKernelsTest, GeluUsesTheTanhApproximation) {
+  const std::vector<float> x = {0, 1, -1, 2};
+  std::vector<float> y(4);
+  host::Gelu(x.data(), y.data(), 1, 4);
+  ExpectNear(y, {0, 0.84119199f, -0.15880801f, 1.95459769f});
+  const std::vector<float> b = {5, 2, -2, 1};
+  host::GeluMul(x.data(), b.data(), y.data(), 2, 2);
+  ExpectNear(y, {0, 1.68238398f, 0.31761602f, 1.95459769f});
+}
+
+TEST(HostKernelsTest, SoftcapIsCapTimesTanhOfXOverCap) {
+  const std::vector<float> x = {0, 30, -30, 100};
+  std::vector<float> y(4);
+  host::Softcap(x.data(), y.data(), 1, 4, 30.0f);
+  ExpectNear(y, {0, 22.8478247f, -22.8478247f, 29.9237390f}, 1e-4f);
+}
+
+TEST(HostKernelsTest, RopeAtPositionZeroIsIdentity) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};  // [1 token, 2 heads, 4]
+  const std::vector<int32_t> pos = {0};
+  std::vector<float> y(8);
+  host::Rope(x.data(), pos.data(), y.data(), 1, 2, 4, 2, 10000.0f, 1.0f);
+  ExpectNear(y, x);
+}
+
+TEST(HostKernelsTest, RopeRotatesHalvesByPositionTimesInverseFrequency) {
+  const std::vector<float> x = {1, 2, 3, 4};  // pairs (0, 2) and (1, 3)
+  const std::vector<int32_t> pos = {1};
+  std::vector<float> y(4);
+  host::Rope(x.data(), pos.data(), y.data(), 1, 1, 4, 2, 10000.0f, 1.0f);
+  const double a0 = 1.0, a1 = 0.01;  // inv_freq = 10000^(-2i/4)
+  ExpectNear(y, {static_cast<float>(1 * std::cos(a0) - 3 * std::sin(a0)),
+                 static_cast<float>(2 * std::cos(a1) - 4 * std::sin(a1)),
+                 static_cast<float>(3 * std::cos(a0) + 1 * std::sin(a0)),
+                 static_cast<float>(4 * std::cos(a1) + 2 * std::sin(a1))});
+}
+
+TEST(HostKernelsTest, RopePartialRotationUsesTheFullHeadDimInTheExponent) {
+  // head_dim 8, 2 of 4 pairs rotate: pair 1 rotates by theta^(-2/8), pairs 2 and 3 pass through.
+  const std::vector<float> x = {1, 1, 1, 1, 0, 0, 0, 0};
+  const std::vector<int32_t> pos = {3};
+  std::vector<float> y(8);
+  host::Rope(x.data(), pos.data(), y.data(), 1, 1, 8, 2, 16.0f, 1.0f);
+  const double a1 = 3.0 * std::pow(16.0, -2.0 / 8.0);
+  ExpectNear(y, {static_cast<float>(std::cos(3.0)), static_cast<float>(std::cos(a1)), 1, 1,
+                 static_cast<float>(std::sin(3.0)), static_cast<float>(std::sin(a1)), 0, 0});
+}
+
+TEST(HostKernelsTest, RopeFactorDividesTheFrequency) {
+  const std::vector<float> x = {1, 2, 3, 4};
+  const std::vector<int32_t> pos_one = {1}, pos_two = {2};
+  std::vector<float> scaled(4), plain(4);
+  host::Rope(x.data(), pos_two.data(), scaled.data(), 1, 1, 4, 2, 100.0f, 2.0f);
+  host::Rope(x.data(), pos_one.data(), plain.data(), 1, 1, 4, 2, 100.0f, 1.0f);
+  ExpectNear(scaled, plain);
+}
+
+TEST(HostKernelsTest, KvWriteUsesPositionModuloCapacity) {
+  const std::vector<float> k = {1, 2, 3, 4}, v = {5, 6, 7, 8};  // [2 tokens, 1 head, 2]
+  const std::vector<int32_t> pos = {5, 6};
+  std::vector<float> kc(8, 0.0f), vc(8, 0.0f);  // capacity 4
+  host::KvWrite(k.data(), v.data(), pos.data(), kc.data(), vc.data(), 2, 1, 2, 4);
+  ExpectNear(kc, {0, 0, 1, 2, 3, 4, 0, 0});
+  ExpectNear(vc, {0, 0, 5, 6, 7, 8, 0, 0});
+}
+
+// Attention over a cache [capacity, 1 kv head, 2] filled from `keys`/`values` by position.
+struct SmallCache {
+  explicit SmallCache(int capacity) : k(capacity * 2, 0.0f), v(capacity * 2, 0.0f), cap(capacity) {}
+  void Put(int position, std::vector<float> key, std::vector<float> value) {
+    const int slot = position % cap;
+    k[slot * 2] = key[0], k[slot * 2 + 1] = key[1];
+    v[slot * 2] = value[0], v[slot * 2 + 1] = value[1];
+  }
+  std::vector<float> Attend(std::vector<float> q, int position, int window, float scale = 1.0f) {
+    const std::vector<int32_t> pos = {position};
+    std::vector<float> y(2);
+    host::Attention(q.data(), pos.data(), k.data(), v.data(), y.data(), 1, 1, 1, 2, cap, window,
+                    scale);
+    return y;
+  }
+  std::vector<float> k, v;
+  int cap;
+};
+
+TEST(HostKernelsTest, AttentionWithOneKeyReturnsItsValue) {
+  SmallCache cache(4);
+  cache.Put(0, {0.3f, -2}, {7, -8});
+  ExpectNear(cache.Attend({1, 5}, 0, 0), {7, -8});
+}
+
+TEST(HostKernelsTest, AttentionSoftmaxWeightsValuesByScaledScores) {
+  SmallCache cache(4);
+  cache.Put(0, {1, 0}, {1, 0});
+  cache.Put(1, {0, 0}, {0, 1});
+  // scores 2 * [1, 0]: weights e^2 / (e^2 + 1) and 1 / (e^2 + 1).
+  const float w0 = static_cast<float>(std::exp(2.0) / (std::exp(2.0) + 1.0));
+  ExpectNear(cache.Attend({1, 0}, 1, 0, 2.0f), {w0, 1 - w0});
+}
+
+TEST(HostKernelsTest, AttentionIsCausal) {
+  SmallCache cache(4);
+  cache.Put(0, {0, 0}, {1, 1});
+  cache.Put(1, {0, 0}, {3, 3});
+  cache.Put(2, {0, 0}, {100, 100});  // in the future of position 1
+  ExpectNear(cache.Attend({1, 1}, 1, 0), {2, 2});
+}
+
+TEST(HostKernelsTest, SlidingWindowExcludesOldKeys) {
+  SmallCache cache(4);
+  cache.Put(0, {0, 0}, {100, 100});
+  cache.Put(1, {0, 0}, {100, 100});
+  cache.Put(2, {0, 0}, {1, 2});
+  cache.Put(3, {0, 0}, {3, 4});
+  // window 2: position 3 sees keys 2 and 3 only.
+  ExpectNear(cache.Attend({1, 1}, 3, 2), {2, 3});
+  // window 0: everything up to 3.
+  ExpectNear(cache.Attend({1, 1}, 3, 0), {51, 51.5f});
+}
+
+TEST(HostKernelsTest, SlidingWindowReadsRingBufferSlots) {
+  SmallCache cache(3);               // window 2 + 1 new token per step
+  cache.Put(3, {0, 0}, {1, 1});      // slot 0
+  cache.Put(4, {0, 0}, {3, 5});      // slot 1
+  cache.Put(2, {0, 0}, {100, 100});  // slot 2, outside the window of position 4
+  ExpectNear(cache.Attend({1, 1}, 4, 2), {2, 3});
+}
+
+TEST(HostKernelsTest, AttentionMapsQueryHeadsToKvHeadGroups) {
+  // 4 query heads, 2 kv heads, head_dim 1, one cached position: heads 0,1 -> kv 0; 2,3 -> kv 1.
+  const std::vector<float> q = {1, 1, 1, 1};
+  const std::vector<int32_t> pos = {0};
+  const std::vector<float> kc = {0, 0}, vc = {10, 20};
+  std::vector<float> y(4);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), 1, 4, 2, 1, 1, 0, 1.0f);
+  ExpectNear(y, {10, 10, 20, 20});
+}
+
+TEST(HostKernelsTest, AttentionTokensOfOneStepSeeEachOtherCausally) {
+  const std::vector<float> q = {0, 0};  // 2 tokens, 1 head, head_dim 1
+  const std::vector<int32_t> pos = {0, 1};
+  const std::vector<float> kc = {0, 0}, vc = {2, 4};
+  std::vector<float> y(2);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), 2, 1, 1, 1, 2, 0, 1.0f);
+  ExpectNear(y, {2, 3});
+}
+
+struct Router {
+  std::vector<uint16_t> scale = Bf16({1, 1});
+  std::vector<uint16_t> proj;
+  std::vector<uint16_t> per_expert_scale = Bf16({1, 1, 1, 1});
+  std::vector<float> weights;
+  std::vector<int32_t> indices;
+  void Run(const std::vector<float>& x, int top_k) {
+    weights.assign(top_k, 0.0f);
+    indices.assign(top_k, -1);
+    host::MoeRouter(x.data(), scale.data(), proj.data(), per_expert_scale.data(), weights.data(),
+                    indices.data(), 1, 2, 4, top_k, 0.0f);
+  }
+};
+
+TEST(HostKernelsTest, MoeRouterRenormalisesTopK) {
+  Router router;
+  router.proj = Bf16({1, 1, 2, 2, 0, 0, 0, 0});
+  // z = RMS0([1, 1]) * 2^-0.5 = [0.7071, 0.7071]; logits [sqrt 2, 2 sqrt 2, 0, 0].
+  router.Run({1, 1}, 2);
+  EXPECT_EQ(router.indices, (std::vector<int32_t>{1, 0}));
+  const float w1 = static_cast<float>(1.0 / (1.0 + std::exp(-std::sqrt(2.0))));
+  ExpectNear(router.weights, {w1, 1 - w1});
+}
+
+TEST(HostKernelsTest, MoeRouterTiesPickTheLowerIndexAndScalesPerExpert) {
+  Router router;
+  router.proj = Bf16({1, 1, 2, 2, 2, 2, 0, 0});
+  router.per_expert_scale = Bf16({1, 3, 0.5f, 1});
+  router.Run({1, 1}, 2);
+  EXPECT_EQ(router.indices, (std::vector<int32_t>{1, 2}));
+  ExpectNear(router.weights, {1.5f, 0.25f});
+  router.Run({1, 1}, 1);
+  EXPECT_EQ(router.indices, (std::vector<int32_t>{1}));
+  ExpectNear(router.weights, {3});
+}
+
+TEST(HostKernelsTest, MoeRouterAppliesScaleToTheNormalisedInput) {
+  Router router;
+  router.proj = Bf16({1, 0, 0, 1, 0, 0, 0, 0});
+  router.scale = Bf16({1, 0});  // only component 0 survives: logits [0.7071, 0, 0, 0]
+  router.Run({5, 5}, 1);
+  EXPECT_EQ(router.indices, (std::vector<int32_t>{0}));
+  ExpectNear(router.weights, {1});
+}
+
+TEST(HostKernelsTest, MoeGateUpSplitsGateAndUpRows) {
+  // hidden 2, intermediate 1, 2 experts: gate_up[e] = [gate row; up row].
+  const std::vector<uint16_t> gate_up = Bf16({9, 9, 9, 9, /*expert 1*/ 1, 0, 2, 0});
+  const std::vector<float> x = {1, 0};
+  const std::vector<int32_t> idx = {1, 5};  // top_k 2; index 5 is out of range -> zero row
+  std::vector<float> act(2, 7.0f);
+  host::MoeGateUp(x.data(), gate_up.data(), idx.data(), act.data(), 1, 2, 1, 2, 2);
+  ExpectNear(act, {0.84119199f * 2, 0});
+}
+
+TEST(HostKernelsTest, MoeDownSumsWeightedExpertOutputs) {
+  // hidden 2, intermediate 1, 2 experts, top_k 2: down[e] [2, 1].
+  const std::vector<uint16_t> down = Bf16({1, 2, 3, 4});
+  const std::vector<float> act = {1, 2};
+  const std::vector<float> w = {0.5f, 0.25f};
+  const std::vector<int32_t> idx = {0, 1};
+  std::vector<float> y(2);
+  host::MoeDown(act.data(), down.data(), w.data(), idx.data(), y.data(), 1, 2, 1, 2, 2);
+  ExpectNear(y, {0.5f * 1 + 0.25f * 3 * 2, 0.5f * 2 + 0.25f * 4 * 2});
+}
+
+TEST(HostKernelsTest, ScatterRowsSkipsNegativeAndTooLargeIndices) {
+  std::vector<float> dest = {0, 0, 1, 1, 2, 2};  // [3, 2]
+  const std::vector<int32_t> idx = {2, -1, 3, 0, 1};
+  const std::vector<float> updates = {10, 11, 20, 21, 30, 31, 40, 41, 50, 51};
+  host::ScatterRows(dest.data(), idx.data(), updates.data(), 3, 4, 2);  // update 4 not used
+  ExpectNear(dest, {40, 41, 1, 1, 10, 11});
+}
+
+TEST(HostKernelsTest, MaskTokensReplacesPlaceholderIds) {
+  const std::vector<int32_t> ids = {5, 258880, -1, 258884, 7};
+  std::vector<int32_t> y(5);
+  host::MaskTokens(ids.data(), y.data(), 5, 258880, 258884, -1, 0);
+  EXPECT_EQ(y, (std::vector<int32_t>{5, 0, -1, 0, 7}));
+}
+
+TEST(HostKernelsTest, SelectGroupPicksOneGroupPerToken) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};  // [2, 3, 2]
+  std::vector<float> y(4);
+  host::SelectGroup(x.data(), y.data(), 2, 3, 2, 1);
+  ExpectNear(y, {3, 4, 9, 10});
+}
+
+// ---- dispatcher ----
+
+TEST(RunHostKernelTest, EveryAbiOpHasAHostKernel) {
+  for (const abi::KernelSpec& spec : abi::kKernels) {
+    const absl::Status status = RunHostKernel(spec.op, {});
+    EXPECT_TRUE(ErrorContains(status, "expects")) << spec.op;
+  }
+}
+
+TEST(RunHostKernelTest, DispatchesWithAbiArguments) {
+  std::vector<float> x = {1, 2, 3, 4};
+  std::vector<float> y(4);
+  const std::vector<HostArg> args = {HostArg::Ptr(x.data()), HostArg::Ptr(y.data()),
+                                     HostArg::I32(2), HostArg::I32(2), HostArg::F32(3.0f)};
+  ASSERT_TRUE(RunHostKernel("scale", args).ok());
+  ExpectNear(y, {3, 6, 9, 12});
+}
+
+TEST(RunHostKernelTest, WeightLessRmsNormAcceptsNullWeight) {
+  std::vector<float> x = {2, 2};
+  std::vector<float> y(2);
+  const std::vector<HostArg> args = {
+      HostArg::Ptr(x.data()), HostArg::Ptr(nullptr), HostArg::Ptr(y.data()), HostArg::I32(1),
+      HostArg::I32(1),        HostArg::I32(2),       HostArg::F32(0.0f)};
+  ASSERT_TRUE(RunHostKernel("rms_norm", args).ok());
+  ExpectNear(y, {1, 1});
+}
+
+TEST(RunHostKernelTest, RejectsUnknownOp) {
+  const absl::Status status = RunHostKernel("conv2d", {});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ErrorContains(status, "no host kernel for op 'conv2d'"));
+}
+
+TEST(RunHostKernelTest, RejectsWrongArity) {
+  const absl::Status status = RunHostKernel("copy", {HostArg::I32(1)});
+  EXPECT_TRUE(ErrorContains(status, "'copy': expects 4 arguments, got 1"));
+}
+
+TEST(RunHostKernelTest, RejectsWrongKind) {
+  float x = 0, y = 0;
+  const std::vector<HostArg> args = {HostArg::Ptr(&x), HostArg::Ptr(&y), HostArg::F32(1),
+                                     HostArg::I32(1)};
+  EXPECT_TRUE(
+      ErrorContains(RunHostKernel("copy", args), "argument 2 'num_tokens' must be i32, got f32"));
+}
+
+TEST(RunHostKernelTest, RejectsNullPointer) {
+  float y = 0;
+  const std::vector<HostArg> args = {HostArg::Ptr(nullptr), HostArg::Ptr(&y), HostArg::I32(1),
+                                     HostArg::I32(1)};
+  EXPECT_TRUE(ErrorContains(RunHostKernel("copy", args), "argument 0 'x' is null"));
+}
+
+TEST(RunHostKernelTest, RejectsNegativeSizes) {
+  float x = 0, y = 0;
+  const std::vector<HostArg> args = {HostArg::Ptr(&x), HostArg::Ptr(&y), HostArg::I32(-1),
+                                     HostArg::I32(1)};
+  EXPECT_TRUE(
+      ErrorContains(RunHostKernel("copy", args), "'num_tokens' must not be negative, got -1"));
+}
+
+TEST(RunHostKernelTest, RejectsInconsistentAttentionHeads) {
+  float buf[4] = {};
+  int32_t pos = 0;
+  const std::vector<HostArg> args = {HostArg::Ptr(buf), HostArg::Ptr(&pos), HostArg::Ptr(buf),
+                                     HostArg::Ptr(buf), HostArg::Ptr(buf),  HostArg::I32(1),
+                                     HostArg::I32(3),   HostArg::I32(2),    HostArg::I32(1),
+                                     HostArg::I32(1),   HostArg::I32(0),    HostArg::F32(1)};
+  EXPECT_TRUE(ErrorContains(RunHostKernel("attention", args),
+                            "q_heads 3 is not a positive multiple of kv_heads 2"));
+}
+
+TEST(RunHostKernelTest, RejectsTopKAboveNumExperts) {
+  float buf[4] = {};
+  uint16_t w[4] = {};
+  int32_t idx[4] = {};
+  const std::vector<HostArg> args = {HostArg::Ptr(buf), HostArg::Ptr(w),   HostArg::Ptr(w),
+                                     HostArg::Ptr(w),   HostArg::Ptr(buf), HostArg::Ptr(idx),
+                                     HostArg::I32(1),   HostArg::I32(2),   HostArg::I32(2),
+                                     HostArg::I32(3),   HostArg::F32(0)};
+  EXPECT_TRUE(
+      ErrorContains(RunHostKernel("moe_router", args), "top_k 3 is not in [1, num_experts = 2]"));
+}
+
+}  // namespace
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,525 @@
+#include "spark/runtime/plan.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "little_endian.h"
+#include "loader_test_util.h"
+#include "spark/runtime/plan_format.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+using test::StatusIs;
+using test::TestPlan;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
+
+std::string SectionFromJson(absl::string_view json) {
+  std::string section(plan_format::kMagic, 8);
+  AppendLittleEndian<uint32_t>(plan_format::kPlanVersion, &section);
+  AppendLittleEndian<uint32_t>(0, &section);
+  AppendLittleEndian<uint64_t>(json.size(), &section);
+  AppendLittleEndian<uint64_t>(plan_format::Fnv1a64(json.data(), json.size()), &section);
+  return absl::StrCat(section, json);
+}
+
+std::string PlanJsonText(const Plan& plan) {
+  return SerializePlanSection(plan).substr(plan_format::kHeaderSize);
+}
+
+// The test plan's JSON with `from` replaced by `to` (which must occur), parsed.
+absl::Status ParseEditedJson(absl::string_view from, absl::string_view to) {
+  const std::string json = PlanJsonText(TestPlan());
+  EXPECT_TRUE(absl::StrContains(json, from)) << from << " not in " << json;
+  return ParsePlanSection(SectionFromJson(absl::StrReplaceAll(json, {{from, to}})), "m.cubin")
+      .status();
+}
+
+absl::Status ParsePlan(const Plan& plan) {
+  return ParsePlanSection(SerializePlanSection(plan), "m.cubin").status();
+}
+
+TEST(DTypeTest, SizesNamesAndParsing) {
+  EXPECT_EQ(DTypeSize(DType::kF32), 4);
+  EXPECT_EQ(DTypeSize(DType::kBF16), 2);
+  EXPECT_EQ(DTypeSize(DType::kI32), 4);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
+    EXPECT_EQ(*ParseDType(DTypeName(dtype)), dtype);
+  }
+  EXPECT_TRUE(StatusIs(ParseDType("f16").status(), kInvalid,
+                       "unknown dtype \"f16\" (expected f32, bf16 or i32)"));
+}
+
+TEST(PlanInfoTest, RowAndWeightBytes) {
+  BufferInfo buffer{"%x", DType::kF32, {3, 5}, 0};
+  EXPECT_EQ(buffer.row_bytes(), 60u);
+  buffer.row_shape = {};
+  EXPECT_EQ(buffer.row_bytes(), 4u);
+  buffer.row_shape = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(buffer.row_bytes(), std::numeric_limits<uint64_t>::max());  // saturates
+  const WeightInfo weight{"w", DType::kBF16, {4096, 1536}};
+  EXPECT_EQ(weight.num_bytes(), 4096u * 1536u * 2u);
+}
+
+TEST(PlanTest, RoundTripIsExact) {
+  const Plan plan = TestPlan();
+  const std::string section = SerializePlanSection(plan);
+  const absl::StatusOr<Plan> parsed = ParsePlanSection(section, "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(SerializePlanSection(*parsed), section);
+  EXPECT_EQ(parsed->version, plan_format::kPlanVersion);
+  EXPECT_EQ(parsed->target, "sm_90a");
+  EXPECT_EQ(parsed->max_tokens, 8);
+  EXPECT_EQ(parsed->arena_bytes, plan.arena_bytes);
+  EXPECT_EQ(parsed->model.eos_token_ids, plan.model.eos_token_ids);
+  EXPECT_EQ(parsed->model.weight_prefix, "model.");
+  EXPECT_EQ(parsed->soft_indices, plan.soft_indices);
+  ASSERT_EQ(parsed->buffers.size(), plan.buffers.size());
+  EXPECT_EQ(parsed->buffers[2].row_shape, plan.buffers[2].row_shape);
+  EXPECT_EQ(parsed->buffers[3].offset, plan.buffers[3].offset);
+  EXPECT_EQ(parsed->weights[0].shape, plan.weights[0].shape);
+  EXPECT_EQ(parsed->kv_caches[0].kind, KvKind::kSliding);
+  EXPECT_EQ(parsed->kv_caches[0].window, 512);
+  EXPECT_EQ(parsed->kv_caches[1].kind, KvKind::kFull);
+  ASSERT_EQ(parsed->steps.size(), plan.steps.size());
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& a = plan.steps[i];
+    const Step& b = parsed->steps[i];
+    EXPECT_EQ(a.op, b.op);
+    EXPECT_EQ(a.kernel, b.kernel);
+    EXPECT_EQ(a.source, b.source);
+    EXPECT_EQ(std::memcmp(a.grid, b.grid, sizeof(a.grid)), 0);
+    EXPECT_EQ(std::memcmp(a.block, b.block, sizeof(a.block)), 0);
+    EXPECT_EQ(a.shared_bytes, b.shared_bytes);
+    ASSERT_EQ(a.args.size(), b.args.size());
+    for (size_t j = 0; j < a.args.size(); ++j) {
+      EXPECT_EQ(a.args[j].kind, b.args[j].kind);
+      EXPECT_EQ(a.args[j].index, b.args[j].index);
+      EXPECT_EQ(a.args[j].i32, b.args[j].i32);
+      EXPECT_EQ(a.args[j].f32, b.args[j].f32);  // bit-exact floats
+    }
+  }
+}
+
+TEST(PlanTest, FloatsRoundTripBitExactInShortestForm) {
+  Plan plan = TestPlan();
+  const float values[] = {1e-6f, 0.1f, 1.0f / 3.0f, std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::denorm_min(), -0.0f, 30.0f};
+  for (const float value : values) {
+    plan.steps[0].args[6].f32 = value;
+    const absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    const float back = parsed->steps[0].args[6].f32;
+    EXPECT_EQ(std::memcmp(&back, &value, sizeof(float)), 0) << value;
+  }
+  plan.steps[0].args[6].f32 = 1e-6f;
+  EXPECT_TRUE(absl::StrContains(PlanJsonText(plan), R"({"f32":1e-06})"));
+}
+
+TEST(PlanTest, SectionHeaderLayout) {
+  const std::string section = SerializePlanSection(TestPlan());
+  ASSERT_GT(section.size(), plan_format::kHeaderSize);
+  EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 1u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
+  EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
+  EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
+            plan_format::Fnv1a64(section.data() + 32, section.size() - 32));
+  EXPECT_EQ(section[32], '{');
+}
+
+TEST(PlanTest, AcceptsZeroPadding) {
+  const std::string section = SerializePlanSection(TestPlan()) + std::string(13, '\0');
+  EXPECT_TRUE(ParsePlanSection(section, "m.cubin").ok());
+}
+
+TEST(PlanTest, RejectsSectionShorterThanHeader) {
+  EXPECT_TRUE(StatusIs(ParsePlanSection("SPKPLAN", "m.cubin").status(), kInvalid,
+                       "m.cubin: the .spark.plan section is truncated: it has 7 bytes, the plan "
+                       "header alone needs 32; the file is damaged, recompile it with "
+                       "spark-compile"));
+}
+
+TEST(PlanTest, RejectsTruncatedJson) {
+  const std::string section = SerializePlanSection(TestPlan());
+  const std::string truncated = section.substr(0, section.size() - 10);
+  EXPECT_TRUE(StatusIs(ParsePlanSection(truncated, "m.cubin").status(), kInvalid,
+                       absl::StrCat("m.cubin: the .spark.plan section is truncated: its header "
+                                    "announces ", section.size() - 32, " bytes of JSON but only ",
+                                    section.size() - 42, " follow")));
+}
+
+TEST(PlanTest, RejectsBadMagic) {
+  std::string section = SerializePlanSection(TestPlan());
+  section[0] = 'X';
+  EXPECT_TRUE(StatusIs(ParsePlanSection(section, "m.cubin").status(), kInvalid,
+                       "m.cubin: the .spark.plan section does not start with the plan magic "
+                       "\"SPKPLAN\" (found bytes 58504b504c414e00); it was not written by "
+                       "spark-compile or is damaged"));
+}
+
+TEST(PlanTest, RejectsNewerVersion) {
+  std::string section = SerializePlanSection(TestPlan());
+  section[8] = 7;
+  EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
+                       "model.cubin: plan version 7 is not supported (this runtime reads version "
+                       "1); recompile the model with this release's spark-compile"));
+}
+
+TEST(PlanTest, RejectsNonZeroFlags) {
+  std::string section = SerializePlanSection(TestPlan());
+  section[12] = 4;
+  EXPECT_TRUE(StatusIs(ParsePlanSection(section, "m.cubin").status(), kInvalid,
+                       "m.cubin: plan flags 0x4 are not supported (this runtime expects 0)"));
+}
+
+TEST(PlanTest, RejectsJsonSizeAboveLimit) {
+  std::string section = SerializePlanSection(TestPlan());
+  std::string size;
+  AppendLittleEndian<uint64_t>(plan_format::kMaxJsonSize + 1, &size);
+  section.replace(16, 8, size);
+  EXPECT_TRUE(StatusIs(ParsePlanSection(section, "m.cubin").status(), kInvalid,
+                       "m.cubin: the plan header announces 268435457 bytes of JSON, above the "
+                       "limit of 268435456"));
+}
+
+TEST(PlanTest, RejectsBadChecksum) {
+  std::string section = SerializePlanSection(TestPlan());
+  section[40] ^= 1;  // a byte of the JSON
+  EXPECT_TRUE(StatusIs(ParsePlanSection(section, "m.cubin").status(), kInvalid,
+                       "m.cubin: plan checksum mismatch (header 0x"));
+  EXPECT_TRUE(StatusIs(ParsePlanSection(section, "m.cubin").status(), kInvalid,
+                       "the file is damaged, copy it again or recompile it with spark-compile"));
+}
+
+TEST(PlanTest, RejectsNonZeroBytesAfterThePlan) {
+  const std::string plain = SerializePlanSection(TestPlan());
+  const std::string section = plain + std::string(3, '\0') + "x";
+  EXPECT_TRUE(StatusIs(ParsePlanSection(section, "m.cubin").status(), kInvalid,
+                       absl::StrCat("m.cubin: the .spark.plan section has non-zero bytes after "
+                                    "the plan (at section offset ", plain.size() + 3,
+                                    "); the file is damaged")));
+}
+
+TEST(PlanTest, RejectsInvalidJson) {
+  EXPECT_TRUE(StatusIs(ParsePlanSection(SectionFromJson("{\"target\": }"), "m.cubin").status(),
+                       kInvalid,
+                       "m.cubin: the plan is not valid JSON: JSON error at byte 11: expected a "
+                       "JSON value, found '}'"));
+}
+
+TEST(PlanTest, RejectsNonObjectDocument) {
+  EXPECT_TRUE(StatusIs(ParsePlanSection(SectionFromJson("[]"), "m.cubin").status(), kInvalid,
+                       "m.cubin: plan: expected an object, found an array"));
+}
+
+TEST(PlanTest, RejectsMissingKey) {
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("kernel":"spark_linear__0",)", ""), kInvalid,
+                       "m.cubin: plan steps[4]: missing key \"kernel\""));
+}
+
+TEST(PlanTest, RejectsUnknownKey) {
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
+                       kInvalid,
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 1); "
+                       "recompile the model with this release's spark-compile"));
+}
+
+TEST(PlanTest, RejectsWrongJsonTypes) {
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8)", R"("max_tokens":"8")"), kInvalid,
+                       "m.cubin: plan max_tokens: expected an integer, found \"8\""));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("offset":0)", R"("offset":-4)"), kInvalid,
+                       "m.cubin: plan buffers[0].offset: expected an integer >= 0, found -4"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("grid":[4,1,1])", R"("grid":[4,1])"), kInvalid,
+                       "m.cubin: plan steps[0].grid: expected an array of 3 integers, found an "
+                       "array"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("target":"sm_90a")", R"("target":7)"), kInvalid,
+                       "m.cubin: plan target: expected a string, found 7"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("buffers":[)", R"("buffers":7,"x":[)"), kInvalid,
+                       "m.cubin: plan buffers: expected an array, found 7"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("model":{)", R"("model":[],"x":{)"), kInvalid,
+                       "m.cubin: plan model: expected an object, found an array"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("eos_token_ids":[1,15])", R"("eos_token_ids":[1,"a"])"),
+                       kInvalid,
+                       "m.cubin: plan model.eos_token_ids[1]: expected an integer, found \"a\""));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("eos_token_ids":[1,15])", R"("eos_token_ids":1)"),
+                       kInvalid,
+                       "m.cubin: plan model.eos_token_ids: expected an array of integers, "
+                       "found 1"));
+}
+
+TEST(PlanTest, RejectsUnknownDTypeAndKvKind) {
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("dtype":"i32")", R"("dtype":"i8")"), kInvalid,
+                       "m.cubin: plan buffers[0].dtype: unknown dtype \"i8\" (expected f32, bf16 "
+                       "or i32)"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("kind":"full")", R"("kind":"global")"), kInvalid,
+                       "m.cubin: plan kv_caches[1].kind: expected \"full\" or \"sliding\", found "
+                       "\"global\""));
+}
+
+TEST(PlanTest, RejectsMalformedArguments) {
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"({"i32":16})", R"({"i32":16,"f32":1.0})"), kInvalid,
+                       "m.cubin: plan steps[0].args[4]: expected an object with one key such as "
+                       "{\"buffer\": 3}, found an object"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"({"i32":16})", R"({"u8":16})"), kInvalid,
+                       "m.cubin: plan steps[0].args[4]: unknown argument kind \"u8\" (expected "
+                       "buffer, weight, k_cache, v_cache, kv_capacity, null, num_tokens, "
+                       "num_soft_tokens, i32 or f32)"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"({"null":1})", R"({"null":0})"), kInvalid,
+                       "m.cubin: plan steps[2].args[1].null: expected an integer in [1, 1], "
+                       "found 0"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"({"i32":16})", R"({"i32":2147483648})"), kInvalid,
+                       "m.cubin: plan steps[0].args[4].i32: expected an integer in "
+                       "[-2147483648, 2147483647], found 2147483648"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"({"f32":2.0})", R"({"f32":1e39})"), kInvalid,
+                       "m.cubin: plan steps[0].args[6].f32: expected a number within the range "
+                       "of f32, found 1e+39"));
+}
+
+TEST(PlanTest, RejectsOutOfRangeOffset) {
+  Plan plan = TestPlan();
+  plan.buffers[3].offset = plan.arena_bytes - 64;  // logits: 8 rows of 64 bytes
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       absl::StrCat("m.cubin: plan buffers[3]: buffer %logits (f32 [16] x 8 rows "
+                                    "at offset ", plan.arena_bytes - 64, ") ends at byte ",
+                                    plan.arena_bytes + 448, ", beyond the arena of ",
+                                    plan.arena_bytes, " bytes")));
+}
+
+TEST(PlanTest, RejectsBufferSizeOverflow) {
+  Plan plan = TestPlan();
+  plan.buffers[2].row_shape = {int64_t{1} << 62, 4};
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "ends past 2^64, beyond the arena"));
+  plan = TestPlan();
+  plan.buffers[2].offset = std::numeric_limits<int64_t>::max() - 3;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "m.cubin: plan buffers[2]: buffer %hidden"));
+}
+
+TEST(PlanTest, RejectsMisalignedOrBf16Buffer) {
+  Plan plan = TestPlan();
+  plan.buffers[2].offset += 2;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan buffers[2].offset: offset 66 is not a multiple of 4 (the size of "
+                       "f32)"));
+  plan = TestPlan();
+  plan.buffers[2].dtype = DType::kBF16;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan buffers[2].dtype: activation buffers are f32 or i32, found bf16"));
+  plan = TestPlan();
+  plan.buffers[2].row_shape = {0};
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan buffers[2].row_shape[0]: expected an integer >= 1, found 0"));
+}
+
+TEST(PlanTest, RejectsWrongArgumentKind) {
+  Plan plan = TestPlan();
+  plan.steps[4].args[1] = test::I32Arg(3);  // linear's w is a pointer
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[4].args[1]: argument w of linear is a pointer "
+                       "(buffer, weight, k_cache, v_cache or null), found i32"));
+  plan = TestPlan();
+  plan.steps[0].args[6] = test::BufferArg(0);  // embedding's scale is an f32
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "argument scale of embedding is an f32 (f32), found buffer"));
+  plan = TestPlan();
+  plan.steps[0].args[3] = test::F32Arg(1.0f);  // num_tokens is an i32
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "argument num_tokens of embedding is an i32 (i32, num_tokens, "
+                       "num_soft_tokens or kv_capacity), found f32"));
+}
+
+TEST(PlanTest, RejectsUnknownOp) {
+  Plan plan = TestPlan();
+  plan.steps[1].op = "flash_attention";
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[1]: unknown op \"flash_attention\" (not in this "
+                       "runtime's kernel ABI); recompile the model with this release's "
+                       "spark-compile"));
+}
+
+TEST(PlanTest, RejectsWrongArgumentCount) {
+  Plan plan = TestPlan();
+  plan.steps[4].args.pop_back();
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[4].args: linear takes 6 arguments (x, w, y, "
+                       "num_tokens, out_features, in_features), found 5"));
+}
+
+TEST(PlanTest, RejectsBadLaunchConfiguration) {
+  Plan plan = TestPlan();
+  plan.steps[0].block[0] = 128;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[0].block[0]: the kernel ABI of embedding requires "
+                       "blockDim.x == 256, found 128"));
+  plan = TestPlan();
+  plan.steps[0].grid[1] = 0;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[0].grid[1]: expected an integer in [1, 2147483647], "
+                       "found 0"));
+  plan = TestPlan();
+  plan.steps[0].shared_bytes = -1;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan steps[0].shared_bytes: expected an "
+                                                  "integer in [0, 2147483647], found -1"));
+  plan = TestPlan();
+  plan.steps[0].kernel.clear();
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan steps[0].kernel: empty kernel symbol"));
+}
+
+TEST(PlanTest, RejectsOutOfRangeIds) {
+  Plan plan = TestPlan();
+  plan.steps[4].args[2] = test::BufferArg(8);
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[4].args[2]: buffer id 8 is out of range (the plan "
+                       "has 8 buffers)"));
+  plan = TestPlan();
+  plan.steps[4].args[1] = test::WeightArg(-1);
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[4].args[1]: weight id -1 is out of range (the plan has 2 weights)"));
+  plan = TestPlan();
+  plan.steps[3].args[8] = test::KindArg(ArgRefKind::kKvCapacity, 2);
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[3].args[8]: kv cache id 2 is out of range (the plan has 2 kv "
+                       "caches)"));
+  plan = TestPlan();
+  plan.output_logits = 99;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan outputs.logits: buffer id 99 is out of range"));
+  plan = TestPlan();
+  plan.input_ids = -1;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan inputs.ids: buffer id -1 is out of range"));
+}
+
+TEST(PlanTest, ValidateRejectsArenaBeyondJsonRange) {
+  Plan plan = TestPlan();
+  plan.arena_bytes = uint64_t{1} << 63;
+  EXPECT_TRUE(StatusIs(ValidatePlan(plan, "m.cubin"), kInvalid,
+                       "m.cubin: plan arena_bytes: expected at most 9223372036854775807, found "
+                       "9223372036854775808"));
+  EXPECT_TRUE(ValidatePlan(TestPlan(), "m.cubin").ok());
+}
+
+TEST(PlanTest, RejectsNonFiniteF32) {
+  Plan plan = TestPlan();
+  plan.steps[0].args[6].f32 = std::nanf("");
+  EXPECT_TRUE(StatusIs(ValidatePlan(plan, "m.cubin"), kInvalid,
+                       "m.cubin: plan steps[0].args[6]: f32 literal is not finite"));
+}
+
+TEST(PlanTest, RejectsEntryBuffersOfTheWrongType) {
+  Plan plan = TestPlan();
+  plan.input_ids = 2;  // %hidden, f32 [4]
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan inputs.ids: buffer 2 (%hidden) is f32 [4] per row; the "
+                       "runtime uses it as i32 []"));
+  plan = TestPlan();
+  plan.model.vocab_size = 32;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan outputs.logits: buffer 3 (%logits) is f32 [16] per row; the runtime "
+                       "uses it as f32 [32]"));
+  plan = TestPlan();
+  plan.soft_indices = -1;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan inputs: soft_embeddings and soft_indices must both be "
+                       "present or both absent"));
+}
+
+TEST(PlanTest, PlanWithoutSoftInputsRoundTrips) {
+  Plan plan = TestPlan();
+  plan.soft_embeddings = -1;
+  plan.soft_indices = -1;
+  plan.steps.erase(plan.steps.begin() + 1);  // scatter_rows
+  const absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->soft_embeddings, -1);
+  EXPECT_EQ(parsed->soft_indices, -1);
+  EXPECT_FALSE(absl::StrContains(PlanJsonText(plan), "soft_embeddings"));
+}
+
+TEST(PlanTest, RejectsBadModelFacts) {
+  Plan plan = TestPlan();
+  plan.model.eos_token_ids = {16};
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan model.eos_token_ids[0]: expected an integer in [0, 15], "
+                       "found 16"));
+  plan = TestPlan();
+  plan.model.eos_token_ids.clear();
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan model.eos_token_ids: expected at least one id, found none"));
+  plan = TestPlan();
+  plan.model.vocab_size = 0;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan model.vocab_size: expected an integer in [1, 2147483647], found 0"));
+  plan = TestPlan();
+  plan.max_tokens = 0;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan max_tokens: expected an integer in [1, 2147483647], "
+                       "found 0"));
+  plan = TestPlan();
+  plan.target = "sm90";
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan target: invalid target \"sm90\": expected "
+                       "sm_<major><minor>[a|f]"));
+}
+
+TEST(PlanTest, RejectsBadWeights) {
+  Plan plan = TestPlan();
+  plan.weights[1].dtype = DType::kF32;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan weights[1].dtype: plan version 1 weights are bf16, found "
+                       "f32"));
+  plan = TestPlan();
+  plan.weights[1].name = plan.weights[0].name;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan weights[1]: weight model.embed_tokens.weight is already "
+                       "weights[0]"));
+  plan = TestPlan();
+  plan.weights[1].shape = {-4};
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan weights[1].shape[0]: expected an integer >= 1, found -4"));
+  plan = TestPlan();
+  plan.weights[1].shape = {int64_t{1} << 62, 8};
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan weights[1].shape: [4611686018427387904, 8] is too large"));
+  plan = TestPlan();
+  plan.weights[1].name.clear();
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan weights[1].name: empty name"));
+}
+
+TEST(PlanTest, RejectsBadKvCaches) {
+  Plan plan = TestPlan();
+  plan.kv_caches[0].window = 0;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan kv_caches[0].window: expected an integer in "
+                       "[1, 2147483647], found 0"));
+  plan = TestPlan();
+  plan.kv_caches[1].window = 64;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan kv_caches[1].window: a full cache has no window, found 64"));
+  plan = TestPlan();
+  plan.kv_caches[1].head_dim = 0;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan kv_caches[1].head_dim: expected an "
+                                                  "integer in [1, 2147483647], found 0"));
+}
+
+TEST(PlanTest, ArgRefKindNamesMatchTheJson) {
+  EXPECT_EQ(ArgRefKindName(ArgRefKind::kKCache), "k_cache");
+  EXPECT_EQ(ArgRefKindName(ArgRefKind::kNumSoftTokens), "num_soft_tokens");
+  EXPECT_TRUE(absl::StrContains(PlanJsonText(TestPlan()), R"({"kv_capacity":1})"));
+}
+
+TEST(PlanTest, KvCapacityFollowsThePlanFormatRule) {
+  const KvCacheInfo full{"full", KvKind::kFull, 0, 1, 4};
+  const KvCacheInfo sliding{"sliding", KvKind::kSliding, 512, 1, 4};
+  EXPECT_EQ(KvCapacity(full, 4096, 64), 4096);
+  EXPECT_EQ(KvCapacity(sliding, 4096, 64), 575);
+  EXPECT_EQ(KvCapacity(sliding, 300, 64), 300);
+}
+
+}  // namespace
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,132 @@
+//===- spark-compile.cpp - model.mlir -> model.cubin -----------------------===//
+//
+//   spark-compile model.mlir -o model.cubin [--target sm_121a]... [--emit mlir|llvm|ptx|cubin]
+//
+// A thin main over compiler/Driver: parses flags, reads the module, calls compileModule.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Driver/CompileSession.h"
+#include "compiler/InitAll.h"
+#include "compiler/Target/CUDA/CudaTarget.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.mlir>"), cl::init("-"));
+static cl::opt<std::string> outputPath(
+    "o", cl::desc("Output file (default model.cubin); with several --target values, "
+                  "<stem>.<target>.cubin (or .ptx) next to it"),
+    cl::value_desc("file"), cl::init("model.cubin"));
+static cl::list<std::string> targets(
+    "target",
+    cl::desc("Target to compile for (repeatable): sm_121a (default, DGX Spark), sm_120a, "
+             "sm_120f, sm_100a, sm_90a, sm_80, or compute_XY for PTX only"),
+    cl::value_desc("target"));
+static cl::opt<std::string> emit("emit",
+                                 cl::desc("Stop after a stage: mlir (planned kernel-level "
+                                          "module), llvm (linked LLVM IR), ptx, cubin (default)"),
+                                 cl::init("cubin"));
+static cl::opt<int64_t> maxTokens("max-tokens",
+                                  cl::desc("Most tokens one step processes (prefill chunk); "
+                                           "sizes every activation buffer (default 64)"),
+                                  cl::init(64));
+static cl::opt<std::string> ptxasPath("ptxas",
+                                      cl::desc("ptxas to use (else SPARK_PTXAS, CUDA_HOME, "
+                                               "CUDA_PATH, /usr/local/cuda, PATH)"),
+                                      cl::value_desc("path"));
+static cl::list<std::string> kernelDirs(
+    "kernel-library-dir",
+    cl::desc("Directory holding kernels/<target>/spark_kernels.bc (repeatable; searched before "
+             "SPARK_MODULE_PATH and the install prefix)"),
+    cl::value_desc("dir"));
+static cl::opt<std::string> keepTemps("keep-temps",
+                                      cl::desc("Keep the .ptx and ptxas output in this directory"),
+                                      cl::value_desc("dir"));
+static cl::opt<std::string> dumpPtx("dump-ptx", cl::desc("Also write the PTX to this file"),
+                                    cl::value_desc("file"));
+static cl::opt<bool> verbose("v", cl::desc("Print each stage's time and every lookup"));
+static cl::opt<bool> verifyDiagnostics(
+    "verify-diagnostics",
+    cl::desc("Check that emitted diagnostics match expected-* lines in the input"));
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  mlir::registerAsmPrinterCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "spark-compile: compiles a spark dialect model (from spark-import) ahead of time through "
+      "LLVM's NVPTX back end and ptxas into a cubin that also carries the execution plan "
+      "(.spark.plan section).\n");
+
+  spark::CompileOptions options;
+  if (!targets.empty())
+    options.targets.assign(targets.begin(), targets.end());
+  static const std::pair<const char *, spark::EmitKind> kEmit[] = {
+      {"mlir", spark::EmitKind::Mlir},
+      {"llvm", spark::EmitKind::Llvm},
+      {"ptx", spark::EmitKind::Ptx},
+      {"cubin", spark::EmitKind::Cubin}};
+  bool known = false;
+  for (auto &[name, kind] : kEmit)
+    if (emit == name) {
+      options.emit = kind;
+      known = true;
+    }
+  if (!known) {
+    WithColor::error(errs(), "spark-compile")
+        << "unknown --emit value '" << emit << "' (expected mlir, llvm, ptx or cubin)\n";
+    return 1;
+  }
+  options.maxTokens = maxTokens;
+  options.output = outputPath;
+  options.ptxas = ptxasPath;
+  options.kernelLibraryDirs.assign(kernelDirs.begin(), kernelDirs.end());
+  options.keepTempsDir = keepTemps;
+  options.dumpPtx = dumpPtx;
+  options.verbose = verbose;
+  options.argv0 = argv[0];
+  options.configurePassManager = [](mlir::PassManager &pm) {
+    return mlir::applyPassManagerCLOptions(pm);
+  };
+
+  mlir::DialectRegistry registry;
+  spark::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  std::string error;
+  std::unique_ptr<MemoryBuffer> input = mlir::openInputFile(inputPath, &error);
+  if (!input) {
+    WithColor::error(errs(), "spark-compile") << error << "\n";
+    return 1;
+  }
+  SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), SMLoc());
+
+  if (verifyDiagnostics) {
+    mlir::SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context);
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+    if (module)
+      (void)spark::compileModule(*module, options);
+    return failed(handler.verify()) ? 1 : 0;
+  }
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+  return failed(spark::compileModule(*module, options)) ? 1 : 0;
+}

@@ -1,0 +1,86 @@
+//===- spark-import.cpp - HF Gemma 4 config.json -> model.mlir -------------===//
+//
+//   spark-import CHECKPOINT_DIR_OR_CONFIG -o model.mlir [--summary] [--no-weight-check]
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Import/ImportGemma.h"
+#include "compiler/InitAll.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+
+static cl::opt<std::string> inputPath(cl::Positional,
+                                      cl::desc("<checkpoint directory or config.json>"),
+                                      cl::Required);
+static cl::opt<std::string> outputPath("o", cl::desc("Output model.mlir (default: stdout)"),
+                                       cl::value_desc("file"), cl::init("-"));
+static cl::opt<bool> summary("summary",
+                             cl::desc("Print the variant, the layer table and the parameter "
+                                      "counts to stdout (with -o, the module is still written)"));
+static cl::opt<bool> noWeightCheck(
+    "no-weight-check",
+    cl::desc("Do not check the graph's weights against the directory's safetensors headers"));
+static cl::opt<bool> roundScales(
+    "round-scales-to-bf16",
+    cl::desc("Round the embedding scales to bf16, as transformers does in a bf16 model "
+             "(default: f32, matching Spark's f32 activations and transformers in float32)"));
+
+static int fail(const Twine &message) {
+  WithColor::error(errs(), "spark-import") << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "spark-import: turns a Gemma 4 HuggingFace checkpoint's config.json into a spark dialect "
+      "module (model.mlir) for spark-compile.\n\n"
+      "When the directory holds *.safetensors, every weight the graph uses is checked against "
+      "their headers (present, shape, dtype).\n");
+
+  Expected<spark::GemmaConfig> config = spark::parseGemmaConfig(inputPath);
+  if (!config)
+    return fail(toString(config.takeError()));
+  for (const std::string &warning : config->warnings)
+    WithColor::warning(errs(), "spark-import") << config->path << ": " << warning << "\n";
+
+  mlir::DialectRegistry registry;
+  spark::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  spark::ImportOptions options;
+  options.roundScalesToBf16 = roundScales;
+  mlir::OwningOpRef<mlir::ModuleOp> module = spark::importGemma(*config, options, &context);
+  if (failed(mlir::verify(*module)))
+    return fail("the imported module does not verify (a bug in spark-import: please report it)");
+
+  SmallString<256> dir(inputPath);
+  if (!sys::fs::is_directory(dir))
+    sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  if (!noWeightCheck && spark::hasSafetensors(dir)) {
+    if (Error e = spark::checkWeightsAgainstCheckpoint(*module, dir))
+      return fail(toString(std::move(e)));
+  }
+
+  if (summary)
+    spark::printSummary(*config, outs());
+  if (summary && outputPath == "-")
+    return 0;
+  std::string error;
+  std::unique_ptr<ToolOutputFile> out = mlir::openOutputFile(outputPath, &error);
+  if (!out)
+    return fail(error);
+  module->print(out->os());
+  out->keep();
+  return 0;
+}

@@ -1,0 +1,559 @@
+// spark-run: runs a compiled Spark model (design.md). A thin main over the runtime library:
+// every failure is an absl::Status, printed with ToString() on stderr, exit code 1.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
+#include "spark/runtime/artifact.h"
+#include "spark/runtime/cuda_executor.h"
+#include "spark/runtime/device.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/generator.h"
+#include "spark/runtime/host_executor.h"
+#include "spark/runtime/json.h"
+#include "spark/runtime/memory_estimator.h"
+#include "spark/runtime/module_resolver.h"
+#include "spark/runtime/plan.h"
+#include "spark/runtime/safetensors.h"
+#include "spark/runtime/sampler.h"
+
+ABSL_FLAG(std::string, weights, "", "checkpoint directory or .safetensors file");
+ABSL_FLAG(std::string, prompt_ids, "", "comma-separated prompt token ids, e.g. 2,818,5192");
+ABSL_FLAG(int64_t, max_new_tokens, 32, "tokens to generate at most");
+ABSL_FLAG(std::string, device, "auto", "auto, cuda or host");
+ABSL_FLAG(int64_t, max_length, 0,
+          "tokens per sequence (prompt + output) to allocate for; 0: min(4096, the model's "
+          "max_position_embeddings)");
+ABSL_FLAG(double, device_memory_utilization, 0.9, "fraction of the memory pool the model may use");
+ABSL_FLAG(double, temperature, 0.0, "sampling temperature; 0: greedy");
+ABSL_FLAG(int32_t, top_k, 0, "sample from the k most likely tokens; 0: all");
+ABSL_FLAG(double, top_p, 1.0, "sample from the smallest set of tokens holding this probability");
+ABSL_FLAG(uint64_t, seed, 0, "random seed for sampling");
+ABSL_FLAG(std::string, soft_tokens, "",
+          "safetensors file with 'embeddings' F32 [n, hidden] and 'positions' I64 [n]");
+ABSL_FLAG(std::string, logits_out, "",
+          "write the logits of every processed position to this safetensors file");
+ABSL_FLAG(std::string, dump, "", "write every step's outputs to DIR/runNNN.safetensors");
+ABSL_FLAG(bool, json, false, "print one JSON object (ids, timings, memory) on stdout");
+ABSL_FLAG(bool, v, false, "verbose: every resolution decision, the memory table");
+ABSL_FLAG(std::vector<std::string>, module_path, {},
+          "directories searched first for the model image (repeatable, or a comma list)");
+ABSL_FLAG(bool, explain_resolution, false, "explain which image would be loaded, and exit");
+ABSL_FLAG(std::string, device_cc, "", "compute capability for --explain-resolution, e.g. 12.1");
+ABSL_FLAG(bool, estimate, false, "print the memory estimate, and exit");
+ABSL_FLAG(std::string, device_profile, "auto", "device for --estimate: a profile name or auto");
+ABSL_FLAG(bool, list_devices, false, "list the CUDA devices, and exit");
+
+namespace spark {
+namespace rt {
+namespace {
+
+constexpr char kUsage[] = R"(spark-run: runs a model compiled by spark-compile.
+
+usage:
+  spark-run MODEL.cubin --weights CHECKPOINT --prompt-ids 2,818,5192 [options]
+  spark-run MODEL.cubin --explain-resolution [--device-cc 12.1] [--module-path DIR]
+  spark-run MODEL.cubin --estimate [--device-profile NAME|auto] [--max-length N]
+  spark-run --list-devices
+
+generation:
+  --weights PATH                 checkpoint directory or .safetensors file (required)
+  --prompt-ids IDS               comma-separated prompt token ids (required)
+  --max-new-tokens N             tokens to generate at most (default 32); stops at an EOS token
+  --device auto|cuda|host        auto (default): the GPU when the driver loads, a device exists
+                                 and an image fits it; otherwise the host, saying why
+  --max-length N                 tokens per sequence, prompt + output (default: the smaller of
+                                 4096 and the model's max_position_embeddings)
+  --device-memory-utilization F  fraction of the memory pool the model may use (default 0.9)
+  --temperature T                sampling temperature (default 0: greedy)
+  --top-k K                      sample among the K most likely tokens (default 0: all)
+  --top-p P                      nucleus sampling threshold (default 1: off)
+  --seed S                       sampling seed (default 0)
+  --soft-tokens FILE             safetensors file: 'embeddings' F32 [n, hidden] and 'positions'
+                                 I64 [n] (prompt positions they replace; others are skipped)
+  --logits-out FILE              safetensors file: 'logits' F32 [prompt + generated - 1, vocab]
+  --dump DIR                     every step's outputs, DIR/runNNN.safetensors per executor call
+  --json                         print {"ids", "timings", "memory", ...} as JSON on stdout
+  -v                             print every resolution decision and the memory table
+  --module-path DIR              searched first for the image (repeatable, or a comma list)
+
+other modes:
+  --explain-resolution           print the module resolution decisions and exit
+  --device-cc M.m                compute capability to resolve for (default: CUDA device 0)
+  --estimate                     print the memory estimate and exit (exit 1 if it does not fit)
+  --device-profile NAME|auto     device to estimate for (auto: CUDA device 0, else the host)
+  --list-devices                 list the CUDA devices and exit
+
+Output: generated ids on stdout, space-separated on one line; decisions, the memory estimate and
+tokens/s on stderr. Flags may be written with - or _ (--max-new-tokens, --max_new_tokens).
+)";
+
+// ---- command line ----
+
+// absl flag names cannot contain '-': rewrites --max-new-tokens to --max_new_tokens, and merges
+// repeated --module-path flags into one comma list.
+std::vector<std::string> NormalizeArgs(int argc, char** argv) {
+  std::vector<std::string> out = {argv[0]};
+  std::vector<std::string> module_paths;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      for (; i < argc; ++i) out.push_back(argv[i]);
+      break;
+    }
+    const size_t begin = arg.find_first_not_of('-');
+    if (begin == 0 || begin > 2 || begin == std::string::npos || !absl::ascii_isalpha(arg[begin])) {
+      out.push_back(arg);  // a value (e.g. -1), a positional argument, or not a flag
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    std::string name = arg.substr(begin, eq == std::string::npos ? std::string::npos : eq - begin);
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (name == "module_path") {
+      if (eq != std::string::npos) {
+        module_paths.push_back(arg.substr(eq + 1));
+        continue;
+      }
+      if (i + 1 < argc) {
+        module_paths.push_back(argv[++i]);
+        continue;
+      }
+    }
+    out.push_back(absl::StrCat("--", name, eq == std::string::npos ? "" : arg.substr(eq)));
+  }
+  if (!module_paths.empty()) {
+    out.push_back(absl::StrCat("--module_path=", absl::StrJoin(module_paths, ",")));
+  }
+  return out;
+}
+
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h") return true;
+    if (arg == "--") break;
+  }
+  return false;
+}
+
+enum class DeviceMode { kAuto, kCuda, kHost };
+
+absl::StatusOr<DeviceMode> ParseDeviceMode(absl::string_view text) {
+  if (text == "auto") return DeviceMode::kAuto;
+  if (text == "cuda") return DeviceMode::kCuda;
+  if (text == "host") return DeviceMode::kHost;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --device '", text, "' (expected auto, cuda or host)"));
+}
+
+absl::StatusOr<std::pair<int, int>> ParseComputeCapability(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
+  int major = 0, minor = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &major) ||
+      !absl::SimpleAtoi(parts[1], &minor) || major < 1 || minor < 0 || minor > 9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad --device-cc '", text, "': expected MAJOR.MINOR, e.g. 12.1 or 9.0"));
+  }
+  return std::make_pair(major, minor);
+}
+
+void Note(absl::string_view text) {
+  std::fprintf(stderr, "spark-run: %.*s\n", static_cast<int>(text.size()), text.data());
+}
+
+// The install prefix is where the binary lives: <prefix>/bin/spark-run.
+std::string InstallPrefix() {
+  char path[PATH_MAX] = {};
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "";
+  std::string exe(path, n);
+  for (int up = 0; up < 2; ++up) {
+    const size_t slash = exe.rfind('/');
+    if (slash == std::string::npos) return "";
+    exe.resize(slash);
+  }
+  return exe.empty() ? "/" : exe;
+}
+
+ResolveRequest MakeResolveRequest(const std::string& model, int cc_major, int cc_minor) {
+  ResolveRequest request;
+  request.artifact_path = model;
+  request.cc_major = cc_major;
+  request.cc_minor = cc_minor;
+  request.module_path = absl::GetFlag(FLAGS_module_path);
+  const char* env = std::getenv("SPARK_MODULE_PATH");
+  request.env_module_path = env == nullptr ? "" : env;
+  request.install_prefix = InstallPrefix();
+  return request;
+}
+
+absl::StatusOr<DeviceInfo> FirstDevice() {
+  absl::StatusOr<std::vector<DeviceInfo>> devices = ListDevices();
+  if (!devices.ok()) return devices.status();
+  return devices->front();  // ListDevices fails rather than return no device
+}
+
+// ---- --list-devices ----
+
+absl::Status ListDevicesCommand() {
+  absl::StatusOr<std::vector<DeviceInfo>> devices = ListDevices();
+  if (!devices.ok()) return devices.status();
+  for (const DeviceInfo& d : *devices) {
+    std::printf("cuda:%d  %s  cc %d.%d  %s  %s total, %s free  %d SMs\n", d.ordinal, d.name.c_str(),
+                d.cc_major, d.cc_minor, d.integrated ? "integrated" : "discrete",
+                FormatBytes(d.total_bytes).c_str(), FormatBytes(d.free_bytes).c_str(),
+                d.multiprocessors);
+  }
+  return absl::OkStatus();
+}
+
+// ---- --explain-resolution ----
+
+absl::Status ExplainCommand(const std::string& model) {
+  std::pair<int, int> cc;
+  const std::string cc_flag = absl::GetFlag(FLAGS_device_cc);
+  if (!cc_flag.empty()) {
+    absl::StatusOr<std::pair<int, int>> parsed = ParseComputeCapability(cc_flag);
+    if (!parsed.ok()) return parsed.status();
+    cc = *parsed;
+  } else {
+    absl::StatusOr<DeviceInfo> device = FirstDevice();
+    if (!device.ok()) {
+      return absl::Status(device.status().code(),
+                          absl::StrCat(device.status().message(),
+                                       " (give --device-cc M.m to resolve without a device)"));
+    }
+    cc = {device->cc_major, device->cc_minor};
+  }
+  absl::StatusOr<Resolution> resolution =
+      ResolveModule(MakeResolveRequest(model, cc.first, cc.second));
+  if (!resolution.ok()) return resolution.status();
+  std::printf("%s\n", ExplainResolution(*resolution).c_str());
+  return absl::OkStatus();
+}
+
+// ---- memory ----
+
+// The host as an estimator device: its memory is the pool (like an integrated GPU's).
+absl::StatusOr<DeviceMemory> HostMemory() {
+  DeviceInfo host;
+  host.name = "host";
+  host.integrated = true;
+  absl::StatusOr<DeviceMemory> memory = MeasureDeviceMemory(host);
+  if (memory.ok()) memory->source = "host memory (--device host)";
+  return memory;
+}
+
+absl::StatusOr<MemoryEstimate> EstimateMemory(const Plan& plan, const DeviceMemory& device,
+                                              int64_t max_length) {
+  EstimateOptions options;
+  options.max_length = max_length;
+  options.utilization = absl::GetFlag(FLAGS_device_memory_utilization);
+  return Estimate(SizesFromPlan(plan), device, options);
+}
+
+void PrintEstimate(const MemoryEstimate& estimate, FILE* out) {
+  const std::string text =
+      absl::GetFlag(FLAGS_v) ? FormatEstimateTable(estimate) : FormatEstimateLine(estimate);
+  std::fprintf(out, "%s\n", text.c_str());
+}
+
+// --device-profile: a named profile, or auto (CUDA device 0, else the host).
+absl::StatusOr<DeviceMemory> EstimateTarget() {
+  const std::string profile = absl::GetFlag(FLAGS_device_profile);
+  if (profile != "auto") return DeviceProfile(profile);
+  absl::StatusOr<DeviceInfo> device = FirstDevice();
+  if (device.ok()) return MeasureDeviceMemory(*device);
+  Note(absl::StrCat("estimating for the host: ", device.status().message()));
+  return HostMemory();
+}
+
+absl::Status EstimateCommand(const std::string& model) {
+  absl::StatusOr<Artifact> artifact = LoadArtifact(model);
+  if (!artifact.ok()) return artifact.status();
+  absl::StatusOr<int64_t> max_length =
+      ResolveMaxLength(artifact->plan.model, absl::GetFlag(FLAGS_max_length));
+  if (!max_length.ok()) return max_length.status();
+  absl::StatusOr<DeviceMemory> device = EstimateTarget();
+  if (!device.ok()) return device.status();
+  absl::StatusOr<MemoryEstimate> estimate = EstimateMemory(artifact->plan, *device, *max_length);
+  if (!estimate.ok()) return estimate.status();
+  std::printf("%s\n", FormatEstimateTable(*estimate).c_str());
+  return CheckFits(*estimate);
+}
+
+// ---- generation ----
+
+struct RunOptions {
+  DeviceMode mode = DeviceMode::kAuto;
+  std::vector<int32_t> prompt;
+  GenerateOptions generate;
+  std::string weights;
+};
+
+absl::StatusOr<RunOptions> ReadRunOptions() {
+  RunOptions options;
+  absl::StatusOr<DeviceMode> mode = ParseDeviceMode(absl::GetFlag(FLAGS_device));
+  if (!mode.ok()) return mode.status();
+  options.mode = *mode;
+  const std::string prompt = absl::GetFlag(FLAGS_prompt_ids);
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError("--prompt-ids is required (e.g. --prompt-ids 2,818,5192)");
+  }
+  absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(prompt);
+  if (!ids.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--prompt-ids: ", ids.status().message()));
+  }
+  options.prompt = *std::move(ids);
+  options.generate.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+  options.generate.sampler.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  options.generate.sampler.top_k = absl::GetFlag(FLAGS_top_k);
+  options.generate.sampler.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  options.generate.sampler.seed = absl::GetFlag(FLAGS_seed);
+  options.generate.collect_logits = !absl::GetFlag(FLAGS_logits_out).empty();
+  const absl::Status sampler = ValidateSamplerOptions(options.generate.sampler);
+  if (!sampler.ok()) return sampler;
+  options.weights = absl::GetFlag(FLAGS_weights);
+  if (options.weights.empty()) {
+    return absl::InvalidArgumentError(
+        "--weights is required (a checkpoint directory or .safetensors file)");
+  }
+  return options;
+}
+
+// Where the model runs: a CUDA device with the image the resolver chose, or the host.
+struct Placement {
+  bool cuda = false;
+  DeviceInfo device;
+  std::unique_ptr<Resolution> resolution;
+};
+
+absl::StatusOr<Placement> FindGpu(const std::string& model) {
+  absl::StatusOr<DeviceInfo> device = FirstDevice();
+  if (!device.ok()) return device.status();
+  absl::StatusOr<Resolution> resolution =
+      ResolveModule(MakeResolveRequest(model, device->cc_major, device->cc_minor));
+  if (!resolution.ok()) return resolution.status();
+  Placement placement;
+  placement.cuda = true;
+  placement.device = *device;
+  placement.resolution = std::make_unique<Resolution>(*std::move(resolution));
+  return placement;
+}
+
+absl::StatusOr<Placement> Place(DeviceMode mode, const std::string& model) {
+  if (mode == DeviceMode::kHost) return Placement();
+  absl::StatusOr<Placement> gpu = FindGpu(model);
+  if (gpu.ok() || mode == DeviceMode::kCuda) return gpu;
+  Note(absl::StrCat("running on the host: ", gpu.status().ToString()));
+  return Placement();
+}
+
+void ReportPlacement(const Placement& placement, const Artifact& artifact) {
+  if (!placement.cuda) {
+    Note(absl::StrCat("device: host reference executor; image ", artifact.path, " (plan only)"));
+    return;
+  }
+  const Resolution& r = *placement.resolution;
+  const DeviceInfo& d = placement.device;
+  Note(absl::StrCat("device: cuda:", d.ordinal, " ", d.name, " (cc ", d.cc_major, ".", d.cc_minor,
+                    d.integrated ? ", integrated" : "", "); image ", r.artifact.path, " (",
+                    r.artifact.target, ", ", ImageKindName(r.kind), ")"));
+  const std::string note = FallbackNote(r);
+  if (!note.empty()) Note(note);
+  if (absl::GetFlag(FLAGS_v)) std::fprintf(stderr, "%s\n", ExplainResolution(r).c_str());
+}
+
+// Weight upload progress, drawn on a terminal only.
+void ShowProgress(uint64_t done, uint64_t total) {
+  static int last_percent = -1;
+  const int percent = total == 0 ? 100 : static_cast<int>(done * 100 / total);
+  if (percent == last_percent) return;
+  last_percent = percent;
+  std::fprintf(stderr, "\rspark-run: loading weights %3d%% (%s of %s)%s", percent,
+               FormatBytes(done).c_str(), FormatBytes(total).c_str(), percent == 100 ? "\n" : "");
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> MakeExecutor(const Placement& placement,
+                                                       const Artifact& artifact,
+                                                       const Checkpoint& checkpoint) {
+  if (!placement.cuda) {
+    absl::StatusOr<std::vector<WeightData>> weights = BindWeights(artifact.plan, checkpoint);
+    if (!weights.ok()) return weights.status();
+    return CreateHostExecutor(artifact.plan, *std::move(weights));
+  }
+  CudaExecutorOptions options;
+  options.device = placement.device;
+  options.on_notice = Note;
+  if (isatty(STDERR_FILENO)) options.on_progress = ShowProgress;
+  return CreateCudaExecutor(placement.resolution->artifact, checkpoint, options);
+}
+
+absl::Status MakeDirectory(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) {
+    struct stat info;
+    if (stat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--dump ", dir, ": cannot create the directory (", std::strerror(errno), ")"));
+}
+
+Json TimingsJson(const GenerateResult& result) {
+  Json timings = Json::MakeObject();
+  timings.Add("prefill_tokens", Json::Int(result.prefill_tokens));
+  timings.Add("prefill_seconds", Json::Double(result.prefill_seconds));
+  timings.Add("prefill_tokens_per_second", Json::Double(result.prefill_tokens_per_second()));
+  timings.Add("decode_tokens", Json::Int(result.decode_tokens));
+  timings.Add("decode_seconds", Json::Double(result.decode_seconds));
+  timings.Add("decode_tokens_per_second", Json::Double(result.decode_tokens_per_second()));
+  return timings;
+}
+
+Json MemoryJson(const MemoryEstimate& estimate) {
+  Json memory = Json::MakeObject();
+  Json components = Json::MakeObject();
+  for (const MemoryComponent& c : estimate.components) components.Add(c.name, Json::Int(c.bytes));
+  memory.Add("components", std::move(components));
+  memory.Add("total_bytes", Json::Int(static_cast<int64_t>(estimate.total)));
+  memory.Add("available_bytes", Json::Int(static_cast<int64_t>(estimate.budget.bytes)));
+  memory.Add("available_source", Json::String(estimate.budget.source));
+  memory.Add("fits", Json::Bool(estimate.fits));
+  return memory;
+}
+
+void PrintResult(const GenerateResult& result, const Executor& executor,
+                 const MemoryEstimate& estimate) {
+  for (const std::string& notice : result.notices) Note(notice);
+  Note(absl::StrFormat("prefill: %d tokens in %.3f s (%.1f tokens/s)", result.prefill_tokens,
+                       result.prefill_seconds, result.prefill_tokens_per_second()));
+  Note(absl::StrFormat("decode: %d tokens in %.3f s (%.1f tokens/s)%s", result.decode_tokens,
+                       result.decode_seconds, result.decode_tokens_per_second(),
+                       result.stopped_at_eos ? "; stopped at EOS" : ""));
+  if (!absl::GetFlag(FLAGS_json)) {
+    std::printf("%s\n", absl::StrJoin(result.tokens, " ").c_str());
+    return;
+  }
+  Json ids = Json::MakeArray();
+  for (int32_t id : result.tokens) ids.Append(Json::Int(id));
+  Json out = Json::MakeObject();
+  out.Add("ids", std::move(ids));
+  out.Add("stopped_at_eos", Json::Bool(result.stopped_at_eos));
+  out.Add("device", Json::String(executor.name()));
+  out.Add("timings", TimingsJson(result));
+  out.Add("memory", MemoryJson(estimate));
+  std::printf("%s\n", out.Serialize().c_str());
+}
+
+absl::Status GenerateCommand(const std::string& model) {
+  absl::StatusOr<RunOptions> options = ReadRunOptions();
+  if (!options.ok()) return options.status();
+  absl::StatusOr<Artifact> artifact = LoadArtifact(model);
+  if (!artifact.ok()) return artifact.status();
+  const ModelInfo& info = artifact->plan.model;
+  absl::StatusOr<int64_t> max_length = ResolveMaxLength(info, absl::GetFlag(FLAGS_max_length));
+  if (!max_length.ok()) return max_length.status();
+  options->generate.max_length = *max_length;
+  absl::Status status = ValidatePrompt(info, options->prompt, *max_length);
+  if (!status.ok()) return status;
+  absl::optional<SoftTokens> soft;
+  if (!absl::GetFlag(FLAGS_soft_tokens).empty()) {
+    absl::StatusOr<SoftTokens> loaded =
+        LoadSoftTokens(absl::GetFlag(FLAGS_soft_tokens), info.hidden_size);
+    if (!loaded.ok()) return loaded.status();
+    soft = *std::move(loaded);
+  }
+  absl::StatusOr<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::Open(options->weights);
+  if (!checkpoint.ok()) return checkpoint.status();
+  absl::StatusOr<Placement> placement = Place(options->mode, model);
+  if (!placement.ok()) return placement.status();
+  const Artifact& image = placement->cuda ? placement->resolution->artifact : *artifact;
+  status = CheckPlanWeights(image.plan, **checkpoint);
+  if (!status.ok()) return status;
+  ReportPlacement(*placement, *artifact);
+  absl::StatusOr<DeviceMemory> memory =
+      placement->cuda ? MeasureDeviceMemory(placement->device) : HostMemory();
+  if (!memory.ok()) return memory.status();
+  absl::StatusOr<MemoryEstimate> estimate = EstimateMemory(image.plan, *memory, *max_length);
+  if (!estimate.ok()) return estimate.status();
+  PrintEstimate(*estimate, stderr);
+  status = CheckFits(*estimate);
+  if (!status.ok()) return status;
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      MakeExecutor(*placement, image, **checkpoint);
+  if (!executor.ok()) return executor.status();
+  status = (*executor)->Prepare(*max_length);
+  if (!status.ok()) return status;
+  if (!absl::GetFlag(FLAGS_dump).empty()) {
+    status = MakeDirectory(absl::GetFlag(FLAGS_dump));
+    if (!status.ok()) return status;
+    *executor = WithStepDump(*std::move(executor), absl::GetFlag(FLAGS_dump));
+  }
+  absl::StatusOr<GenerateResult> result =
+      Generate(**executor, image.plan, options->prompt, soft ? &*soft : nullptr, options->generate);
+  if (!result.ok()) return result.status();
+  if (options->generate.collect_logits) {
+    status = WriteLogits(absl::GetFlag(FLAGS_logits_out), *result, info.vocab_size);
+    if (!status.ok()) return status;
+  }
+  PrintResult(*result, **executor, *estimate);
+  return absl::OkStatus();
+}
+
+absl::Status Run(const std::vector<char*>& positional) {
+  if (absl::GetFlag(FLAGS_list_devices)) return ListDevicesCommand();
+  if (positional.size() != 2) {
+    return absl::InvalidArgumentError(positional.size() < 2
+                                          ? "no model given: spark-run MODEL.cubin ... (see --help)"
+                                          : absl::StrCat("expected one model file, got ",
+                                                         positional.size() - 1, " (see --help)"));
+  }
+  const std::string model = positional[1];
+  if (absl::GetFlag(FLAGS_explain_resolution)) return ExplainCommand(model);
+  if (absl::GetFlag(FLAGS_estimate)) return EstimateCommand(model);
+  return GenerateCommand(model);
+}
+
+}  // namespace
+}  // namespace rt
+}  // namespace spark
+
+int main(int argc, char** argv) {
+  if (spark::rt::WantsHelp(argc, argv)) {
+    std::fputs(spark::rt::kUsage, stdout);
+    return 0;
+  }
+  std::vector<std::string> args = spark::rt::NormalizeArgs(argc, argv);
+  std::vector<char*> c_args;
+  for (std::string& arg : args) c_args.push_back(&arg[0]);
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(c_args.size()), c_args.data());
+  const absl::Status status = spark::rt::Run(positional);
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
