@@ -228,6 +228,17 @@ absl::StatusOr<Index> ReadIndex(const std::string& index_path) {
 absl::StatusOr<std::vector<std::string>> SafetensorsFilesIn(const std::string& dir) {
   SPARK_ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDirectory(dir));
   std::vector<std::string> files;
+  // The transformers layout: one model.safetensors, or model-*.safetensors shards. Other
+  // safetensors files in the directory (test goldens, adapters) are not part of the model.
+  for (const std::string& name : names) {
+    if (name == "model.safetensors") return std::vector<std::string>{name};
+  }
+  for (const std::string& name : names) {
+    if (absl::StartsWith(name, "model-") && absl::EndsWith(name, kSafetensorsExtension)) {
+      files.push_back(name);
+    }
+  }
+  if (!files.empty()) return files;
   for (const std::string& name : names) {
     if (absl::EndsWith(name, kSafetensorsExtension)) files.push_back(name);
   }

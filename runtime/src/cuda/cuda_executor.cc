@@ -314,23 +314,29 @@ absl::Status CudaExecutor::Launch(int step_index, int32_t num_tokens, int32_t nu
   const Step& step = plan_.steps[step_index];
   const std::vector<ResolvedArg> args =
       ResolveStepArgs(plan_, step, bindings_, num_tokens, num_soft_tokens);
-  // Each parameter in its own 8-byte slot: a CUdeviceptr, or an i32 / f32 in the low 4 bytes.
-  std::vector<uint64_t> slots(args.size(), 0);
-  std::vector<void*> params(args.size());
+  // Literal i32/f32 arguments are compiled into the entry point (docs/plan-format.md); the
+  // entry's parameters are the other arguments, in order. Each parameter gets its own 8-byte
+  // slot: a CUdeviceptr, or an i32 / f32 in the low 4 bytes.
+  std::vector<uint64_t> slots;
+  slots.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
+    if (IsEntryLiteral(step.args[i])) continue;
+    uint64_t slot = 0;
     switch (args[i].kind) {
       case abi::ArgKind::kPtr:
-        slots[i] = args[i].address;
+        slot = args[i].address;
         break;
       case abi::ArgKind::kI32:
-        std::memcpy(&slots[i], &args[i].i32, sizeof(int32_t));
+        std::memcpy(&slot, &args[i].i32, sizeof(int32_t));
         break;
       case abi::ArgKind::kF32:
-        std::memcpy(&slots[i], &args[i].f32, sizeof(float));
+        std::memcpy(&slot, &args[i].f32, sizeof(float));
         break;
     }
-    params[i] = &slots[i];
+    slots.push_back(slot);
   }
+  std::vector<void*> params(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
   SPARK_CU_RETURN_IF_ERROR(
       api_, api_->cuLaunchKernel(functions_[step_index], step.grid[0], step.grid[1], step.grid[2],
                                  step.block[0], step.block[1], step.block[2], step.shared_bytes,

@@ -74,6 +74,13 @@ struct StepArg {
   float f32 = 0.0f;
 };
 
+// True for the literal arguments (i32 / f32 values) the compiler compiles into the step's entry
+// point as constants: they are not kernel parameters (the entry takes the other arguments, in
+// order), but the host reference executor still receives them.
+inline bool IsEntryLiteral(const StepArg& arg) {
+  return arg.kind == ArgRefKind::kI32 || arg.kind == ArgRefKind::kF32;
+}
+
 struct Step {
   std::string op;      // kernel-level op, a key of kernel_abi.h
   std::string kernel;  // entry point symbol in the cubin

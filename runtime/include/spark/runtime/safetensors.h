@@ -57,7 +57,8 @@ class Checkpoint {
 
   // Opens a checkpoint: a `.safetensors` file, or a directory. A directory uses
   // model.safetensors.index.json (its "weight_map": tensor name -> file name in the directory)
-  // when present, else every *.safetensors file in it (sorted by name). kNotFound when the path
+  // when present, else model.safetensors, else the model-*.safetensors shards, else every
+  // *.safetensors file in it (sorted by name). kNotFound when the path
   // or a file named by the index does not exist, or the directory has no safetensors file;
   // kInvalidArgument for a malformed file or index.
   static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& dir_or_file);

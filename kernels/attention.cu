@@ -1,0 +1,216 @@
+// KV-cache write and grouped-query attention over the cache.
+//
+// Cache layout: K and V each f32 [capacity, kv_heads, head_dim]; token position p lives in slot
+// p % capacity. spark_kv_write skips tokens with a negative position.
+//
+// spark_attention: one block (128 threads = 4 warps) per (token, query head), grid-stride over
+// T * q_heads. The query at position p sees keys j in [lo, p], lo = max(0, p - window + 1) when
+// window > 0 (sliding: `window` keys including itself), else 0 (causal). The keys are dealt to
+// the 4 warps in groups of 1-4 (the K and V rows of a group are loaded together); each warp keeps
+// a flash-style online softmax (running max, sum and output accumulator in registers; lanes
+// split head_dim), and the warps' partial results are merged through shared memory at the end.
+// Scores are q.k * scale in f32, softmax in f32 with an accurate exp (math.cuh). head_dim up to
+// 512 (16-byte loads when head_dim % 128 == 0, else scalar loads); a larger head_dim writes NaN.
+// TODO(perf): decode with long contexts and few heads uses only T * q_heads blocks; a split-K
+// (flash-decoding) variant needs a workspace and a second pass, i.e. an ABI change. Prefill
+// attention does not use tensor cores yet.
+#include "common.cuh"
+
+namespace spk {
+namespace attn {
+namespace {
+
+constexpr int kWarps = 4;       // ABI block size 128
+constexpr int kMaxHeadDim = 512;  // Gemma 4: 256 (sliding) and 512 (full)
+
+// Per-lane slice of a head_dim row. Vector layout (kVec): chunk c holds elements
+// c*128 + lane*4 + {0..3}, c < NC. Scalar layout: element s*32 + lane, s < NS.
+template <int NS, bool kVec>
+struct Layout {
+  static constexpr int kNC = NS / 4;
+  __device__ static void load(const float* row, int d, float v[NS]) {
+    const int lane = lane_id();
+    if (kVec) {
+#pragma unroll
+      for (int c = 0; c < kNC; ++c) {
+        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (c * 128 < d) f = ldg_f4(row + c * 128 + lane * 4);
+        v[4 * c] = f.x;
+        v[4 * c + 1] = f.y;
+        v[4 * c + 2] = f.z;
+        v[4 * c + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < NS; ++s) {
+        const int e = s * 32 + lane;
+        v[s] = e < d ? ldg_f(row + e) : 0.0f;
+      }
+    }
+  }
+  __device__ static int index(int s) {
+    return kVec ? (s / 4) * 128 + lane_id() * 4 + (s % 4) : s * 32 + lane_id();
+  }
+};
+
+template <int NS, bool kVec>
+SPK_DEVICE void attend_one(const float* q, const float* k_cache, const float* v_cache, float* y,
+                           int p, int head_dim, int kv_heads, int kvh, int capacity, int window,
+                           float scale, float* s_m, float* s_l, float (*s_o)[kMaxHeadDim]) {
+  using L = Layout<NS, kVec>;
+  // Keys per warp step: K and V rows of all of them are loaded before any arithmetic, so that
+  // 2 * kKeys * NS floats per lane (64) are in flight.
+  constexpr int kKeys = NS <= 8 ? 4 : 2;
+  const int lane = lane_id(), warp = warp_id();
+  const int nw = num_warps() < kWarps ? num_warps() : kWarps;
+  const int lo = window > 0 ? (p - window + 1 > 0 ? p - window + 1 : 0) : 0;
+  const int n = p >= 0 ? p - lo + 1 : 0;
+  const int64_t slot_pitch = static_cast<int64_t>(kv_heads) * head_dim;
+  const float* kh = k_cache + static_cast<int64_t>(kvh) * head_dim;
+  const float* vh = v_cache + static_cast<int64_t>(kvh) * head_dim;
+
+  if (warp < nw) {
+    float qv[NS], o[NS];
+    L::load(q, head_dim, qv);
+#pragma unroll
+    for (int s = 0; s < NS; ++s) o[s] = 0.0f;
+    float m = -inff_(), l = 0.0f;
+    for (int base = warp * kKeys; base < n; base += nw * kKeys) {
+      float kv[kKeys][NS], vv[kKeys][NS];
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        const int kk = base + u < n ? base + u : base;  // past the end: reload key `base`
+        const int64_t off = static_cast<int64_t>((lo + kk) % capacity) * slot_pitch;
+        L::load(kh + off, head_dim, kv[u]);
+        L::load(vh + off, head_dim, vv[u]);
+      }
+      float sc[kKeys];
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        float part = 0.0f;
+#pragma unroll
+        for (int s = 0; s < NS; ++s) part = fmaf_(qv[s], kv[u][s], part);
+        sc[u] = part;
+      }
+      float step_max = -inff_();
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        sc[u] = base + u < n ? warp_sum(sc[u]) * scale : -inff_();
+        step_max = fmaxf_(step_max, sc[u]);
+      }
+      const float m_new = fmaxf_(m, step_max);  // finite: key `base` is valid
+      const float corr = m == -inff_() ? 0.0f : spk_expf(m - m_new);
+      l *= corr;
+#pragma unroll
+      for (int s = 0; s < NS; ++s) o[s] *= corr;
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        const float pu = base + u < n ? spk_expf(sc[u] - m_new) : 0.0f;
+        l += pu;
+#pragma unroll
+        for (int s = 0; s < NS; ++s) o[s] = fmaf_(pu, vv[u][s], o[s]);
+      }
+      m = m_new;
+    }
+    if (lane == 0) {
+      s_m[warp] = m;
+      s_l[warp] = l;
+    }
+#pragma unroll
+    for (int s = 0; s < NS; ++s) {
+      const int e = L::index(s);
+      if (e < head_dim) s_o[warp][e] = o[s];
+    }
+  }
+  __syncthreads();
+  float mx = -inff_();
+  for (int w = 0; w < nw; ++w) mx = fmaxf_(mx, s_m[w]);
+  float f[kWarps], den = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    f[w] = (w >= nw || s_m[w] == -inff_()) ? 0.0f : spk_expf(s_m[w] - mx);
+    if (f[w] != 0.0f) den = fmaf_(s_l[w], f[w], den);
+  }
+  const float inv = den > 0.0f ? 1.0f / den : 0.0f;  // no keys (p < 0): zeros
+  for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
+    float num = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      if (f[w] != 0.0f) num = fmaf_(s_o[w][e], f[w], num);
+    y[e] = num * inv;
+  }
+  __syncthreads();  // the shared partials are reused by the next (token, head)
+}
+
+}  // namespace
+}  // namespace attn
+}  // namespace spk
+
+SPK_EXPORT void spark_kv_write(const float* k, const float* v, const int* positions, float* k_cache,
+                               float* v_cache, int num_tokens, int kv_heads, int head_dim,
+                               int capacity) {
+  if (num_tokens <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
+  const int64_t row = static_cast<int64_t>(kv_heads) * head_dim;
+  const int64_t start = spk::global_thread(), stride = spk::grid_threads();
+  const bool vec = (row % 4) == 0 && spk::aligned16(k) && spk::aligned16(v) &&
+                   spk::aligned16(k_cache) && spk::aligned16(v_cache);
+  if (vec) {
+    const int64_t r4 = row / 4;
+    const int64_t n = static_cast<int64_t>(num_tokens) * r4;
+    for (int64_t i = start; i < n; i += stride) {
+      const int64_t t = i / r4, c = i % r4;
+      const int pos = spk::ldg_i(positions + t);
+      if (pos < 0) continue;  // not a token position: nothing is written
+      const int slot = pos % capacity;
+      const int64_t dst = static_cast<int64_t>(slot) * r4 + c;
+      reinterpret_cast<float4*>(k_cache)[dst] = reinterpret_cast<const float4*>(k)[i];
+      reinterpret_cast<float4*>(v_cache)[dst] = reinterpret_cast<const float4*>(v)[i];
+    }
+  } else {
+    const int64_t n = static_cast<int64_t>(num_tokens) * row;
+    for (int64_t i = start; i < n; i += stride) {
+      const int64_t t = i / row, c = i % row;
+      const int pos = spk::ldg_i(positions + t);
+      if (pos < 0) continue;  // not a token position: nothing is written
+      const int slot = pos % capacity;
+      const int64_t dst = static_cast<int64_t>(slot) * row + c;
+      k_cache[dst] = k[i];
+      v_cache[dst] = v[i];
+    }
+  }
+}
+
+SPK_EXPORT void spark_attention(const float* q, const int* positions, const float* k_cache,
+                                const float* v_cache, float* y, int num_tokens, int q_heads,
+                                int kv_heads, int head_dim, int capacity, int window, float scale) {
+  using namespace spk::attn;
+  __shared__ float s_m[kWarps];
+  __shared__ float s_l[kWarps];
+  __shared__ __align__(16) float s_o[kWarps][kMaxHeadDim];
+  if (num_tokens <= 0 || q_heads <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
+  const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
+  const bool vec = (head_dim % 128) == 0 && spk::aligned16(q) && spk::aligned16(k_cache) &&
+                   spk::aligned16(v_cache);
+  const int64_t units = static_cast<int64_t>(num_tokens) * q_heads;
+  for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+    const int64_t t = u / q_heads;
+    const int h = static_cast<int>(u % q_heads);
+    int kvh = h / group;
+    if (kvh >= kv_heads) kvh = kv_heads - 1;
+    const int p = spk::ldg_i(positions + t);
+    const int64_t off = u * head_dim;  // q and y: [T, q_heads, head_dim]
+    if (vec && head_dim <= 256) {
+      attend_one<8, true>(q + off, k_cache, v_cache, y + off, p, head_dim, kv_heads, kvh,
+                          capacity, window, scale, s_m, s_l, s_o);
+    } else if (vec && head_dim <= 512) {
+      attend_one<16, true>(q + off, k_cache, v_cache, y + off, p, head_dim, kv_heads, kvh,
+                           capacity, window, scale, s_m, s_l, s_o);
+    } else if (head_dim <= kMaxHeadDim) {
+      attend_one<16, false>(q + off, k_cache, v_cache, y + off, p, head_dim, kv_heads, kvh,
+                            capacity, window, scale, s_m, s_l, s_o);
+    } else {
+      // Unsupported head_dim (the compiler never emits it): a loud NaN result.
+      for (int e = threadIdx.x; e < head_dim; e += blockDim.x) y[off + e] = spk::nanf_();
+    }
+  }
+}

@@ -1,0 +1,142 @@
+// Shared device helpers of the Spark kernel library: indexing, vector loads, bf16 packing, warp
+// and block reductions. The math functions are in math.cuh (see there for why nothing may call
+// libdevice).
+//
+// Conventions for every exported function (runtime/include/spark/runtime/kernel_abi.h):
+//   - `extern "C" __device__ void spark_<op>(...)` is the whole kernel body; the compiler wraps it
+//     in a generated `gpu.func` entry. It must be correct for any gridDim.x >= 1 (grid-stride
+//     loops) and for blockDim.x == the ABI block size;
+//   - pointers are generic; weights are bf16 bits (`const unsigned short*`), activations f32,
+//     ids/positions/indices int32;
+//   - vector (16-byte) loads are used only after checking the alignment of the pointer and of
+//     the row pitch; otherwise a scalar path runs.
+#ifndef SPARK_KERNELS_COMMON_CUH_
+#define SPARK_KERNELS_COMMON_CUH_
+
+#include <stdint.h>
+
+#include "math.cuh"
+
+#define SPK_DEVICE static __device__ __forceinline__
+#define SPK_EXPORT extern "C" __device__
+
+namespace spk {
+
+// ------------------------------------------------------------------------------------------------
+// Indexing.
+// ------------------------------------------------------------------------------------------------
+SPK_DEVICE int lane_id() { return static_cast<int>(threadIdx.x & 31u); }
+SPK_DEVICE int warp_id() { return static_cast<int>(threadIdx.x >> 5); }
+SPK_DEVICE int num_warps() { return static_cast<int>(blockDim.x >> 5); }
+SPK_DEVICE int64_t global_thread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+SPK_DEVICE int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+SPK_DEVICE int64_t global_warp() {
+  return static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+}
+SPK_DEVICE int64_t grid_warps() { return static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5); }
+
+SPK_DEVICE bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+SPK_DEVICE bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
+
+// ------------------------------------------------------------------------------------------------
+// Loads. Read-only data (weights, and inputs a kernel never writes) goes through the
+// non-coherent path.
+// ------------------------------------------------------------------------------------------------
+SPK_DEVICE uint4 ldg_u4(const void* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+SPK_DEVICE float4 ldg_f4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+SPK_DEVICE float ldg_f(const float* p) { return __ldg(p); }
+SPK_DEVICE float ldg_bf16(const unsigned short* p) { return bf16_to_f32(__ldg(p)); }
+SPK_DEVICE int ldg_i(const int* p) { return __ldg(p); }
+
+// Unpacks 8 bf16 (one uint4) to f32.
+SPK_DEVICE void unpack_bf16x8(const uint4& v, float f[8]) {
+  f[0] = bf16lo_to_f32(v.x);
+  f[1] = bf16hi_to_f32(v.x);
+  f[2] = bf16lo_to_f32(v.y);
+  f[3] = bf16hi_to_f32(v.y);
+  f[4] = bf16lo_to_f32(v.z);
+  f[5] = bf16hi_to_f32(v.z);
+  f[6] = bf16lo_to_f32(v.w);
+  f[7] = bf16hi_to_f32(v.w);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Inline PTX. SPARK_KERNEL_EMULATION (a CPU emulation of the CUDA execution model used to test
+// kernel logic without a GPU) supplies host versions of these few instructions.
+// ------------------------------------------------------------------------------------------------
+#if defined(SPARK_KERNEL_EMULATION)
+uint32_t spk_emu_pack_bf16x2(float lo, float hi);
+void spk_emu_mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+#endif
+
+// Packs two f32 into bf16x2 with round-to-nearest-even; `lo` goes to the low half (the element
+// with the smaller index in mma fragments). PTX cvt puts its first source into the upper half.
+SPK_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
+#if defined(SPARK_KERNEL_EMULATION)
+  return spk_emu_pack_bf16x2(lo, hi);
+#else
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#endif
+}
+
+// D = A * B + C for one warp: m16n8k16, A row-major bf16 (4 regs of bf16x2), B column-major
+// bf16 (2 regs), C/D f32 (4 regs). Fragment layout (PTX ISA, "mma.m16n8k16"), with
+// g = lane / 4 and q = lane % 4:
+//   a0: A[g][2q, 2q+1]    a1: A[g+8][2q, 2q+1]    a2: A[g][2q+8, 2q+9]    a3: A[g+8][2q+8, 2q+9]
+//   b0: B[2q, 2q+1][g]    b1: B[2q+8, 2q+9][g]
+//   c0, c1: C[g][2q, 2q+1]                        c2, c3: C[g+8][2q, 2q+1]
+SPK_DEVICE void mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_mma_bf16_16816(c, a, b0, b1);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// ------------------------------------------------------------------------------------------------
+// Reductions. Block reductions need blockDim.x to be a multiple of 32 (every ABI block size is),
+// use a 32-entry shared scratch, give every thread the result, and end with a barrier so the
+// scratch can be reused at once. All threads of the block must call them.
+// ------------------------------------------------------------------------------------------------
+SPK_DEVICE float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+SPK_DEVICE float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf_(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+SPK_DEVICE float block_sum(float v, float* scratch32) {
+  v = warp_sum(v);
+  const int lane = lane_id(), warp = warp_id(), nw = num_warps();
+  if (lane == 0) scratch32[warp] = v;
+  __syncthreads();
+  float r = lane < nw ? scratch32[lane] : 0.0f;
+  r = warp_sum(r);
+  __syncthreads();
+  return r;
+}
+SPK_DEVICE float block_max(float v, float* scratch32) {
+  v = warp_max(v);
+  const int lane = lane_id(), warp = warp_id(), nw = num_warps();
+  if (lane == 0) scratch32[warp] = v;
+  __syncthreads();
+  float r = lane < nw ? scratch32[lane] : -inff_();
+  r = warp_max(r);
+  __syncthreads();
+  return r;
+}
+
+}  // namespace spk
+
+#endif  // SPARK_KERNELS_COMMON_CUH_

@@ -1,0 +1,294 @@
+// Gemma 4 mixture of experts (architecture spec section 9): router, expert gate/up, expert down.
+//
+// spark_moe_router: one block (128 threads) per token, grid-stride over tokens.
+//   z      = x * (mean(x^2) + eps)^-0.5 * scale * hidden^-0.5    (weight-less RMS, f32)
+//   logits = z @ proj^T                                           [num_experts]
+//   p      = softmax(logits)                                      (f32)
+//   top_k of p by iterative block argmax, ties -> lower expert index (torch.topk order)
+//   w      = p_sel / sum(p_sel) * per_expert_scale[idx]
+//   weights[t, k] = w (f32), indices[t, k] = idx (i32), in descending order of p.
+//   z lives in shared memory when hidden <= 8192 (recomputed from x otherwise); num_experts is
+//   limited to kMaxExperts (1024; Gemma 4 uses 128): larger counts give NaN weights and index -1.
+// spark_moe_gate_up: one warp per (token, k, i) output, grid-stride over warps:
+//   act[t, k, i] = gelu(x[t] . gate_up[e, i]) * (x[t] . gate_up[e, intermediate + i]),
+//   e = indices[t, k]; an index outside [0, num_experts) gives 0.
+// spark_moe_down: one warp per (token, h) output, grid-stride over warps:
+//   y[t, h] = sum_k weights[t, k] * (act[t, k] . down[e_k, h]); invalid indices contribute 0.
+// Both expert kernels read weights with 16-byte loads when the row length is a multiple of 8 and
+// the pointers are aligned (scalar loads otherwise).
+// TODO(perf): prefill with many tokens re-reads each selected expert once per (token, k); a
+// grouped GEMM (tokens sorted by expert, mma.sync tiles as in linear.cu) is the fast path.
+#include "common.cuh"
+
+namespace spk {
+namespace moe {
+namespace {
+
+constexpr int kMaxZ = 8192;
+constexpr int kMaxExperts = 1024;
+
+// Dot of an f32 vector with a bf16 row of length n; per-lane partial (not reduced).
+template <bool kVec>
+SPK_DEVICE float dot_partial(const float* a, const unsigned short* w, int n) {
+  const int lane = lane_id();
+  float acc = 0.0f;
+  if (kVec) {
+#pragma unroll 4
+    for (int c = lane; c < n / 8; c += 32) {
+      float wf[8];
+      unpack_bf16x8(ldg_u4(w + c * 8), wf);
+      const float4 x0 = ldg_f4(a + c * 8), x1 = ldg_f4(a + c * 8 + 4);
+      acc = fmaf_(wf[0], x0.x, acc);
+      acc = fmaf_(wf[1], x0.y, acc);
+      acc = fmaf_(wf[2], x0.z, acc);
+      acc = fmaf_(wf[3], x0.w, acc);
+      acc = fmaf_(wf[4], x1.x, acc);
+      acc = fmaf_(wf[5], x1.y, acc);
+      acc = fmaf_(wf[6], x1.z, acc);
+      acc = fmaf_(wf[7], x1.w, acc);
+    }
+  } else {
+    for (int k = lane; k < n; k += 32) acc = fmaf_(ldg_bf16(w + k), ldg_f(a + k), acc);
+  }
+  return acc;
+}
+
+// Dot of two rows of gate_up with the same x: gate and up partials.
+template <bool kVec>
+SPK_DEVICE void dot2_partial(const float* a, const unsigned short* wg, const unsigned short* wu,
+                             int n, float* pg, float* pu) {
+  const int lane = lane_id();
+  float ag = 0.0f, au = 0.0f;
+  if (kVec) {
+#pragma unroll 2
+    for (int c = lane; c < n / 8; c += 32) {
+      float g[8], u[8];
+      unpack_bf16x8(ldg_u4(wg + c * 8), g);
+      unpack_bf16x8(ldg_u4(wu + c * 8), u);
+      const float4 x0 = ldg_f4(a + c * 8), x1 = ldg_f4(a + c * 8 + 4);
+      const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        ag = fmaf_(g[j], xv[j], ag);
+        au = fmaf_(u[j], xv[j], au);
+      }
+    }
+  } else {
+    for (int k = lane; k < n; k += 32) {
+      const float xv = ldg_f(a + k);
+      ag = fmaf_(ldg_bf16(wg + k), xv, ag);
+      au = fmaf_(ldg_bf16(wu + k), xv, au);
+    }
+  }
+  *pg = ag;
+  *pu = au;
+}
+
+// Argmax with lower-index tie-break: is (v, i) better than (bv, bi)?
+SPK_DEVICE bool better(float v, int i, float bv, int bi) {
+  return v > bv || (v == bv && i < bi);
+}
+
+}  // namespace
+}  // namespace moe
+}  // namespace spk
+
+SPK_EXPORT void spark_moe_router(const float* x, const unsigned short* scale,
+                                 const unsigned short* proj,
+                                 const unsigned short* per_expert_scale, float* weights,
+                                 int* indices, int num_tokens, int hidden, int num_experts,
+                                 int top_k, float epsilon) {
+  using namespace spk::moe;
+  __shared__ __align__(16) float s_z[kMaxZ];
+  __shared__ float s_p[kMaxExperts];
+  __shared__ float s_scratch[32];
+  __shared__ float s_bv[32];
+  __shared__ int s_bi[32];
+  if (num_tokens <= 0 || hidden <= 0 || top_k <= 0) return;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int lane = spk::lane_id(), warp = spk::warp_id(), nw = spk::num_warps();
+  const float c = static_cast<float>(1.0 / spk::sqrt_(static_cast<double>(hidden)));
+  const bool z_shared = hidden <= kMaxZ;
+  const bool vec = (hidden % 8) == 0 && spk::aligned16(proj) && (z_shared || spk::aligned16(x));
+
+  for (int64_t t = blockIdx.x; t < num_tokens; t += gridDim.x) {
+    if (num_experts <= 0 || num_experts > kMaxExperts) {  // unsupported: loud result
+      for (int k = tid; k < top_k; k += nt) {
+        weights[t * top_k + k] = spk::nanf_();
+        indices[t * top_k + k] = -1;
+      }
+      continue;
+    }
+    const float* xt = x + t * hidden;
+    // 1. weight-less RMS factor.
+    float ss = 0.0f;
+    for (int i = tid; i < hidden; i += nt) ss = spk::fmaf_(xt[i], xt[i], ss);
+    ss = spk::block_sum(ss, s_scratch);
+    const float r = spk::spk_rsqrtf(ss / static_cast<float>(hidden) + epsilon);
+    // 2. z = x * r * scale * hidden^-0.5.
+    if (z_shared) {
+      for (int i = tid; i < hidden; i += nt) s_z[i] = xt[i] * r * spk::ldg_bf16(scale + i) * c;
+      __syncthreads();
+    }
+    // 3. logits, one warp per expert.
+    for (int e = warp; e < num_experts; e += nw) {
+      const unsigned short* pr = proj + static_cast<int64_t>(e) * hidden;
+      float acc = 0.0f;
+      if (z_shared && vec) {
+        for (int cc = lane; cc < hidden / 8; cc += 32) {
+          float wf[8];
+          spk::unpack_bf16x8(spk::ldg_u4(pr + cc * 8), wf);
+          const float4 a = reinterpret_cast<const float4*>(s_z)[2 * cc];
+          const float4 b = reinterpret_cast<const float4*>(s_z)[2 * cc + 1];
+          acc = spk::fmaf_(wf[0], a.x, acc);
+          acc = spk::fmaf_(wf[1], a.y, acc);
+          acc = spk::fmaf_(wf[2], a.z, acc);
+          acc = spk::fmaf_(wf[3], a.w, acc);
+          acc = spk::fmaf_(wf[4], b.x, acc);
+          acc = spk::fmaf_(wf[5], b.y, acc);
+          acc = spk::fmaf_(wf[6], b.z, acc);
+          acc = spk::fmaf_(wf[7], b.w, acc);
+        }
+      } else if (z_shared) {
+        for (int i = lane; i < hidden; i += 32) acc = spk::fmaf_(spk::ldg_bf16(pr + i), s_z[i], acc);
+      } else {
+        for (int i = lane; i < hidden; i += 32) {
+          const float z = xt[i] * r * spk::ldg_bf16(scale + i) * c;
+          acc = spk::fmaf_(spk::ldg_bf16(pr + i), z, acc);
+        }
+      }
+      acc = spk::warp_sum(acc);
+      if (lane == 0) s_p[e] = acc;
+    }
+    __syncthreads();
+    // 4. softmax over all experts.
+    float mx = -spk::inff_();
+    for (int e = tid; e < num_experts; e += nt) mx = spk::fmaxf_(mx, s_p[e]);
+    mx = spk::block_max(mx, s_scratch);
+    float sum = 0.0f;
+    for (int e = tid; e < num_experts; e += nt) {
+      const float ex = spk::spk_expf(s_p[e] - mx);
+      s_p[e] = ex;
+      sum += ex;
+    }
+    sum = spk::block_sum(sum, s_scratch);
+    for (int e = tid; e < num_experts; e += nt) s_p[e] = s_p[e] / sum;
+    __syncthreads();
+    // 5. top_k by iterative block argmax (ties: lower index); a taken expert is marked -1.
+    //    Thread 0 writes each selection at once (weights hold p until step 6) and sums the
+    //    selected probabilities in selection order.
+    float total = 0.0f;
+    for (int k = 0; k < top_k; ++k) {
+      float bv = -2.0f;
+      int bi = 0x7fffffff;
+      for (int e = tid; e < num_experts; e += nt) {
+        const float v = s_p[e];
+        if (better(v, e, bv, bi)) {
+          bv = v;
+          bi = e;
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (better(ov, oi, bv, bi)) {
+          bv = ov;
+          bi = oi;
+        }
+      }
+      if (lane == 0) {
+        s_bv[warp] = bv;
+        s_bi[warp] = bi;
+      }
+      __syncthreads();
+      if (tid == 0) {
+        for (int w = 1; w < nw; ++w) {
+          if (better(s_bv[w], s_bi[w], bv, bi)) {
+            bv = s_bv[w];
+            bi = s_bi[w];
+          }
+        }
+        const bool ok = k < num_experts && bi >= 0 && bi < num_experts && bv >= 0.0f;
+        indices[t * top_k + k] = ok ? bi : -1;
+        weights[t * top_k + k] = ok ? bv : 0.0f;
+        if (ok) {
+          total += bv;
+          s_p[bi] = -1.0f;
+        }
+      }
+      __syncthreads();
+    }
+    // 6. renormalise and scale per expert.
+    if (tid == 0) {
+      for (int k = 0; k < top_k; ++k) {
+        const int e = indices[t * top_k + k];
+        const float w = weights[t * top_k + k];
+        weights[t * top_k + k] = e >= 0 ? w / total * spk::ldg_bf16(per_expert_scale + e) : 0.0f;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+SPK_EXPORT void spark_moe_gate_up(const float* x, const unsigned short* gate_up, const int* indices,
+                                  float* act, int num_tokens, int hidden, int intermediate,
+                                  int num_experts, int top_k) {
+  using namespace spk::moe;
+  if (num_tokens <= 0 || intermediate <= 0 || top_k <= 0) return;
+  const bool vec = (hidden % 8) == 0 && spk::aligned16(x) && spk::aligned16(gate_up);
+  const int64_t units = static_cast<int64_t>(num_tokens) * top_k * intermediate;
+  const int lane = spk::lane_id();
+  for (int64_t u = spk::global_warp(); u < units; u += spk::grid_warps()) {
+    const int64_t tk = u / intermediate;  // t * top_k + k
+    const int i = static_cast<int>(u % intermediate);
+    const int64_t t = tk / top_k;
+    const int e = spk::ldg_i(indices + tk);
+    float result = 0.0f;
+    if (e >= 0 && e < num_experts && hidden > 0) {
+      const unsigned short* base =
+          gate_up + static_cast<int64_t>(e) * 2 * intermediate * hidden;
+      const unsigned short* wg = base + static_cast<int64_t>(i) * hidden;
+      const unsigned short* wu = base + static_cast<int64_t>(intermediate + i) * hidden;
+      float pg, pu;
+      if (vec)
+        dot2_partial<true>(x + t * hidden, wg, wu, hidden, &pg, &pu);
+      else
+        dot2_partial<false>(x + t * hidden, wg, wu, hidden, &pg, &pu);
+      pg = spk::warp_sum(pg);
+      pu = spk::warp_sum(pu);
+      result = spk::spk_gelu(pg) * pu;
+    }
+    if (lane == 0) act[u] = result;
+  }
+}
+
+SPK_EXPORT void spark_moe_down(const float* act, const unsigned short* down, const float* weights,
+                               const int* indices, float* y, int num_tokens, int hidden,
+                               int intermediate, int num_experts, int top_k) {
+  using namespace spk::moe;
+  if (num_tokens <= 0 || hidden <= 0) return;
+  const bool vec = (intermediate % 8) == 0 && spk::aligned16(act) && spk::aligned16(down);
+  const int64_t units = static_cast<int64_t>(num_tokens) * hidden;
+  const int lane = spk::lane_id();
+  for (int64_t u = spk::global_warp(); u < units; u += spk::grid_warps()) {
+    const int64_t t = u / hidden;
+    const int h = static_cast<int>(u % hidden);
+    float acc = 0.0f;
+    if (intermediate > 0) {
+      for (int k = 0; k < top_k; ++k) {
+        const int e = spk::ldg_i(indices + t * top_k + k);
+        if (e < 0 || e >= num_experts) continue;
+        const float w = spk::ldg_f(weights + t * top_k + k);
+        const unsigned short* row =
+            down + (static_cast<int64_t>(e) * hidden + h) * intermediate;
+        const float* a = act + (t * top_k + k) * static_cast<int64_t>(intermediate);
+        const float part = vec ? dot_partial<true>(a, row, intermediate)
+                               : dot_partial<false>(a, row, intermediate);
+        acc = spk::fmaf_(w, part, acc);
+      }
+    }
+    acc = spk::warp_sum(acc);
+    if (lane == 0) y[u] = acc;
+  }
+}

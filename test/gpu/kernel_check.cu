@@ -1,0 +1,823 @@
+// GPU check of the kernel library against the host reference kernels
+// (runtime/src/host_kernels.cc, the oracle of design.md "Host reference executor").
+//
+// For every op of kernel_abi.h: random inputs (fresh seed per run, printed; --seed=N repeats a
+// run), outputs poisoned with NaN (0xff bytes) before each launch, the launch repeated with the
+// natural grid and with small grids (grid-stride correctness), and the result compared with the
+// host reference. Prints one row per case: op, shape, max abs error, max rel error
+// (max|gpu - ref| / max|ref|), threshold, PASS/FAIL; exits 1 if any case fails.
+//
+//   kernel_check [--seed=N] [--quick] [--only=op,op,...]
+// --quick shrinks the largest weights (for compute-sanitizer runs); --only runs just the named
+// ops (kernel_abi.h op names).
+//
+// Thresholds (relative, as defined above):
+//   0      copies and integer ops (embedding, copy, select_group, scatter_rows, kv_write,
+//          mask_tokens, add, mul, scale, scalar_mul): bit-exact;
+//   1e-5   gelu, gelu_mul, softcap, rms_norm, rope (f32 math, ~1e-7 expected);
+//   1e-4   linear, attention, moe_router weights, moe_gate_up, moe_down (f32 accumulation over
+//          up to a few thousand bf16 x f32 products vs the reference's double accumulation;
+//          linear with T >= 16 runs the tensor-core path with split-bf16 activations, ~1e-5).
+//   moe_router indices must match exactly, except that a token whose selection differs only
+//   between experts whose probabilities are within 1e-5 (relative) of each other is reported as
+//   a near-tie and not counted as a failure (its weights are then not compared).
+#if !defined(SPARK_KERNEL_EMULATION)  // emulation/cuda_emu.h is force-included instead
+#include <cuda_runtime.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "spark/runtime/host_kernels.h"
+#include "spark/runtime/kernel_abi.h"
+#include "test/gpu/kernel_wrappers.cuh"
+
+namespace {
+
+namespace host = spark::rt::host;
+using bf16 = uint16_t;
+
+#define CK(call)                                                                   \
+  do {                                                                             \
+    cudaError_t err_ = (call);                                                     \
+    if (err_ != cudaSuccess) {                                                     \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,    \
+                   cudaGetErrorString(err_));                                      \
+      std::exit(2);                                                                \
+    }                                                                              \
+  } while (0)
+
+// ---- random data ----
+struct Rng {
+  uint64_t s;
+  uint64_t Next() {  // splitmix64
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return (Next() >> 11) * (1.0 / 9007199254740992.0); }
+  float Uniform(float lo, float hi) { return lo + (hi - lo) * static_cast<float>(Uniform()); }
+  float Normal(float sigma = 1.0f) {
+    const double u1 = std::max(Uniform(), 1e-300), u2 = Uniform();
+    return sigma * static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+  int Int(int lo, int hi) { return lo + static_cast<int>(Next() % static_cast<uint64_t>(hi - lo + 1)); }
+};
+Rng g_rng{0};
+
+std::vector<float> Normals(size_t n, float sigma = 1.0f) {
+  std::vector<float> v(n);
+  for (float& f : v) f = g_rng.Normal(sigma);
+  return v;
+}
+std::vector<float> Uniforms(size_t n, float lo, float hi) {
+  std::vector<float> v(n);
+  for (float& f : v) f = g_rng.Uniform(lo, hi);
+  return v;
+}
+std::vector<bf16> Bf16Uniform(size_t n, float lo, float hi) {
+  std::vector<bf16> v(n);
+  for (bf16& b : v) b = spark::rt::F32ToBf16(g_rng.Uniform(lo, hi));
+  return v;
+}
+
+// ---- device buffers ----
+// Allocates n elements plus slack so that a case can pass a deliberately misaligned pointer
+// (`offset` elements past the allocation start).
+template <typename T>
+struct Dev {
+  T* base = nullptr;
+  T* p = nullptr;
+  size_t n = 0;
+  Dev() = default;
+  explicit Dev(size_t count, size_t offset = 0) : n(count) {
+    CK(cudaMalloc(&base, (count + 8) * sizeof(T)));
+    p = base + offset;
+  }
+  Dev(const std::vector<T>& h, size_t offset = 0) : Dev(h.size(), offset) { Upload(h); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  ~Dev() {
+    if (base) cudaFree(base);
+  }
+  void Upload(const std::vector<T>& h) {
+    CK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  void Poison() { CK(cudaMemset(p, 0xff, n * sizeof(T))); }  // f32 NaN, i32 -1
+  std::vector<T> Download() const {
+    std::vector<T> h(n);
+    CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+int BlockSize(const char* op) {
+  const spark::abi::KernelSpec* spec = spark::abi::FindKernel(op);
+  if (spec == nullptr) {
+    std::fprintf(stderr, "op %s is not in kernel_abi.h\n", op);
+    std::exit(2);
+  }
+  return spec->block_size;
+}
+
+template <typename... P, typename... A>
+void Launch(const char* op, void (*kernel)(P...), int grid, A... args) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu::Launch(kernel, std::min(grid, 16), BlockSize(op), args...);
+#else
+  kernel<<<grid, BlockSize(op)>>>(static_cast<P>(args)...);
+#endif
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+}
+
+// Natural grid plus small grids (1 block, an odd count) for grid-stride coverage.
+std::vector<int> Grids(int64_t natural, bool small_too = true) {
+  const int nat = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(natural, 1 << 20)));
+  std::vector<int> g = {nat};
+  if (small_too) {
+    if (nat != 1) g.push_back(1);
+    if (nat > 5) g.push_back(5);
+  }
+  return g;
+}
+int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- comparison and the result table ----
+struct Err {
+  double abs = 0.0, ref_max = 0.0;
+  double Rel() const { return ref_max > 0.0 ? abs / ref_max : abs; }
+  void Merge(const Err& o) {
+    abs = std::max(abs, o.abs);
+    ref_max = std::max(ref_max, o.ref_max);
+  }
+};
+
+template <typename T>
+Err Compare(const std::vector<T>& got, const std::vector<T>& ref) {
+  Err e;
+  if (got.size() != ref.size()) {
+    e.abs = INFINITY;
+    return e;
+  }
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = static_cast<double>(got[i]), r = static_cast<double>(ref[i]);
+    const double d = std::isnan(g) != std::isnan(r) ? INFINITY : (std::isnan(g) ? 0.0 : std::fabs(g - r));
+    e.abs = std::max(e.abs, d);
+    if (!std::isnan(r)) e.ref_max = std::max(e.ref_max, std::fabs(r));
+  }
+  return e;
+}
+
+struct Row {
+  std::string op, shape;
+  Err err;
+  double threshold;
+  std::string note;
+  bool Pass() const { return std::isfinite(err.abs) && err.Rel() <= threshold; }
+};
+std::vector<Row> g_rows;
+
+void Report(const char* op, const std::string& shape, const Err& e, double threshold,
+            const std::string& note = "") {
+  g_rows.push_back({op, shape, e, threshold, note});
+  const Row& r = g_rows.back();
+  std::printf("%-13s %-52s %10.3e %10.3e %8.0e  %s%s%s\n", op, shape.c_str(), e.abs, e.Rel(),
+              threshold, r.Pass() ? "PASS" : "FAIL", note.empty() ? "" : "  ", note.c_str());
+  std::fflush(stdout);
+}
+
+std::string Fmt(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Fmt(const char* fmt, ...) {
+  char buf[256];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+bool g_quick = false;
+std::vector<std::string> g_only;  // --only=op,op: run just these ops
+
+bool Enabled(const char* op) {
+  return g_only.empty() || std::find(g_only.begin(), g_only.end(), op) != g_only.end();
+}
+
+// ================================================================================================
+// Cases
+// ================================================================================================
+
+void CheckEmbedding(int T, int vocab, int dim, bool misaligned) {
+  if (!Enabled("embedding")) return;
+  std::vector<int> ids(T);
+  for (int t = 0; t < T; ++t) ids[t] = g_rng.Int(0, vocab - 1);
+  if (T > 3) {  // out-of-range ids give zero rows
+    ids[1] = -1;
+    ids[2] = vocab;
+    ids[3] = vocab - 1;
+  }
+  const float scale = 39.25f;
+  const auto table = Bf16Uniform(static_cast<size_t>(vocab) * dim, -0.1f, 0.1f);
+  std::vector<float> ref(static_cast<size_t>(T) * dim);
+  host::Embedding(ids.data(), table.data(), ref.data(), T, vocab, dim, scale);
+  Dev<int> d_ids(ids);
+  Dev<bf16> d_table(table, misaligned ? 1 : 0);
+  Dev<float> d_y(ref.size(), misaligned ? 1 : 0);
+  Err e;
+  for (int g : Grids(Ceil(static_cast<int64_t>(T) * dim / 8, 256))) {
+    d_y.Poison();
+    Launch("embedding", check_embedding, g, d_ids.p, d_table.p, d_y.p, T, vocab, dim, scale);
+    e.Merge(Compare(d_y.Download(), ref));
+  }
+  Report("embedding", Fmt("T=%d vocab=%d dim=%d%s", T, vocab, dim, misaligned ? " misaligned" : ""),
+         e, 0.0);
+}
+
+void CheckRmsNorm(int T, int groups, int cols, bool weight, bool in_place, bool misaligned) {
+  if (!Enabled("rms_norm")) return;
+  const size_t n = static_cast<size_t>(T) * groups * cols;
+  const auto x = Normals(n, 2.0f);
+  const auto w = Bf16Uniform(cols, 0.5f, 1.5f);
+  const float eps = 1e-6f;
+  std::vector<float> ref(n);
+  host::RmsNorm(x.data(), weight ? w.data() : nullptr, ref.data(), T, groups, cols, eps);
+  Dev<float> d_x(x, misaligned ? 1 : 0);
+  Dev<bf16> d_w(w);
+  Dev<float> d_y(n);
+  Err e;
+  for (int g : Grids(static_cast<int64_t>(T) * groups)) {
+    float* y = d_y.p;
+    if (in_place) {
+      d_x.Upload(x);
+      y = d_x.p;
+    } else {
+      d_y.Poison();
+    }
+    Launch("rms_norm", check_rms_norm, g, d_x.p, weight ? d_w.p : nullptr, y, T, groups, cols, eps);
+    e.Merge(Compare(in_place ? d_x.Download() : d_y.Download(), ref));
+  }
+  Report("rms_norm",
+         Fmt("T=%d groups=%d cols=%d%s%s%s", T, groups, cols, weight ? "" : " no-weight",
+             in_place ? " in-place" : "", misaligned ? " misaligned" : ""),
+         e, 1e-5);
+}
+
+void CheckLinear(int T, int out, int in, bool misaligned, bool small_grids = true) {
+  if (!Enabled("linear")) return;
+  const auto x = Normals(static_cast<size_t>(T) * in);
+  const auto w = Bf16Uniform(static_cast<size_t>(out) * in, -0.05f, 0.05f);
+  std::vector<float> ref(static_cast<size_t>(T) * out);
+  host::Linear(x.data(), w.data(), ref.data(), T, out, in);
+  Dev<float> d_x(x, misaligned ? 1 : 0);
+  Dev<bf16> d_w(w);
+  Dev<float> d_y(ref.size());
+  const bool mma = T >= 16 && in % 8 == 0 && !misaligned;
+  const int64_t natural = mma ? Ceil(T, 64) * Ceil(out, 128) : Ceil(out, 8);
+  Err e;
+  for (int g : Grids(natural, small_grids)) {
+    d_y.Poison();
+    Launch("linear", check_linear, g, d_x.p, d_w.p, d_y.p, T, out, in);
+    e.Merge(Compare(d_y.Download(), ref));
+  }
+  const char* path = mma ? "mma" : (in % 8 == 0 && !misaligned ? "gemv" : "gemv-scalar");
+  Report("linear", Fmt("T=%d out=%d in=%d [%s]%s", T, out, in, path, misaligned ? " misaligned" : ""),
+         e, 1e-4);
+}
+
+enum class Ew { kAdd, kMul, kScale, kScalarMul, kGelu, kGeluMul, kSoftcap, kCopy };
+
+const char* EwName(Ew op) {
+  switch (op) {
+    case Ew::kAdd: return "add";
+    case Ew::kMul: return "mul";
+    case Ew::kScale: return "scale";
+    case Ew::kScalarMul: return "scalar_mul";
+    case Ew::kGelu: return "gelu";
+    case Ew::kGeluMul: return "gelu_mul";
+    case Ew::kSoftcap: return "softcap";
+    case Ew::kCopy: return "copy";
+  }
+  return "?";
+}
+
+void CheckElementwise(Ew op, int T, int cols, bool misaligned, bool in_place = false) {
+  if (!Enabled(EwName(op))) return;
+  const size_t n = static_cast<size_t>(T) * cols;
+  const float sigma = op == Ew::kSoftcap ? 40.0f : 3.0f;
+  const auto a = Normals(n, sigma), b = Normals(n);
+  const std::vector<bf16> s = {spark::rt::F32ToBf16(0.71875f)};
+  const float factor = 0.3f, cap = 30.0f;
+  std::vector<float> ref(n);
+  const char* name = "";
+  double thr = 0.0;
+  switch (op) {
+    case Ew::kAdd: name = "add"; host::Add(a.data(), b.data(), ref.data(), T, cols); break;
+    case Ew::kMul: name = "mul"; host::Mul(a.data(), b.data(), ref.data(), T, cols); break;
+    case Ew::kScale: name = "scale"; host::Scale(a.data(), ref.data(), T, cols, factor); break;
+    case Ew::kScalarMul:
+      name = "scalar_mul";
+      host::ScalarMul(a.data(), s.data(), ref.data(), T, cols);
+      break;
+    case Ew::kGelu: name = "gelu"; thr = 1e-5; host::Gelu(a.data(), ref.data(), T, cols); break;
+    case Ew::kGeluMul:
+      name = "gelu_mul";
+      thr = 1e-5;
+      host::GeluMul(a.data(), b.data(), ref.data(), T, cols);
+      break;
+    case Ew::kSoftcap:
+      name = "softcap";
+      thr = 1e-5;
+      host::Softcap(a.data(), ref.data(), T, cols, cap);
+      break;
+    case Ew::kCopy: name = "copy"; host::Copy(a.data(), ref.data(), T, cols); break;
+  }
+  const size_t off = misaligned ? 1 : 0;
+  Dev<float> d_a(a, off), d_b(b, off), d_y(n, off);
+  Dev<bf16> d_s(s);
+  Err e;
+  for (int g : Grids(Ceil(static_cast<int64_t>(n) / 4 + 1, 256))) {
+    float* y = d_y.p;
+    if (in_place) {
+      d_a.Upload(a);
+      y = d_a.p;
+    } else {
+      d_y.Poison();
+    }
+    switch (op) {
+      case Ew::kAdd: Launch(name, check_add, g, d_a.p, d_b.p, y, T, cols); break;
+      case Ew::kMul: Launch(name, check_mul, g, d_a.p, d_b.p, y, T, cols); break;
+      case Ew::kScale: Launch(name, check_scale, g, d_a.p, y, T, cols, factor); break;
+      case Ew::kScalarMul: Launch(name, check_scalar_mul, g, d_a.p, d_s.p, y, T, cols); break;
+      case Ew::kGelu: Launch(name, check_gelu, g, d_a.p, y, T, cols); break;
+      case Ew::kGeluMul: Launch(name, check_gelu_mul, g, d_a.p, d_b.p, y, T, cols); break;
+      case Ew::kSoftcap: Launch(name, check_softcap, g, d_a.p, y, T, cols, cap); break;
+      case Ew::kCopy: Launch(name, check_copy, g, d_a.p, y, T, cols); break;
+    }
+    e.Merge(Compare(in_place ? d_a.Download() : d_y.Download(), ref));
+  }
+  Report(name, Fmt("T=%d cols=%d%s%s", T, cols, misaligned ? " misaligned" : "",
+                   in_place ? " in-place" : ""),
+         e, thr);
+}
+
+void CheckRope(int T, int heads, int head_dim, int rotated, float theta, int pos0, bool in_place) {
+  if (!Enabled("rope")) return;
+  const size_t n = static_cast<size_t>(T) * heads * head_dim;
+  const auto x = Normals(n);
+  std::vector<int> pos(T);
+  for (int t = 0; t < T; ++t) pos[t] = pos0 + t;
+  const float factor = 1.0f;
+  std::vector<float> ref(n);
+  host::Rope(x.data(), pos.data(), ref.data(), T, heads, head_dim, rotated, theta, factor);
+  Dev<float> d_x(x), d_y(n);
+  Dev<int> d_pos(pos);
+  Err e;
+  for (int g : Grids(T)) {
+    float* y = d_y.p;
+    if (in_place) {
+      d_x.Upload(x);
+      y = d_x.p;
+    } else {
+      d_y.Poison();
+    }
+    Launch("rope", check_rope, g, d_x.p, d_pos.p, y, T, heads, head_dim, rotated, theta, factor);
+    e.Merge(Compare(in_place ? d_x.Download() : d_y.Download(), ref));
+  }
+  Report("rope",
+         Fmt("T=%d heads=%d hd=%d rot=%d theta=%g pos=%d..%d%s", T, heads, head_dim, rotated,
+             theta, pos0, pos0 + T - 1, in_place ? " in-place" : ""),
+         e, 1e-5);
+}
+
+void CheckKvWrite(int T, int kv_heads, int head_dim, int capacity, int pos0) {
+  if (!Enabled("kv_write")) return;
+  const size_t row = static_cast<size_t>(kv_heads) * head_dim;
+  const auto k = Normals(T * row), v = Normals(T * row);
+  const auto kc0 = Normals(capacity * row), vc0 = Normals(capacity * row);
+  std::vector<int> pos(T);
+  for (int t = 0; t < T; ++t) pos[t] = pos0 + t;
+  if (T > 2) pos[T - 1] = -1;  // negative positions are skipped
+  std::vector<float> kref = kc0, vref = vc0;
+  host::KvWrite(k.data(), v.data(), pos.data(), kref.data(), vref.data(), T, kv_heads, head_dim,
+                capacity);
+  Dev<float> d_k(k), d_v(v), d_kc(kc0.size()), d_vc(vc0.size());
+  Dev<int> d_pos(pos);
+  Err e;
+  for (int g : Grids(Ceil(static_cast<int64_t>(T) * row / 4, 256))) {
+    d_kc.Upload(kc0);
+    d_vc.Upload(vc0);
+    Launch("kv_write", check_kv_write, g, d_k.p, d_v.p, d_pos.p, d_kc.p, d_vc.p, T, kv_heads,
+           head_dim, capacity);
+    e.Merge(Compare(d_kc.Download(), kref));
+    e.Merge(Compare(d_vc.Download(), vref));
+  }
+  Report("kv_write", Fmt("T=%d kv_heads=%d hd=%d cap=%d pos=%d..", T, kv_heads, head_dim, capacity, pos0),
+         e, 0.0);
+}
+
+void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity, int window,
+                    int pos0, float q_sigma) {
+  if (!Enabled("attention")) return;
+  const size_t kv_n = static_cast<size_t>(capacity) * kv_heads * head_dim;
+  const size_t q_n = static_cast<size_t>(T) * q_heads * head_dim;
+  const auto q = Normals(q_n, q_sigma);
+  const auto kc = Normals(kv_n), vc = Normals(kv_n);
+  std::vector<int> pos(T);
+  for (int t = 0; t < T; ++t) pos[t] = pos0 + t;
+  const float scale = 1.0f;
+  std::vector<float> ref(q_n);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), ref.data(), T, q_heads, kv_heads,
+                  head_dim, capacity, window, scale);
+  Dev<float> d_q(q), d_kc(kc), d_vc(vc), d_y(q_n);
+  Dev<int> d_pos(pos);
+  Err e;
+  for (int g : Grids(static_cast<int64_t>(T) * q_heads)) {
+    d_y.Poison();
+    Launch("attention", check_attention, g, d_q.p, d_pos.p, d_kc.p, d_vc.p, d_y.p, T, q_heads,
+           kv_heads, head_dim, capacity, window, scale);
+    e.Merge(Compare(d_y.Download(), ref));
+  }
+  Report("attention",
+         Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. qs=%g", T, q_heads, kv_heads, head_dim,
+             capacity, window, pos0, q_sigma),
+         e, 1e-4);
+}
+
+// Router probabilities in double, mirroring the reference, to judge near-ties.
+std::vector<double> RouterProbs(const float* x, const std::vector<bf16>& scale,
+                                const std::vector<bf16>& proj, int hidden, int E) {
+  double ss = 0.0;
+  for (int i = 0; i < hidden; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float inv = static_cast<float>(std::pow(ss / hidden + 1e-6, -0.5));
+  const float root = static_cast<float>(std::pow(static_cast<double>(hidden), -0.5));
+  std::vector<double> p(E);
+  double mx = -INFINITY;
+  for (int e = 0; e < E; ++e) {
+    double acc = 0.0;
+    for (int i = 0; i < hidden; ++i) {
+      const float z = x[i] * inv * spark::rt::Bf16ToF32(scale[i]) * root;
+      acc += static_cast<double>(z) * spark::rt::Bf16ToF32(proj[static_cast<size_t>(e) * hidden + i]);
+    }
+    p[e] = acc;
+    mx = std::max(mx, acc);
+  }
+  double sum = 0.0;
+  for (double& v : p) sum += (v = std::exp(v - mx));
+  for (double& v : p) v /= sum;
+  return p;
+}
+
+void CheckMoeRouter(int T, int hidden, int E, int K) {
+  if (!Enabled("moe_router")) return;
+  const auto x = Normals(static_cast<size_t>(T) * hidden);
+  const auto scale = Bf16Uniform(hidden, 0.5f, 1.5f);
+  const auto proj = Bf16Uniform(static_cast<size_t>(E) * hidden, -2.0f, 2.0f);
+  const auto pes = Bf16Uniform(E, 0.5f, 1.5f);
+  const float eps = 1e-6f;
+  std::vector<float> wref(static_cast<size_t>(T) * K);
+  std::vector<int> iref(static_cast<size_t>(T) * K);
+  host::MoeRouter(x.data(), scale.data(), proj.data(), pes.data(), wref.data(), iref.data(), T,
+                  hidden, E, K, eps);
+  Dev<float> d_x(x), d_w(wref.size());
+  Dev<bf16> d_scale(scale), d_proj(proj), d_pes(pes);
+  Dev<int> d_i(iref.size());
+  Err e;
+  int ties = 0, index_failures = 0;
+  for (int g : Grids(T)) {
+    d_w.Poison();
+    d_i.Poison();
+    Launch("moe_router", check_moe_router, g, d_x.p, d_scale.p, d_proj.p, d_pes.p, d_w.p, d_i.p, T,
+           hidden, E, K, eps);
+    const auto w = d_w.Download();
+    const auto idx = d_i.Download();
+    for (int t = 0; t < T; ++t) {
+      const int* gi = idx.data() + static_cast<size_t>(t) * K;
+      const int* ri = iref.data() + static_cast<size_t>(t) * K;
+      if (std::equal(gi, gi + K, ri)) {
+        std::vector<float> gw(w.begin() + t * K, w.begin() + (t + 1) * K);
+        std::vector<float> rw(wref.begin() + t * K, wref.begin() + (t + 1) * K);
+        e.Merge(Compare(gw, rw));
+        continue;
+      }
+      // Differences allowed only between experts of (nearly) equal probability.
+      const auto p = RouterProbs(x.data() + static_cast<size_t>(t) * hidden, scale, proj, hidden, E);
+      bool tie = true;
+      for (int k = 0; k < K && tie; ++k) {
+        if (gi[k] == ri[k]) continue;
+        if (gi[k] < 0 || gi[k] >= E) {
+          tie = false;
+          break;
+        }
+        const double a = p[gi[k]], b = p[ri[k]];
+        tie = std::fabs(a - b) <= 1e-5 * std::max(a, b);
+      }
+      if (tie) {
+        ++ties;
+      } else {
+        ++index_failures;
+        if (index_failures <= 3) {
+          std::printf("  moe_router token %d: gpu indices", t);
+          for (int k = 0; k < K; ++k) std::printf(" %d", gi[k]);
+          std::printf(" / reference");
+          for (int k = 0; k < K; ++k) std::printf(" %d", ri[k]);
+          std::printf("\n");
+        }
+      }
+    }
+  }
+  if (index_failures > 0) e.abs = INFINITY;
+  std::string note;
+  if (ties > 0) note = Fmt("%d near-tie token(s) accepted", ties);
+  if (index_failures > 0) note = Fmt("%d token(s) with wrong expert indices", index_failures);
+  Report("moe_router", Fmt("T=%d hidden=%d experts=%d top_k=%d", T, hidden, E, K), e, 1e-4, note);
+}
+
+std::vector<int> RandomIndices(int T, int E, int K, bool invalid) {
+  std::vector<int> idx(static_cast<size_t>(T) * K);
+  for (int t = 0; t < T; ++t) {
+    std::vector<int> perm(E);
+    for (int e = 0; e < E; ++e) perm[e] = e;
+    for (int k = 0; k < K; ++k) {  // partial Fisher-Yates: K distinct experts
+      std::swap(perm[k], perm[g_rng.Int(k, E - 1)]);
+      idx[static_cast<size_t>(t) * K + k] = perm[k];
+    }
+  }
+  if (invalid && idx.size() > 10) {
+    idx[3] = -1;
+    idx[10] = E;
+  }
+  return idx;
+}
+
+void CheckMoeGateUp(int T, int hidden, int inter, int E, int K, const std::vector<bf16>& gate_up,
+                    bool small_grids) {
+  if (!Enabled("moe_gate_up")) return;
+  const auto x = Normals(static_cast<size_t>(T) * hidden);
+  const auto idx = RandomIndices(T, E, K, T > 1);
+  std::vector<float> ref(static_cast<size_t>(T) * K * inter);
+  host::MoeGateUp(x.data(), gate_up.data(), idx.data(), ref.data(), T, hidden, inter, E, K);
+  Dev<float> d_x(x), d_act(ref.size());
+  Dev<bf16> d_gu(gate_up);
+  Dev<int> d_idx(idx);
+  Err e;
+  for (int g : Grids(Ceil(static_cast<int64_t>(T) * K * inter, 8), small_grids)) {
+    d_act.Poison();
+    Launch("moe_gate_up", check_moe_gate_up, g, d_x.p, d_gu.p, d_idx.p, d_act.p, T, hidden, inter,
+           E, K);
+    e.Merge(Compare(d_act.Download(), ref));
+  }
+  Report("moe_gate_up", Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s", T, hidden, inter, E,
+                            K, T > 1 ? " +invalid idx" : ""),
+         e, 1e-4);
+}
+
+void CheckMoeDown(int T, int hidden, int inter, int E, int K, const std::vector<bf16>& down,
+                  bool small_grids) {
+  if (!Enabled("moe_down")) return;
+  const auto act = Normals(static_cast<size_t>(T) * K * inter);
+  const auto idx = RandomIndices(T, E, K, T > 1);
+  const auto w = Uniforms(static_cast<size_t>(T) * K, 0.0f, 0.3f);
+  std::vector<float> ref(static_cast<size_t>(T) * hidden);
+  host::MoeDown(act.data(), down.data(), w.data(), idx.data(), ref.data(), T, hidden, inter, E, K);
+  Dev<float> d_act(act), d_w(w), d_y(ref.size());
+  Dev<bf16> d_down(down);
+  Dev<int> d_idx(idx);
+  Err e;
+  for (int g : Grids(Ceil(static_cast<int64_t>(T) * hidden, 8), small_grids)) {
+    d_y.Poison();
+    Launch("moe_down", check_moe_down, g, d_act.p, d_down.p, d_w.p, d_idx.p, d_y.p, T, hidden,
+           inter, E, K);
+    e.Merge(Compare(d_y.Download(), ref));
+  }
+  Report("moe_down", Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s", T, hidden, inter, E, K,
+                         T > 1 ? " +invalid idx" : ""),
+         e, 1e-4);
+}
+
+void CheckScatterRows(int T, int n, int cols, bool misaligned) {
+  if (!Enabled("scatter_rows")) return;
+  const auto dest0 = Normals(static_cast<size_t>(T) * cols);
+  const auto upd = Normals(static_cast<size_t>(n) * cols);
+  std::vector<int> idx(n);
+  std::vector<int> rows(T);
+  for (int t = 0; t < T; ++t) rows[t] = t;
+  for (int i = 0; i < n; ++i) {
+    std::swap(rows[i % T], rows[g_rng.Int(i % T, T - 1)]);
+    idx[i] = rows[i % T];
+  }
+  if (n > 3) {
+    idx[1] = -1;  // skipped
+    idx[3] = T;   // skipped
+  }
+  std::vector<float> ref = dest0;
+  host::ScatterRows(ref.data(), idx.data(), upd.data(), T, n, cols);
+  Dev<float> d_dest(dest0.size(), misaligned ? 1 : 0), d_upd(upd);
+  Dev<int> d_idx(idx);
+  Err e;
+  for (int g : Grids(Ceil(static_cast<int64_t>(n) * cols / 4, 256))) {
+    d_dest.Upload(dest0);
+    Launch("scatter_rows", check_scatter_rows, g, d_dest.p, d_idx.p, d_upd.p, T, n, cols);
+    e.Merge(Compare(d_dest.Download(), ref));
+  }
+  Report("scatter_rows", Fmt("T=%d updates=%d cols=%d%s", T, n, cols, misaligned ? " misaligned" : ""),
+         e, 0.0);
+}
+
+void CheckMaskTokens(int T, int a, int b, int c) {
+  if (!Enabled("mask_tokens")) return;
+  std::vector<int> ids(T);
+  const int specials[] = {258880, 258881, 258884, 0, 2};
+  for (int t = 0; t < T; ++t) ids[t] = (t % 3 == 0) ? specials[g_rng.Int(0, 4)] : g_rng.Int(0, 262143);
+  std::vector<int> ref(T);
+  host::MaskTokens(ids.data(), ref.data(), T, a, b, c, 0);
+  Dev<int> d_ids(ids), d_y(T);
+  Err e;
+  for (int g : Grids(Ceil(T, 256))) {
+    d_y.Poison();
+    Launch("mask_tokens", check_mask_tokens, g, d_ids.p, d_y.p, T, a, b, c, 0);
+    e.Merge(Compare(d_y.Download(), ref));
+  }
+  Report("mask_tokens", Fmt("T=%d tokens=%d,%d,%d", T, a, b, c), e, 0.0);
+}
+
+void CheckSelectGroup(int T, int groups, int cols, int index, bool misaligned) {
+  if (!Enabled("select_group")) return;
+  const auto x = Normals(static_cast<size_t>(T) * groups * cols);
+  std::vector<float> ref(static_cast<size_t>(T) * cols);
+  host::SelectGroup(x.data(), ref.data(), T, groups, cols, index);
+  Dev<float> d_x(x, misaligned ? 1 : 0), d_y(ref.size());
+  Err e;
+  for (int g : Grids(Ceil(static_cast<int64_t>(T) * cols / 4, 256))) {
+    d_y.Poison();
+    Launch("select_group", check_select_group, g, d_x.p, d_y.p, T, groups, cols, index);
+    e.Merge(Compare(d_y.Download(), ref));
+  }
+  Report("select_group", Fmt("T=%d groups=%d cols=%d index=%d%s", T, groups, cols, index,
+                             misaligned ? " misaligned" : ""),
+         e, 0.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t seed = static_cast<uint64_t>(
+      std::chrono::high_resolution_clock::now().time_since_epoch().count());
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--seed=", 7) == 0) {
+      seed = std::strtoull(argv[i] + 7, nullptr, 10);
+    } else if (std::strcmp(argv[i], "--quick") == 0) {
+      g_quick = true;
+    } else if (std::strncmp(argv[i], "--only=", 7) == 0) {
+      std::string list = argv[i] + 7;
+      size_t start = 0;
+      while (start <= list.size()) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        if (comma > start) g_only.push_back(list.substr(start, comma - start));
+        start = comma + 1;
+      }
+      for (const std::string& op : g_only) {
+        if (spark::abi::FindKernel(op.c_str()) == nullptr) {
+          std::fprintf(stderr, "--only: unknown op '%s'\n", op.c_str());
+          return 2;
+        }
+      }
+    } else {
+      std::fprintf(stderr, "usage: %s [--seed=N] [--quick] [--only=op,op,...]\n", argv[0]);
+      return 2;
+    }
+  }
+  g_rng.s = seed;
+  int device = 0;
+  CK(cudaGetDevice(&device));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, device));
+  std::printf("kernel_check: seed=%llu (repeat with --seed=%llu)%s\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed),
+              g_quick ? " quick" : "");
+  std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  std::printf("each case runs with its natural grid and with 1 and 5 blocks unless noted; outputs "
+              "are NaN-poisoned before every launch\n\n");
+  std::printf("%-13s %-52s %10s %10s %8s  %s\n", "op", "shape", "max_abs", "max_rel", "thresh",
+              "result");
+
+  // ---- elementwise (E2B hidden 1536, 26B hidden 2816, odd sizes for the scalar paths) ----
+  for (Ew op : {Ew::kAdd, Ew::kMul, Ew::kScale, Ew::kScalarMul, Ew::kGelu, Ew::kGeluMul,
+                Ew::kSoftcap, Ew::kCopy}) {
+    CheckElementwise(op, 1, 1536, false);
+    CheckElementwise(op, 37, 2816, false);
+    CheckElementwise(op, 37, 1001, true);
+  }
+  CheckElementwise(Ew::kAdd, 37, 1536, false, /*in_place=*/true);
+  CheckElementwise(Ew::kGeluMul, 37, 704 * 8, false, /*in_place=*/true);
+  CheckElementwise(Ew::kSoftcap, 3, 65536, false);  // final logit softcap, vocab-sized rows
+  CheckMaskTokens(1, 258880, 258884, 258881);
+  CheckMaskTokens(37, 258880, 258884, 258881);
+  CheckMaskTokens(300, 258880, -1, -1);
+  CheckSelectGroup(1, 35, 256, 7, false);
+  CheckSelectGroup(37, 35, 256, 34, false);
+  CheckSelectGroup(37, 5, 257, 2, true);
+  CheckScatterRows(37, 10, 1536, false);
+  CheckScatterRows(37, 12, 2816, false);
+  CheckScatterRows(37, 9, 1001, true);
+
+  // ---- embedding ----
+  const int vocab = g_quick ? 4096 : 65536;
+  CheckEmbedding(1, vocab, 1536, false);
+  CheckEmbedding(37, vocab, 2816, false);
+  CheckEmbedding(37, 4096, 1001, false);
+  CheckEmbedding(37, 4096, 1536, true);
+
+  // ---- rms_norm: hidden norms, per-head q/k norms (groups = heads), weight-less v_norm ----
+  CheckRmsNorm(1, 1, 1536, true, false, false);
+  CheckRmsNorm(37, 1, 2816, true, false, false);
+  CheckRmsNorm(37, 8, 256, true, false, false);
+  CheckRmsNorm(1, 8, 512, true, true, false);
+  CheckRmsNorm(37, 1, 256, false, false, false);
+  CheckRmsNorm(37, 2, 512, false, true, false);
+  CheckRmsNorm(5, 3, 1001, true, false, true);
+
+  // ---- linear: decode GEMV (T < 16), tensor-core tiles (T >= 16), scalar fallback ----
+  CheckLinear(1, 2048, 1536, false);
+  CheckLinear(1, 1536, 2048, false);
+  CheckLinear(1, 6144, 1536, false);
+  CheckLinear(1, 2816, 704, false);
+  CheckLinear(2, 1536, 2816, false);
+  CheckLinear(5, 2816, 2112, false);
+  CheckLinear(11, 1024, 1536, false);
+  CheckLinear(16, 300, 1536, false);
+  CheckLinear(37, 2048, 1536, false);
+  CheckLinear(37, 2816, 2112, false);
+  CheckLinear(37, 1536, 6144, false);
+  CheckLinear(37, 4096, 2816, false);
+  CheckLinear(100, 520, 704, false);
+  CheckLinear(3, 257, 1001, false);
+  CheckLinear(37, 130, 1001, false);
+  CheckLinear(37, 1536, 1536, true);
+  if (!g_quick) CheckLinear(1, 262144, 1536, false, /*small_grids=*/false);  // tied LM head
+
+  // ---- rope: sliding (hd 256, theta 1e4, all pairs), full (hd 512, theta 1e6, 64 pairs) ----
+  CheckRope(1, 8, 256, 128, 10000.0f, 4095, false);
+  CheckRope(37, 8, 256, 128, 10000.0f, 0, false);
+  CheckRope(37, 1, 256, 128, 10000.0f, 700, true);
+  CheckRope(1, 8, 512, 64, 1000000.0f, 100000, false);
+  CheckRope(37, 16, 512, 64, 1000000.0f, 1000, false);
+  CheckRope(37, 2, 512, 64, 1000000.0f, 200000, true);
+
+  // ---- kv_write: sliding cache (window 512 + 37 - 1 slots, wrapping), full cache ----
+  CheckKvWrite(1, 1, 256, 548, 1000);
+  CheckKvWrite(37, 1, 256, 548, 530);
+  CheckKvWrite(37, 8, 256, 1060, 1040);
+  CheckKvWrite(37, 2, 512, 4096, 0);
+  CheckKvWrite(5, 3, 126, 40, 38);
+
+  // ---- attention: GQA 8:1 (E2B), 16:2 (26B full), window 512 / causal, hd 256 / 512 ----
+  CheckAttention(1, 8, 1, 256, 548, 512, 1000, 0.1f);
+  CheckAttention(1, 8, 1, 256, 548, 512, 300, 1.0f);
+  CheckAttention(37, 8, 1, 256, 548, 512, 0, 0.1f);
+  CheckAttention(37, 8, 1, 256, 548, 512, 700, 0.1f);
+  CheckAttention(37, 16, 8, 256, 1060, 1024, 1500, 0.1f);
+  CheckAttention(1, 8, 1, 512, 2048, 0, 1500, 0.05f);
+  CheckAttention(37, 16, 2, 512, 2048, 0, 900, 0.05f);
+  CheckAttention(37, 8, 2, 512, 64, 0, 0, 1.0f);
+  CheckAttention(5, 4, 2, 128, 300, 0, 250, 0.2f);
+  CheckAttention(5, 4, 2, 200, 300, 64, 250, 0.2f);
+  CheckAttention(3, 2, 1, 384, 100, 0, 90, 0.1f);
+
+  // ---- MoE: 26B-A4B router (128 experts, top-8), experts hidden 2816 x intermediate 704 ----
+  CheckMoeRouter(1, 2816, 128, 8);
+  CheckMoeRouter(37, 2816, 128, 8);
+  CheckMoeRouter(5, 1536, 200, 3);
+  {
+    const int E = g_quick ? 16 : 128, H = 2816, I = 704, K = 8;
+    if (Enabled("moe_gate_up")) {
+      const auto gate_up = Bf16Uniform(static_cast<size_t>(E) * 2 * I * H, -0.05f, 0.05f);
+      CheckMoeGateUp(1, H, I, E, K, gate_up, true);
+      CheckMoeGateUp(37, H, I, E, K, gate_up, false);
+    }
+    if (Enabled("moe_down")) {
+      const auto down = Bf16Uniform(static_cast<size_t>(E) * H * I, -0.05f, 0.05f);
+      CheckMoeDown(1, H, I, E, K, down, true);
+      CheckMoeDown(37, H, I, E, K, down, false);
+    }
+    const auto gu_small = Bf16Uniform(static_cast<size_t>(6) * 2 * 100 * 1001, -0.05f, 0.05f);
+    CheckMoeGateUp(5, 1001, 100, 6, 2, gu_small, true);
+    const auto down_small = Bf16Uniform(static_cast<size_t>(6) * 1001 * 100, -0.05f, 0.05f);
+    CheckMoeDown(5, 1001, 100, 6, 2, down_small, true);
+  }
+
+  int failed = 0;
+  for (const Row& r : g_rows) failed += r.Pass() ? 0 : 1;
+  std::printf("\n%zu cases, %d failed (seed=%llu)\n", g_rows.size(), failed,
+              static_cast<unsigned long long>(seed));
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,91 @@
+// __global__ test entries around the kernel library's device functions, for nvcc builds (the GPU
+// check harness and the SASS check of run_kernel_checks.sh). The kernel sources are included
+// as one translation unit; each entry does what spark-compile's generated `gpu.func` does: call
+// the device function with the step's arguments. `__launch_bounds__` is the ABI block size.
+#ifndef SPARK_TEST_GPU_KERNEL_WRAPPERS_CUH_
+#define SPARK_TEST_GPU_KERNEL_WRAPPERS_CUH_
+
+#include "kernels/attention.cu"
+#include "kernels/elementwise.cu"
+#include "kernels/embedding.cu"
+#include "kernels/linear.cu"
+#include "kernels/moe.cu"
+#include "kernels/rms_norm.cu"
+#include "kernels/rope.cu"
+
+typedef unsigned short bf16_t;
+
+#define SPK_ENTRY(bs) extern "C" __global__ void __launch_bounds__(bs)
+
+SPK_ENTRY(256) check_embedding(const int* ids, const bf16_t* table, float* y, int T, int vocab,
+                               int dim, float scale) {
+  spark_embedding(ids, table, y, T, vocab, dim, scale);
+}
+SPK_ENTRY(256) check_rms_norm(const float* x, const bf16_t* w, float* y, int T, int groups,
+                              int cols, float eps) {
+  spark_rms_norm(x, w, y, T, groups, cols, eps);
+}
+SPK_ENTRY(256) check_linear(const float* x, const bf16_t* w, float* y, int T, int out, int in) {
+  spark_linear(x, w, y, T, out, in);
+}
+SPK_ENTRY(256) check_add(const float* a, const float* b, float* y, int T, int cols) {
+  spark_add(a, b, y, T, cols);
+}
+SPK_ENTRY(256) check_mul(const float* a, const float* b, float* y, int T, int cols) {
+  spark_mul(a, b, y, T, cols);
+}
+SPK_ENTRY(256) check_scale(const float* x, float* y, int T, int cols, float f) {
+  spark_scale(x, y, T, cols, f);
+}
+SPK_ENTRY(256) check_scalar_mul(const float* x, const bf16_t* s, float* y, int T, int cols) {
+  spark_scalar_mul(x, s, y, T, cols);
+}
+SPK_ENTRY(256) check_gelu(const float* x, float* y, int T, int cols) { spark_gelu(x, y, T, cols); }
+SPK_ENTRY(256) check_gelu_mul(const float* a, const float* b, float* y, int T, int cols) {
+  spark_gelu_mul(a, b, y, T, cols);
+}
+SPK_ENTRY(256) check_softcap(const float* x, float* y, int T, int cols, float cap) {
+  spark_softcap(x, y, T, cols, cap);
+}
+SPK_ENTRY(256) check_rope(const float* x, const int* pos, float* y, int T, int heads, int hd,
+                          int rot, float theta, float factor) {
+  spark_rope(x, pos, y, T, heads, hd, rot, theta, factor);
+}
+SPK_ENTRY(256) check_kv_write(const float* k, const float* v, const int* pos, float* kc, float* vc,
+                              int T, int kvh, int hd, int cap) {
+  spark_kv_write(k, v, pos, kc, vc, T, kvh, hd, cap);
+}
+SPK_ENTRY(128) check_attention(const float* q, const int* pos, const float* kc, const float* vc,
+                               float* y, int T, int qh, int kvh, int hd, int cap, int window,
+                               float scale) {
+  spark_attention(q, pos, kc, vc, y, T, qh, kvh, hd, cap, window, scale);
+}
+SPK_ENTRY(128) check_moe_router(const float* x, const bf16_t* scale, const bf16_t* proj,
+                                const bf16_t* pes, float* w, int* idx, int T, int hidden, int E,
+                                int K, float eps) {
+  spark_moe_router(x, scale, proj, pes, w, idx, T, hidden, E, K, eps);
+}
+SPK_ENTRY(256) check_moe_gate_up(const float* x, const bf16_t* gu, const int* idx, float* act,
+                                 int T, int hidden, int inter, int E, int K) {
+  spark_moe_gate_up(x, gu, idx, act, T, hidden, inter, E, K);
+}
+SPK_ENTRY(256) check_moe_down(const float* act, const bf16_t* down, const float* w, const int* idx,
+                              float* y, int T, int hidden, int inter, int E, int K) {
+  spark_moe_down(act, down, w, idx, y, T, hidden, inter, E, K);
+}
+SPK_ENTRY(256) check_scatter_rows(float* dest, const int* idx, const float* upd, int T, int n,
+                                  int cols) {
+  spark_scatter_rows(dest, idx, upd, T, n, cols);
+}
+SPK_ENTRY(256) check_mask_tokens(const int* ids, int* y, int T, int a, int b, int c, int r) {
+  spark_mask_tokens(ids, y, T, a, b, c, r);
+}
+SPK_ENTRY(256) check_select_group(const float* x, float* y, int T, int groups, int cols,
+                                  int index) {
+  spark_select_group(x, y, T, groups, cols, index);
+}
+SPK_ENTRY(256) check_copy(const float* x, float* y, int T, int cols) { spark_copy(x, y, T, cols); }
+
+#undef SPK_ENTRY
+
+#endif  // SPARK_TEST_GPU_KERNEL_WRAPPERS_CUH_
