@@ -376,8 +376,11 @@ void printSummary(const GemmaConfig &c, llvm::raw_ostream &os) {
   os << llvm::formatv("parameters: {0} total ({1:F2} B), {2} active per token ({3:F2} B)\n",
                       counts.total, counts.total / 1e9, counts.activePerToken,
                       counts.activePerToken / 1e9);
-  os << llvm::formatv("weights:    {0:F2} GiB in bf16\n",
-                      counts.total * 2.0 / (1024.0 * 1024.0 * 1024.0));
+  double bytes = counts.total * 2.0;
+  if (bytes >= 1024.0 * 1024.0 * 1024.0)
+    os << llvm::formatv("weights:    {0:F2} GiB in bf16\n", bytes / (1024.0 * 1024.0 * 1024.0));
+  else
+    os << llvm::formatv("weights:    {0:F2} MiB in bf16\n", bytes / (1024.0 * 1024.0));
 }
 
 } // namespace spark

@@ -3,11 +3,13 @@
 tools/reference/make_tiny_models.py. Pure Python (no numpy), so it runs in CI.
 
   compare_logits.py SPARK.safetensors GOLDEN.safetensors [--golden-tensor logits] [--rtol 1e-3]
-                    [--tokens "1 2 3" --golden-ids greedy_ids]
+                    [--tokens "1 2 3" | --tokens-file IDS.txt] [--golden-ids greedy_ids]
 
 For every row r of the golden tensor: max|spark - golden| / max|golden| <= rtol (a row-relative
 error). Prints the worst row, and the first failing row with its top-1 tokens, and exits 1 on
-failure. With --tokens, also checks the generated ids equal the golden ids tensor.
+failure. With --tokens (or --tokens-file, a file holding spark-run's stdout: the ids on one line,
+for shells without command substitution such as lit's internal one), also checks the generated
+ids equal the golden ids tensor.
 """
 import argparse
 import array
@@ -43,9 +45,14 @@ def main():
     ap.add_argument("golden")
     ap.add_argument("--golden-tensor", default="logits")
     ap.add_argument("--rtol", type=float, default=1e-3)
-    ap.add_argument("--tokens", help="space-separated ids spark-run printed")
+    tokens = ap.add_mutually_exclusive_group()
+    tokens.add_argument("--tokens", help="space-separated ids spark-run printed")
+    tokens.add_argument("--tokens-file", help="file with the space-separated ids spark-run printed")
     ap.add_argument("--golden-ids", default="greedy_ids")
     args = ap.parse_args()
+    if args.tokens_file is not None:
+        with open(args.tokens_file) as f:
+            args.tokens = f.read()
 
     spark = read_safetensors(args.spark)
     golden = read_safetensors(args.golden)

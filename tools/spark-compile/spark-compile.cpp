@@ -21,42 +21,44 @@
 
 using namespace llvm;
 
-static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.mlir>"), cl::init("-"));
+static cl::OptionCategory sparkCompileCategory("spark-compile options");
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.mlir>"), cl::init("-"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> outputPath(
     "o", cl::desc("Output file (default model.cubin); with several --target values, "
                   "<stem>.<target>.cubin (or .ptx) next to it"),
-    cl::value_desc("file"), cl::init("model.cubin"));
+    cl::value_desc("file"), cl::init("model.cubin"), cl::cat(sparkCompileCategory));
 static cl::list<std::string> targets(
     "target",
     cl::desc("Target to compile for (repeatable): sm_121a (default, DGX Spark), sm_120a, "
              "sm_120f, sm_100a, sm_90a, sm_80, or compute_XY for PTX only"),
-    cl::value_desc("target"));
+    cl::value_desc("target"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> emit("emit",
                                  cl::desc("Stop after a stage: mlir (planned kernel-level "
                                           "module), llvm (linked LLVM IR), ptx, cubin (default)"),
-                                 cl::init("cubin"));
+                                 cl::init("cubin"), cl::cat(sparkCompileCategory));
 static cl::opt<int64_t> maxTokens("max-tokens",
                                   cl::desc("Most tokens one step processes (prefill chunk); "
                                            "sizes every activation buffer (default 64)"),
-                                  cl::init(64));
+                                  cl::init(64), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> ptxasPath("ptxas",
                                       cl::desc("ptxas to use (else SPARK_PTXAS, CUDA_HOME, "
                                                "CUDA_PATH, /usr/local/cuda, PATH)"),
-                                      cl::value_desc("path"));
+                                      cl::value_desc("path"), cl::cat(sparkCompileCategory));
 static cl::list<std::string> kernelDirs(
     "kernel-library-dir",
     cl::desc("Directory holding kernels/<target>/spark_kernels.bc (repeatable; searched before "
              "SPARK_MODULE_PATH and the install prefix)"),
-    cl::value_desc("dir"));
+    cl::value_desc("dir"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> keepTemps("keep-temps",
                                       cl::desc("Keep the .ptx and ptxas output in this directory"),
-                                      cl::value_desc("dir"));
+                                      cl::value_desc("dir"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> dumpPtx("dump-ptx", cl::desc("Also write the PTX to this file"),
-                                    cl::value_desc("file"));
-static cl::opt<bool> verbose("v", cl::desc("Print each stage's time and every lookup"));
+                                    cl::value_desc("file"), cl::cat(sparkCompileCategory));
+static cl::opt<bool> verbose("v", cl::desc("Print each stage's time and every lookup"), cl::cat(sparkCompileCategory));
 static cl::opt<bool> verifyDiagnostics(
     "verify-diagnostics",
-    cl::desc("Check that emitted diagnostics match expected-* lines in the input"));
+    cl::desc("Check that emitted diagnostics match expected-* lines in the input"), cl::cat(sparkCompileCategory));
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
@@ -64,11 +66,14 @@ int main(int argc, char **argv) {
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
+  cl::HideUnrelatedOptions({&sparkCompileCategory, &getColorCategory()});
   cl::ParseCommandLineOptions(
       argc, argv,
       "spark-compile: compiles a spark dialect model (from spark-import) ahead of time through "
       "LLVM's NVPTX back end and ptxas into a cubin that also carries the execution plan "
-      "(.spark.plan section).\n");
+      "(.spark.plan section).\n\nMLIR debugging options (--mlir-print-ir-after-all, "
+      "--mlir-print-ir-after-failure, --mlir-timing, ...) are accepted too; --help-hidden lists "
+      "them.\n");
 
   spark::CompileOptions options;
   if (!targets.empty())

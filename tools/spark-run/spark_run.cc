@@ -104,7 +104,8 @@ other modes:
   --explain-resolution           print the module resolution decisions and exit
   --device-cc M.m                compute capability to resolve for (default: CUDA device 0)
   --estimate                     print the memory estimate and exit (exit 1 if it does not fit)
-  --device-profile NAME|auto     device to estimate for (auto: CUDA device 0, else the host)
+  --device-profile NAME|auto     device to estimate for: dgx-spark, h200, h100, a100-80gb,
+                                 rtx-5090, rtx-4090, l4, or auto (CUDA device 0, else the host)
   --list-devices                 list the CUDA devices and exit
 
 Output: generated ids on stdout, space-separated on one line; decisions, the memory estimate and

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Writes small safetensors files for the spark-run tests. Pure Python (no numpy), like
+compare_logits.py.
+
+  write_safetensors.py OUT [--copy SRC.safetensors] [--tensor NAME:DTYPE:SHAPE[:VALUE]]...
+
+--copy starts from every tensor of SRC (bytes unchanged); each --tensor then adds a tensor, or
+replaces the one of that name, filled with VALUE (default 0). DTYPE is F32, I64, I32 or BF16;
+SHAPE is dimensions joined by 'x' ("2x7"; "0x64" for no rows; "" for a scalar).
+
+  write_safetensors.py %t.st --tensor embeddings:F32:2x7 --tensor positions:I64:2:3
+  write_safetensors.py %t.st --copy model.safetensors --tensor model.norm.weight:BF16:65:1
+"""
+import argparse
+import json
+import struct
+import sys
+
+FORMATS = {"F32": ("<f", 4), "I64": ("<q", 8), "I32": ("<i", 4), "BF16": (None, 2)}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        tensors[name] = (info["dtype"], info["shape"], data[base + begin:base + end])
+    return tensors
+
+
+def filled(dtype, shape, value):
+    count = 1
+    for d in shape:
+        count *= d
+    fmt, _ = FORMATS[dtype]
+    if fmt is None:  # bf16: the high half of the f32 bit pattern
+        one = struct.pack("<f", float(value))[2:]
+    else:
+        one = struct.pack(fmt, int(value) if dtype in ("I64", "I32") else float(value))
+    return one * count
+
+
+def parse_tensor(spec):
+    parts = spec.split(":")
+    if len(parts) not in (3, 4) or parts[1] not in FORMATS:
+        sys.exit(f"bad --tensor {spec!r}: expected NAME:DTYPE:SHAPE[:VALUE], DTYPE one of "
+                 f"{', '.join(FORMATS)}")
+    name, dtype, shape_text = parts[:3]
+    shape = [int(d) for d in shape_text.split("x")] if shape_text else []
+    value = parts[3] if len(parts) == 4 else "0"
+    return name, (dtype, shape, filled(dtype, shape, value))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--copy")
+    ap.add_argument("--tensor", action="append", default=[])
+    args = ap.parse_args()
+    tensors = read_safetensors(args.copy) if args.copy else {}
+    for spec in args.tensor:
+        name, tensor = parse_tensor(spec)
+        tensors[name] = tensor
+    header, blobs, offset = {}, [], 0
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(args.out, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
