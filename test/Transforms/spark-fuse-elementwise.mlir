@@ -93,3 +93,19 @@ func.func @no_gelu_operand(%a: tensor<?x8xf32>, %b: tensor<?x8xf32>) -> tensor<?
   %s = spark.add %g, %b : tensor<?x8xf32>
   return %s : tensor<?x8xf32>
 }
+
+// -----
+
+// The left gelu has another use, the right one is fused as the gate.
+// CHECK-LABEL: func.func @gelu_lhs_shared
+// CHECK-SAME: (%[[A:.*]]: tensor<?x8xf32>, %[[B:.*]]: tensor<?x8xf32>)
+// CHECK: %[[GA:.*]] = spark.gelu %[[A]] : tensor<?x8xf32>
+// CHECK: %[[Y:.*]] = spark.gelu_mul %[[B]], %[[GA]] : tensor<?x8xf32>
+// CHECK: spark.add %[[Y]], %[[GA]]
+func.func @gelu_lhs_shared(%a: tensor<?x8xf32>, %b: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %ga = spark.gelu %a : tensor<?x8xf32>
+  %gb = spark.gelu %b : tensor<?x8xf32>
+  %y = spark.mul %ga, %gb : tensor<?x8xf32>
+  %z = spark.add %y, %ga : tensor<?x8xf32>
+  return %z : tensor<?x8xf32>
+}

@@ -115,3 +115,39 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
   %l = spark.linear %e, %w : (tensor<?x16xf32>, tensor<4x16xf32>) -> tensor<?x4xf32>
   return %l : tensor<?x4xf32>
 }
+
+
+// -----
+
+// A spark.weight read as an activation.
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}, %x: tensor<4x16xf32> {spark.input = "soft_embeddings"}) -> tensor<4x16xf32> {
+  %w = spark.weight "w" : tensor<4x16xf32>
+  // expected-error @+1 {{'spark.add' op expects operand #1 to be an activation, got a value without a buffer (a spark.weight?)}}
+  %y = spark.add %x, %w : tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+// The entry returns a weight instead of computed logits.
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<32x16xbf16> {
+  %t = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  // expected-error @+1 {{'func.return' op expects the logits to be an activation computed by the entry}}
+  return %t : tensor<32x16xbf16>
+}
+
+// -----
+
+// Two arguments with the same spark.input.
+// expected-error @+1 {{'func.func' op expects one argument per spark.input, got "ids" twice}}
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %ids2: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?xi32> {
+  return %ids : tensor<?xi32>
+}
+
+// -----
+
+// ids must be tensor<?xi32> (a rank-0 argument crashed the pass before).
+// expected-error @+1 {{'func.func' op expects argument 0 ("ids") of type tensor<?xi32>, got 'tensor<i32>'}}
+func.func @forward(%ids: tensor<i32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?xi32> {
+  return %pos : tensor<?xi32>
+}

@@ -232,3 +232,23 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
   %e = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
   return %e : tensor<?x16xf32>
 }
+
+// -----
+
+// A scatter_nd into a reshape view of a value that is read later copies first (in place it would
+// clobber %e, which the add reads).
+// CHECK-LABEL: spark.program @forward
+// CHECK: spark.launch "embedding" {{.*}} args [{buffer = {{[0-9]+}} : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}
+// CHECK: spark.launch "copy" {{.*}} args [{buffer = [[E]] : i64}, {buffer = [[COPY:[0-9]+]] : i64}
+// CHECK: spark.launch "scatter_rows" {{.*}} args [{buffer = [[COPY]] : i64}
+// CHECK: spark.launch "add" {{.*}} args [{buffer = [[COPY]] : i64}, {buffer = [[E]] : i64}
+spark.kv_cache @kv.layers.0 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}, %soft: tensor<?x16xf32> {spark.input = "soft_embeddings"}, %sidx: tensor<?xi32> {spark.input = "soft_indices"}) -> tensor<?x16xf32> {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  %v = spark.reshape %e : tensor<?x16xf32> to tensor<?x2x8xf32>
+  %v2 = spark.reshape %v : tensor<?x2x8xf32> to tensor<?x16xf32>
+  %h = spark.scatter_nd %v2, %sidx, %soft : (tensor<?x16xf32>, tensor<?xi32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  %y = spark.add %h, %e : tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}

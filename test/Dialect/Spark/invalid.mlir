@@ -918,3 +918,84 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
   // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got 4 : i32}}
   spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [4 : i32]
 }
+
+// -----
+
+// A negative index is rejected, and printed signed.
+func.func @select_group_negative_index(%x: tensor<?x4x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.select_group' op expects index in [0, 4), got -1}}
+  %0 = spark.select_group %x {index = -1 : i64} : tensor<?x4x8xf32> to tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The window is not negative.
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_negative_window(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects window >= 0 (0 = full attention), got -1}}
+  %0 = spark.attention %q, %k, %v, %pos {cache = @kv, window = -1 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// Negative kv_heads are rejected.
+// expected-error @+1 {{'spark.kv_cache' op expects positive kv_heads and head_dim, got -1 and 64}}
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = -1 : i64, head_dim = 64 : i64}
+
+// -----
+
+// A negative sliding window is rejected.
+// expected-error @+1 {{'spark.kv_cache' op expects a positive window for a sliding cache, got -1}}
+spark.kv_cache @kv sliding {window = -1 : i64, kv_heads = 1 : i64, head_dim = 64 : i64}
+
+// -----
+
+// Negative rotated_pairs are rejected, and printed signed.
+func.func @rope_negative_pairs(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rope' op expects rotated_pairs in [0, 4] (head_dim / 2), got -1}}
+  %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = -1 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// A negative top_k is rejected, and printed signed.
+func.func @moe_router_negative_top_k(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p: tensor<4x8xbf16>, %e: tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>) {
+  // expected-error @+1 {{'spark.moe_router' op expects top_k in [1, 4], got -1}}
+  %w, %i = spark.moe_router %x, %s, %p, %e {top_k = -1 : i64, epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  return %w, %i : tensor<?x2xf32>, tensor<?x2xi32>
+}
+
+// -----
+
+// A negative max_tokens is rejected.
+// expected-error @+1 {{'spark.program' op expects max_tokens > 0, got -4}}
+spark.program @forward attributes {max_tokens = -4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+}
+
+// -----
+
+// The arena size is not negative.
+// expected-error @+1 {{'spark.program' op expects arena_bytes >= 0, got -256}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = -256 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+}
+
+// -----
+
+// A reshape needs a token dimension (crashed the verifier before).
+func.func @reshape_rank0(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'spark.reshape' op expects input to have a leading token dimension, got []}}
+  %0 = spark.reshape %x : tensor<f32> to tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Elementwise ops need static row shapes.
+func.func @gelu_dynamic_row(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{'spark.gelu' op expects result to have static dimensions after the token dimension, got [?, ?]}}
+  %0 = spark.gelu %x : tensor<?x?xf32>
+  return %0 : tensor<?x?xf32>
+}
