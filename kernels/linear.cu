@@ -11,8 +11,8 @@
 //      relative error ~2^-17 per product instead of 2^-9 for a plain bf16 cast. The cost is 2x
 //      MMA work, which prefill (memory- and latency-bound in this simple kernel) hides.
 //   2. otherwise, in % 8 == 0 and aligned: decode GEMV, one warp per output row (grid-stride over
-//      rows), 16-byte loads of 8 bf16 weights, up to 8 tokens per pass so that a weight row is
-//      read from memory once per 8 tokens; warp-shuffle reduction.
+//      rows), 16-byte loads of 8 bf16 weights (8 per lane issued together), up to 8 tokens per
+//      pass so that a weight row is read from memory once per 8 tokens; warp-shuffle reduction.
 //   3. otherwise: the same warp-per-row scheme with scalar loads.
 // Grid: any size; a good launch is ceil(out/8) blocks for decode and
 // ceil(T/64) * ceil(out/128) (or more) for prefill -- both paths grid-stride.
@@ -23,6 +23,7 @@ namespace linear {
 namespace {
 
 constexpr int kMmaMinTokens = 16;
+constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane (decode GEMV)
 constexpr int kBM = 64;    // tokens per tile
 constexpr int kBN = 128;   // output rows per tile
 constexpr int kBK = 32;    // K per shared-memory stage
@@ -36,31 +37,45 @@ constexpr int kLds = kBK + kPad;  // 40 bf16 = 80 bytes per shared row
 template <int TT>
 SPK_DEVICE void gemv_row_vec(const float* x, const unsigned short* w, float* y, int t0, int nt,
                              int64_t r, int out, int in) {
+  // A step covers kGemvUnroll chunks per lane: all their weight loads are issued before any
+  // arithmetic, so a warp has kGemvUnroll x 512 bytes in flight. (The kernel's register count
+  // is set by the tensor-core path, ~2 blocks of 256 threads per SM, so decode bandwidth rests
+  // on this per-warp parallelism rather than on occupancy.)
   const int lane = lane_id();
   const int c8 = in / 8;
   const unsigned short* wr = w + r * in;
   float acc[TT];
 #pragma unroll
   for (int j = 0; j < TT; ++j) acc[j] = 0.0f;
-#pragma unroll 4
-  for (int c = lane; c < c8; c += 32) {
-    float wf[8];
-    unpack_bf16x8(ldg_u4(wr + c * 8), wf);
+  for (int c0 = 0; c0 < c8; c0 += 32 * kGemvUnroll) {
+    uint4 wv[kGemvUnroll];
 #pragma unroll
-    for (int j = 0; j < TT; ++j) {
-      if (j < nt) {
-        const float* xr = x + static_cast<int64_t>(t0 + j) * in + c * 8;
-        const float4 a = ldg_f4(xr), b = ldg_f4(xr + 4);
-        float s = acc[j];
-        s = fmaf_(wf[0], a.x, s);
-        s = fmaf_(wf[1], a.y, s);
-        s = fmaf_(wf[2], a.z, s);
-        s = fmaf_(wf[3], a.w, s);
-        s = fmaf_(wf[4], b.x, s);
-        s = fmaf_(wf[5], b.y, s);
-        s = fmaf_(wf[6], b.z, s);
-        s = fmaf_(wf[7], b.w, s);
-        acc[j] = s;
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int c = c0 + u * 32 + lane;
+      wv[u] = c < c8 ? ldg_u4(wr + c * 8) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      const int c = c0 + u * 32 + lane;
+      if (c >= c8) continue;
+      float wf[8];
+      unpack_bf16x8(wv[u], wf);
+#pragma unroll
+      for (int j = 0; j < TT; ++j) {
+        if (j < nt) {
+          const float* xr = x + static_cast<int64_t>(t0 + j) * in + c * 8;
+          const float4 a = ldg_f4(xr), b = ldg_f4(xr + 4);
+          float s = acc[j];
+          s = fmaf_(wf[0], a.x, s);
+          s = fmaf_(wf[1], a.y, s);
+          s = fmaf_(wf[2], a.z, s);
+          s = fmaf_(wf[3], a.w, s);
+          s = fmaf_(wf[4], b.x, s);
+          s = fmaf_(wf[5], b.y, s);
+          s = fmaf_(wf[6], b.z, s);
+          s = fmaf_(wf[7], b.w, s);
+          acc[j] = s;
+        }
       }
     }
   }

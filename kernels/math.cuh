@@ -40,8 +40,10 @@
 #endif
 #if defined(__CUDA_ARCH__)
 #define SPK_ON_DEVICE 1
+#define SPK_UNROLL _Pragma("unroll")
 #else
 #define SPK_ON_DEVICE 0
+#define SPK_UNROLL
 #endif
 
 namespace spk {
@@ -242,7 +244,7 @@ SPK_HD double spk_log_d(double x) {
   const double s = (m - 1.0) / (m + 1.0);
   const double z = s * s;
   double p = 1.0 / 29.0;
-#pragma unroll
+SPK_UNROLL
   for (int n = 27; n >= 1; n -= 2) p = fma_(p, z, 1.0 / n);
   const double kLn2Hi = 6.93147180369123816490e-01;
   const double kLn2Lo = 1.90821492927058770002e-10;
@@ -264,7 +266,7 @@ SPK_HD double spk_exp_d(double y) {
       1.0 / 87178291200.0, 1.0 / 1307674368000.0, 1.0 / 20922789888000.0,
       1.0 / 355687428096000.0};
   double p = kInvFact[17];
-#pragma unroll
+SPK_UNROLL
   for (int n = 16; n >= 0; --n) p = fma_(p, r, kInvFact[n]);
   const int64_t ki = static_cast<int64_t>(k);
   return p * i64_as_f64((ki + 1023) << 52);

@@ -14,6 +14,8 @@
 //   e = indices[t, k]; an index outside [0, num_experts) gives 0.
 // spark_moe_down: one warp per (token, h) output, grid-stride over warps:
 //   y[t, h] = sum_k weights[t, k] * (act[t, k] . down[e_k, h]); invalid indices contribute 0.
+//   The lanes split the top_k x intermediate products of an output together (all rows' loads
+//   independent), so a decode step keeps many loads in flight per warp.
 // Both expert kernels read weights with 16-byte loads when the row length is a multiple of 8 and
 // the pointers are aligned (scalar loads otherwise).
 // TODO(perf): prefill with many tokens re-reads each selected expert once per (token, k); a
@@ -26,6 +28,7 @@ namespace {
 
 constexpr int kMaxZ = 8192;
 constexpr int kMaxExperts = 1024;
+constexpr int kRouterGroup = 4;  // experts a router warp reads at once
 
 // Dot of an f32 vector with a bf16 row of length n; per-lane partial (not reduced).
 template <bool kVec>
@@ -109,7 +112,7 @@ SPK_EXPORT void spark_moe_router(const float* x, const unsigned short* scale,
   const int lane = spk::lane_id(), warp = spk::warp_id(), nw = spk::num_warps();
   const float c = static_cast<float>(1.0 / spk::sqrt_(static_cast<double>(hidden)));
   const bool z_shared = hidden <= kMaxZ;
-  const bool vec = (hidden % 8) == 0 && spk::aligned16(proj) && (z_shared || spk::aligned16(x));
+  const bool vec = (hidden % 8) == 0 && spk::aligned16(proj);
 
   for (int64_t t = blockIdx.x; t < num_tokens; t += gridDim.x) {
     if (num_experts <= 0 || num_experts > kMaxExperts) {  // unsupported: loud result
@@ -130,35 +133,65 @@ SPK_EXPORT void spark_moe_router(const float* x, const unsigned short* scale,
       for (int i = tid; i < hidden; i += nt) s_z[i] = xt[i] * r * spk::ldg_bf16(scale + i) * c;
       __syncthreads();
     }
-    // 3. logits, one warp per expert.
-    for (int e = warp; e < num_experts; e += nw) {
-      const unsigned short* pr = proj + static_cast<int64_t>(e) * hidden;
-      float acc = 0.0f;
-      if (z_shared && vec) {
+    // 3. logits. With T = 1 this block is alone on the GPU and reads all of proj
+    //    (num_experts x hidden bf16, 720 KB for 26B-A4B), so the fast path keeps many loads in
+    //    flight: a warp takes kRouterGroup experts at once and issues their 16-byte loads
+    //    together.
+    if (z_shared && vec) {
+      for (int e0 = warp * kRouterGroup; e0 < num_experts; e0 += nw * kRouterGroup) {
+        const unsigned short* pr[kRouterGroup];
+#pragma unroll
+        for (int g = 0; g < kRouterGroup; ++g) {
+          const int e = e0 + g < num_experts ? e0 + g : e0;  // past the end: re-read e0
+          pr[g] = proj + static_cast<int64_t>(e) * hidden;
+        }
+        float acc[kRouterGroup];
+#pragma unroll
+        for (int g = 0; g < kRouterGroup; ++g) acc[g] = 0.0f;
+#pragma unroll 2
         for (int cc = lane; cc < hidden / 8; cc += 32) {
-          float wf[8];
-          spk::unpack_bf16x8(spk::ldg_u4(pr + cc * 8), wf);
+          uint4 w[kRouterGroup];
+#pragma unroll
+          for (int g = 0; g < kRouterGroup; ++g) w[g] = spk::ldg_u4(pr[g] + cc * 8);
           const float4 a = reinterpret_cast<const float4*>(s_z)[2 * cc];
           const float4 b = reinterpret_cast<const float4*>(s_z)[2 * cc + 1];
-          acc = spk::fmaf_(wf[0], a.x, acc);
-          acc = spk::fmaf_(wf[1], a.y, acc);
-          acc = spk::fmaf_(wf[2], a.z, acc);
-          acc = spk::fmaf_(wf[3], a.w, acc);
-          acc = spk::fmaf_(wf[4], b.x, acc);
-          acc = spk::fmaf_(wf[5], b.y, acc);
-          acc = spk::fmaf_(wf[6], b.z, acc);
-          acc = spk::fmaf_(wf[7], b.w, acc);
+#pragma unroll
+          for (int g = 0; g < kRouterGroup; ++g) {
+            float wf[8];
+            spk::unpack_bf16x8(w[g], wf);
+            float v = acc[g];
+            v = spk::fmaf_(wf[0], a.x, v);
+            v = spk::fmaf_(wf[1], a.y, v);
+            v = spk::fmaf_(wf[2], a.z, v);
+            v = spk::fmaf_(wf[3], a.w, v);
+            v = spk::fmaf_(wf[4], b.x, v);
+            v = spk::fmaf_(wf[5], b.y, v);
+            v = spk::fmaf_(wf[6], b.z, v);
+            v = spk::fmaf_(wf[7], b.w, v);
+            acc[g] = v;
+          }
         }
-      } else if (z_shared) {
-        for (int i = lane; i < hidden; i += 32) acc = spk::fmaf_(spk::ldg_bf16(pr + i), s_z[i], acc);
-      } else {
-        for (int i = lane; i < hidden; i += 32) {
-          const float z = xt[i] * r * spk::ldg_bf16(scale + i) * c;
-          acc = spk::fmaf_(spk::ldg_bf16(pr + i), z, acc);
+#pragma unroll
+        for (int g = 0; g < kRouterGroup; ++g) {
+          const float v = spk::warp_sum(acc[g]);
+          if (lane == 0 && e0 + g < num_experts) s_p[e0 + g] = v;
         }
       }
-      acc = spk::warp_sum(acc);
-      if (lane == 0) s_p[e] = acc;
+    } else {
+      for (int e = warp; e < num_experts; e += nw) {  // one warp per expert, scalar loads
+        const unsigned short* pr = proj + static_cast<int64_t>(e) * hidden;
+        float acc = 0.0f;
+        if (z_shared) {
+          for (int i = lane; i < hidden; i += 32) acc = spk::fmaf_(spk::ldg_bf16(pr + i), s_z[i], acc);
+        } else {
+          for (int i = lane; i < hidden; i += 32) {
+            const float z = xt[i] * r * spk::ldg_bf16(scale + i) * c;
+            acc = spk::fmaf_(spk::ldg_bf16(pr + i), z, acc);
+          }
+        }
+        acc = spk::warp_sum(acc);
+        if (lane == 0) s_p[e] = acc;
+      }
     }
     __syncthreads();
     // 4. softmax over all experts.
@@ -275,17 +308,64 @@ SPK_EXPORT void spark_moe_down(const float* act, const unsigned short* down, con
     const int64_t t = u / hidden;
     const int h = static_cast<int>(u % hidden);
     float acc = 0.0f;
-    if (intermediate > 0) {
-      for (int k = 0; k < top_k; ++k) {
-        const int e = spk::ldg_i(indices + t * top_k + k);
-        if (e < 0 || e >= num_experts) continue;
-        const float w = spk::ldg_f(weights + t * top_k + k);
-        const unsigned short* row =
-            down + (static_cast<int64_t>(e) * hidden + h) * intermediate;
-        const float* a = act + (t * top_k + k) * static_cast<int64_t>(intermediate);
-        const float part = vec ? dot_partial<true>(a, row, intermediate)
-                               : dot_partial<false>(a, row, intermediate);
-        acc = spk::fmaf_(w, part, acc);
+    for (int k0 = 0; k0 < top_k && intermediate > 0 && num_experts > 0; k0 += 32) {
+      // Lane j holds selection k0 + j (expert, weight, validity); the loops below broadcast
+      // them with shuffles. An invalid index reads expert 0's row and contributes nothing (a
+      // select, not a branch, so that the unrolled loads stay independent).
+      const int kn = top_k - k0 < 32 ? top_k - k0 : 32;
+      int my_e = 0;
+      float my_w = 0.0f;
+      int my_ok = 0;
+      if (lane < kn) {
+        my_e = spk::ldg_i(indices + t * top_k + k0 + lane);
+        my_w = spk::ldg_f(weights + t * top_k + k0 + lane);
+        my_ok = my_e >= 0 && my_e < num_experts;
+        if (!my_ok) my_e = 0;
+      }
+      const float* a0 = act + (t * top_k + k0) * static_cast<int64_t>(intermediate);
+      if (vec) {
+        // The kn x (intermediate / 8) chunks of all selections, dealt to the lanes: every
+        // iteration of every lane is an independent 16-byte load.
+        const int c8 = intermediate / 8;
+        const int total = kn * c8;
+        // 4 chunks per lane per step: shuffles are convergent, so the step is unrolled by hand
+        // (a constant trip count) instead of by the compiler.
+        for (int f0 = 0; f0 < total; f0 += 128) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int fl = f0 + j * 32 + lane;
+            const int f = fl < total ? fl : total - 1;
+            const int k = f / c8, cc = f - k * c8;
+            const int e = __shfl_sync(0xffffffffu, my_e, k);
+            const float w = __shfl_sync(0xffffffffu, my_w, k);
+            const int ok = __shfl_sync(0xffffffffu, my_ok, k);
+            float wf[8];
+            spk::unpack_bf16x8(spk::ldg_u4(down + (static_cast<int64_t>(e) * hidden + h) *
+                                                      intermediate + cc * 8),
+                               wf);
+            const float* ar = a0 + static_cast<int64_t>(k) * intermediate + cc * 8;
+            const float4 x0 = spk::ldg_f4(ar), x1 = spk::ldg_f4(ar + 4);
+            float d = wf[0] * x0.x;
+            d = spk::fmaf_(wf[1], x0.y, d);
+            d = spk::fmaf_(wf[2], x0.z, d);
+            d = spk::fmaf_(wf[3], x0.w, d);
+            d = spk::fmaf_(wf[4], x1.x, d);
+            d = spk::fmaf_(wf[5], x1.y, d);
+            d = spk::fmaf_(wf[6], x1.z, d);
+            d = spk::fmaf_(wf[7], x1.w, d);
+            acc = (ok && fl < total) ? spk::fmaf_(w, d, acc) : acc;
+          }
+        }
+      } else {
+        for (int k = 0; k < kn; ++k) {
+          const int e = __shfl_sync(0xffffffffu, my_e, k);
+          const float w = __shfl_sync(0xffffffffu, my_w, k);
+          const int ok = __shfl_sync(0xffffffffu, my_ok, k);
+          const unsigned short* row = down + (static_cast<int64_t>(e) * hidden + h) * intermediate;
+          const float part = dot_partial<false>(a0 + static_cast<int64_t>(k) * intermediate, row,
+                                                intermediate);
+          acc = ok ? spk::fmaf_(w, part, acc) : acc;
+        }
       }
     }
     acc = spk::warp_sum(acc);

@@ -163,7 +163,9 @@ LogicalResult compileTarget(ModuleOp kernelModule, const CompileOptions &options
 std::string outputPathFor(const CompileOptions &options, llvm::StringRef target,
                           llvm::StringRef extension) {
   llvm::SmallString<256> path(options.output);
-  if (options.targets.size() == 1 && path != "-") {
+  if (options.targets.size() == 1 && path == "-")
+    return "-";
+  if (options.targets.size() == 1) {
     // One target: exactly the -o path, except that a PTX-only target keeps a .ptx extension.
     if (extension == ".ptx" && llvm::sys::path::extension(path) == ".cubin")
       llvm::sys::path::replace_extension(path, ".ptx");
@@ -181,6 +183,11 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
                                       << options.maxTokens;
   if (options.targets.empty())
     return emitError(module.getLoc()) << "no --target given";
+  if (options.output == "-" && options.emit != EmitKind::Mlir &&
+      (options.targets.size() > 1 || options.emit == EmitKind::Cubin))
+    return emitError(module.getLoc())
+           << "-o - (stdout) takes one text output: use it with --emit mlir, llvm or ptx and "
+              "one --target";
   for (const std::string &name : options.targets)
     if (llvm::Expected<CudaTarget> t = parseCudaTarget(name); !t)
       return fail(module, t.takeError());

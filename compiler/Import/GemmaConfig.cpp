@@ -94,6 +94,7 @@ public:
   }
 
   void markUsed(StringRef name) { used.insert(name); }
+  const std::string &originPath() const { return origin; }
 
 private:
   const json::Object &object;
@@ -156,7 +157,7 @@ Expected<RopeConfig> readRope(const json::Object *params, StringRef type, bool f
   const json::Object *p = params->getObject(type);
   if (!p)
     return rope;
-  FieldReader reader(*p, "", ("rope_parameters." + type).str());
+  FieldReader reader(*p, outer.originPath(), ("rope_parameters." + type).str());
   std::string ropeType = reader.string("rope_type").value_or(fullLayer ? "proportional" : "default");
   if (ropeType != "default" && ropeType != "proportional")
     return outer.error("rope_parameters." + type + ".rope_type '" + ropeType +
@@ -291,9 +292,11 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
   SPARK_READ(text.positive("sliding_window", 1024), config.slidingWindow);
   SPARK_READ(text.positive("max_position_embeddings", 131072), config.maxPositionEmbeddings);
   SPARK_READ(text.number("rms_norm_eps", 1e-6), config.rmsNormEps);
+  if (!(config.rmsNormEps >= 0))
+    return text.error(formatv("rms_norm_eps must be >= 0, got {0}", config.rmsNormEps));
   SPARK_READ(text.boolean("tie_word_embeddings", true), config.tieWordEmbeddings);
   SPARK_READ(text.integer("hidden_size_per_layer_input", 0), config.pleDim);
-  SPARK_READ(text.integer("vocab_size_per_layer_input", config.vocabSize), config.pleVocab);
+  SPARK_READ(text.positive("vocab_size_per_layer_input", config.vocabSize), config.pleVocab);
   SPARK_READ(text.integer("num_kv_shared_layers", 0), config.numKvSharedLayers);
   SPARK_READ(text.boolean("enable_moe_block", false), config.moe);
   bool kEqV, doubleWide;
@@ -321,8 +324,11 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     SPARK_READ(text.positive("top_k_experts"), config.topKExperts);
     if (text.has("moe_intermediate_size")) {
       SPARK_READ(text.positive("moe_intermediate_size"), config.moeIntermediate);
-    } else {
+    } else if (text.has("expert_intermediate_size")) {
       SPARK_READ(text.positive("expert_intermediate_size"), config.moeIntermediate);
+    } else {
+      return text.error("missing required field 'moe_intermediate_size' (or "
+                        "'expert_intermediate_size')");
     }
     if (config.topKExperts > config.numExperts)
       return text.error(formatv("top_k_experts ({0}) exceeds num_experts ({1})",
@@ -338,11 +344,12 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
   else if (std::optional<std::string> dtype = topReader.string("torch_dtype"))
     config.dtype = *dtype;
 
-  // Token ids: text config first, then the top level.
+  // Token ids: the top level first, then the text config (as transformers' GenerationConfig
+  // does: the hub configs list eos [1, 106] at the top and 1 in text_config).
   auto idsFrom = [&](StringRef k) -> Expected<std::vector<int64_t>> {
-    const json::Value *v = textObject->get(k);
+    const json::Value *v = top->get(k);
     if (!v || v->kind() == json::Value::Null)
-      v = top->get(k);
+      v = textObject->get(k);
     return readIdList(v, k, text);
   };
   std::vector<int64_t> ids;
@@ -374,6 +381,13 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
                               "num_global_key_value_heads ({1})", numHeads, *globalKvHeads));
   if (headDim % 2 || globalHeadDim % 2)
     return text.error("head_dim and global_head_dim must be even");
+  if (config.eosTokenIds.empty())
+    return text.error("missing required field 'eos_token_id'");
+  for (auto [name, id] : {std::pair{"pad_token_id", config.padTokenId},
+                          std::pair{"bos_token_id", config.bosTokenId}})
+    if (id < 0 || id >= config.vocabSize)
+      return text.error(formatv("{0} {1} is outside the vocabulary [0, {2})", name, id,
+                                config.vocabSize));
   for (int64_t id : config.eosTokenIds)
     if (id < 0 || id >= config.vocabSize)
       return text.error(formatv("eos_token_id {0} is outside the vocabulary [0, {1})", id,
@@ -394,6 +408,10 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
 
   // Layer types (section 1.2.1): given, or the 5:1 pattern; the last layer is always full.
   std::vector<bool> full(config.numLayers);
+  if (const json::Value *v = textObject->get("layer_types");
+      v && v->kind() != json::Value::Null && !v->getAsArray())
+    return text.error("field 'layer_types' must be a list of \"full_attention\" or "
+                      "\"sliding_attention\"");
   if (const json::Array *types = textObject->getArray("layer_types")) {
     if (static_cast<int64_t>(types->size()) != config.numLayers)
       return text.error(formatv("layer_types has {0} entries but num_hidden_layers is {1}",
@@ -452,6 +470,9 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     layer.intermediate = intermediate * (doubleWide && layer.kvShared ? 2 : 1);
     layer.intermediate =
         overrideOf(i, full[i], "intermediate_size").value_or(layer.intermediate);
+    if (layer.intermediate <= 0)
+      return text.error(formatv("layer {0}: intermediate_size must be positive, got {1}", i,
+                                layer.intermediate));
     const RopeConfig &rope = full[i] ? config.fullRope : config.slidingRope;
     layer.rotatedPairs = rope.proportional
                              ? static_cast<int64_t>(rope.partialRotaryFactor * layer.headDim) / 2

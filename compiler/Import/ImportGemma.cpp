@@ -326,6 +326,9 @@ bool hasSafetensors(llvm::StringRef dir) {
 llvm::Error checkWeightsAgainstCheckpoint(ModuleOp module, llvm::StringRef dir) {
   // One implementation of the check: the runtime's, over a plan that lists the weights.
   rt::Plan plan;
+  if (auto model = module->getAttrOfType<DictionaryAttr>("spark.model"))
+    if (auto prefix = model.getAs<StringAttr>("weight_prefix"))
+      plan.model.weight_prefix = prefix.getValue().str();
   llvm::StringSet<> seen;
   module.walk([&](WeightOp w) {
     if (!seen.insert(w.getName()).second)

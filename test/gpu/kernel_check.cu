@@ -9,7 +9,8 @@
 //
 //   kernel_check [--seed=N] [--quick] [--only=op,op,...]
 // --quick shrinks the largest weights (for compute-sanitizer runs); --only runs just the named
-// ops (kernel_abi.h op names).
+// ops (kernel_abi.h op names). Built by run_kernel_checks.sh (GPU) or, with
+// -DSPARK_KERNEL_EMULATION, by run_emulated_checks.sh (CPU emulation of the kernels' logic).
 //
 // Thresholds (relative, as defined above):
 //   0      copies and integer ops (embedding, copy, select_group, scatter_rows, kv_write,
@@ -191,7 +192,7 @@ void Report(const char* op, const std::string& shape, const Err& e, double thres
             const std::string& note = "") {
   g_rows.push_back({op, shape, e, threshold, note});
   const Row& r = g_rows.back();
-  std::printf("%-13s %-52s %10.3e %10.3e %8.0e  %s%s%s\n", op, shape.c_str(), e.abs, e.Rel(),
+  std::printf("%-13s %-62s %10.3e %10.3e %8.0e  %s%s%s\n", op, shape.c_str(), e.abs, e.Rel(),
               threshold, r.Pass() ? "PASS" : "FAIL", note.empty() ? "" : "  ", note.c_str());
   std::fflush(stdout);
 }
@@ -707,7 +708,7 @@ int main(int argc, char** argv) {
   std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
   std::printf("each case runs with its natural grid and with 1 and 5 blocks unless noted; outputs "
               "are NaN-poisoned before every launch\n\n");
-  std::printf("%-13s %-52s %10s %10s %8s  %s\n", "op", "shape", "max_abs", "max_rel", "thresh",
+  std::printf("%-13s %-62s %10s %10s %8s  %s\n", "op", "shape", "max_abs", "max_rel", "thresh",
               "result");
 
   // ---- elementwise (E2B hidden 1536, 26B hidden 2816, odd sizes for the scalar paths) ----
@@ -797,6 +798,8 @@ int main(int argc, char** argv) {
   CheckMoeRouter(1, 2816, 128, 8);
   CheckMoeRouter(37, 2816, 128, 8);
   CheckMoeRouter(5, 1536, 200, 3);
+  CheckMoeRouter(3, 1001, 64, 4);   // scalar loads
+  CheckMoeRouter(2, 9000, 16, 4);   // hidden > 8192: z recomputed from x
   {
     const int E = g_quick ? 16 : 128, H = 2816, I = 704, K = 8;
     if (Enabled("moe_gate_up")) {

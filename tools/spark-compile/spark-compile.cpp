@@ -95,7 +95,24 @@ int main(int argc, char **argv) {
     return 1;
   }
   options.maxTokens = maxTokens;
+  // Command-line mistakes are reported before the input is read, without a source location.
+  if (maxTokens <= 0) {
+    WithColor::error(errs(), "spark-compile")
+        << "--max-tokens must be positive, got " << maxTokens << "\n";
+    return 1;
+  }
+  for (const std::string &target : options.targets)
+    if (Expected<spark::CudaTarget> parsed = spark::parseCudaTarget(target); !parsed) {
+      WithColor::error(errs(), "spark-compile") << toString(parsed.takeError()) << "\n";
+      return 1;
+    }
   options.output = outputPath;
+  if (outputPath.getNumOccurrences() == 0) {
+    // The default output is named after what is emitted.
+    static const char *const kDefaultName[] = {"model.mlir", "model.ll", "model.ptx",
+                                               "model.cubin"};
+    options.output = kDefaultName[static_cast<int>(options.emit)];
+  }
   options.ptxas = ptxasPath;
   options.kernelLibraryDirs.assign(kernelDirs.begin(), kernelDirs.end());
   options.keepTempsDir = keepTemps;
@@ -121,6 +138,7 @@ int main(int argc, char **argv) {
   sourceMgr.AddNewSourceBuffer(std::move(input), SMLoc());
 
   if (verifyDiagnostics) {
+    context.printOpOnDiagnostic(false); // as mlir-opt does: expected-* lines match messages only
     mlir::SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context);
     mlir::OwningOpRef<mlir::ModuleOp> module =
         mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);

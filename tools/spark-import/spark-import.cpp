@@ -83,7 +83,11 @@ int main(int argc, char **argv) {
   std::unique_ptr<ToolOutputFile> out = mlir::openOutputFile(outputPath, &error);
   if (!out)
     return fail(error);
-  module->print(out->os());
+  // Keep the NameLocs: they name each plan step's source (layers.3.self_attn.q_proj) and
+  // --dump's tensors.
+  mlir::OpPrintingFlags flags;
+  flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
+  module->print(out->os(), flags);
   out->keep();
   return 0;
 }

@@ -479,6 +479,12 @@ absl::Status GenerateCommand(const std::string& model) {
   options->generate.max_length = *max_length;
   absl::Status status = ValidatePrompt(info, options->prompt, *max_length);
   if (!status.ok()) return status;
+  if (static_cast<int64_t>(options->prompt.size()) == *max_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt has ", options->prompt.size(), " tokens, as many as the max length ",
+        *max_length, ": no room for a new token (raise --max-length to at least ",
+        *max_length + 1, ")"));
+  }
   absl::optional<SoftTokens> soft;
   if (!absl::GetFlag(FLAGS_soft_tokens).empty()) {
     absl::StatusOr<SoftTokens> loaded =

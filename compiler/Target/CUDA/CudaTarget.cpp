@@ -82,7 +82,10 @@ Expected<std::string> findKernelLibrary(const CudaTarget &target, ArrayRef<std::
   for (const std::string &d : extraDirs)
     dirs.push_back(d);
   for (const rt::SearchDir &dir : rt::ModuleSearchPath(request))
-    if (!llvm::is_contained(dirs, dir.path))
+    // No artifact here: skip the "directory of the model" entry (it would be the working
+    // directory, where a stale kernels/ must not win over the installed library).
+    if (!StringRef(dir.origin).starts_with("directory of") &&
+        !llvm::is_contained(dirs, dir.path))
       dirs.push_back(dir.path);
 
   std::string tried;

@@ -90,8 +90,17 @@ struct LogicalBuffer {
 };
 
 std::string sourceName(Operation *op) {
-  if (auto named = dyn_cast<NameLoc>(op->getLoc()))
-    return named.getName().str();
+  // The importer names every op (NameLoc); passes may have fused locations since.
+  std::string name;
+  op->getLoc()->walk([&](Location loc) {
+    if (auto named = dyn_cast<NameLoc>(loc)) {
+      name = named.getName().str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (!name.empty())
+    return name;
   return op->getName().stripDialect().str();
 }
 

@@ -34,7 +34,7 @@ std::string errorOf(const std::string &json) {
 const char *kMinimal = R"({"model_type": "gemma4_text", "hidden_size": 64,
   "num_hidden_layers": 2, "vocab_size": 128, "num_attention_heads": 4,
   "num_key_value_heads": 2, "head_dim": 16, "global_head_dim": 32,
-  "intermediate_size": 96, "sliding_window": 8 EXTRA})";
+  "intermediate_size": 96, "sliding_window": 8, "eos_token_id": 1 EXTRA})";
 
 std::string minimalWith(const std::string &extra) {
   std::string text = kMinimal;
@@ -157,9 +157,15 @@ TEST(GemmaConfigTest, Rejections) {
             std::string::npos);
   std::string heads = R"({"model_type": "gemma4_text", "hidden_size": 64,
     "num_hidden_layers": 2, "vocab_size": 128, "num_attention_heads": 3,
-    "num_key_value_heads": 2, "intermediate_size": 96})";
+    "num_key_value_heads": 2, "intermediate_size": 96, "eos_token_id": 1})";
   EXPECT_NE(errorOf(heads).find("is not a multiple of num_key_value_heads"), std::string::npos);
   EXPECT_NE(errorOf(R"({"model_type": "gemma4_text"})").find("missing required field 'hidden_size'"),
+            std::string::npos);
+  std::string noEos = R"({"model_type": "gemma4_text", "hidden_size": 64,
+    "num_hidden_layers": 2, "vocab_size": 128, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "intermediate_size": 96})";
+  EXPECT_NE(errorOf(noEos).find("missing required field 'eos_token_id'"), std::string::npos);
+  EXPECT_NE(errorOf(minimalWith(R"(, "rms_norm_eps": -1)")).find("rms_norm_eps must be >= 0"),
             std::string::npos);
 }
 

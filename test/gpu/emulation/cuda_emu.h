@@ -198,6 +198,22 @@ inline T __shfl_xor_sync(unsigned /*mask*/, T v, int offset) {
 }
 
 template <typename T>
+inline T __shfl_sync(unsigned /*mask*/, T v, int src) {
+  static_assert(sizeof(T) <= 8, "shuffle of a large type");
+  uint64_t* slots = spk_emu::Slots();
+  const int lane = spk_emu::Lane();
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  spk_emu::WarpSync();
+  slots[lane] = bits;
+  spk_emu::WarpSync();
+  T r;
+  const uint64_t other = slots[src & 31];
+  std::memcpy(&r, &other, sizeof(T));
+  return r;
+}
+
+template <typename T>
 inline T __ldg(const T* p) {
   return *p;
 }

@@ -38,7 +38,7 @@ static_assert(sizeof(Header) == kHeaderSize, "plan header must be 32 bytes");
 
 inline uint64_t Fnv1a64(const void* data, size_t size) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;
   for (size_t i = 0; i < size; ++i) {
     h ^= p[i];
     h *= 1099511628211ull;
