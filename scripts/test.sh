@@ -8,10 +8,10 @@ scripts/setup.sh
 scripts/build.sh
 log=$(mktemp)
 set +e
-/usr/lib/llvm-22/bin/lit -sv build/test 2>&1 | tee "$log"
+/usr/lib/llvm-22/bin/lit -sv build/test build/test/Unit 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
-count() { local v; v=$(sed -n "s/^ *$1: *\([0-9][0-9]*\).*/\1/p" "$log" | tail -1); echo "${v:-0}"; }
+count() { local v; v=$(sed -n "s/^ *$1 *: *\([0-9][0-9]*\).*/\1/p" "$log" | tail -1); echo "${v:-0}"; }
 passed=$(count Passed)
 failed=$(( $(count Failed) + $(count 'Unexpectedly Passed') + $(count Unresolved) + $(count 'Timed Out') ))
 skipped=$(( $(count Unsupported) + $(count 'Expectedly Failed') + $(count Excluded) ))

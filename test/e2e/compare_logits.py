@@ -13,29 +13,21 @@ ids equal the golden ids tensor.
 """
 import argparse
 import array
-import json
-import struct
 import sys
+
+from safetensors_io import read_raw
 
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
+    """{name: (shape, array)} for the F32 / I64 / I32 tensors of the file."""
     tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        raw = data[base + begin:base + end]
-        code = {"F32": "f", "I64": "q", "I32": "i"}.get(info["dtype"])
+    for name, (dtype, shape, raw) in read_raw(path).items():
+        code = {"F32": "f", "I64": "q", "I32": "i"}.get(dtype)
         if code is None:
             continue
         values = array.array(code)
         values.frombytes(raw)
-        tensors[name] = (info["shape"], values)
+        tensors[name] = (shape, values)
     return tensors
 
 

@@ -16,22 +16,9 @@ import json
 import struct
 import sys
 
+from safetensors_io import read_raw as read_safetensors
+
 FORMATS = {"F32": ("<f", 4), "I64": ("<q", 8), "I32": ("<i", 4), "BF16": (None, 2)}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        tensors[name] = (info["dtype"], info["shape"], data[base + begin:base + end])
-    return tensors
 
 
 def filled(dtype, shape, value):
