@@ -23,16 +23,18 @@ using namespace llvm;
 
 static cl::OptionCategory sparkCompileCategory("spark-compile options");
 
-static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.mlir>"), cl::init("-"), cl::cat(sparkCompileCategory));
-static cl::opt<std::string> outputPath(
-    "o", cl::desc("Output file (default model.cubin); with several --target values, "
-                  "<stem>.<target>.cubin (or .ptx) next to it"),
-    cl::value_desc("file"), cl::init("model.cubin"), cl::cat(sparkCompileCategory));
-static cl::list<std::string> targets(
-    "target",
-    cl::desc("Target to compile for (repeatable): sm_121a (default, DGX Spark), sm_120a, "
-             "sm_120f, sm_100a, sm_90a, sm_80, or compute_XY for PTX only"),
-    cl::value_desc("target"), cl::cat(sparkCompileCategory));
+static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.mlir>"), cl::init("-"),
+                                      cl::cat(sparkCompileCategory));
+static cl::opt<std::string>
+    outputPath("o",
+               cl::desc("Output file (default model.cubin); with several --target values, "
+                        "<stem>.<target>.cubin (or .ptx) next to it"),
+               cl::value_desc("file"), cl::init("model.cubin"), cl::cat(sparkCompileCategory));
+static cl::list<std::string>
+    targets("target",
+            cl::desc("Target to compile for (repeatable): sm_121a (default, DGX Spark), sm_120a, "
+                     "sm_120f, sm_100a, sm_90a, sm_80, or compute_XY for PTX only"),
+            cl::value_desc("target"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> emit("emit",
                                  cl::desc("Stop after a stage: mlir (planned kernel-level "
                                           "module), llvm (linked LLVM IR), ptx, cubin (default)"),
@@ -55,10 +57,12 @@ static cl::opt<std::string> keepTemps("keep-temps",
                                       cl::value_desc("dir"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> dumpPtx("dump-ptx", cl::desc("Also write the PTX to this file"),
                                     cl::value_desc("file"), cl::cat(sparkCompileCategory));
-static cl::opt<bool> verbose("v", cl::desc("Print each stage's time and every lookup"), cl::cat(sparkCompileCategory));
+static cl::opt<bool> verbose("v", cl::desc("Print each stage's time and every lookup"),
+                             cl::cat(sparkCompileCategory));
 static cl::opt<bool> verifyDiagnostics(
     "verify-diagnostics",
-    cl::desc("Check that emitted diagnostics match expected-* lines in the input"), cl::cat(sparkCompileCategory));
+    cl::desc("Check that emitted diagnostics match expected-* lines in the input"),
+    cl::cat(sparkCompileCategory));
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);

@@ -23,17 +23,21 @@ static cl::opt<std::string> inputPath(cl::Positional,
                                       cl::desc("<checkpoint directory or config.json>"),
                                       cl::Required, cl::cat(sparkImportCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("Output model.mlir (default: stdout)"),
-                                       cl::value_desc("file"), cl::init("-"), cl::cat(sparkImportCategory));
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::cat(sparkImportCategory));
 static cl::opt<bool> summary("summary",
                              cl::desc("Print the variant, the layer table and the parameter "
-                                      "counts to stdout (with -o, the module is still written)"), cl::cat(sparkImportCategory));
+                                      "counts to stdout (with -o, the module is still written)"),
+                             cl::cat(sparkImportCategory));
 static cl::opt<bool> noWeightCheck(
     "no-weight-check",
-    cl::desc("Do not check the graph's weights against the directory's safetensors headers"), cl::cat(sparkImportCategory));
+    cl::desc("Do not check the graph's weights against the directory's safetensors headers"),
+    cl::cat(sparkImportCategory));
 static cl::opt<bool> roundScales(
     "round-scales-to-bf16",
     cl::desc("Round the embedding scales to bf16, as transformers does in a bf16 model "
-             "(default: f32, matching Spark's f32 activations and transformers in float32)"), cl::cat(sparkImportCategory));
+             "(default: f32, matching Spark's f32 activations and transformers in float32)"),
+    cl::cat(sparkImportCategory));
 
 static int fail(const Twine &message) {
   WithColor::error(errs(), "spark-import") << message << "\n";
