@@ -356,8 +356,9 @@ void printSummary(const GemmaConfig &c, llvm::raw_ostream &os) {
      << c.weightPrefix << "')\n";
   os << llvm::formatv("hidden {0}, {1} layers, vocab {2}, sliding window {3}, softcap {4}\n",
                       c.hiddenSize, c.numLayers, c.vocabSize, c.slidingWindow,
-                      c.finalLogitSoftcapping ? std::to_string(*c.finalLogitSoftcapping)
-                                              : std::string("none"));
+                      c.finalLogitSoftcapping
+                          ? llvm::formatv("{0}", *c.finalLogitSoftcapping).str()
+                          : std::string("none"));
   if (c.moe)
     os << llvm::formatv("moe:        {0} experts, top {1}, expert width {2}, dense MLP beside "
                         "them in every layer\n",
@@ -376,9 +377,12 @@ void printSummary(const GemmaConfig &c, llvm::raw_ostream &os) {
                         l.headDim, l.rotatedPairs, l.kEqV ? "yes" : "no", cache,
                         l.intermediate);
   }
-  os << llvm::formatv("parameters: {0} total ({1:F2} B), {2} active per token ({3:F2} B)\n",
-                      counts.total, counts.total / 1e9, counts.activePerToken,
-                      counts.activePerToken / 1e9);
+  auto scaled = [](int64_t n) {
+    return n >= 1000000000 ? llvm::formatv("{0:F2} B", n / 1e9).str()
+                           : llvm::formatv("{0:F2} M", n / 1e6).str();
+  };
+  os << llvm::formatv("parameters: {0} total ({1}), {2} active per token ({3})\n", counts.total,
+                      scaled(counts.total), counts.activePerToken, scaled(counts.activePerToken));
   double bytes = counts.total * 2.0;
   if (bytes >= 1024.0 * 1024.0 * 1024.0)
     os << llvm::formatv("weights:    {0:F2} GiB in bf16\n", bytes / (1024.0 * 1024.0 * 1024.0));
