@@ -62,6 +62,19 @@ SPK_DEVICE void unpack_bf16x8(const uint4& v, float f[8]) {
   f[7] = bf16hi_to_f32(v.w);
 }
 
+// acc + w[0..7] . (a.x, a.y, a.z, a.w, b.x, ..., b.w), one fused multiply-add at a time, in
+// index order (the GEMV and MoE paths share it, so their rounding is the same).
+SPK_DEVICE float dot8_acc(const float w[8], const float4& a, const float4& b, float acc) {
+  acc = fmaf_(w[0], a.x, acc);
+  acc = fmaf_(w[1], a.y, acc);
+  acc = fmaf_(w[2], a.z, acc);
+  acc = fmaf_(w[3], a.w, acc);
+  acc = fmaf_(w[4], b.x, acc);
+  acc = fmaf_(w[5], b.y, acc);
+  acc = fmaf_(w[6], b.z, acc);
+  return fmaf_(w[7], b.w, acc);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Inline PTX. SPARK_KERNEL_EMULATION (a CPU emulation of the CUDA execution model used to test
 // kernel logic without a GPU) supplies host versions of these few instructions.

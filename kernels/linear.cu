@@ -65,16 +65,7 @@ SPK_DEVICE void gemv_row_vec(const float* x, const unsigned short* w, float* y, 
         if (j < nt) {
           const float* xr = x + static_cast<int64_t>(t0 + j) * in + c * 8;
           const float4 a = ldg_f4(xr), b = ldg_f4(xr + 4);
-          float s = acc[j];
-          s = fmaf_(wf[0], a.x, s);
-          s = fmaf_(wf[1], a.y, s);
-          s = fmaf_(wf[2], a.z, s);
-          s = fmaf_(wf[3], a.w, s);
-          s = fmaf_(wf[4], b.x, s);
-          s = fmaf_(wf[5], b.y, s);
-          s = fmaf_(wf[6], b.z, s);
-          s = fmaf_(wf[7], b.w, s);
-          acc[j] = s;
+          acc[j] = dot8_acc(wf, a, b, acc[j]);
         }
       }
     }

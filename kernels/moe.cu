@@ -41,14 +41,7 @@ SPK_DEVICE float dot_partial(const float* a, const unsigned short* w, int n) {
       float wf[8];
       unpack_bf16x8(ldg_u4(w + c * 8), wf);
       const float4 x0 = ldg_f4(a + c * 8), x1 = ldg_f4(a + c * 8 + 4);
-      acc = fmaf_(wf[0], x0.x, acc);
-      acc = fmaf_(wf[1], x0.y, acc);
-      acc = fmaf_(wf[2], x0.z, acc);
-      acc = fmaf_(wf[3], x0.w, acc);
-      acc = fmaf_(wf[4], x1.x, acc);
-      acc = fmaf_(wf[5], x1.y, acc);
-      acc = fmaf_(wf[6], x1.z, acc);
-      acc = fmaf_(wf[7], x1.w, acc);
+      acc = dot8_acc(wf, x0, x1, acc);
     }
   } else {
     for (int k = lane; k < n; k += 32) acc = fmaf_(ldg_bf16(w + k), ldg_f(a + k), acc);
@@ -159,16 +152,7 @@ SPK_EXPORT void spark_moe_router(const float* x, const unsigned short* scale,
           for (int g = 0; g < kRouterGroup; ++g) {
             float wf[8];
             spk::unpack_bf16x8(w[g], wf);
-            float v = acc[g];
-            v = spk::fmaf_(wf[0], a.x, v);
-            v = spk::fmaf_(wf[1], a.y, v);
-            v = spk::fmaf_(wf[2], a.z, v);
-            v = spk::fmaf_(wf[3], a.w, v);
-            v = spk::fmaf_(wf[4], b.x, v);
-            v = spk::fmaf_(wf[5], b.y, v);
-            v = spk::fmaf_(wf[6], b.z, v);
-            v = spk::fmaf_(wf[7], b.w, v);
-            acc[g] = v;
+            acc[g] = spk::dot8_acc(wf, a, b, acc[g]);
           }
         }
 #pragma unroll
@@ -345,14 +329,7 @@ SPK_EXPORT void spark_moe_down(const float* act, const unsigned short* down, con
                                wf);
             const float* ar = a0 + static_cast<int64_t>(k) * intermediate + cc * 8;
             const float4 x0 = spk::ldg_f4(ar), x1 = spk::ldg_f4(ar + 4);
-            float d = wf[0] * x0.x;
-            d = spk::fmaf_(wf[1], x0.y, d);
-            d = spk::fmaf_(wf[2], x0.z, d);
-            d = spk::fmaf_(wf[3], x0.w, d);
-            d = spk::fmaf_(wf[4], x1.x, d);
-            d = spk::fmaf_(wf[5], x1.y, d);
-            d = spk::fmaf_(wf[6], x1.z, d);
-            d = spk::fmaf_(wf[7], x1.w, d);
+            const float d = spk::dot8_acc(wf, x0, x1, 0.0f);
             acc = (ok && fl < total) ? spk::fmaf_(w, d, acc) : acc;
           }
         }
