@@ -343,9 +343,10 @@ llvm::Error checkWeightsAgainstCheckpoint(ModuleOp module, llvm::StringRef dir) 
   if (!checkpoint.ok())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s",
                                    std::string(checkpoint.status().message()).c_str());
-  absl::Status status = rt::CheckPlanWeights(plan, **checkpoint);
+  absl::Status status = rt::CheckPlanWeights(plan, **checkpoint, "the config");
   if (!status.ok())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s",
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "does not match the checkpoint in %s: %s", dir.str().c_str(),
                                    std::string(status.message()).c_str());
   return llvm::Error::success();
 }

@@ -348,7 +348,8 @@ std::string NotFoundHint(const Plan& plan, const std::string& name, const Checkp
                       "weight prefix is \"", prefix, "\")");
 }
 
-absl::Status CheckAllPresent(const Plan& plan, const Checkpoint& checkpoint) {
+absl::Status CheckAllPresent(const Plan& plan, const Checkpoint& checkpoint,
+                             absl::string_view subject) {
   const WeightInfo* first_missing = nullptr;
   size_t missing = 0;
   for (const WeightInfo& weight : plan.weights) {
@@ -359,23 +360,24 @@ absl::Status CheckAllPresent(const Plan& plan, const Checkpoint& checkpoint) {
   if (first_missing == nullptr) return absl::OkStatus();
   return absl::NotFoundError(absl::StrCat(
       "weight ", first_missing->name, " is not in the checkpoint ", checkpoint.path(), " (",
-      missing, " of the plan's ", plan.weights.size(), " weights are missing)",
+      missing, " of ", subject, "'s ", plan.weights.size(), " weights are missing)",
       NotFoundHint(plan, first_missing->name, checkpoint)));
 }
 
-absl::Status CheckWeight(const WeightInfo& weight, const TensorView& tensor) {
+absl::Status CheckWeight(const WeightInfo& weight, const TensorView& tensor,
+                         absl::string_view subject) {
   const absl::string_view dtype = SafetensorsDTypeName(weight.dtype);
   if (tensor.dtype != dtype) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight ", weight.name, ": expected dtype ", dtype, ", found ", tensor.dtype,
-                     "; the model was compiled for ", DTypeName(weight.dtype),
+                     "; ", subject, " expects ", DTypeName(weight.dtype),
                      " weights (a quantized or converted checkpoint needs its own import)"));
   }
   if (tensor.shape != weight.shape) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight ", weight.name, ": expected shape ", ShapeText(weight.shape),
                      ", found ", ShapeText(tensor.shape),
-                     "; the checkpoint is not the model variant the plan was compiled for"));
+                     "; the checkpoint is not the model variant ", subject, " describes"));
   }
   return absl::OkStatus();
 }
@@ -449,10 +451,11 @@ const TensorView* Checkpoint::Find(absl::string_view name) const {
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint) {
-  SPARK_RETURN_IF_ERROR(CheckAllPresent(plan, checkpoint));
+absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint,
+                              absl::string_view subject) {
+  SPARK_RETURN_IF_ERROR(CheckAllPresent(plan, checkpoint, subject));
   for (const WeightInfo& weight : plan.weights) {
-    SPARK_RETURN_IF_ERROR(CheckWeight(weight, *checkpoint.Find(weight.name)));
+    SPARK_RETURN_IF_ERROR(CheckWeight(weight, *checkpoint.Find(weight.name), subject));
   }
   return absl::OkStatus();
 }

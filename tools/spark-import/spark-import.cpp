@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     dir = ".";
   if (!noWeightCheck && spark::hasSafetensors(dir)) {
     if (Error e = spark::checkWeightsAgainstCheckpoint(*module, dir))
-      return fail(toString(std::move(e)));
+      return fail(config->path + ": " + toString(std::move(e)));
   }
 
   if (summary)

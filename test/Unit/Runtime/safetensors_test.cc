@@ -362,7 +362,7 @@ TEST(CheckPlanWeightsTest, ShapeMismatch) {
   ASSERT_TRUE(checkpoint.ok());
   EXPECT_TRUE(StatusIs(CheckPlanWeights(TestPlan(), **checkpoint), kInvalid,
                        "weight model.embed_tokens.weight: expected shape [16, 4], found [8, 4]; "
-                       "the checkpoint is not the model variant the plan was compiled for"));
+                       "the checkpoint is not the model variant the plan describes"));
 }
 
 TEST(CheckPlanWeightsTest, DTypeMismatch) {
@@ -373,8 +373,8 @@ TEST(CheckPlanWeightsTest, DTypeMismatch) {
   const auto checkpoint = Checkpoint::Open(dir.path());
   ASSERT_TRUE(checkpoint.ok());
   EXPECT_TRUE(StatusIs(CheckPlanWeights(TestPlan(), **checkpoint), kInvalid,
-                       "weight model.norm.weight: expected dtype BF16, found F32; the model was "
-                       "compiled for bf16 weights"));
+                       "weight model.norm.weight: expected dtype BF16, found F32; the plan "
+                       "expects bf16 weights"));
 }
 
 TEST(SafetensorsDTypeTest, SizesAndPlanNames) {

@@ -96,8 +96,11 @@ class Checkpoint {
 // Checks every plan weight against the checkpoint before anything runs: present (kNotFound
 // naming the tensor and the checkpoint, and the importer's weight prefix when it may be the
 // cause), same shape and same dtype (kInvalidArgument: "weight model.x: expected shape
-// [4096, 1536], found [2048, 1536]").
-absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint);
+// [4096, 1536], found [2048, 1536]"). `subject` names what lists the weights in the messages:
+// "the plan" at run time; spark-import passes "the config" (it checks before anything is
+// compiled).
+absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint,
+                              absl::string_view subject = "the plan");
 
 // A tensor held in memory, for writing small safetensors files (dumps, tests, golden data).
 struct OwnedTensor {
