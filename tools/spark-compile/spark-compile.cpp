@@ -123,7 +123,12 @@ int main(int argc, char **argv) {
   options.dumpPtx = dumpPtx;
   options.verbose = verbose;
   options.argv0 = argv[0];
-  options.configurePassManager = [](mlir::PassManager &pm) {
+  // --mlir-timing: one timing report for all the pass managers of this compile, printed at exit.
+  mlir::DefaultTimingManager timingManager;
+  mlir::applyDefaultTimingManagerCLOptions(timingManager);
+  mlir::TimingScope timing = timingManager.getRootScope();
+  options.configurePassManager = [&timing](mlir::PassManager &pm) {
+    pm.enableTiming(timing);
     return mlir::applyPassManagerCLOptions(pm);
   };
 
