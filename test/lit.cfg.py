@@ -12,9 +12,16 @@ config.suffixes = [".mlir", ".test", ".json"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.spark_obj_root, "test")
 # Unit/ has its own config; Inputs/ and data/ hold fixtures, not tests.
-config.excludes = ["Unit", "Inputs", "data", "lit.cfg.py", "CMakeLists.txt", "gpu", "reference"]
+config.excludes = ["Unit", "Inputs", "data", "lit.cfg.py", "CMakeLists.txt", "gpu", "reference", "fuzz"]
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
+# A build without the compiler (the sanitizer build) may borrow spark-import and spark-compile
+# from another build (SPARK_COMPILER_TOOLS_DIR); this build's own tools come first in PATH.
+compiler_tools_dir = getattr(config, "spark_compiler_tools_dir", "")
+borrowed_compiler = (not config.spark_has_compiler and compiler_tools_dir
+                     and os.path.exists(os.path.join(compiler_tools_dir, "spark-compile")))
+if borrowed_compiler:
+    llvm_config.with_environment("PATH", compiler_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.spark_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # Tests must not see a user's module path or ptxas choice.
@@ -27,7 +34,7 @@ config.substitutions.append(("%cuda_root", config.cuda_root))
 config.substitutions.append(("%models", os.path.join(config.spark_src_root, "test", "data", "models")))
 config.substitutions.append(("%configs", os.path.join(config.spark_src_root, "test", "data", "configs")))
 
-if config.spark_has_compiler:
+if config.spark_has_compiler or borrowed_compiler:
     config.available_features.add("compiler")
 if os.path.exists(os.path.join(config.cuda_root, "bin", "ptxas")):
     config.available_features.add("ptxas")

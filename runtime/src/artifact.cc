@@ -30,15 +30,7 @@ absl::Status CheckTargetKind(const Artifact& artifact) {
 
 absl::Status LoadCubin(Artifact* artifact) {
   SPARK_ASSIGN_OR_RETURN(artifact->image, ReadFileToString(artifact->path));
-  SPARK_ASSIGN_OR_RETURN(const ElfFile elf, ElfFile::Parse(artifact->image, artifact->path));
-  const ElfSection* section = elf.FindSection(plan_format::kSectionName);
-  if (section == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(artifact->path, " has no ", plan_format::kSectionName,
-                     " section: it is not a Spark artifact; compile it with spark-compile"));
-  }
-  SPARK_ASSIGN_OR_RETURN(artifact->plan,
-                         ParsePlanSection(elf.SectionData(*section), artifact->path));
+  SPARK_ASSIGN_OR_RETURN(artifact->plan, ReadCubinPlan(artifact->image, artifact->path));
   return absl::OkStatus();
 }
 
@@ -63,6 +55,17 @@ absl::Status LoadPtx(Artifact* artifact) {
 }
 
 }  // namespace
+
+absl::StatusOr<Plan> ReadCubinPlan(absl::string_view image, absl::string_view origin) {
+  SPARK_ASSIGN_OR_RETURN(const ElfFile elf, ElfFile::Parse(image, origin));
+  const ElfSection* section = elf.FindSection(plan_format::kSectionName);
+  if (section == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, " has no ", plan_format::kSectionName,
+                     " section: it is not a Spark artifact; compile it with spark-compile"));
+  }
+  return ParsePlanSection(elf.SectionData(*section), origin);
+}
 
 std::string PtxPlanPath(absl::string_view ptx_path) {
   absl::string_view stem = ptx_path;

@@ -43,6 +43,8 @@ class DumpingExecutor final : public Executor {
   }
 
   std::string name() const override { return inner_->name(); }
+  MemoryUsage memory_usage() const override { return inner_->memory_usage(); }
+  const RunProfile* profile() const override { return inner_->profile(); }
 
  private:
   absl::Status Collect(const StepOutput& output) {

@@ -1,5 +1,6 @@
 #include "spark/runtime/host_executor.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/host_kernels.h"
@@ -33,6 +36,11 @@ class HostExecutor final : public Executor {
   absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                        const SoftTokenChunk* soft, std::vector<float>* logits) override;
   std::string name() const override { return "host"; }
+  MemoryUsage memory_usage() const override {
+    MemoryUsage usage;
+    usage.peak_allocated_bytes = peak_allocated_bytes_;
+    return usage;
+  }
 
  private:
   struct KvCache {
@@ -45,7 +53,7 @@ class HostExecutor final : public Executor {
   }
   void WriteInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                    const SoftTokenChunk* soft);
-  absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens);
+  absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t first_position);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
 
   const Plan& plan_;
@@ -54,6 +62,7 @@ class HostExecutor final : public Executor {
   std::vector<uint64_t> arena_;     // arena_bytes, 8-byte aligned
   std::vector<KvCache> kv_caches_;  // by kv cache id
   ArgBindings bindings_;
+  uint64_t peak_allocated_bytes_ = 0;
 };
 
 absl::Status HostExecutor::Prepare(int64_t max_length) {
@@ -76,6 +85,9 @@ absl::Status HostExecutor::Prepare(int64_t max_length) {
     bindings_.v_caches.push_back(AddressOf(kv_caches_[i].v.data()));
     bindings_.kv_capacities.push_back(capacity);
   }
+  uint64_t allocated = arena_.size() * sizeof(uint64_t);
+  for (const KvCache& cache : kv_caches_) allocated += (cache.k.size() + cache.v.size()) * 4;
+  peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated);
   max_length_ = max_length;
   return absl::OkStatus();
 }
@@ -90,7 +102,7 @@ absl::Status HostExecutor::RunStep(absl::Span<const int32_t> ids,
   WriteInputs(ids, positions, soft);
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
-  SPARK_RETURN_IF_ERROR(RunSteps(num_tokens, num_soft));
+  SPARK_RETURN_IF_ERROR(RunSteps(num_tokens, num_soft, positions[0]));
   const float* out = reinterpret_cast<const float*>(BufferData(plan_.output_logits));
   logits->assign(out, out + static_cast<int64_t>(num_tokens) * plan_.model.vocab_size);
   return absl::OkStatus();
@@ -108,10 +120,12 @@ void HostExecutor::WriteInputs(absl::Span<const int32_t> ids, absl::Span<const i
               soft->indices.size() * sizeof(int32_t));
 }
 
-absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens) {
+absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
+                                    int32_t first_position) {
   std::vector<HostArg> args;
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const Step& step = plan_.steps[i];
+    const absl::Time start = absl::Now();
     args.clear();
     for (const ResolvedArg& r :
          ResolveStepArgs(plan_, step, bindings_, num_tokens, num_soft_tokens)) {
@@ -119,6 +133,10 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens)
           {r.kind, reinterpret_cast<void*>(static_cast<uintptr_t>(r.address)), r.i32, r.f32});
     }
     const absl::Status status = RunHostKernel(step.op, args);
+    if (mutable_profile() != nullptr) {
+      mutable_profile()->Record(i, num_tokens, first_position,
+                                absl::ToDoubleSeconds(absl::Now() - start));
+    }
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat(DescribeStep(static_cast<int>(i), step), ": ",
                                                       status.message()));

@@ -503,5 +503,43 @@ absl::Status CheckFits(const MemoryEstimate& estimate) {
   return absl::ResourceExhaustedError(message);
 }
 
+namespace {
+
+std::string Versus(uint64_t measured, uint64_t estimated) {
+  const double error = estimated == 0 ? 0.0
+                                      : (static_cast<double>(measured) - estimated) / estimated;
+  return absl::StrFormat("%s (estimated %s, %+.2f%%)", FormatBytes(measured),
+                         FormatBytes(estimated), 100.0 * error);
+}
+
+}  // namespace
+
+MemoryComparison CompareWithUsage(const MemoryEstimate& estimate, const MemoryUsage& usage) {
+  MemoryComparison comparison;
+  comparison.estimated_allocations = ComponentBytes(estimate, "KV cache") +
+                                     ComponentBytes(estimate, "activations") +
+                                     (usage.weight_bytes > 0 ? ComponentBytes(estimate, "weights")
+                                                             : 0);
+  comparison.measured_allocations = usage.peak_allocated_bytes;
+  if (usage.driver_used_bytes > 0) {
+    comparison.estimated_driver =
+        estimate.total - std::min(estimate.total, ComponentBytes(estimate, "CUDA context and runtime"));
+    comparison.measured_driver = usage.driver_used_bytes;
+  }
+  return comparison;
+}
+
+std::string FormatMemoryComparison(const MemoryComparison& comparison) {
+  std::string out = absl::StrCat(
+      "measured: runtime allocations peak ",
+      Versus(comparison.measured_allocations, comparison.estimated_allocations));
+  if (comparison.measured_driver > 0) {
+    absl::StrAppend(&out, "; driver used +",
+                    Versus(comparison.measured_driver, comparison.estimated_driver),
+                    " since the context was created");
+  }
+  return out;
+}
+
 }  // namespace rt
 }  // namespace spark

@@ -33,8 +33,9 @@ std::string ArtifactDir(const ResolveRequest& request) {
   return NormalizeDir(Dirname(request.artifact_path));
 }
 
-// <stem>.cubin, <stem>.<target>.cubin or <stem>.<target>.ptx.
-bool IsCandidateName(absl::string_view name, absl::string_view stem) {
+}  // namespace
+
+bool IsModuleCandidateName(absl::string_view name, absl::string_view stem) {
   if (name == absl::StrCat(stem, kCubinExtension)) return true;
   absl::string_view target = name;
   if (!absl::ConsumePrefix(&target, stem) || !absl::ConsumePrefix(&target, ".")) return false;
@@ -44,6 +45,8 @@ bool IsCandidateName(absl::string_view name, absl::string_view stem) {
   }
   return ParseTarget(target).ok();
 }
+
+namespace {
 
 // Candidate files in search order: each existing directory's matching names (sorted), and the
 // artifact named on the command line, each path once.
@@ -60,7 +63,7 @@ std::vector<std::string> CandidatePaths(const ResolveRequest& request,
     const absl::StatusOr<std::vector<std::string>> names = ListDirectory(dir.path);
     if (names.ok()) {
       for (const std::string& name : *names) {
-        if (IsCandidateName(name, stem)) add(JoinPath(dir.path, name));
+        if (IsModuleCandidateName(name, stem)) add(JoinPath(dir.path, name));
       }
     }
     if (dir.path == artifact_dir && IsRegularFile(request.artifact_path)) {

@@ -21,6 +21,7 @@
 #include "spark/runtime/plan_format.h"
 #include "spark/runtime/target.h"
 #include "status_macros.h"
+#include "step_bounds.h"
 
 namespace spark {
 namespace rt {
@@ -739,7 +740,7 @@ absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
     }
     SPARK_RETURN_IF_ERROR(CheckArgTarget(arg, plan, origin, arg_path));
   }
-  return absl::OkStatus();
+  return CheckStepBounds(plan, step, *spec, path, origin);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -175,9 +175,13 @@ absl::Status CheckNoOverlap(absl::string_view path, const std::vector<TensorView
   return absl::OkStatus();
 }
 
-// Every tensor of one mapped safetensors file, validated, in header order.
-absl::StatusOr<std::vector<TensorView>> ParseSafetensors(absl::string_view path,
-                                                         const uint8_t* data, uint64_t size) {
+}  // namespace
+
+absl::StatusOr<std::vector<TensorView>> ParseSafetensorsImage(absl::string_view origin,
+                                                              absl::string_view image) {
+  const absl::string_view path = origin;
+  const uint8_t* data = reinterpret_cast<const uint8_t*>(image.data());
+  const uint64_t size = image.size();
   uint64_t data_start = 0;
   SPARK_ASSIGN_OR_RETURN(const Json header, ReadHeaderJson(path, data, size, &data_start));
   std::vector<TensorView> tensors;
@@ -193,14 +197,8 @@ absl::StatusOr<std::vector<TensorView>> ParseSafetensors(absl::string_view path,
   return tensors;
 }
 
-// The shard files an index names, in order of first appearance, and its weight map.
-struct Index {
-  std::vector<std::string> files;
-  std::vector<std::pair<std::string, std::string>> weight_map;  // tensor -> file
-};
-
-absl::StatusOr<Index> ReadIndex(const std::string& index_path) {
-  SPARK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(index_path));
+absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(absl::string_view text,
+                                                       absl::string_view index_path) {
   absl::StatusOr<Json> json = Json::Parse(text);
   if (!json.ok()) {
     return FileError(index_path, absl::StrCat("not valid JSON: ", json.status().message()));
@@ -209,7 +207,7 @@ absl::StatusOr<Index> ReadIndex(const std::string& index_path) {
   if (weight_map == nullptr || !weight_map->is_object()) {
     return FileError(index_path, "expected an object with a \"weight_map\" object");
   }
-  Index index;
+  SafetensorsIndex index;
   absl::flat_hash_set<std::string> seen;
   for (const Json::Member& member : weight_map->as_object()) {
     const std::string& file = member.second.as_string();
@@ -224,6 +222,8 @@ absl::StatusOr<Index> ReadIndex(const std::string& index_path) {
   }
   return index;
 }
+
+namespace {
 
 absl::StatusOr<std::vector<std::string>> SafetensorsFilesIn(const std::string& dir) {
   SPARK_ASSIGN_OR_RETURN(const std::vector<std::string> names, ListDirectory(dir));
@@ -262,7 +262,7 @@ class CheckpointBuilder {
   absl::Status AddFile(const std::string& path) {
     SPARK_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
     SPARK_ASSIGN_OR_RETURN(std::vector<TensorView> tensors,
-                           ParseSafetensors(path, file->data(), file->size()));
+                           ParseSafetensorsImage(path, file->view()));
     Checkpoint& checkpoint = *checkpoint_;
     const size_t file_index = checkpoint.files_.size();
     for (TensorView& tensor : tensors) {
@@ -310,7 +310,8 @@ namespace {
 
 absl::Status AddIndexedDirectory(const std::string& dir, CheckpointBuilder* builder) {
   const std::string index_path = JoinPath(dir, kSafetensorsIndexName);
-  SPARK_ASSIGN_OR_RETURN(const Index index, ReadIndex(index_path));
+  SPARK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(index_path));
+  SPARK_ASSIGN_OR_RETURN(const SafetensorsIndex index, ParseSafetensorsIndex(text, index_path));
   for (const std::string& file : index.files) {
     SPARK_RETURN_IF_ERROR(builder->AddFile(JoinPath(dir, file)));
   }
@@ -487,7 +488,7 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTe
 absl::StatusOr<std::vector<OwnedTensor>> ReadSafetensorsFile(const std::string& path) {
   SPARK_ASSIGN_OR_RETURN(const std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   SPARK_ASSIGN_OR_RETURN(const std::vector<TensorView> views,
-                         ParseSafetensors(path, file->data(), file->size()));
+                         ParseSafetensorsImage(path, file->view()));
   std::vector<OwnedTensor> tensors;
   for (const TensorView& view : views) {
     OwnedTensor tensor;

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -35,6 +36,7 @@
 #include "spark/runtime/host_executor.h"
 #include "spark/runtime/json.h"
 #include "spark/runtime/memory_estimator.h"
+#include "spark/runtime/step_profile.h"
 #include "spark/runtime/module_resolver.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
@@ -57,6 +59,8 @@ ABSL_FLAG(std::string, soft_tokens, "",
 ABSL_FLAG(std::string, logits_out, "",
           "write the logits of every processed position to this safetensors file");
 ABSL_FLAG(std::string, dump, "", "write every step's outputs to DIR/runNNN.safetensors");
+ABSL_FLAG(bool, profile, false,
+          "time every step (no CUDA graph) and print per-op time, GB/s and TFLOP/s");
 ABSL_FLAG(bool, json, false, "print one JSON object (ids, timings, memory) on stdout");
 ABSL_FLAG(bool, v, false, "verbose: every resolution decision, the memory table");
 ABSL_FLAG(std::vector<std::string>, module_path, {},
@@ -96,7 +100,10 @@ generation:
                                  I64 [n] (prompt positions they replace; others are skipped)
   --logits-out FILE              safetensors file: 'logits' F32 [prompt + generated - 1, vocab]
   --dump DIR                     every step's outputs, DIR/runNNN.safetensors per executor call
-  --json                         print {"ids", "timings", "memory", ...} as JSON on stdout
+  --profile                      time every step on its own (CUDA events; decode then runs
+                                 without its CUDA graph, so tokens/s is lower) and print, per op,
+                                 launches, ms per call, share, modelled MB moved, GB/s, TFLOP/s
+  --json                         print {"ids", "timings", "memory", ["profile"]} as JSON on stdout
   -v                             print every resolution decision and the memory table
   --module-path DIR              searched first for the image (repeatable, or a comma list)
 
@@ -433,7 +440,21 @@ Json TimingsJson(const GenerateResult& result) {
   return timings;
 }
 
-Json MemoryJson(const MemoryEstimate& estimate) {
+Json MeasuredJson(const MemoryEstimate& estimate, const MemoryUsage& usage) {
+  const MemoryComparison comparison = CompareWithUsage(estimate, usage);
+  Json measured = Json::MakeObject();
+  measured.Add("peak_allocated_bytes", Json::Int(static_cast<int64_t>(usage.peak_allocated_bytes)));
+  measured.Add("estimated_allocations_bytes",
+               Json::Int(static_cast<int64_t>(comparison.estimated_allocations)));
+  measured.Add("weight_bytes", Json::Int(static_cast<int64_t>(usage.weight_bytes)));
+  measured.Add("registered_bytes", Json::Int(static_cast<int64_t>(usage.registered_bytes)));
+  measured.Add("driver_used_bytes", Json::Int(static_cast<int64_t>(usage.driver_used_bytes)));
+  measured.Add("estimated_driver_bytes",
+               Json::Int(static_cast<int64_t>(comparison.estimated_driver)));
+  return measured;
+}
+
+Json MemoryJson(const MemoryEstimate& estimate, const MemoryUsage& usage) {
   Json memory = Json::MakeObject();
   Json components = Json::MakeObject();
   for (const MemoryComponent& c : estimate.components) components.Add(c.name, Json::Int(c.bytes));
@@ -442,10 +463,37 @@ Json MemoryJson(const MemoryEstimate& estimate) {
   memory.Add("available_bytes", Json::Int(static_cast<int64_t>(estimate.budget.bytes)));
   memory.Add("available_source", Json::String(estimate.budget.source));
   memory.Add("fits", Json::Bool(estimate.fits));
+  memory.Add("measured", MeasuredJson(estimate, usage));
   return memory;
 }
 
-void PrintResult(const GenerateResult& result, const Executor& executor,
+Json OpTimingsJson(const Plan& plan, const std::vector<StepTiming>& steps) {
+  Json ops = Json::MakeArray();
+  for (const OpTiming& op : SumByOp(plan, steps)) {
+    Json row = Json::MakeObject();
+    row.Add("op", Json::String(op.op));
+    row.Add("launches", Json::Int(op.timing.launches));
+    row.Add("seconds", Json::Double(op.timing.seconds));
+    row.Add("weight_bytes", Json::Double(op.timing.cost.weight_bytes));
+    row.Add("kv_bytes", Json::Double(op.timing.cost.kv_bytes));
+    row.Add("activation_bytes", Json::Double(op.timing.cost.activation_bytes));
+    row.Add("flops", Json::Double(op.timing.cost.flops));
+    ops.Append(std::move(row));
+  }
+  return ops;
+}
+
+Json ProfileJson(const Plan& plan, const RunProfile& profile) {
+  Json out = Json::MakeObject();
+  out.Add("decode_calls", Json::Int(profile.decode_calls()));
+  out.Add("decode", OpTimingsJson(plan, profile.decode()));
+  out.Add("prefill_calls", Json::Int(profile.prefill_calls()));
+  out.Add("prefill_tokens", Json::Int(profile.prefill_tokens()));
+  out.Add("prefill", OpTimingsJson(plan, profile.prefill()));
+  return out;
+}
+
+void PrintResult(const GenerateResult& result, const Executor& executor, const Plan& plan,
                  const MemoryEstimate& estimate) {
   for (const std::string& notice : result.notices) Note(notice);
   Note(absl::StrFormat("prefill: %d tokens in %.3f s (%.1f tokens/s)", result.prefill_tokens,
@@ -453,6 +501,18 @@ void PrintResult(const GenerateResult& result, const Executor& executor,
   Note(absl::StrFormat("decode: %d tokens in %.3f s (%.1f tokens/s)%s", result.decode_tokens,
                        result.decode_seconds, result.decode_tokens_per_second(),
                        result.stopped_at_eos ? "; stopped at EOS" : ""));
+  if (absl::GetFlag(FLAGS_v)) {
+    Note(FormatMemoryComparison(CompareWithUsage(estimate, executor.memory_usage())));
+  }
+  const RunProfile* profile = executor.profile();
+  if (profile != nullptr) {
+    const bool cuda = absl::StartsWith(executor.name(), "cuda");
+    std::fputs(FormatProfile(plan, *profile,
+                             cuda ? "CUDA events around each launch, no graph"
+                                  : "host wall clock per step")
+                   .c_str(),
+               stderr);
+  }
   if (!absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", absl::StrJoin(result.tokens, " ").c_str());
     return;
@@ -464,7 +524,8 @@ void PrintResult(const GenerateResult& result, const Executor& executor,
   out.Add("stopped_at_eos", Json::Bool(result.stopped_at_eos));
   out.Add("device", Json::String(executor.name()));
   out.Add("timings", TimingsJson(result));
-  out.Add("memory", MemoryJson(estimate));
+  out.Add("memory", MemoryJson(estimate, executor.memory_usage()));
+  if (profile != nullptr) out.Add("profile", ProfileJson(plan, *profile));
   std::printf("%s\n", out.Serialize().c_str());
 }
 
@@ -513,6 +574,7 @@ absl::Status GenerateCommand(const std::string& model) {
   if (!executor.ok()) return executor.status();
   status = (*executor)->Prepare(*max_length);
   if (!status.ok()) return status;
+  if (absl::GetFlag(FLAGS_profile)) (*executor)->set_profile(std::make_unique<RunProfile>(image.plan));
   if (!absl::GetFlag(FLAGS_dump).empty()) {
     status = MakeDirectory(absl::GetFlag(FLAGS_dump));
     if (!status.ok()) return status;
@@ -525,7 +587,7 @@ absl::Status GenerateCommand(const std::string& model) {
     status = WriteLogits(absl::GetFlag(FLAGS_logits_out), *result, info.vocab_size);
     if (!status.ok()) return status;
   }
-  PrintResult(*result, **executor, *estimate);
+  PrintResult(*result, **executor, image.plan, *estimate);
   return absl::OkStatus();
 }
 

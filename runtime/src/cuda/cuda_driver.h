@@ -60,6 +60,7 @@ inline constexpr CUjit_option kJitErrorLogBufferSizeBytes = 6;
 inline constexpr CUjit_option kJitLogVerbose = 12;
 
 inline constexpr unsigned int kStreamNonBlocking = 0x1;
+inline constexpr unsigned int kEventDefault = 0x0;
 inline constexpr unsigned int kEventDisableTiming = 0x2;
 inline constexpr CUstreamCaptureMode kStreamCaptureModeGlobal = 0;
 inline constexpr CUstreamCaptureMode kStreamCaptureModeThreadLocal = 1;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -63,6 +64,7 @@ class CudaExecutor final : public Executor {
   std::string name() const override {
     return absl::StrCat("cuda:", options_.device.ordinal, " (", options_.device.name, ")");
   }
+  MemoryUsage memory_usage() const override { return usage_; }
 
  private:
   absl::Status LoadModule();
@@ -72,6 +74,11 @@ class CudaExecutor final : public Executor {
   absl::Status UploadWeights(const std::vector<WeightData>& host);
   absl::Status AllocateKvCaches(int64_t max_length);
   void ReleaseActivations();
+  // cuMemAlloc / cuMemFree that keep usage_.peak_allocated_bytes.
+  absl::Status Allocate(CUdeviceptr* pointer, uint64_t bytes);
+  void Free(CUdeviceptr* pointer, uint64_t* bytes);
+  // Reads the driver's free memory and raises usage_.driver_used_bytes.
+  absl::Status SampleDriverMemory();
   void Notice(absl::string_view text) const {
     if (options_.on_notice) options_.on_notice(text);
   }
@@ -81,6 +88,9 @@ class CudaExecutor final : public Executor {
                           const SoftTokenChunk* soft);
   absl::Status Launch(int step_index, int32_t num_tokens, int32_t num_soft_tokens);
   absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens);
+  // Profiling: one event before each step and one after the last.
+  absl::Status CreateStepEvents();
+  absl::Status RecordStepTimes(int32_t num_tokens, int32_t first_position);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
   absl::Status LaunchDecodeGraph();
   absl::Status CaptureDecodeGraph();
@@ -104,6 +114,11 @@ class CudaExecutor final : public Executor {
   CUgraphExec decode_graph_ = nullptr;
   int64_t max_length_ = 0;        // 0 until Prepare
   std::vector<uint8_t> staging_;  // step outputs copied back for the observer
+  std::vector<CUevent> step_events_;  // profiling only
+  uint64_t weight_bytes_ = 0, arena_bytes_ = 0, kv_bytes_ = 0;  // allocation sizes
+  uint64_t allocated_bytes_ = 0;                                 // now
+  size_t used_at_context_ = 0;  // total - free right after the context was created
+  MemoryUsage usage_;
 };
 
 CudaExecutor::~CudaExecutor() {
@@ -112,8 +127,9 @@ CudaExecutor::~CudaExecutor() {
   api_->cuCtxSetCurrent(context_);
   if (stream_ != nullptr) api_->cuStreamSynchronize(stream_);
   ReleaseActivations();
-  if (weight_block_ != 0) api_->cuMemFree(weight_block_);
+  Free(&weight_block_, &weight_bytes_);
   for (void* pointer : registered_) api_->cuMemHostUnregister(pointer);
+  for (CUevent event : step_events_) api_->cuEventDestroy(event);
   if (module_ != nullptr) api_->cuModuleUnload(module_);
   if (stream_ != nullptr) api_->cuStreamDestroy(stream_);
   api_->cuDevicePrimaryCtxRelease(device_);
@@ -125,6 +141,9 @@ absl::Status CudaExecutor::Init() {
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuDevicePrimaryCtxRetain(&context, device_));
   context_ = context;
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  size_t free_bytes = 0, total_bytes = 0;
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemGetInfo(&free_bytes, &total_bytes));
+  used_at_context_ = total_bytes - free_bytes;
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamCreate(&stream_, cu::kStreamNonBlocking));
   SPARK_RETURN_IF_ERROR(LoadModule());
   SPARK_RETURN_IF_ERROR(LoadFunctions());
@@ -197,6 +216,7 @@ absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) 
                                                            cu::kMemHostRegisterDeviceMap |
                                                                cu::kMemHostRegisterReadOnly));
     registered_.push_back(pointer);
+    usage_.registered_bytes += file.size;
     CUdeviceptr address = 0;
     SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemHostGetDevicePointer(&address, pointer, 0));
     file_addresses.push_back(address);
@@ -229,7 +249,9 @@ absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
     offsets.push_back(total);
     total = AlignUp(total + w.num_bytes, kPartAlignment);
   }
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemAlloc(&weight_block_, total > 0 ? total : 1));
+  SPARK_RETURN_IF_ERROR(Allocate(&weight_block_, total));
+  weight_bytes_ = total;
+  usage_.weight_bytes = total;
   uint64_t done = 0;
   for (size_t w = 0; w < host.size(); ++w) {
     bindings_.weights.push_back(weight_block_ + offsets[w]);
@@ -242,13 +264,36 @@ absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
   return absl::OkStatus();
 }
 
+absl::Status CudaExecutor::Allocate(CUdeviceptr* pointer, uint64_t bytes) {
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemAlloc(pointer, bytes > 0 ? bytes : 1));
+  allocated_bytes_ += bytes;
+  usage_.peak_allocated_bytes = std::max(usage_.peak_allocated_bytes, allocated_bytes_);
+  return absl::OkStatus();
+}
+
+void CudaExecutor::Free(CUdeviceptr* pointer, uint64_t* bytes) {
+  if (*pointer == 0) return;
+  api_->cuMemFree(*pointer);
+  allocated_bytes_ -= *bytes;
+  *pointer = 0;
+  *bytes = 0;
+}
+
+absl::Status CudaExecutor::SampleDriverMemory() {
+  size_t free_bytes = 0, total_bytes = 0;
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemGetInfo(&free_bytes, &total_bytes));
+  const size_t used = total_bytes - free_bytes;
+  if (used > used_at_context_) {
+    usage_.driver_used_bytes = std::max<uint64_t>(usage_.driver_used_bytes, used - used_at_context_);
+  }
+  return absl::OkStatus();
+}
+
 void CudaExecutor::ReleaseActivations() {
   if (decode_graph_ != nullptr) api_->cuGraphExecDestroy(decode_graph_);
-  if (arena_ != 0) api_->cuMemFree(arena_);
-  if (kv_block_ != 0) api_->cuMemFree(kv_block_);
+  Free(&arena_, &arena_bytes_);
+  Free(&kv_block_, &kv_bytes_);
   decode_graph_ = nullptr;
-  arena_ = 0;
-  kv_block_ = 0;
   max_length_ = 0;
 }
 
@@ -267,7 +312,8 @@ absl::Status CudaExecutor::AllocateKvCaches(int64_t max_length) {
     }
     bindings_.kv_capacities.push_back(capacity);
   }
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemAlloc(&kv_block_, total > 0 ? total : 1));
+  SPARK_RETURN_IF_ERROR(Allocate(&kv_block_, total));
+  kv_bytes_ = total;
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(kv_block_, 0, total));
   for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
     bindings_.k_caches.push_back(kv_block_ + offsets[2 * i]);
@@ -284,12 +330,12 @@ absl::Status CudaExecutor::Prepare(int64_t max_length) {
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
   ReleaseActivations();
-  SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemAlloc(&arena_, plan_.arena_bytes > 0 ? plan_.arena_bytes : 1));
+  SPARK_RETURN_IF_ERROR(Allocate(&arena_, plan_.arena_bytes));
+  arena_bytes_ = plan_.arena_bytes;
   bindings_.arena = arena_;
   SPARK_RETURN_IF_ERROR(AllocateKvCaches(max_length));
   max_length_ = max_length;
-  return absl::OkStatus();
+  return SampleDriverMemory();
 }
 
 absl::Status CudaExecutor::CopyInputs(absl::Span<const int32_t> ids,
@@ -344,15 +390,41 @@ absl::Status CudaExecutor::Launch(int step_index, int32_t num_tokens, int32_t nu
   return absl::OkStatus();
 }
 
+absl::Status CudaExecutor::CreateStepEvents() {
+  while (step_events_.size() < plan_.steps.size() + 1) {
+    CUevent event = nullptr;
+    SPARK_CU_RETURN_IF_ERROR(api_, api_->cuEventCreate(&event, cu::kEventDefault));
+    step_events_.push_back(event);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::RecordStepTimes(int32_t num_tokens, int32_t first_position) {
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    float ms = 0.0f;
+    SPARK_CU_RETURN_IF_ERROR(api_,
+                             api_->cuEventElapsedTime(&ms, step_events_[i], step_events_[i + 1]));
+    mutable_profile()->Record(i, num_tokens, first_position, ms * 1e-3);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaExecutor::LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens) {
+  const bool profiling = mutable_profile() != nullptr;
+  if (profiling) SPARK_RETURN_IF_ERROR(CreateStepEvents());
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const int index = static_cast<int>(i);
+    if (profiling) SPARK_CU_RETURN_IF_ERROR(api_, api_->cuEventRecord(step_events_[i], stream_));
     SPARK_RETURN_IF_ERROR(WithContext(Launch(index, num_tokens, num_soft_tokens),
                                       DescribeStep(index, plan_.steps[i])));
     if (step_observer()) {
       SPARK_RETURN_IF_ERROR(
           WithContext(ObserveStep(index, num_tokens), DescribeStep(index, plan_.steps[i])));
     }
+  }
+  if (profiling) {
+    SPARK_CU_RETURN_IF_ERROR(api_,
+                             api_->cuEventRecord(step_events_[plan_.steps.size()], stream_));
   }
   return absl::OkStatus();
 }
@@ -409,7 +481,8 @@ absl::Status CudaExecutor::RunStep(absl::Span<const int32_t> ids,
   SPARK_RETURN_IF_ERROR(CopyInputs(ids, positions, soft));
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
-  if (num_tokens == 1 && num_soft == 0 && options_.use_graphs && !step_observer()) {
+  const bool profiling = mutable_profile() != nullptr;
+  if (num_tokens == 1 && num_soft == 0 && options_.use_graphs && !step_observer() && !profiling) {
     SPARK_RETURN_IF_ERROR(LaunchDecodeGraph());
   } else {
     SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft));
@@ -419,7 +492,8 @@ absl::Status CudaExecutor::RunStep(absl::Span<const int32_t> ids,
       api_, api_->cuMemcpyDtoHAsync(logits->data(), BufferAddress(plan_.output_logits),
                                     logits->size() * sizeof(float), stream_));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
-  return absl::OkStatus();
+  if (profiling) SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, positions[0]));
+  return SampleDriverMemory();
 }
 
 }  // namespace

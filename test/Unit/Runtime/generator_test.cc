@@ -44,6 +44,7 @@ class FakeExecutor : public Executor {
   };
 
   absl::Status Prepare(int64_t) override { return absl::OkStatus(); }
+  MemoryUsage memory_usage() const override { return MemoryUsage(); }
   absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                        const SoftTokenChunk* soft, std::vector<float>* logits) override {
     Call call{{ids.begin(), ids.end()}, {positions.begin(), positions.end()}, {}, {}};

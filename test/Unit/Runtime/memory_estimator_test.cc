@@ -419,6 +419,39 @@ TEST(FormatTest, EstimateLineAndTable) {
             "  fits, 136.79 GiB to spare\n");
 }
 
+TEST(CompareWithUsageTest, AllocationsAgainstTheComponentsTheExecutorAllocates) {
+  MemoryEstimate estimate;
+  estimate.components = {{"weights", 1000, ""},
+                         {"KV cache", 200, ""},
+                         {"activations", 30, ""},
+                         {"workspace", 4, ""},
+                         {"CUDA context and runtime", 500, ""}};
+  estimate.total = 1734;
+
+  // Host: weights in place, no driver figure.
+  MemoryUsage host;
+  host.peak_allocated_bytes = 230;
+  MemoryComparison compared = CompareWithUsage(estimate, host);
+  EXPECT_EQ(compared.estimated_allocations, 230u);
+  EXPECT_EQ(compared.measured_allocations, 230u);
+  EXPECT_EQ(compared.estimated_driver, 0u);
+  EXPECT_EQ(FormatMemoryComparison(compared),
+            "measured: runtime allocations peak 230 B (estimated 230 B, +0.00%)");
+
+  // Discrete GPU: weights copied; the driver figure is compared with the total less the context.
+  MemoryUsage device;
+  device.peak_allocated_bytes = 1250;
+  device.weight_bytes = 1020;
+  device.driver_used_bytes = 1300;
+  compared = CompareWithUsage(estimate, device);
+  EXPECT_EQ(compared.estimated_allocations, 1230u);
+  EXPECT_EQ(compared.estimated_driver, 1234u);
+  EXPECT_EQ(compared.measured_driver, 1300u);
+  EXPECT_EQ(FormatMemoryComparison(compared),
+            "measured: runtime allocations peak 1.2 KiB (estimated 1.2 KiB, +1.63%); driver used "
+            "+1.3 KiB (estimated 1.2 KiB, +5.35%) since the context was created");
+}
+
 }  // namespace
 }  // namespace rt
 }  // namespace spark

@@ -333,6 +333,62 @@ TEST(PlanTest, RejectsWrongArgumentKind) {
                        "num_soft_tokens or kv_capacity), found f32"));
 }
 
+// A plan that passes every other check but would make a kernel read or write past a buffer,
+// weight or cache is rejected before anything runs (docs/plan-format.md "Bounds").
+TEST(PlanTest, RejectsStepsThatOverrunWhatTheyAreGiven) {
+  Plan plan = TestPlan();
+  plan.steps[4].args[4] = test::I32Arg(17);  // linear out_features 17 > logits row 16
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[4].args[1]: linear reads 68 elements of w, weight 0 "
+                       "(model.embed_tokens.weight) has 64"));
+  plan = TestPlan();
+  plan.steps[4].args[5] = test::I32Arg(5);  // in_features 5 > hidden row 4
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[4].args[0]: linear uses 5 elements per token of x, "
+                       "buffer 2 (%hidden) has 4"));
+  plan = TestPlan();
+  plan.steps[0].args[4] = test::I32Arg(17);  // embedding vocab 17 > table rows 16
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "embedding reads 68 elements of table"));
+  plan = TestPlan();
+  plan.steps[0].args[2] = test::BufferArg(plan.input_ids);  // f32 rows into an i32 buffer
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "embedding uses 4 elements per token of y, buffer 0 (%ids) has 1"));
+  plan = TestPlan();
+  plan.steps[2].args[4] = test::I32Arg(2);  // rms_norm groups 2: 8 elements per row
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "rms_norm uses 8 elements per token of x"));
+  plan = TestPlan();
+  plan.steps[2].args[1] = test::BufferArg(2);  // a norm weight must be a weight
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "weight of rms_norm must be a weight"));
+  plan = TestPlan();
+  plan.steps[3].args[2] = test::BufferArg(plan.input_ids);  // positions from the ids
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[3].args[2]: positions of kv_write must be the plan's positions "
+                       "input (buffer 1)"));
+  plan = TestPlan();
+  plan.steps[3].args[4] = test::KindArg(ArgRefKind::kVCache, 0);  // K of cache 1, V of cache 0
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "k_cache, v_cache and capacity of kv_write must name the same kv cache"));
+  plan = TestPlan();
+  plan.kv_caches[1].head_dim = 8;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "kv_write uses kv rows of 1 x 4, kv cache 1 (kv.layers.1) has 1 x 8"));
+  plan = TestPlan();
+  plan.steps[3].args[8] = test::I32Arg(4096);  // a literal capacity instead of the runtime's
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[3].args[8]: capacity must be the runtime's kv_capacity, found i32"));
+  plan = TestPlan();
+  plan.steps[4].args[3] = test::I32Arg(8);  // a literal token count
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[4].args[3]: num_tokens must be the runtime's num_tokens, found i32"));
+  plan = TestPlan();
+  plan.steps[1].args[5] = test::I32Arg(-4);  // negative cols
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "steps[1].args[5]: cols must be >= 0, found -4"));
+  plan = TestPlan();
+  plan.steps[4].args[4] = test::I32Arg(1 << 30);  // out x in overflows nothing but is too big
+  plan.steps[4].args[5] = test::I32Arg(1 << 30);
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "linear uses 1073741824 elements per token"));
+}
+
 TEST(PlanTest, RejectsUnknownOp) {
   Plan plan = TestPlan();
   plan.steps[1].op = "flash_attention";

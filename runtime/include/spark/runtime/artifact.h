@@ -31,6 +31,11 @@ struct Artifact {
 // invalid or names a target of the wrong kind for the file (PTX vs cubin).
 absl::StatusOr<Artifact> LoadArtifact(const std::string& path);
 
+// The plan inside a cubin image: its ELF section headers are read and checked, then its
+// `.spark.plan` section is parsed and validated. kInvalidArgument when `image` is not an ELF file,
+// has no plan section or its plan is invalid. `origin` names the file in errors.
+absl::StatusOr<Plan> ReadCubinPlan(absl::string_view image, absl::string_view origin);
+
 // The plan file that goes with a PTX artifact: "dir/model.compute_90.ptx" ->
 // "dir/model.compute_90.plan".
 std::string PtxPlanPath(absl::string_view ptx_path);

@@ -12,7 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "spark/runtime/memory_estimator.h"
 #include "spark/runtime/plan.h"
+#include "spark/runtime/step_profile.h"
 
 namespace spark {
 namespace rt {
@@ -56,14 +58,25 @@ class Executor {
   // "host" or "cuda:<ordinal> (<device name>)".
   virtual std::string name() const = 0;
 
+  // The memory this executor has used so far (MemoryUsage, memory_estimator.h).
+  virtual MemoryUsage memory_usage() const = 0;
+
   // When set, called after every step with each of its output buffers (slow: for debugging).
   void set_step_observer(StepObserver observer) { step_observer_ = std::move(observer); }
 
+  // When set, every step is timed on its own (the CUDA executor then launches the steps one by
+  // one with events between them instead of replaying its decode graph) and recorded in
+  // `profile`, which must be made for this executor's plan.
+  void set_profile(std::unique_ptr<RunProfile> profile) { profile_ = std::move(profile); }
+  virtual const RunProfile* profile() const { return profile_.get(); }
+
  protected:
   const StepObserver& step_observer() const { return step_observer_; }
+  RunProfile* mutable_profile() { return profile_.get(); }
 
  private:
   StepObserver step_observer_;
+  std::unique_ptr<RunProfile> profile_;
 };
 
 // KvCapacity (the slots of each KV cache) is declared in plan.h.

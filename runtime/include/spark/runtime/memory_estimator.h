@@ -128,6 +128,37 @@ struct MemoryEstimate {
 absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemory& device,
                                         const EstimateOptions& options);
 
+// What an executor measured of its own memory use (Executor::memory_usage); spark-run prints it
+// next to the estimate.
+struct MemoryUsage {
+  // High-water mark of the executor's own allocations: weights copied to the device, KV caches,
+  // activation arena. On the host executor the weights are read from the mapped checkpoint and
+  // are not counted.
+  uint64_t peak_allocated_bytes = 0;
+  uint64_t weight_bytes = 0;      // of which weights (0 when they are used in place)
+  uint64_t registered_bytes = 0;  // checkpoint bytes registered with an integrated GPU, in place
+  // CUDA only: the driver's used device memory (total - free, cuMemGetInfo) at its highest after
+  // Prepare or a RunStep, minus its value right after the context was created. Counts what the
+  // executor allocated plus what the driver allocated for it (module, graph, launch resources),
+  // not the context itself. 0 on the host.
+  uint64_t driver_used_bytes = 0;
+};
+
+// The estimate next to a measurement: the executor's own allocations against the components it
+// allocates (activations, KV cache, and the weights when it copies them to the device), and the
+// driver's growth since the context was created against the whole estimate less the context
+// constant. Errors are (measured - estimated) / estimated.
+struct MemoryComparison {
+  uint64_t estimated_allocations = 0;
+  uint64_t measured_allocations = 0;
+  uint64_t estimated_driver = 0;  // 0 when usage.driver_used_bytes is 0 (host)
+  uint64_t measured_driver = 0;
+};
+MemoryComparison CompareWithUsage(const MemoryEstimate& estimate, const MemoryUsage& usage);
+// "measured: runtime allocations 1.20 GiB (estimated 1.19 GiB, +0.8%); driver +1.31 GiB since
+// the context (estimated 1.25 GiB, +4.8%)"
+std::string FormatMemoryComparison(const MemoryComparison& comparison);
+
 // "memory: 59.50 GiB needed of 103.93 GiB available (weights ..., ...); fits"
 std::string FormatEstimateLine(const MemoryEstimate& estimate);
 // A table: each component with its bytes and source, the total, the budget and the verdict.

@@ -89,6 +89,10 @@ std::vector<SearchDir> ModuleSearchPath(const ResolveRequest& request);
 // The stem of an artifact file name: "dir/model.sm_90a.cubin" -> "model".
 std::string ModuleStem(absl::string_view artifact_path);
 
+// True when the file name `name` is one of the images of `stem`: <stem>.cubin,
+// <stem>.<target>.cubin or <stem>.<target>.ptx with a target ParseTarget accepts.
+bool IsModuleCandidateName(absl::string_view name, absl::string_view stem);
+
 }  // namespace rt
 }  // namespace spark
 

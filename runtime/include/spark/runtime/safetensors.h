@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -45,6 +46,23 @@ int SafetensorsDTypeSize(absl::string_view dtype);
 
 // The safetensors dtype name of a plan dtype: bf16 -> "BF16", f32 -> "F32", i32 -> "I32".
 absl::string_view SafetensorsDTypeName(DType dtype);
+
+// Parses and validates one whole safetensors file held in memory (as Checkpoint::Open does for
+// each mapped file); the views point into `image`. `origin` names the file in errors.
+absl::StatusOr<std::vector<TensorView>> ParseSafetensorsImage(absl::string_view origin,
+                                                              absl::string_view image);
+
+// A model.safetensors.index.json: the shard files it names, in order of first appearance, and
+// its weight map (tensor name -> file name in the same directory).
+struct SafetensorsIndex {
+  std::vector<std::string> files;
+  std::vector<std::pair<std::string, std::string>> weight_map;
+};
+
+// Parses an index file's text. kInvalidArgument for JSON that is not an object with a
+// "weight_map" object of plain file names (no '/').
+absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(absl::string_view text,
+                                                       absl::string_view origin);
 
 class Checkpoint {
  public:

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Benchmarks Spark on the H200 device machine against the bandwidth/GEMM ceilings and PyTorch,
+# one stage per call (a device command may run 10 minutes):
+#
+#   bench/run_bench.sh ceilings OUTDIR
+#       bench/ceilings.py: device-to-device copy bandwidth and bf16 torch.matmul throughput.
+#   bench/run_bench.sh tiny OUTDIR IMAGEDIR SPARK_RUN
+#       memory: spark-run on the three tiny test models (IMAGEDIR/tiny-*.sm_90a.cubin), estimate
+#       against the runtime's own allocations and the driver's used memory (--json -v) and
+#       nvidia-smi's peak.
+#   bench/run_bench.sh spark MODEL OUTDIR IMAGE SPARK_RUN
+#       builds the random-weight checkpoint /tmp/gemma4-MODEL-random (tools/reference/
+#       make_full_size.py, once: kept while the machine stays warm), then spark-run: decode after a
+#       1024- and an 8192-token prompt (64 tokens, twice each), prefill of 512- and 4096-token
+#       prompts (twice each), and one --profile run (per-op GB/s, 1024-token prompt, 16 tokens).
+#       Every run records nvidia-smi's used-memory peak next to spark-run's JSON.
+#   bench/run_bench.sh pytorch MODEL OUTDIR MODE [CONTEXTS] [PREFILLS]
+#       bench/pytorch_llm.py on the same checkpoint (MODE eager or compile; compile runs under
+#       timeout -s INT 500 so that what was measured is kept).
+#   bench/run_bench.sh clean MODEL   removes the checkpoint (the disk holds one model at a time).
+#
+# Prompts are random ids in [3, 250000) from a fixed seed (the same for Spark and PyTorch:
+# bench/prompt_ids.py). bench/summarize.py turns OUTDIR into the results table.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+stage=$1
+shift
+
+smi_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
+
+# run_with_peak NAME CMD...: runs CMD with stdout to OUT/NAME.json, stderr to OUT/NAME.err and
+# nvidia-smi's used memory sampled every 100 ms into OUT/NAME.mem (first line: before).
+run_with_peak() {
+  local name=$1
+  shift
+  smi_used > "$out/$name.mem"
+  ( while true; do smi_used; sleep 0.1; done ) >> "$out/$name.mem" &
+  local sampler=$!
+  "$@" > "$out/$name.json" 2> "$out/$name.err"
+  local rc=$?
+  kill $sampler 2>/dev/null
+  wait $sampler 2>/dev/null
+  local before peak
+  before=$(head -1 "$out/$name.mem")
+  peak=$(sort -n "$out/$name.mem" | tail -1)
+  echo "$name: exit $rc, driver used before ${before} MiB, peak ${peak} MiB; $(grep -E 'prefill:|decode:' "$out/$name.err" | sed 's/spark-run: //' | tr '\n' ' ')"
+  [ $rc -eq 0 ] || tail -5 "$out/$name.err"
+  return $rc
+}
+
+case "$stage" in
+  ceilings)
+    out=$1
+    mkdir -p "$out"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$out/gpu.csv"
+    python3 bench/ceilings.py --json "$out/ceilings.json" 2>&1 | tee "$out/ceilings.log" | tail -25
+    ;;
+  tiny)
+    out=$1 images=$2 run=$3
+    mkdir -p "$out"
+    for model in tiny-dense tiny-moe tiny-e2b; do
+      run_with_peak "memory_$model" "$run" "$images/$model.sm_90a.cubin" \
+        --weights "test/data/models/$model" --device cuda --prompt-ids 2,164,436,12,15,131,249 \
+        --max-new-tokens 8 --json -v
+      grep -E 'measured|memory:' "$out/memory_$model.err"
+    done
+    ;;
+  spark)
+    model=$1 out=$2 image=$3 run=$4
+    ckpt=/tmp/gemma4-$model-random
+    mkdir -p "$out"
+    if [ ! -f "$ckpt/model.safetensors.index.json" ] || [ ! -f "$ckpt/.complete" ]; then
+      t0=$(date +%s)
+      python3 tools/reference/make_full_size.py --model "$model" --out "$ckpt" --device cuda \
+        > "$out/make_$model.log" 2>&1 || { tail -20 "$out/make_$model.log"; exit 1; }
+      touch "$ckpt/.complete"
+      echo "checkpoint $ckpt written in $(( $(date +%s) - t0 )) s: $(du -sh "$ckpt" | cut -f1)"
+    fi
+    # Read the checkpoint once so that every timed run starts from the page cache.
+    cat "$ckpt"/*.safetensors > /dev/null
+    for round in 1 2; do
+      for context in 1024 8192; do
+        ids=$(python3 bench/prompt_ids.py "$context" "$round")
+        run_with_peak "spark_${model}_decode${context}_r$round" "$run" "$image" --weights "$ckpt" \
+          --device cuda --prompt-ids "$ids" --max-new-tokens 65 --max-length $(( context + 128 )) --json -v
+      done
+      for prompt in 512 4096; do
+        ids=$(python3 bench/prompt_ids.py "$prompt" "$round")
+        run_with_peak "spark_${model}_prefill${prompt}_r$round" "$run" "$image" --weights "$ckpt" \
+          --device cuda --prompt-ids "$ids" --max-new-tokens 1 --max-length $(( prompt + 128 )) --json -v
+      done
+    done
+    ids=$(python3 bench/prompt_ids.py 1024 1)
+    run_with_peak "spark_${model}_profile1024" "$run" "$image" --weights "$ckpt" --device cuda \
+      --prompt-ids "$ids" --max-new-tokens 17 --max-length 1152 --json --profile
+    sed -n '/^profile: decode/,$p' "$out/spark_${model}_profile1024.err" | head -24
+    ;;
+  pytorch)
+    model=$1 out=$2 mode=$3 contexts=${4:-1024,8192} prefills=${5:-512,4096}
+    ckpt=/tmp/gemma4-$model-random
+    mkdir -p "$out"
+    limit=()
+    [ "$mode" = compile ] && limit=(timeout -s INT 500)
+    "${limit[@]}" python3 bench/pytorch_llm.py --model-dir "$ckpt" --mode "$mode" \
+      --context "$contexts" --prefill "$prefills" --json "$out/pytorch_${model}_$mode.json" \
+      > "$out/pytorch_${model}_$mode.log" 2>&1
+    echo "pytorch $model $mode: exit $?"
+    tail -25 "$out/pytorch_${model}_$mode.log"
+    ;;
+  clean)
+    rm -rf "/tmp/gemma4-$1-random"
+    ;;
+  *)
+    echo "unknown stage $stage (ceilings, tiny, spark, pytorch, clean)" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,312 @@
+#include "step_bounds.h"
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "checked_math.h"
+#include "status_macros.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+constexpr int64_t kI32Max = INT32_MAX;
+
+// What a pointer argument must hold: `per_token` elements in each of its rows (an activation
+// buffer), or `total` elements (a weight), and in which element type.
+struct Need {
+  const char* slot;
+  int64_t per_token = 0;  // buffers
+  int64_t total = 0;      // weights
+  DType dtype = DType::kF32;
+  bool may_be_null = false;
+};
+
+class StepChecker {
+ public:
+  StepChecker(const Plan& plan, const Step& step, const abi::KernelSpec& spec,
+              const std::string& path, absl::string_view origin)
+      : plan_(plan), step_(step), spec_(spec), path_(path), origin_(origin) {}
+
+  // The i32 arguments: runtime values where the ABI names one, literals in range elsewhere.
+  absl::Status ReadSizes() {
+    for (int i = 0; i < spec_.num_args; ++i) {
+      if (spec_.args[i].kind != abi::ArgKind::kI32) continue;
+      const absl::string_view name = spec_.args[i].name;
+      const StepArg& arg = step_.args[i];
+      const ArgRefKind runtime_kind = name == "num_tokens"    ? ArgRefKind::kNumTokens
+                                      : name == "num_updates" ? ArgRefKind::kNumSoftTokens
+                                      : name == "capacity"    ? ArgRefKind::kKvCapacity
+                                                              : ArgRefKind::kI32;
+      if (arg.kind != runtime_kind) {
+        return Error(i, absl::StrCat(name, " must be ",
+                                     runtime_kind == ArgRefKind::kI32
+                                         ? "an i32 literal"
+                                         : absl::StrCat("the runtime's ",
+                                                        ArgRefKindName(runtime_kind)),
+                                     ", found ", ArgRefKindName(arg.kind)));
+      }
+      if (runtime_kind != ArgRefKind::kI32) continue;
+      const bool is_token_id = name == "token_a" || name == "token_b" || name == "token_c" ||
+                               name == "replacement";
+      if (!is_token_id && arg.i32 < 0) {
+        return Error(i, absl::StrCat(name, " must be >= 0, found ", arg.i32));
+      }
+      sizes_[std::string(name)] = arg.i32;
+    }
+    return absl::OkStatus();
+  }
+
+  int64_t Size(const char* name) const {
+    const auto it = sizes_.find(name);
+    return it == sizes_.end() ? 0 : it->second;
+  }
+
+  // a * b * ..., or an error when the product leaves int32 range (kernels index in int64, but
+  // every extent the ABI passes is an int32).
+  absl::StatusOr<int64_t> Product(std::initializer_list<int64_t> factors) const {
+    uint64_t product = 1;
+    for (int64_t f : factors) {
+      const absl::optional<uint64_t> next = CheckedMul(product, static_cast<uint64_t>(f));
+      if (!next || *next > static_cast<uint64_t>(INT64_MAX)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            origin_, ": plan ", path_, ": the sizes of ", step_.op, " overflow 64 bits"));
+      }
+      product = *next;
+    }
+    return static_cast<int64_t>(product);
+  }
+
+  absl::Status Require(const Need& need) {
+    const int i = SlotIndex(need.slot);
+    const StepArg& arg = step_.args[i];
+    switch (arg.kind) {
+      case ArgRefKind::kNull:
+        if (need.may_be_null) return absl::OkStatus();
+        return Error(i, absl::StrCat(need.slot, " of ", step_.op, " may not be null"));
+      case ArgRefKind::kBuffer: {
+        if (need.per_token == 0 && need.total > 0) {
+          return Error(i, absl::StrCat(need.slot, " of ", step_.op, " must be a weight"));
+        }
+        const BufferInfo& buffer = plan_.buffers[arg.index];
+        if (DTypeSize(buffer.dtype) != DTypeSize(need.dtype)) {
+          return Error(i, absl::StrCat(need.slot, " of ", step_.op, " holds ",
+                                       DTypeName(need.dtype), ", buffer ", arg.index, " is ",
+                                       DTypeName(buffer.dtype)));
+        }
+        const uint64_t have = buffer.row_bytes() / DTypeSize(buffer.dtype);
+        if (have < static_cast<uint64_t>(need.per_token)) {
+          return Error(i, absl::StrCat(step_.op, " uses ", need.per_token, " elements per token of ",
+                                       need.slot, ", buffer ", arg.index, " (", buffer.name,
+                                       ") has ", have));
+        }
+        return absl::OkStatus();
+      }
+      case ArgRefKind::kWeight: {
+        if (need.total == 0 && need.per_token > 0) {
+          return Error(i, absl::StrCat(need.slot, " of ", step_.op,
+                                       " must be an activation buffer"));
+        }
+        const WeightInfo& weight = plan_.weights[arg.index];
+        if (weight.dtype != DType::kBF16) {
+          return Error(i, absl::StrCat("weights are bf16, weight ", arg.index, " (", weight.name,
+                                       ") is ", DTypeName(weight.dtype)));
+        }
+        const uint64_t have = weight.num_bytes() / 2;
+        if (have < static_cast<uint64_t>(need.total)) {
+          return Error(i, absl::StrCat(step_.op, " reads ", need.total, " elements of ",
+                                       need.slot, ", weight ", arg.index, " (", weight.name,
+                                       ") has ", have));
+        }
+        return absl::OkStatus();
+      }
+      default:
+        return Error(i, absl::StrCat(need.slot, " of ", step_.op, " must be ",
+                                     need.total > 0 ? "a weight" : "an activation buffer",
+                                     ", found ", ArgRefKindName(arg.kind)));
+    }
+  }
+
+  // The positions argument is the plan's positions input (the runtime range-checks its values).
+  absl::Status RequirePositions() {
+    const int i = SlotIndex("positions");
+    const StepArg& arg = step_.args[i];
+    if (arg.kind == ArgRefKind::kBuffer && arg.index == plan_.input_positions) {
+      return absl::OkStatus();
+    }
+    return Error(i, absl::StrCat("positions of ", step_.op,
+                                 " must be the plan's positions input (buffer ",
+                                 plan_.input_positions, ")"));
+  }
+
+  // k_cache, v_cache and capacity name the same cache, whose rows are kv_heads x head_dim.
+  absl::Status RequireCache(int64_t kv_heads, int64_t head_dim) {
+    const int k = SlotIndex("k_cache"), v = SlotIndex("v_cache"), c = SlotIndex("capacity");
+    if (step_.args[k].kind != ArgRefKind::kKCache || step_.args[v].kind != ArgRefKind::kVCache) {
+      return Error(k, absl::StrCat(step_.op, " takes a k_cache and a v_cache"));
+    }
+    const int64_t cache = step_.args[k].index;
+    if (step_.args[v].index != cache || step_.args[c].index != cache) {
+      return Error(v, absl::StrCat("k_cache, v_cache and capacity of ", step_.op,
+                                   " must name the same kv cache"));
+    }
+    const KvCacheInfo& info = plan_.kv_caches[cache];
+    if (info.kv_heads != kv_heads || info.head_dim != head_dim) {
+      return Error(k, absl::StrCat(step_.op, " uses kv rows of ", kv_heads, " x ", head_dim,
+                                   ", kv cache ", cache, " (", info.name, ") has ", info.kv_heads,
+                                   " x ", info.head_dim));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Error(int arg, absl::string_view message) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin_, ": plan ", path_, ".args[", arg, "]: ", message));
+  }
+  absl::Status StepError(absl::string_view message) const {
+    return absl::InvalidArgumentError(absl::StrCat(origin_, ": plan ", path_, ": ", message));
+  }
+
+ private:
+  int SlotIndex(const char* name) const {
+    for (int i = 0; i < spec_.num_args; ++i) {
+      if (std::strcmp(spec_.args[i].name, name) == 0) return i;
+    }
+    return 0;  // not reached: every name used below is in the op's ABI
+  }
+
+  const Plan& plan_;
+  const Step& step_;
+  const abi::KernelSpec& spec_;
+  const std::string& path_;
+  absl::string_view origin_;
+  std::map<std::string, int64_t> sizes_;
+};
+
+absl::Status CheckOp(StepChecker& c, absl::string_view op) {
+  const int64_t cols = c.Size("cols");
+  if (op == "add" || op == "mul" || op == "gelu_mul") {
+    SPARK_RETURN_IF_ERROR(c.Require({"a", cols}));
+    SPARK_RETURN_IF_ERROR(c.Require({"b", cols}));
+    return c.Require({"y", cols});
+  }
+  if (op == "scale" || op == "gelu" || op == "softcap" || op == "copy") {
+    SPARK_RETURN_IF_ERROR(c.Require({"x", cols}));
+    return c.Require({"y", cols});
+  }
+  if (op == "scalar_mul") {
+    SPARK_RETURN_IF_ERROR(c.Require({"x", cols}));
+    SPARK_RETURN_IF_ERROR(c.Require({"s", 0, 1, DType::kBF16}));
+    return c.Require({"y", cols});
+  }
+  if (op == "embedding") {
+    SPARK_ASSIGN_OR_RETURN(const int64_t table, c.Product({c.Size("vocab"), c.Size("dim")}));
+    SPARK_RETURN_IF_ERROR(c.Require({"ids", 1, 0, DType::kI32}));
+    SPARK_RETURN_IF_ERROR(c.Require({"table", 0, table, DType::kBF16}));
+    return c.Require({"y", c.Size("dim")});
+  }
+  if (op == "rms_norm") {
+    SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({c.Size("groups"), cols}));
+    SPARK_RETURN_IF_ERROR(c.Require({"x", row}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols, DType::kBF16, /*may_be_null=*/true}));
+    return c.Require({"y", row});
+  }
+  if (op == "linear") {
+    const int64_t in = c.Size("in_features"), out = c.Size("out_features");
+    SPARK_ASSIGN_OR_RETURN(const int64_t w, c.Product({out, in}));
+    SPARK_RETURN_IF_ERROR(c.Require({"x", in}));
+    SPARK_RETURN_IF_ERROR(c.Require({"w", 0, w, DType::kBF16}));
+    return c.Require({"y", out});
+  }
+  if (op == "rope") {
+    SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({c.Size("heads"), c.Size("head_dim")}));
+    if (2 * c.Size("rotated_pairs") > c.Size("head_dim")) {
+      return c.StepError("rope rotates more pairs than head_dim / 2");
+    }
+    SPARK_RETURN_IF_ERROR(c.Require({"x", row}));
+    SPARK_RETURN_IF_ERROR(c.RequirePositions());
+    return c.Require({"y", row});
+  }
+  if (op == "kv_write") {
+    const int64_t kv_heads = c.Size("kv_heads"), head_dim = c.Size("head_dim");
+    SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({kv_heads, head_dim}));
+    SPARK_RETURN_IF_ERROR(c.Require({"k", row}));
+    SPARK_RETURN_IF_ERROR(c.Require({"v", row}));
+    SPARK_RETURN_IF_ERROR(c.RequirePositions());
+    return c.RequireCache(kv_heads, head_dim);
+  }
+  if (op == "attention") {
+    const int64_t q_heads = c.Size("q_heads"), kv_heads = c.Size("kv_heads");
+    const int64_t head_dim = c.Size("head_dim");
+    if (kv_heads == 0 || q_heads % kv_heads != 0) {
+      return c.StepError("attention needs q_heads to be a multiple of kv_heads >= 1");
+    }
+    SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({q_heads, head_dim}));
+    SPARK_RETURN_IF_ERROR(c.Require({"q", row}));
+    SPARK_RETURN_IF_ERROR(c.RequirePositions());
+    SPARK_RETURN_IF_ERROR(c.Require({"y", row}));
+    return c.RequireCache(kv_heads, head_dim);
+  }
+  if (op == "moe_router") {
+    const int64_t hidden = c.Size("hidden"), experts = c.Size("num_experts");
+    const int64_t top_k = c.Size("top_k");
+    if (top_k < 1 || top_k > experts) return c.StepError("moe_router needs 1 <= top_k <= num_experts");
+    SPARK_ASSIGN_OR_RETURN(const int64_t proj, c.Product({experts, hidden}));
+    SPARK_RETURN_IF_ERROR(c.Require({"x", hidden}));
+    SPARK_RETURN_IF_ERROR(c.Require({"scale", 0, hidden, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"proj", 0, proj, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"per_expert_scale", 0, experts, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weights", top_k}));
+    return c.Require({"indices", top_k, 0, DType::kI32});
+  }
+  if (op == "moe_gate_up" || op == "moe_down") {
+    const int64_t hidden = c.Size("hidden"), inter = c.Size("intermediate");
+    const int64_t experts = c.Size("num_experts"), top_k = c.Size("top_k");
+    SPARK_ASSIGN_OR_RETURN(const int64_t act, c.Product({top_k, inter}));
+    SPARK_ASSIGN_OR_RETURN(const int64_t expert_weights,
+                           c.Product({experts, op == "moe_gate_up" ? 2 : 1, inter, hidden}));
+    SPARK_RETURN_IF_ERROR(c.Require({"act", act}));
+    SPARK_RETURN_IF_ERROR(c.Require({"indices", top_k, 0, DType::kI32}));
+    if (op == "moe_gate_up") {
+      SPARK_RETURN_IF_ERROR(c.Require({"x", hidden}));
+      return c.Require({"gate_up", 0, expert_weights, DType::kBF16});
+    }
+    SPARK_RETURN_IF_ERROR(c.Require({"down", 0, expert_weights, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weights", top_k}));
+    return c.Require({"y", hidden});
+  }
+  if (op == "scatter_rows") {
+    SPARK_RETURN_IF_ERROR(c.Require({"dest", cols}));
+    SPARK_RETURN_IF_ERROR(c.Require({"indices", 1, 0, DType::kI32}));
+    return c.Require({"updates", cols});
+  }
+  if (op == "mask_tokens") {
+    SPARK_RETURN_IF_ERROR(c.Require({"ids", 1, 0, DType::kI32}));
+    return c.Require({"y", 1, 0, DType::kI32});
+  }
+  if (op == "select_group") {
+    if (c.Size("index") >= c.Size("groups")) return c.StepError("select_group index >= groups");
+    SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({c.Size("groups"), cols}));
+    SPARK_RETURN_IF_ERROR(c.Require({"x", row}));
+    return c.Require({"y", cols});
+  }
+  return c.StepError(absl::StrCat("no bounds rule for op ", op, " (runtime bug)"));
+}
+
+}  // namespace
+
+absl::Status CheckStepBounds(const Plan& plan, const Step& step, const abi::KernelSpec& spec,
+                             const std::string& path, absl::string_view origin) {
+  StepChecker checker(plan, step, spec, path, origin);
+  SPARK_RETURN_IF_ERROR(checker.ReadSizes());
+  return CheckOp(checker, step.op);
+}
+
+}  // namespace rt
+}  // namespace spark

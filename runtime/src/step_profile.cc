@@ -1,0 +1,168 @@
+#include "spark/runtime/step_profile.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "spark/runtime/kernel_abi.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+// The value of the i32 argument called `name` (a literal or num_tokens), 0 when absent.
+int64_t SizeArg(const Step& step, const abi::KernelSpec& spec, const char* name,
+                int64_t num_tokens) {
+  for (int i = 0; i < spec.num_args && i < static_cast<int>(step.args.size()); ++i) {
+    if (std::strcmp(spec.args[i].name, name) != 0) continue;
+    if (step.args[i].kind == ArgRefKind::kNumTokens) return num_tokens;
+    return step.args[i].kind == ArgRefKind::kI32 ? step.args[i].i32 : 0;
+  }
+  return 0;
+}
+
+// Keys the tokens at first_position .. + num_tokens - 1 attend to, summed.
+double KeysSeen(int64_t num_tokens, int64_t first_position, int64_t window) {
+  double keys = 0;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t visible = first_position + t + 1;
+    keys += static_cast<double>(window > 0 ? std::min(visible, window) : visible);
+  }
+  return keys;
+}
+
+}  // namespace
+
+StepCost& StepCost::operator+=(const StepCost& other) {
+  weight_bytes += other.weight_bytes;
+  kv_bytes += other.kv_bytes;
+  activation_bytes += other.activation_bytes;
+  flops += other.flops;
+  return *this;
+}
+
+StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens,
+                          int64_t first_position) {
+  StepCost cost;
+  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
+  if (spec == nullptr) return cost;
+  const auto size = [&](const char* name) {
+    return static_cast<double>(SizeArg(step, *spec, name, num_tokens));
+  };
+  const double tokens = static_cast<double>(num_tokens);
+  for (const StepArg& arg : step.args) {
+    if (arg.kind == ArgRefKind::kBuffer) {
+      cost.activation_bytes += tokens * plan.buffers[arg.index].row_bytes();
+    }
+  }
+  const std::string& op = step.op;
+  if (op == "embedding") {
+    cost.weight_bytes = tokens * size("dim") * 2;  // the rows gathered
+  } else if (op == "moe_gate_up" || op == "moe_down") {
+    const double experts = size("num_experts"), top_k = size("top_k");
+    const double touched = std::min(experts, tokens * top_k);
+    const double per_expert = (op == "moe_gate_up" ? 2 : 1) * size("intermediate") * size("hidden");
+    cost.weight_bytes = touched * per_expert * 2;
+    cost.flops = 2 * tokens * top_k * per_expert;
+  } else {
+    for (const StepArg& arg : step.args) {
+      if (arg.kind == ArgRefKind::kWeight) {
+        cost.weight_bytes += static_cast<double>(plan.weights[arg.index].num_bytes());
+      }
+    }
+  }
+  if (op == "linear") {
+    cost.flops = 2 * tokens * size("out_features") * size("in_features");
+  } else if (op == "moe_router") {
+    cost.flops = 2 * tokens * size("num_experts") * size("hidden");
+  } else if (op == "kv_write") {
+    cost.kv_bytes = 2 * tokens * size("kv_heads") * size("head_dim") * 4;
+  } else if (op == "attention") {
+    const double keys = KeysSeen(num_tokens, first_position,
+                                 SizeArg(step, *spec, "window", num_tokens));
+    cost.kv_bytes = 2 * keys * size("kv_heads") * size("head_dim") * 4;
+    cost.flops = 4 * keys * size("q_heads") * size("head_dim");
+  }
+  return cost;
+}
+
+RunProfile::RunProfile(const Plan& plan)
+    : plan_(plan), decode_(plan.steps.size()), prefill_(plan.steps.size()) {}
+
+void RunProfile::Record(size_t step_index, int64_t num_tokens, int64_t first_position,
+                        double seconds) {
+  const bool decode = num_tokens == 1;
+  if (step_index == 0) {
+    (decode ? decode_calls_ : prefill_calls_) += 1;
+    if (!decode) prefill_tokens_ += num_tokens;
+  }
+  StepTiming& timing = (decode ? decode_ : prefill_)[step_index];
+  timing.launches += 1;
+  timing.seconds += seconds;
+  timing.cost += EstimateStepCost(plan_, plan_.steps[step_index], num_tokens, first_position);
+}
+
+std::vector<OpTiming> SumByOp(const Plan& plan, const std::vector<StepTiming>& steps) {
+  std::map<std::string, StepTiming> by_op;
+  for (size_t i = 0; i < steps.size() && i < plan.steps.size(); ++i) {
+    if (steps[i].launches == 0) continue;
+    StepTiming& sum = by_op[plan.steps[i].op];
+    sum.launches += steps[i].launches;
+    sum.seconds += steps[i].seconds;
+    sum.cost += steps[i].cost;
+  }
+  std::vector<OpTiming> ops;
+  for (auto& entry : by_op) ops.push_back({entry.first, entry.second});
+  std::stable_sort(ops.begin(), ops.end(), [](const OpTiming& a, const OpTiming& b) {
+    return a.timing.seconds > b.timing.seconds;
+  });
+  return ops;
+}
+
+namespace {
+
+void AppendTable(const Plan& plan, const std::vector<StepTiming>& steps, int64_t calls,
+                 absl::string_view title, std::string* out) {
+  if (calls == 0) return;
+  const std::vector<OpTiming> ops = SumByOp(plan, steps);
+  StepTiming total;
+  for (const OpTiming& op : ops) {
+    total.launches += op.timing.launches;
+    total.seconds += op.timing.seconds;
+    total.cost += op.timing.cost;
+  }
+  absl::StrAppend(out, title, "\n");
+  absl::StrAppendFormat(out, "  %-13s %9s %11s %6s %10s %9s %9s\n", "op", "launches",
+                        "ms per call", "share", "MB per call", "GB/s", "TFLOP/s");
+  const auto row = [&](absl::string_view name, const StepTiming& t) {
+    const double seconds = std::max(t.seconds, 1e-12);
+    absl::StrAppendFormat(out, "  %-13s %9d %11.4f %5.1f%% %10.2f %9.1f %9.2f\n", name,
+                          t.launches, 1e3 * t.seconds / calls,
+                          100.0 * t.seconds / std::max(total.seconds, 1e-12),
+                          t.cost.bytes() / calls / 1e6, t.cost.bytes() / seconds / 1e9,
+                          t.cost.flops / seconds / 1e12);
+  };
+  for (const OpTiming& op : ops) row(op.op, op.timing);
+  row("total", total);
+}
+
+}  // namespace
+
+std::string FormatProfile(const Plan& plan, const RunProfile& profile, absl::string_view method) {
+  std::string out;
+  AppendTable(plan, profile.decode(), profile.decode_calls(),
+              absl::StrCat("profile: decode, ", profile.decode_calls(),
+                           " calls of 1 token (", method, ")"),
+              &out);
+  AppendTable(plan, profile.prefill(), profile.prefill_calls(),
+              absl::StrCat("profile: prefill, ", profile.prefill_calls(), " calls, ",
+                           profile.prefill_tokens(), " tokens (", method, ")"),
+              &out);
+  if (out.empty()) out = "profile: nothing ran\n";
+  return out;
+}
+
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,69 @@
+#include "spark/runtime/step_profile.h"
+
+#include "gtest/gtest.h"
+#include "loader_test_util.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+using test::TestPlan;
+
+TEST(StepCostTest, LinearReadsItsWholeWeightAndCountsTwoFlopsPerMultiplyAdd) {
+  const Plan plan = TestPlan();
+  const StepCost cost = EstimateStepCost(plan, plan.steps[4], /*num_tokens=*/3, 0);
+  EXPECT_EQ(cost.weight_bytes, 16 * 4 * 2);
+  EXPECT_EQ(cost.flops, 2.0 * 3 * 16 * 4);
+  EXPECT_EQ(cost.activation_bytes, 3 * (4 * 4 + 16 * 4));  // x rows + logits rows
+  EXPECT_EQ(cost.kv_bytes, 0);
+}
+
+TEST(StepCostTest, EmbeddingReadsOnlyTheGatheredRows) {
+  const Plan plan = TestPlan();
+  const StepCost cost = EstimateStepCost(plan, plan.steps[0], 2, 0);
+  EXPECT_EQ(cost.weight_bytes, 2 * 4 * 2);
+  EXPECT_EQ(cost.flops, 0);
+}
+
+TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
+  Plan plan = TestPlan();
+  Step attention = test::MakeStep(
+      "attention", 128,
+      {test::BufferArg(4), test::BufferArg(plan.input_positions),
+       test::KindArg(ArgRefKind::kKCache, 0), test::KindArg(ArgRefKind::kVCache, 0),
+       test::BufferArg(5), test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1),
+       test::I32Arg(1), test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 0),
+       test::I32Arg(3), test::F32Arg(1.0f)});
+  // Positions 5 and 6 with a window of 3 see 3 keys each; K and V rows of 1 x 4 f32.
+  StepCost cost = EstimateStepCost(plan, attention, 2, 5);
+  EXPECT_EQ(cost.kv_bytes, 2 * (3 + 3) * 4 * 4);
+  EXPECT_EQ(cost.flops, 4.0 * (3 + 3) * 1 * 4);
+  // Without a window, positions 0 and 1 see 1 and 2 keys.
+  attention.args[10] = test::I32Arg(0);
+  cost = EstimateStepCost(plan, attention, 2, 0);
+  EXPECT_EQ(cost.kv_bytes, 2 * (1 + 2) * 4 * 4);
+}
+
+TEST(RunProfileTest, SeparatesDecodeFromPrefillAndSumsByOp) {
+  const Plan plan = TestPlan();
+  RunProfile profile(plan);
+  for (size_t i = 0; i < plan.steps.size(); ++i) profile.Record(i, 4, 0, 0.001 * (i + 1));
+  for (int call = 0; call < 2; ++call) {
+    for (size_t i = 0; i < plan.steps.size(); ++i) profile.Record(i, 1, 4 + call, 0.0001);
+  }
+  EXPECT_EQ(profile.prefill_calls(), 1);
+  EXPECT_EQ(profile.prefill_tokens(), 4);
+  EXPECT_EQ(profile.decode_calls(), 2);
+  EXPECT_EQ(profile.decode()[4].launches, 2);
+  const std::vector<OpTiming> prefill = SumByOp(plan, profile.prefill());
+  ASSERT_EQ(prefill.size(), plan.steps.size());  // one step per op in the test plan
+  EXPECT_EQ(prefill[0].op, "linear");              // the slowest first
+  EXPECT_DOUBLE_EQ(prefill[0].timing.seconds, 0.005);
+  const std::string text = FormatProfile(plan, profile, "test clock");
+  EXPECT_NE(text.find("profile: decode, 2 calls of 1 token (test clock)"), std::string::npos);
+  EXPECT_NE(text.find("profile: prefill, 1 calls, 4 tokens (test clock)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rt
+}  // namespace spark
