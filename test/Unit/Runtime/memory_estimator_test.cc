@@ -399,8 +399,8 @@ TEST(FormatTest, EstimateLineAndTable) {
   sizes.vocab_size = 128;
   const MemoryEstimate estimate = MustEstimate(sizes, Profile("h200"), Options(16));
   EXPECT_EQ(FormatEstimateLine(estimate),
-            "memory: 2.50 GiB needed of 139.29 GiB available (weights 2.00 GiB, KV cache 0 B, "
-            "activations 1.0 MiB, workspace 1.5 KiB, CUDA context and runtime 512.0 MiB); fits");
+            "memory: 2.44 GiB needed of 139.29 GiB available (weights 2.00 GiB, KV cache 0 B, "
+            "activations 1.0 MiB, workspace 1.5 KiB, CUDA context and runtime 448.0 MiB); fits");
   EXPECT_EQ(FormatEstimateTable(estimate),
             "  weights                       2.00 GiB  3 plan weights in bf16, copied to device "
             "memory\n"
@@ -411,12 +411,12 @@ TEST(FormatTest, EstimateLineAndTable) {
             "step)\n"
             "  workspace                      1.5 KiB  logits copy (1 x 128 f32) and sampler "
             "scratch (1 x 128 x 8 bytes)\n"
-            "  CUDA context and runtime     512.0 MiB  documented constant: CUDA context, module, "
+            "  CUDA context and runtime     448.0 MiB  documented constant: CUDA context, module, "
             "streams, runtime heap\n"
-            "  total                         2.50 GiB\n"
+            "  total                         2.44 GiB\n"
             "  available                   139.29 GiB  free device memory of NVIDIA H200 (141 GB) "
             "(device profile h200, typical figures)\n"
-            "  fits, 136.79 GiB to spare\n");
+            "  fits, 136.85 GiB to spare\n");
 }
 
 TEST(CompareWithUsageTest, AllocationsAgainstTheComponentsTheExecutorAllocates) {
