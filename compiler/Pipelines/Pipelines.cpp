@@ -13,6 +13,7 @@ using namespace mlir;
 void spark::buildGraphPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(createSparkFuseElementwisePass());
+  pm.addNestedPass<func::FuncOp>(createSparkFuseNormsPass());
   pm.addPass(createCSEPass());
 }
 

@@ -121,6 +121,25 @@ void RmsNorm(const float* x, const uint16_t* weight, float* y, int32_t num_token
   }
 }
 
+void ResidualRmsNorm(const float* x, const uint16_t* weight, const float* residual, float* y,
+                     int32_t num_tokens, int32_t cols, float epsilon) {
+  for (int32_t r = 0; r < num_tokens; ++r) {
+    const int64_t base = static_cast<int64_t>(r) * cols;
+    const float inv = InverseRms(x + base, cols, epsilon);
+    for (int32_t c = 0; c < cols; ++c) {
+      const float normed = x[base + c] * inv;
+      y[base + c] = residual[base + c] + (weight == nullptr ? normed : normed * Bf16ToF32(weight[c]));
+    }
+  }
+}
+
+void RmsNormRope(const float* x, const uint16_t* weight, const int32_t* positions, float* y,
+                 int32_t num_tokens, int32_t heads, int32_t head_dim, int32_t rotated_pairs,
+                 float theta, float factor, float epsilon) {
+  RmsNorm(x, weight, y, num_tokens, heads, head_dim, epsilon);
+  Rope(y, positions, y, num_tokens, heads, head_dim, rotated_pairs, theta, factor);
+}
+
 void Linear(const float* x, const uint16_t* w, float* y, int32_t num_tokens, int32_t out_features,
             int32_t in_features) {
   MatVecRows(x, w, y, num_tokens, out_features, in_features);
@@ -373,16 +392,25 @@ absl::Status CheckPositiveCols(const Args& a) {
   return a.I(5) > 0 ? absl::OkStatus() : Invalid("rms_norm", "cols must be positive");
 }
 
-absl::Status CheckRope(const Args& a) {
-  if (a.I(5) % 2 != 0) return Invalid("rope", absl::StrCat("head_dim ", a.I(5), " is odd"));
-  if (a.I(6) > a.I(5) / 2) {
-    return Invalid("rope",
-                   absl::StrCat("rotated_pairs ", a.I(6), " exceeds head_dim/2 = ", a.I(5) / 2));
+// rope's arguments from `first` on: head_dim, rotated_pairs, theta, factor.
+absl::Status CheckRopeArgs(const char* op, const Args& a, int first) {
+  const int32_t head_dim = a.I(first), rotated = a.I(first + 1);
+  if (head_dim % 2 != 0) return Invalid(op, absl::StrCat("head_dim ", head_dim, " is odd"));
+  if (rotated > head_dim / 2) {
+    return Invalid(op, absl::StrCat("rotated_pairs ", rotated, " exceeds head_dim/2 = ",
+                                    head_dim / 2));
   }
-  if (!(a.F(7) > 0.0f) || a.F(8) == 0.0f) {
-    return Invalid("rope", "theta must be positive and factor non-zero");
+  if (!(a.F(first + 2) > 0.0f) || a.F(first + 3) == 0.0f) {
+    return Invalid(op, "theta must be positive and factor non-zero");
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckRope(const Args& a) { return CheckRopeArgs("rope", a, 5); }
+
+absl::Status CheckRmsNormRope(const Args& a) {
+  if (a.I(6) <= 0) return Invalid("rms_norm_rope", "head_dim must be positive");
+  return CheckRopeArgs("rms_norm_rope", a, 6);
 }
 
 absl::Status CheckKvWrite(const Args& a) {
@@ -426,6 +454,14 @@ constexpr HostKernel kHostKernels[] = {
      host::Embedding(a.P<i32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5), a.F(6)); }},
   {"rms_norm", CheckPositiveCols, [](const Args& a) {
      host::RmsNorm(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5), a.F(6)); }},
+  {"residual_rms_norm", [](const Args& a) {
+     return a.I(5) > 0 ? absl::OkStatus() : Invalid("residual_rms_norm", "cols must be positive"); },
+   [](const Args& a) {
+     host::ResidualRmsNorm(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.P<f32>(3), a.I(4), a.I(5),
+                           a.F(6)); }},
+  {"rms_norm_rope", CheckRmsNormRope, [](const Args& a) {
+     host::RmsNormRope(a.P<f32>(0), a.P<bf16>(1), a.P<i32>(2), a.P<f32>(3), a.I(4), a.I(5),
+                       a.I(6), a.I(7), a.F(8), a.F(9), a.F(10)); }},
   {"linear", NoCheck, [](const Args& a) {
      host::Linear(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5)); }},
   {"add", NoCheck, [](const Args& a) {
@@ -492,8 +528,12 @@ absl::string_view KindName(abi::ArgKind kind) {
 }
 
 // Only the RMSNorm weight may be null (weight-less form).
+// The norms' weight may be null (weight-less RMSNorm); no other pointer may.
 bool MayBeNull(const abi::KernelSpec& spec, const abi::ArgSpec& arg) {
-  return std::strcmp(spec.op, "rms_norm") == 0 && std::strcmp(arg.name, "weight") == 0;
+  const bool norm = std::strcmp(spec.op, "rms_norm") == 0 ||
+                    std::strcmp(spec.op, "residual_rms_norm") == 0 ||
+                    std::strcmp(spec.op, "rms_norm_rope") == 0;
+  return norm && std::strcmp(arg.name, "weight") == 0;
 }
 
 // mask_tokens' integers are token ids, where -1 means "unused"; every other i32 is a size.

@@ -217,6 +217,23 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
     SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols, DType::kBF16, /*may_be_null=*/true}));
     return c.Require({"y", row});
   }
+  if (op == "residual_rms_norm") {
+    SPARK_RETURN_IF_ERROR(c.Require({"x", cols}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols, DType::kBF16, /*may_be_null=*/true}));
+    SPARK_RETURN_IF_ERROR(c.Require({"residual", cols}));
+    return c.Require({"y", cols});
+  }
+  if (op == "rms_norm_rope") {
+    const int64_t head_dim = c.Size("head_dim");
+    SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({c.Size("heads"), head_dim}));
+    if (2 * c.Size("rotated_pairs") > head_dim) {
+      return c.StepError("rms_norm_rope rotates more pairs than head_dim / 2");
+    }
+    SPARK_RETURN_IF_ERROR(c.Require({"x", row}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, head_dim, DType::kBF16, /*may_be_null=*/true}));
+    SPARK_RETURN_IF_ERROR(c.RequirePositions());
+    return c.Require({"y", row});
+  }
   if (op == "linear") {
     const int64_t in = c.Size("in_features"), out = c.Size("out_features");
     SPARK_ASSIGN_OR_RETURN(const int64_t w, c.Product({out, in}));

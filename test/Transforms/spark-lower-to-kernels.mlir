@@ -252,3 +252,26 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
   %y = spark.add %h, %e : tensor<?x16xf32>
   return %y : tensor<?x16xf32>
 }
+
+// -----
+
+// The fused norms (spark-fuse-norms): residual_rms_norm and rms_norm_rope lower to one launch
+// each, arguments in kernel_abi.h order (a weight-less norm passes null).
+// CHECK-LABEL: spark.program @forward
+// CHECK: spark.launch "rms_norm_rope" @kernels::@spark_rms_norm_rope__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {weight = {{[0-9]+}} : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK: spark.launch "residual_rms_norm" @kernels::@spark_residual_rms_norm__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[X:[0-9]+]] : i64}, {null = 1 : i64}, {buffer = [[R:[0-9]+]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK: gpu.func @spark_rms_norm_rope__0(
+// CHECK: llvm.call @spark_rms_norm_rope(
+// CHECK: gpu.func @spark_residual_rms_norm__0(
+// CHECK: llvm.call @spark_residual_rms_norm(
+
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
+  %w = spark.weight "model.layers.0.self_attn.q_norm.weight" : tensor<8xbf16>
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 4.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  %q3 = spark.reshape %e : tensor<?x16xf32> to tensor<?x2x8xf32>
+  %qr = spark.rms_norm_rope %q3, %pos, %w {epsilon = 1.0e-6 : f32, theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>, tensor<8xbf16>) -> tensor<?x2x8xf32>
+  %q2 = spark.reshape %qr : tensor<?x2x8xf32> to tensor<?x16xf32>
+  %h = spark.residual_rms_norm %q2, %e {epsilon = 1.0e-6 : f32} : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %h : tensor<?x16xf32>
+}

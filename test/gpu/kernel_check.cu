@@ -15,7 +15,8 @@
 // Thresholds (relative, as defined above):
 //   0      copies and integer ops (embedding, copy, select_group, scatter_rows, kv_write,
 //          mask_tokens, add, mul, scale, scalar_mul): bit-exact;
-//   1e-5   gelu, gelu_mul, softcap, rms_norm, rope (f32 math, ~1e-7 expected);
+//   1e-5   gelu, gelu_mul, softcap, rms_norm, residual_rms_norm, rope, rms_norm_rope (f32 math,
+//          ~1e-7 expected);
 //   1e-4   linear, attention, moe_router weights, moe_gate_up, moe_down (f32 accumulation over
 //          up to a few thousand bf16 x f32 products vs the reference's double accumulation;
 //          linear with T >= 16 runs the tensor-core path with split-bf16 activations, ~1e-5).
@@ -192,7 +193,7 @@ void Report(const char* op, const std::string& shape, const Err& e, double thres
             const std::string& note = "") {
   g_rows.push_back({op, shape, e, threshold, note});
   const Row& r = g_rows.back();
-  std::printf("%-13s %-62s %10.3e %10.3e %8.0e  %s%s%s\n", op, shape.c_str(), e.abs, e.Rel(),
+  std::printf("%-17s %-62s %10.3e %10.3e %8.0e  %s%s%s\n", op, shape.c_str(), e.abs, e.Rel(),
               threshold, r.Pass() ? "PASS" : "FAIL", note.empty() ? "" : "  ", note.c_str());
   std::fflush(stdout);
 }
@@ -270,6 +271,50 @@ void CheckRmsNorm(int T, int groups, int cols, bool weight, bool in_place, bool 
   Report("rms_norm",
          Fmt("T=%d groups=%d cols=%d%s%s%s", T, groups, cols, weight ? "" : " no-weight",
              in_place ? " in-place" : "", misaligned ? " misaligned" : ""),
+         e, 1e-5);
+}
+
+// What y of a fused norm case is: its own buffer, or the x / residual input (in place).
+enum class Alias { kNone, kX, kResidual };
+// Deliberate misalignment of a case's buffers (bit mask).
+constexpr int kMisActivations = 1;  // f32 inputs and output one element past 16-byte alignment
+constexpr int kMisWeight = 2;       // bf16 weight one element past 8-byte alignment
+
+void CheckResidualRmsNorm(int T, int cols, bool weight, Alias alias, int misalign) {
+  if (!Enabled("residual_rms_norm")) return;
+  const size_t n = static_cast<size_t>(T) * cols;
+  const auto x = Normals(n, 2.0f);
+  const auto res = Normals(n, 8.0f);
+  const auto w = Bf16Uniform(cols, 0.5f, 1.5f);
+  const float eps = 1e-6f;
+  std::vector<float> ref(n);
+  host::ResidualRmsNorm(x.data(), weight ? w.data() : nullptr, res.data(), ref.data(), T, cols,
+                        eps);
+  const size_t off = (misalign & kMisActivations) ? 1 : 0;
+  Dev<float> d_x(x, off), d_r(res, off), d_y(n, off);
+  Dev<bf16> d_w(w, (misalign & kMisWeight) ? 1 : 0);
+  Err e;
+  for (int g : Grids(T)) {
+    float* y = d_y.p;
+    if (alias == Alias::kX) {
+      d_x.Upload(x);
+      y = d_x.p;
+    } else if (alias == Alias::kResidual) {
+      d_r.Upload(res);
+      y = d_r.p;
+    } else {
+      d_y.Poison();
+    }
+    Launch("residual_rms_norm", check_residual_rms_norm, g, d_x.p, weight ? d_w.p : nullptr, d_r.p,
+           y, T, cols, eps);
+    const Dev<float>& out = alias == Alias::kX ? d_x : (alias == Alias::kResidual ? d_r : d_y);
+    e.Merge(Compare(out.Download(), ref));
+  }
+  Report("residual_rms_norm",
+         Fmt("T=%d cols=%d%s%s%s%s", T, cols, weight ? "" : " no-weight",
+             alias == Alias::kX ? " y=x" : (alias == Alias::kResidual ? " y=residual" : ""),
+             (misalign & kMisActivations) ? " misaligned" : "",
+             (misalign & kMisWeight) ? " misaligned-weight" : ""),
          e, 1e-5);
 }
 
@@ -397,6 +442,45 @@ void CheckRope(int T, int heads, int head_dim, int rotated, float theta, int pos
   Report("rope",
          Fmt("T=%d heads=%d hd=%d rot=%d theta=%g pos=%d..%d%s", T, heads, head_dim, rotated,
              theta, pos0, pos0 + T - 1, in_place ? " in-place" : ""),
+         e, 1e-5);
+}
+
+// Per-head q/k RMSNorm + RoPE. Positions are random in [0, max_pos] (the last token at max_pos).
+void CheckRmsNormRope(int T, int heads, int head_dim, int rotated, float theta, float factor,
+                      bool weight, bool in_place, bool misaligned, int max_pos) {
+  if (!Enabled("rms_norm_rope")) return;
+  const size_t n = static_cast<size_t>(T) * heads * head_dim;
+  const auto x = Normals(n, 2.0f);
+  const auto w = Bf16Uniform(head_dim, 0.5f, 1.5f);
+  std::vector<int> pos(T);
+  for (int t = 0; t < T; ++t) pos[t] = g_rng.Int(0, max_pos);
+  pos[T - 1] = max_pos;
+  const float eps = 1e-6f;
+  std::vector<float> ref(n);
+  host::RmsNormRope(x.data(), weight ? w.data() : nullptr, pos.data(), ref.data(), T, heads,
+                    head_dim, rotated, theta, factor, eps);
+  const size_t off = misaligned ? 1 : 0;
+  Dev<float> d_x(x, off), d_y(n, off);
+  Dev<bf16> d_w(w, off);
+  Dev<int> d_pos(pos);
+  Err e;
+  for (int g : Grids(T)) {
+    float* y = d_y.p;
+    if (in_place) {
+      d_x.Upload(x);
+      y = d_x.p;
+    } else {
+      d_y.Poison();
+    }
+    Launch("rms_norm_rope", check_rms_norm_rope, g, d_x.p, weight ? d_w.p : nullptr, d_pos.p, y, T,
+           heads, head_dim, rotated, theta, factor, eps);
+    e.Merge(Compare(in_place ? d_x.Download() : d_y.Download(), ref));
+  }
+  Report("rms_norm_rope",
+         Fmt("T=%d heads=%d hd=%d rot=%d theta=%g%s pos<=%d%s%s%s", T, heads, head_dim, rotated,
+             theta, factor == 1.0f ? "" : Fmt(" factor=%g", factor).c_str(), max_pos,
+             weight ? "" : " no-weight", in_place ? " in-place" : "",
+             misaligned ? " misaligned" : ""),
          e, 1e-5);
 }
 
@@ -708,7 +792,7 @@ int main(int argc, char** argv) {
   std::printf("device: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
   std::printf("each case runs with its natural grid and with 1 and 5 blocks unless noted; outputs "
               "are NaN-poisoned before every launch\n\n");
-  std::printf("%-13s %-62s %10s %10s %8s  %s\n", "op", "shape", "max_abs", "max_rel", "thresh",
+  std::printf("%-17s %-62s %10s %10s %8s  %s\n", "op", "shape", "max_abs", "max_rel", "thresh",
               "result");
 
   // ---- elementwise (E2B hidden 1536, 26B hidden 2816, odd sizes for the scalar paths) ----
@@ -747,6 +831,18 @@ int main(int argc, char** argv) {
   CheckRmsNorm(37, 2, 512, false, true, false);
   CheckRmsNorm(5, 3, 1001, true, false, true);
 
+  // ---- residual_rms_norm: hidden rows (E2B 1536, 31B 5376, 26B 2816), y = x / y = residual,
+  // weight-less, scalar paths (odd cols, misaligned rows), float4 rows with an unaligned weight ----
+  CheckResidualRmsNorm(1, 1536, true, Alias::kNone, 0);
+  CheckResidualRmsNorm(17, 5376, true, Alias::kNone, 0);
+  CheckResidualRmsNorm(37, 2816, true, Alias::kResidual, 0);
+  CheckResidualRmsNorm(17, 1536, true, Alias::kX, 0);
+  CheckResidualRmsNorm(1, 5376, true, Alias::kResidual, 0);
+  CheckResidualRmsNorm(17, 2816, false, Alias::kNone, 0);
+  CheckResidualRmsNorm(17, 1536, true, Alias::kNone, kMisWeight);
+  CheckResidualRmsNorm(5, 1001, true, Alias::kNone, kMisActivations | kMisWeight);
+  CheckResidualRmsNorm(3, 7, true, Alias::kResidual, kMisActivations);
+
   // ---- linear: decode GEMV (T < 16), tensor-core tiles (T >= 16), scalar fallback ----
   CheckLinear(1, 2048, 1536, false);
   CheckLinear(1, 1536, 2048, false);
@@ -773,6 +869,25 @@ int main(int argc, char** argv) {
   CheckRope(1, 8, 512, 64, 1000000.0f, 100000, false);
   CheckRope(37, 16, 512, 64, 1000000.0f, 1000, false);
   CheckRope(37, 2, 512, 64, 1000000.0f, 200000, true);
+
+  // ---- rms_norm_rope: q/k norm + RoPE; sliding (hd 256, theta 1e4, all 128 pairs), full
+  // (hd 512, theta 1e6, 64 of 256 pairs: proportional); 8/16/32 q heads, k heads; weight-less,
+  // in place, odd/unaligned, > 64 heads (head chunks), > 256 pairs (pair chunks), hd 1 ----
+  CheckRmsNormRope(1, 8, 256, 128, 10000.0f, 1.0f, true, false, false, 8000);
+  CheckRmsNormRope(17, 8, 256, 128, 10000.0f, 1.0f, true, false, false, 8000);
+  CheckRmsNormRope(17, 16, 256, 128, 10000.0f, 1.0f, true, false, false, 8191);
+  CheckRmsNormRope(37, 32, 256, 128, 10000.0f, 1.0f, true, true, false, 4000);
+  CheckRmsNormRope(17, 1, 256, 128, 10000.0f, 1.0f, true, true, false, 8000);
+  CheckRmsNormRope(1, 16, 512, 64, 1000000.0f, 1.0f, true, false, false, 8000);
+  CheckRmsNormRope(17, 32, 512, 64, 1000000.0f, 1.0f, true, false, false, 8191);
+  CheckRmsNormRope(17, 4, 512, 64, 1000000.0f, 1.0f, true, true, false, 8000);
+  CheckRmsNormRope(17, 8, 256, 128, 10000.0f, 1.0f, false, false, false, 8000);
+  CheckRmsNormRope(17, 2, 512, 64, 1000000.0f, 1.0f, false, true, false, 8000);
+  CheckRmsNormRope(5, 3, 101, 20, 10000.0f, 8.0f, true, false, true, 8000);
+  CheckRmsNormRope(5, 3, 101, 50, 10000.0f, 1.0f, true, true, true, 8000);
+  CheckRmsNormRope(3, 70, 64, 32, 10000.0f, 1.0f, true, true, false, 8000);
+  CheckRmsNormRope(3, 70, 600, 200, 1000000.0f, 1.0f, true, false, false, 8000);
+  CheckRmsNormRope(3, 5, 1, 0, 10000.0f, 1.0f, true, true, false, 100);
 
   // ---- kv_write: sliding cache (window 512 + 37 - 1 slots, wrapping), full cache ----
   CheckKvWrite(1, 1, 256, 548, 1000);

@@ -25,6 +25,15 @@ SPK_ENTRY(256) check_rms_norm(const float* x, const bf16_t* w, float* y, int T, 
                               int cols, float eps) {
   spark_rms_norm(x, w, y, T, groups, cols, eps);
 }
+SPK_ENTRY(256) check_residual_rms_norm(const float* x, const bf16_t* w, const float* res, float* y,
+                                       int T, int cols, float eps) {
+  spark_residual_rms_norm(x, w, res, y, T, cols, eps);
+}
+SPK_ENTRY(256) check_rms_norm_rope(const float* x, const bf16_t* w, const int* pos, float* y, int T,
+                                   int heads, int hd, int rot, float theta, float factor,
+                                   float eps) {
+  spark_rms_norm_rope(x, w, pos, y, T, heads, hd, rot, theta, factor, eps);
+}
 SPK_ENTRY(256) check_linear(const float* x, const bf16_t* w, float* y, int T, int out, int in) {
   spark_linear(x, w, y, T, out, in);
 }

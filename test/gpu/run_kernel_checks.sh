@@ -13,6 +13,9 @@
 #      ops that use shared memory.
 # Exits non-zero when any step fails. Usage:
 #   test/gpu/run_kernel_checks.sh [--seed=N] [--arch=sm_90a] [--build-dir=DIR] [--skip-sanitizer]
+#                                 [--only=op,op,...] [--skip-sass]
+# --only limits steps 2 and 4 to the named ops (e.g. after changing those kernels); --skip-sass
+# skips step 3.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -26,13 +29,18 @@ SEED=""
 ARCH=""
 BUILD=${TMPDIR:-/tmp}/spark-kernel-check
 RUN_SANITIZER=1
+RUN_SASS=1
+ONLY=""
 for arg in "$@"; do
   case "$arg" in
     --seed=*) SEED=${arg#--seed=} ;;
     --arch=*) ARCH=${arg#--arch=} ;;
     --build-dir=*) BUILD=${arg#--build-dir=} ;;
     --skip-sanitizer) RUN_SANITIZER=0 ;;
-    *) echo "usage: $0 [--seed=N] [--arch=sm_XX] [--build-dir=DIR] [--skip-sanitizer]" >&2; exit 2 ;;
+    --only=*) ONLY=${arg#--only=} ;;
+    --skip-sass) RUN_SASS=0 ;;
+    *) echo "usage: $0 [--seed=N] [--arch=sm_XX] [--build-dir=DIR] [--skip-sanitizer]" \
+            "[--only=op,...] [--skip-sass]" >&2; exit 2 ;;
   esac
 done
 if [[ -z "$SEED" ]]; then
@@ -87,12 +95,16 @@ record "build kernel_check ($ARCH)" $rc
 [[ $rc == 0 ]] || finish
 
 # ---- 2. run ----
-step "kernel_check --seed=$SEED"
-"$BUILD/kernel_check" --seed="$SEED"
-record "kernel_check vs host reference" $?
+ONLY_ARGS=()
+[[ -n "$ONLY" ]] && ONLY_ARGS=(--only="$ONLY")
+step "kernel_check --seed=$SEED ${ONLY_ARGS[*]}"
+"$BUILD/kernel_check" --seed="$SEED" "${ONLY_ARGS[@]}"
+record "kernel_check vs host reference${ONLY:+ ($ONLY)}" $?
 
 # ---- 3. SASS ----
-for sass_arch in sm_121a sm_90a; do
+SASS_ARCHS=(sm_121a sm_90a)
+[[ $RUN_SASS == 1 ]] || SASS_ARCHS=()
+for sass_arch in "${SASS_ARCHS[@]}"; do
   step "SASS check ($sass_arch)"
   cubin="$BUILD/kernels_${sass_arch}.cubin"
   if ! "$NVCC" -arch="$sass_arch" -cubin -std=c++17 -O3 -I "$ROOT" -I "$ROOT/runtime/include" \
@@ -127,9 +139,9 @@ if [[ $RUN_SANITIZER == 1 ]]; then
   else
     step "compute-sanitizer memcheck (--quick)"
     "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 99 \
-      "$BUILD/kernel_check" --quick --seed="$SEED"
+      "$BUILD/kernel_check" --quick --seed="$SEED" "${ONLY_ARGS[@]}"
     record "compute-sanitizer memcheck" $?
-    SHARED_OPS=rms_norm,linear,rope,attention,moe_router
+    SHARED_OPS=${ONLY:-rms_norm,residual_rms_norm,linear,rope,rms_norm_rope,attention,moe_router}
     for tool in racecheck synccheck; do
       step "compute-sanitizer $tool (--quick --only=$SHARED_OPS)"
       "$SANITIZER" --tool $tool --error-exitcode 99 \

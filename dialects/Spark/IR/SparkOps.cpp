@@ -108,6 +108,23 @@ LogicalResult RmsNormOp::verify() {
   return success();
 }
 
+LogicalResult ResidualRmsNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  auto emit = [&] { return emitOpError(); };
+  if (failed(verifyActivation(input, 2, "input", emit)))
+    return failure();
+  if (getResidual().getType() != input)
+    return emitOpError("expects the residual type to equal the input type");
+  if (getResult().getType() != input)
+    return emitOpError("expects the result type to equal the input type");
+  if (Value weight = getWeight())
+    if (failed(verifyShape(tensorType(weight), {input.getShape().back()}, "weight", emit)))
+      return failure();
+  if (getEpsilon().convertToFloat() < 0.0f)
+    return emitOpError("expects a non-negative epsilon");
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
   auto emit = [&] { return emitOpError(); };
   FailureOr<SmallVector<int64_t>> shape =
@@ -212,6 +229,31 @@ LogicalResult RopeOp::verify() {
            << headDim / 2 << "] (head_dim / 2), got " << getRotatedPairs();
   if (!(getTheta().convertToFloat() > 0.0f) || !(getFactor().convertToFloat() > 0.0f))
     return emitOpError("expects positive theta and factor");
+  if (getResult().getType() != in)
+    return emitOpError("expects the result type to equal the input type");
+  return success();
+}
+
+LogicalResult RmsNormRopeOp::verify() {
+  RankedTensorType in = getInput().getType();
+  auto emit = [&] { return emitOpError(); };
+  if (failed(verifyActivation(in, 3, "input", emit)) ||
+      failed(verifyActivation(getPositions().getType(), 1, "positions", emit)) ||
+      failed(verifySameTokens(in, getPositions().getType(), "input", "positions", emit)))
+    return failure();
+  int64_t headDim = in.getDimSize(2);
+  if (Value weight = getWeight())
+    if (failed(verifyShape(tensorType(weight), {headDim}, "weight", emit)))
+      return failure();
+  if (headDim % 2 != 0)
+    return emitOpError("expects an even head_dim, got ") << headDim;
+  if (getRotatedPairs() < 0 || getRotatedPairs() > headDim / 2)
+    return emitOpError("expects rotated_pairs in [0, ")
+           << headDim / 2 << "] (head_dim / 2), got " << getRotatedPairs();
+  if (!(getTheta().convertToFloat() > 0.0f) || !(getFactor().convertToFloat() > 0.0f))
+    return emitOpError("expects positive theta and factor");
+  if (getEpsilon().convertToFloat() < 0.0f)
+    return emitOpError("expects a non-negative epsilon");
   if (getResult().getType() != in)
     return emitOpError("expects the result type to equal the input type");
   return success();

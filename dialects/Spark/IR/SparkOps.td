@@ -143,6 +143,47 @@ def Spark_RmsNormOp : Spark_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Spark_ResidualRmsNormOp : Spark_Op<"residual_rms_norm", [Pure]> {
+  let summary = "residual + rms_norm(x) [* w]: a norm and the residual add after it, fused";
+  let description = [{
+    Created by `spark-fuse-norms` from `spark.add(%residual, spark.rms_norm(%x, %w))` (either
+    operand order): Gemma 4's post-attention and post-feedforward norms followed by the residual
+    add, one kernel and no intermediate buffer. Rows of `[T, H]`.
+
+    ```mlir
+    %h = spark.residual_rms_norm %x, %residual, %w {epsilon = 1.0e-06 : f32} : (tensor<?x1536xf32>, tensor<?x1536xf32>, tensor<1536xbf16>) -> tensor<?x1536xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_Activation:$residual,
+                       Optional<Spark_WeightTensor>:$weight, F32Attr:$epsilon);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $residual (`,` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Spark_RmsNormRopeOp : Spark_Op<"rms_norm_rope", [Pure]> {
+  let summary = "rope(rms_norm(x) [* w]) per head: the q/k norm and RoPE, fused";
+  let description = [{
+    Created by `spark-fuse-norms` from `spark.rope(spark.rms_norm(%x, %w), %positions)`: each
+    head row of `[T, heads, head_dim]` is normalised (as `spark.rms_norm`), then rotated (as
+    `spark.rope`, same attributes), in one kernel.
+
+    ```mlir
+    %q = spark.rms_norm_rope %x, %pos, %w {epsilon = 1.0e-06 : f32, theta = 1.0e+04 : f32, rotated_pairs = 128 : i64, factor = 1.0 : f32} : (tensor<?x8x256xf32>, tensor<?xi32>, tensor<256xbf16>) -> tensor<?x8x256xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_IndexTensor:$positions,
+                       Optional<Spark_WeightTensor>:$weight, F32Attr:$epsilon, F32Attr:$theta,
+                       Spark_I64Attr:$rotated_pairs, F32Attr:$factor);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = [{
+    $input `,` $positions (`,` $weight^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Spark_LinearOp : Spark_Op<"linear", [Pure]> {
   let summary = "x @ W^T with W [out, in] (no bias)";
   let description = [{

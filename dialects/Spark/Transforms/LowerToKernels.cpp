@@ -258,6 +258,10 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       return failure();
     return Arg::weight(*id);
   };
+  // A weight operand that may be absent (weight-less RMSNorm): a null pointer then.
+  auto optionalWeightArg = [&](Value v) -> FailureOr<Arg> {
+    return v ? weightArg(v) : FailureOr<Arg>(Arg::null());
+  };
   auto elementwiseGrid = [&](Value v) { return ceilDiv(maxTokens * rowElements(shapeOf(v)), 256); };
   auto i32 = [](int64_t v) { return Arg::i32v(v); };
   auto f32 = [](APFloat v) { return Arg::f32v(v.convertToFloat()); };
@@ -309,18 +313,38 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<RmsNormOp>([&](RmsNormOp n) -> LogicalResult {
         RankedTensorType type = n.getInput().getType();
         int64_t groups = type.getRank() == 3 ? type.getDimSize(1) : 1;
-        Arg weight = Arg::null();
-        if (Value w = n.getWeight()) {
-          FailureOr<Arg> wa = weightArg(w);
-          if (failed(wa))
-            return failure();
-          weight = *wa;
-        }
+        FailureOr<Arg> weight = optionalWeightArg(n.getWeight());
+        if (failed(weight))
+          return failure();
         Arg in = buf(n.getInput());
         launch(op, "rms_norm",
-               {in, weight, out(n.getResult()), Arg::numTokens(), i32(groups),
+               {in, *weight, out(n.getResult()), Arg::numTokens(), i32(groups),
                 i32(type.getShape().back()), f32(n.getEpsilon())},
                maxTokens * groups);
+        return success();
+      })
+      .Case<ResidualRmsNormOp>([&](ResidualRmsNormOp n) -> LogicalResult {
+        FailureOr<Arg> weight = optionalWeightArg(n.getWeight());
+        if (failed(weight))
+          return failure();
+        Arg in = buf(n.getInput()), residual = buf(n.getResidual());
+        launch(op, "residual_rms_norm",
+               {in, *weight, residual, out(n.getResult()), Arg::numTokens(),
+                i32(n.getInput().getType().getShape().back()), f32(n.getEpsilon())},
+               maxTokens);
+        return success();
+      })
+      .Case<RmsNormRopeOp>([&](RmsNormRopeOp r) -> LogicalResult {
+        RankedTensorType in = r.getInput().getType();
+        FailureOr<Arg> weight = optionalWeightArg(r.getWeight());
+        if (failed(weight))
+          return failure();
+        Arg x = buf(r.getInput()), pos = buf(r.getPositions());
+        launch(op, "rms_norm_rope",
+               {x, *weight, pos, out(r.getResult()), Arg::numTokens(), i32(in.getDimSize(1)),
+                i32(in.getDimSize(2)), i32(r.getRotatedPairs()), f32(r.getTheta()),
+                f32(r.getFactor()), f32(r.getEpsilon())},
+               maxTokens);
         return success();
       })
       .Case<LinearOp>([&](LinearOp l) -> LogicalResult {

@@ -17,6 +17,25 @@ def SparkFuseElementwisePass : Pass<"spark-fuse-elementwise", "mlir::func::FuncO
   ];
 }
 
+def SparkFuseNormsPass : Pass<"spark-fuse-norms", "mlir::func::FuncOp"> {
+  let summary = "fuses RMSNorm with what follows it (residual add, RoPE)";
+  let description = [{
+    Two rewrites, each when the `spark.rms_norm` has no other use:
+    - `spark.add(%residual, spark.rms_norm(%x, %w))` (either operand order) ->
+      `spark.residual_rms_norm %x, %residual, %w`: Gemma 4's post-attention and post-feedforward
+      norms and the residual add after them;
+    - `spark.rope(spark.rms_norm(%x, %w), %pos)` -> `spark.rms_norm_rope %x, %pos, %w`: the q and
+      k norms and RoPE.
+    Each fusion saves one kernel launch and one intermediate buffer per use (four per decoder
+    layer of a Gemma 4 model, two in a KV-shared layer).
+  }];
+  let dependentDialects = ["::spark::SparkDialect"];
+  let statistics = [
+    Statistic<"numResidualFused", "num-residual-fused", "Number of norm + residual add pairs fused">,
+    Statistic<"numRopeFused", "num-rope-fused", "Number of norm + RoPE pairs fused">
+  ];
+}
+
 def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
   let summary = "plans the activation arena and lowers each op to a kernel launch";
   let description = [{

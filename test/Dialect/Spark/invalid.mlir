@@ -999,3 +999,61 @@ func.func @gelu_dynamic_row(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
   %0 = spark.gelu %x : tensor<?x?xf32>
   return %0 : tensor<?x?xf32>
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// spark.residual_rms_norm and spark.rms_norm_rope (created by spark-fuse-norms)
+//===----------------------------------------------------------------------===//
+
+// The residual has the input's type.
+func.func @residual_rms_norm_residual_type(%x: tensor<?x8xf32>, %r: tensor<?x4xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.residual_rms_norm' op expects the residual type to equal the input type}}
+  %0 = spark.residual_rms_norm %x, %r {epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<?x4xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// Rows only: [T, H].
+func.func @residual_rms_norm_rank(%x: tensor<?x2x8xf32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.residual_rms_norm' op expects input of rank 2, got [?, 2, 8]}}
+  %0 = spark.residual_rms_norm %x, %x {epsilon = 1.0e-6 : f32} : (tensor<?x2x8xf32>, tensor<?x2x8xf32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// The weight has one element per column.
+func.func @residual_rms_norm_weight(%x: tensor<?x8xf32>, %w: tensor<4xbf16>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'spark.residual_rms_norm' op expects weight of shape [8], got [4]}}
+  %0 = spark.residual_rms_norm %x, %x, %w {epsilon = 1.0e-6 : f32} : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<4xbf16>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The norm weight spans head_dim.
+func.func @rms_norm_rope_weight(%x: tensor<?x2x8xf32>, %w: tensor<16xbf16>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rms_norm_rope' op expects weight of shape [8], got [16]}}
+  %0 = spark.rms_norm_rope %x, %pos, %w {epsilon = 1.0e-6 : f32, theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>, tensor<16xbf16>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// At most head_dim / 2 pairs rotate.
+func.func @rms_norm_rope_pairs(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rms_norm_rope' op expects rotated_pairs in [0, 4] (head_dim / 2), got 5}}
+  %0 = spark.rms_norm_rope %x, %pos {epsilon = 1.0e-6 : f32, theta = 10000.0 : f32, rotated_pairs = 5 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+// A negative epsilon is rejected.
+func.func @rms_norm_rope_epsilon(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rms_norm_rope' op expects a non-negative epsilon}}
+  %0 = spark.rms_norm_rope %x, %pos {epsilon = -1.0 : f32, theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}

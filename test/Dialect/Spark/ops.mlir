@@ -79,3 +79,19 @@ func.func @every_op(%ids: tensor<?xi32>, %pos: tensor<?xi32>, %soft: tensor<?x64
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 128 : i64, buffers = [{name = "a", dtype = "f32", row_shape = [4], offset = 0 : i64}, {name = "b", dtype = "f32", row_shape = [4], offset = 64 : i64}], weights = [], inputs = {}, outputs = {logits = 1 : i64}, model = {}} {
   spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}] {source = "x"}
 }
+
+// The fused norms of spark-fuse-norms, with and without a weight.
+// CHECK-LABEL: func.func @fused_norms
+func.func @fused_norms(%x: tensor<?x64xf32>, %r: tensor<?x64xf32>, %q: tensor<?x4x32xf32>, %pos: tensor<?xi32>) -> (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x4x32xf32>, tensor<?x4x32xf32>) {
+  %w = spark.weight "model.layers.0.post_attention_layernorm.weight" : tensor<64xbf16>
+  %qw = spark.weight "model.layers.0.self_attn.q_norm.weight" : tensor<32xbf16>
+  // CHECK: spark.residual_rms_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32} : (tensor<?x64xf32>, tensor<?x64xf32>, tensor<64xbf16>) -> tensor<?x64xf32>
+  %a = spark.residual_rms_norm %x, %r, %w {epsilon = 1.0e-6 : f32} : (tensor<?x64xf32>, tensor<?x64xf32>, tensor<64xbf16>) -> tensor<?x64xf32>
+  // CHECK: spark.residual_rms_norm %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32} : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  %b = spark.residual_rms_norm %x, %r {epsilon = 1.0e-6 : f32} : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  // CHECK: spark.rms_norm_rope %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999997E-7 : f32, factor = 1.000000e+00 : f32, rotated_pairs = 16 : i64, theta = 1.000000e+04 : f32} : (tensor<?x4x32xf32>, tensor<?xi32>, tensor<32xbf16>) -> tensor<?x4x32xf32>
+  %c = spark.rms_norm_rope %q, %pos, %qw {epsilon = 1.0e-6 : f32, theta = 10000.0 : f32, rotated_pairs = 16 : i64, factor = 1.0 : f32} : (tensor<?x4x32xf32>, tensor<?xi32>, tensor<32xbf16>) -> tensor<?x4x32xf32>
+  // CHECK: spark.rms_norm_rope %{{.*}}, %{{.*}} {epsilon
+  %d = spark.rms_norm_rope %q, %pos {epsilon = 1.0e-6 : f32, theta = 10000.0 : f32, rotated_pairs = 16 : i64, factor = 1.0 : f32} : (tensor<?x4x32xf32>, tensor<?xi32>) -> tensor<?x4x32xf32>
+  return %a, %b, %c, %d : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x4x32xf32>, tensor<?x4x32xf32>
+}

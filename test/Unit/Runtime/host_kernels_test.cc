@@ -82,6 +82,59 @@ TEST(HostKernelsTest, RmsNormRunsInPlace) {
   ExpectNear(x, {inv, 2 * inv, 3 * inv, 4 * inv});
 }
 
+// The fused norms compute exactly what their two unfused steps compute, in place too.
+TEST(HostKernelsTest, ResidualRmsNormIsRmsNormThenAdd) {
+  const std::vector<float> x = {1, -2, 3, 4, 0.5f, -1, 2, 8};
+  const std::vector<float> residual = {10, 20, 30, 40, -1, -2, -3, -4};
+  const std::vector<uint16_t> w = Bf16({0.5f, 1, 2, -1});
+  std::vector<float> normed(8), expected(8), fused(8);
+  host::RmsNorm(x.data(), w.data(), normed.data(), 2, 1, 4, 1e-6f);
+  host::Add(residual.data(), normed.data(), expected.data(), 2, 4);
+  host::ResidualRmsNorm(x.data(), w.data(), residual.data(), fused.data(), 2, 4, 1e-6f);
+  EXPECT_EQ(fused, expected);
+  std::vector<float> in_place = residual;  // y aliases the residual
+  host::ResidualRmsNorm(x.data(), w.data(), in_place.data(), in_place.data(), 2, 4, 1e-6f);
+  EXPECT_EQ(in_place, expected);
+  host::RmsNorm(x.data(), nullptr, normed.data(), 2, 1, 4, 1e-6f);  // weight-less
+  host::Add(residual.data(), normed.data(), expected.data(), 2, 4);
+  host::ResidualRmsNorm(x.data(), nullptr, residual.data(), fused.data(), 2, 4, 1e-6f);
+  EXPECT_EQ(fused, expected);
+}
+
+TEST(HostKernelsTest, RmsNormRopeIsRmsNormThenRope) {
+  // 2 tokens x 2 heads x head_dim 4, one of two pairs rotating.
+  std::vector<float> x(16);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.25f * static_cast<float>(i) - 1.5f;
+  const std::vector<uint16_t> w = Bf16({1, 0.5f, 2, -1});
+  const std::vector<int32_t> positions = {3, 700};
+  std::vector<float> normed(16), expected(16), fused(16);
+  host::RmsNorm(x.data(), w.data(), normed.data(), 2, 2, 4, 1e-6f);
+  host::Rope(normed.data(), positions.data(), expected.data(), 2, 2, 4, 1, 10000.0f, 1.0f);
+  host::RmsNormRope(x.data(), w.data(), positions.data(), fused.data(), 2, 2, 4, 1, 10000.0f,
+                    1.0f, 1e-6f);
+  EXPECT_EQ(fused, expected);
+  std::vector<float> in_place = x;
+  host::RmsNormRope(in_place.data(), w.data(), positions.data(), in_place.data(), 2, 2, 4, 1,
+                    10000.0f, 1.0f, 1e-6f);
+  EXPECT_EQ(in_place, expected);
+}
+
+TEST(RunHostKernelTest, FusedNormsCheckTheirSizes) {
+  float x[4] = {1, 2, 3, 4}, y[4];
+  int32_t positions[1] = {0};
+  const std::vector<HostArg> residual_norm = {
+      HostArg::Ptr(x), HostArg::Ptr(nullptr), HostArg::Ptr(x), HostArg::Ptr(y),
+      HostArg::I32(1), HostArg::I32(0), HostArg::F32(1e-6f)};
+  EXPECT_TRUE(ErrorContains(RunHostKernel("residual_rms_norm", residual_norm),
+                            "cols must be positive"));
+  const std::vector<HostArg> norm_rope = {
+      HostArg::Ptr(x), HostArg::Ptr(nullptr), HostArg::Ptr(positions), HostArg::Ptr(y),
+      HostArg::I32(1), HostArg::I32(1), HostArg::I32(4), HostArg::I32(3),
+      HostArg::F32(10000.0f), HostArg::F32(1.0f), HostArg::F32(1e-6f)};
+  EXPECT_TRUE(ErrorContains(RunHostKernel("rms_norm_rope", norm_rope),
+                            "rotated_pairs 3 exceeds head_dim/2 = 2"));
+}
+
 TEST(HostKernelsTest, LinearComputesXTimesWTransposed) {
   const std::vector<float> x = {1, 2, 3, -1, 0, 1};          // [2, 3]
   const std::vector<uint16_t> w = Bf16({1, 0, 0, 1, 1, 1});  // [2 out, 3 in]

@@ -41,6 +41,13 @@ void Embedding(const int32_t* ids, const uint16_t* table, float* y, int32_t num_
 // `weight` may be null (weight-less RMSNorm).
 void RmsNorm(const float* x, const uint16_t* weight, float* y, int32_t num_tokens, int32_t groups,
              int32_t cols, float epsilon);
+// y = residual + RmsNorm(x) over rows of `cols` (groups 1); y may alias x or residual.
+void ResidualRmsNorm(const float* x, const uint16_t* weight, const float* residual, float* y,
+                     int32_t num_tokens, int32_t cols, float epsilon);
+// Rope(RmsNorm(x)) per head row of x [T, heads, head_dim]; y may alias x.
+void RmsNormRope(const float* x, const uint16_t* weight, const int32_t* positions, float* y,
+                 int32_t num_tokens, int32_t heads, int32_t head_dim, int32_t rotated_pairs,
+                 float theta, float factor, float epsilon);
 void Linear(const float* x, const uint16_t* w, float* y, int32_t num_tokens, int32_t out_features,
             int32_t in_features);
 void Add(const float* a, const float* b, float* y, int32_t num_tokens, int32_t cols);

@@ -61,6 +61,18 @@ inline constexpr KernelSpec kKernels[] = {
   {"rms_norm", "spark_rms_norm", 256, 7,
    {SPARK_P("x"), SPARK_P("weight"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("groups"),
     SPARK_I("cols"), SPARK_F("epsilon")}},
+  // y = residual + rms_norm(x) [* w] over rows of `cols` (norm + residual add, fused: the
+  // rms_norm above followed by add, in one pass). y may alias x or residual.
+  {"residual_rms_norm", "spark_residual_rms_norm", 256, 7,
+   {SPARK_P("x"), SPARK_P("weight"), SPARK_P("residual"), SPARK_P("y"), SPARK_I("num_tokens"),
+    SPARK_I("cols"), SPARK_F("epsilon")}},
+  // rope(rms_norm(x) [* w]) per head of x [T, heads, head_dim] (q/k norm + RoPE, fused): the
+  // rms_norm of each head row, then the rotation of rope below with the same arguments.
+  // y may alias x.
+  {"rms_norm_rope", "spark_rms_norm_rope", 256, 11,
+   {SPARK_P("x"), SPARK_P("weight"), SPARK_P("positions"), SPARK_P("y"), SPARK_I("num_tokens"),
+    SPARK_I("heads"), SPARK_I("head_dim"), SPARK_I("rotated_pairs"), SPARK_F("theta"),
+    SPARK_F("factor"), SPARK_F("epsilon")}},
   // y [T, out] = x [T, in] @ w[out, in]^T, f32 accumulation.
   {"linear", "spark_linear", 256, 6,
    {SPARK_P("x"), SPARK_P("w"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("out_features"),
