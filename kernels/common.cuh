@@ -62,6 +62,25 @@ SPK_DEVICE void unpack_bf16x8(const uint4& v, float f[8]) {
   f[7] = bf16hi_to_f32(v.w);
 }
 
+// This thread's share of sum(row[c]^2): elements start, start + stride, ... (with vec: float4
+// groups start, start + stride, ... of a 16-byte aligned row, cols % 4 == 0), f32 fused
+// multiply-adds in index order. The norms add the shares with block_sum / warp_sum.
+SPK_DEVICE float sum_squares(const float* row, int cols, bool vec, int start, int stride) {
+  float ss = 0.0f;
+  if (vec) {
+    for (int c = start; c < cols / 4; c += stride) {
+      const float4 v = reinterpret_cast<const float4*>(row)[c];
+      ss = fmaf_(v.x, v.x, ss);
+      ss = fmaf_(v.y, v.y, ss);
+      ss = fmaf_(v.z, v.z, ss);
+      ss = fmaf_(v.w, v.w, ss);
+    }
+  } else {
+    for (int c = start; c < cols; c += stride) ss = fmaf_(row[c], row[c], ss);
+  }
+  return ss;
+}
+
 // acc + w[0..7] . (a.x, a.y, a.z, a.w, b.x, ..., b.w), one fused multiply-add at a time, in
 // index order (the GEMV and MoE paths share it, so their rounding is the same).
 SPK_DEVICE float dot8_acc(const float w[8], const float4& a, const float4& b, float acc) {

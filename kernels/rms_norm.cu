@@ -5,6 +5,50 @@
 // spark_residual_rms_norm (below) is the same with the residual add fused into the output pass.
 #include "common.cuh"
 
+namespace spk {
+namespace {
+
+// (mean(row^2) + epsilon)^-0.5 of one row, the whole block reducing. Ends with a barrier: every
+// thread has finished reading the row for the sum, and `scratch` may be reused.
+SPK_DEVICE float row_inverse_rms(const float* row, int cols, bool vec, float epsilon,
+                                 float* scratch) {
+  const float ss = block_sum(sum_squares(row, cols, vec, threadIdx.x, blockDim.x), scratch);
+  return spk_rsqrtf(ss / static_cast<float>(cols) + epsilon);
+}
+
+// row[4c .. 4c + 3] * inv [* w[4c .. 4c + 3]] (the float4 output path; wvec: w 8-byte aligned).
+SPK_DEVICE float4 normalized4(const float* row, int c, float inv, const unsigned short* weight,
+                              bool wvec) {
+  float4 v = reinterpret_cast<const float4*>(row)[c];
+  v.x *= inv;
+  v.y *= inv;
+  v.z *= inv;
+  v.w *= inv;
+  if (wvec) {
+    const uint2 w = __ldg(reinterpret_cast<const uint2*>(weight) + c);
+    v.x *= bf16lo_to_f32(w.x);
+    v.y *= bf16hi_to_f32(w.x);
+    v.z *= bf16lo_to_f32(w.y);
+    v.w *= bf16hi_to_f32(w.y);
+  } else if (weight != nullptr) {
+    v.x *= ldg_bf16(weight + 4 * c);
+    v.y *= ldg_bf16(weight + 4 * c + 1);
+    v.z *= ldg_bf16(weight + 4 * c + 2);
+    v.w *= ldg_bf16(weight + 4 * c + 3);
+  }
+  return v;
+}
+
+// row[c] * inv [* w[c]] (the scalar output path).
+SPK_DEVICE float normalized1(const float* row, int c, float inv, const unsigned short* weight) {
+  float v = row[c] * inv;
+  if (weight != nullptr) v *= ldg_bf16(weight + c);
+  return v;
+}
+
+}  // namespace
+}  // namespace spk
+
 SPK_EXPORT void spark_rms_norm(const float* x, const unsigned short* weight, float* y,
                                int num_tokens, int groups, int cols, float epsilon) {
   __shared__ float scratch[32];
@@ -16,49 +60,15 @@ SPK_EXPORT void spark_rms_norm(const float* x, const unsigned short* weight, flo
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * cols;
     float* yr = y + row * cols;
-    float ss = 0.0f;
+    const float inv = spk::row_inverse_rms(xr, cols, vec, epsilon, scratch);
     if (vec) {
       for (int c = tid; c < cols / 4; c += nt) {
-        const float4 v = reinterpret_cast<const float4*>(xr)[c];
-        ss = spk::fmaf_(v.x, v.x, ss);
-        ss = spk::fmaf_(v.y, v.y, ss);
-        ss = spk::fmaf_(v.z, v.z, ss);
-        ss = spk::fmaf_(v.w, v.w, ss);
+        reinterpret_cast<float4*>(yr)[c] = spk::normalized4(xr, c, inv, weight, wvec);
       }
     } else {
-      for (int c = tid; c < cols; c += nt) ss = spk::fmaf_(xr[c], xr[c], ss);
+      for (int c = tid; c < cols; c += nt) yr[c] = spk::normalized1(xr, c, inv, weight);
     }
-    ss = spk::block_sum(ss, scratch);
-    const float inv = spk::spk_rsqrtf(ss / static_cast<float>(cols) + epsilon);
-    if (vec) {
-      for (int c = tid; c < cols / 4; c += nt) {
-        float4 v = reinterpret_cast<const float4*>(xr)[c];
-        v.x *= inv;
-        v.y *= inv;
-        v.z *= inv;
-        v.w *= inv;
-        if (wvec) {
-          const uint2 w = __ldg(reinterpret_cast<const uint2*>(weight) + c);
-          v.x *= spk::bf16lo_to_f32(w.x);
-          v.y *= spk::bf16hi_to_f32(w.x);
-          v.z *= spk::bf16lo_to_f32(w.y);
-          v.w *= spk::bf16hi_to_f32(w.y);
-        } else if (weight != nullptr) {
-          v.x *= spk::ldg_bf16(weight + 4 * c);
-          v.y *= spk::ldg_bf16(weight + 4 * c + 1);
-          v.z *= spk::ldg_bf16(weight + 4 * c + 2);
-          v.w *= spk::ldg_bf16(weight + 4 * c + 3);
-        }
-        reinterpret_cast<float4*>(yr)[c] = v;
-      }
-    } else {
-      for (int c = tid; c < cols; c += nt) {
-        float v = xr[c] * inv;
-        if (weight != nullptr) v *= spk::ldg_bf16(weight + c);
-        yr[c] = v;
-      }
-    }
-    // block_sum ended with a barrier; the next row's reduction reuses `scratch` safely.
+    // The reduction ended with a barrier; the next row's reduction reuses `scratch` safely.
   }
 }
 
@@ -82,40 +92,11 @@ SPK_EXPORT void spark_residual_rms_norm(const float* x, const unsigned short* we
     const float* xr = x + row * cols;
     const float* rr = residual + row * cols;
     float* yr = y + row * cols;
-    float ss = 0.0f;
+    const float inv = spk::row_inverse_rms(xr, cols, vec, epsilon, scratch);
     if (vec) {
       for (int c = tid; c < cols / 4; c += nt) {
-        const float4 v = reinterpret_cast<const float4*>(xr)[c];
-        ss = spk::fmaf_(v.x, v.x, ss);
-        ss = spk::fmaf_(v.y, v.y, ss);
-        ss = spk::fmaf_(v.z, v.z, ss);
-        ss = spk::fmaf_(v.w, v.w, ss);
-      }
-    } else {
-      for (int c = tid; c < cols; c += nt) ss = spk::fmaf_(xr[c], xr[c], ss);
-    }
-    ss = spk::block_sum(ss, scratch);  // also: every thread finished reading the row for ss
-    const float inv = spk::spk_rsqrtf(ss / static_cast<float>(cols) + epsilon);
-    if (vec) {
-      for (int c = tid; c < cols / 4; c += nt) {
-        float4 v = reinterpret_cast<const float4*>(xr)[c];
+        float4 v = spk::normalized4(xr, c, inv, weight, wvec);
         const float4 r = reinterpret_cast<const float4*>(rr)[c];
-        v.x *= inv;
-        v.y *= inv;
-        v.z *= inv;
-        v.w *= inv;
-        if (wvec) {
-          const uint2 w = __ldg(reinterpret_cast<const uint2*>(weight) + c);
-          v.x *= spk::bf16lo_to_f32(w.x);
-          v.y *= spk::bf16hi_to_f32(w.x);
-          v.z *= spk::bf16lo_to_f32(w.y);
-          v.w *= spk::bf16hi_to_f32(w.y);
-        } else if (weight != nullptr) {
-          v.x *= spk::ldg_bf16(weight + 4 * c);
-          v.y *= spk::ldg_bf16(weight + 4 * c + 1);
-          v.z *= spk::ldg_bf16(weight + 4 * c + 2);
-          v.w *= spk::ldg_bf16(weight + 4 * c + 3);
-        }
         v.x = r.x + v.x;
         v.y = r.y + v.y;
         v.z = r.z + v.z;
@@ -124,12 +105,10 @@ SPK_EXPORT void spark_residual_rms_norm(const float* x, const unsigned short* we
       }
     } else {
       for (int c = tid; c < cols; c += nt) {
-        float v = xr[c] * inv;
-        const float r = rr[c];
-        if (weight != nullptr) v *= spk::ldg_bf16(weight + c);
-        yr[c] = r + v;
+        const float v = spk::normalized1(xr, c, inv, weight);
+        yr[c] = rr[c] + v;
       }
     }
-    // block_sum ended with a barrier; the next row's reduction reuses `scratch` safely.
+    // The reduction ended with a barrier; the next row's reduction reuses `scratch` safely.
   }
 }

@@ -124,19 +124,7 @@ SPK_EXPORT void spark_rms_norm_rope(const float* x, const unsigned short* weight
       // Inverse RMS of the chunk's head rows, one warp per row (lane-strided f32 sums).
       for (int j = warp; j < nh; j += nw) {
         const float* xh = xt + static_cast<int64_t>(h0 + j) * head_dim;
-        float ss = 0.0f;
-        if (vec) {
-          for (int c = lane; c < head_dim / 4; c += 32) {
-            const float4 v = reinterpret_cast<const float4*>(xh)[c];
-            ss = spk::fmaf_(v.x, v.x, ss);
-            ss = spk::fmaf_(v.y, v.y, ss);
-            ss = spk::fmaf_(v.z, v.z, ss);
-            ss = spk::fmaf_(v.w, v.w, ss);
-          }
-        } else {
-          for (int c = lane; c < head_dim; c += 32) ss = spk::fmaf_(xh[c], xh[c], ss);
-        }
-        ss = spk::warp_sum(ss);
+        const float ss = spk::warp_sum(spk::sum_squares(xh, head_dim, vec, lane, 32));
         if (lane == 0) s_inv[j] = spk::spk_rsqrtf(ss / static_cast<float>(head_dim) + epsilon);
       }
       for (int p0 = 0; p0 < half; p0 += spk::kRopeChunk) {

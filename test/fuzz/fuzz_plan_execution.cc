@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,24 +20,11 @@
 #include "spark/runtime/executor.h"
 #include "spark/runtime/host_executor.h"
 #include "spark/runtime/plan.h"
-#include "spark/runtime/plan_format.h"
 
 namespace {
 
 constexpr uint64_t kMemoryLimit = 64ull << 20;
 constexpr int64_t kMaxLength = 8;
-
-std::string WrapJson(absl::string_view json) {
-  spark::plan_format::Header header;
-  std::memcpy(header.magic, spark::plan_format::kMagic, sizeof(header.magic));
-  header.version = spark::plan_format::kPlanVersion;
-  header.flags = 0;
-  header.json_size = json.size();
-  header.checksum = spark::plan_format::Fnv1a64(json.data(), json.size());
-  std::string section(reinterpret_cast<const char*>(&header), sizeof(header));
-  section.append(json.data(), json.size());
-  return section;
-}
 
 // Bytes the run would allocate or map, saturating.
 uint64_t Footprint(const spark::rt::Plan& plan) {
@@ -60,7 +46,7 @@ uint64_t Footprint(const spark::rt::Plan& plan) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string section =
-      WrapJson(absl::string_view(reinterpret_cast<const char*>(data), size));
+      spark::fuzz::WrapPlanJson(absl::string_view(reinterpret_cast<const char*>(data), size));
   absl::StatusOr<spark::rt::Plan> plan = spark::rt::ParsePlanSection(section, "fuzz.plan");
   if (!plan.ok() || plan->arena_bytes > kMemoryLimit || Footprint(*plan) > kMemoryLimit) {
     return 0;

@@ -8,35 +8,18 @@
 // serializes to the same bytes.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "fuzz_check.h"
 #include "spark/runtime/plan.h"
-#include "spark/runtime/plan_format.h"
-
-namespace {
-
-std::string WrapJson(absl::string_view json) {
-  spark::plan_format::Header header;
-  std::memcpy(header.magic, spark::plan_format::kMagic, sizeof(header.magic));
-  header.version = spark::plan_format::kPlanVersion;
-  header.flags = 0;
-  header.json_size = json.size();
-  header.checksum = spark::plan_format::Fnv1a64(json.data(), json.size());
-  std::string section(reinterpret_cast<const char*>(&header), sizeof(header));
-  section.append(json.data(), json.size());
-  return section;
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const absl::string_view payload(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const std::string section = (data[0] & 1) ? WrapJson(payload) : std::string(payload);
+  const std::string section =
+      (data[0] & 1) ? spark::fuzz::WrapPlanJson(payload) : std::string(payload);
 
   absl::StatusOr<spark::rt::Plan> plan = spark::rt::ParsePlanSection(section, "fuzz.plan");
   if (!plan.ok()) {

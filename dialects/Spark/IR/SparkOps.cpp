@@ -90,6 +90,18 @@ LogicalResult ScatterNdOp::verify() {
 // Normalisation, linear algebra, elementwise
 //===----------------------------------------------------------------------===//
 
+// The optional weight of a norm spans the normalised (last) dimension; epsilon is >= 0.
+template <typename NormOp>
+static LogicalResult verifyNormWeightAndEpsilon(NormOp op, int64_t cols) {
+  auto emit = [&] { return op.emitOpError(); };
+  if (Value weight = op.getWeight())
+    if (failed(verifyShape(tensorType(weight), {cols}, "weight", emit)))
+      return failure();
+  if (op.getEpsilon().convertToFloat() < 0.0f)
+    return op.emitOpError("expects a non-negative epsilon");
+  return success();
+}
+
 LogicalResult RmsNormOp::verify() {
   RankedTensorType input = getInput().getType();
   auto emit = [&] { return emitOpError(); };
@@ -100,12 +112,7 @@ LogicalResult RmsNormOp::verify() {
     return failure();
   if (getResult().getType() != input)
     return emitOpError("expects the result type to equal the input type");
-  if (Value weight = getWeight())
-    if (failed(verifyShape(tensorType(weight), {input.getShape().back()}, "weight", emit)))
-      return failure();
-  if (getEpsilon().convertToFloat() < 0.0f)
-    return emitOpError("expects a non-negative epsilon");
-  return success();
+  return verifyNormWeightAndEpsilon(*this, input.getShape().back());
 }
 
 LogicalResult ResidualRmsNormOp::verify() {
@@ -117,12 +124,7 @@ LogicalResult ResidualRmsNormOp::verify() {
     return emitOpError("expects the residual type to equal the input type");
   if (getResult().getType() != input)
     return emitOpError("expects the result type to equal the input type");
-  if (Value weight = getWeight())
-    if (failed(verifyShape(tensorType(weight), {input.getShape().back()}, "weight", emit)))
-      return failure();
-  if (getEpsilon().convertToFloat() < 0.0f)
-    return emitOpError("expects a non-negative epsilon");
-  return success();
+  return verifyNormWeightAndEpsilon(*this, input.getShape().back());
 }
 
 LogicalResult LinearOp::verify() {
@@ -214,49 +216,35 @@ LogicalResult SelectGroupOp::verify() {
 // Attention
 //===----------------------------------------------------------------------===//
 
-LogicalResult RopeOp::verify() {
-  RankedTensorType in = getInput().getType();
-  auto emit = [&] { return emitOpError(); };
+// A RoPE over `in` [T, heads, head_dim] at `positions` [T]: an even head_dim, at most
+// head_dim / 2 rotated pairs, positive theta and factor, a result of the input's type.
+template <typename RotaryOp>
+static LogicalResult verifyRotary(RotaryOp op) {
+  RankedTensorType in = op.getInput().getType();
+  auto emit = [&] { return op.emitOpError(); };
   if (failed(verifyActivation(in, 3, "input", emit)) ||
-      failed(verifyActivation(getPositions().getType(), 1, "positions", emit)) ||
-      failed(verifySameTokens(in, getPositions().getType(), "input", "positions", emit)))
+      failed(verifyActivation(op.getPositions().getType(), 1, "positions", emit)) ||
+      failed(verifySameTokens(in, op.getPositions().getType(), "input", "positions", emit)))
     return failure();
   int64_t headDim = in.getDimSize(2);
   if (headDim % 2 != 0)
-    return emitOpError("expects an even head_dim, got ") << headDim;
-  if (getRotatedPairs() < 0 || getRotatedPairs() > headDim / 2)
-    return emitOpError("expects rotated_pairs in [0, ")
-           << headDim / 2 << "] (head_dim / 2), got " << getRotatedPairs();
-  if (!(getTheta().convertToFloat() > 0.0f) || !(getFactor().convertToFloat() > 0.0f))
-    return emitOpError("expects positive theta and factor");
-  if (getResult().getType() != in)
-    return emitOpError("expects the result type to equal the input type");
+    return op.emitOpError("expects an even head_dim, got ") << headDim;
+  if (op.getRotatedPairs() < 0 || op.getRotatedPairs() > headDim / 2)
+    return op.emitOpError("expects rotated_pairs in [0, ")
+           << headDim / 2 << "] (head_dim / 2), got " << op.getRotatedPairs();
+  if (!(op.getTheta().convertToFloat() > 0.0f) || !(op.getFactor().convertToFloat() > 0.0f))
+    return op.emitOpError("expects positive theta and factor");
+  if (op.getResult().getType() != in)
+    return op.emitOpError("expects the result type to equal the input type");
   return success();
 }
 
+LogicalResult RopeOp::verify() { return verifyRotary(*this); }
+
 LogicalResult RmsNormRopeOp::verify() {
-  RankedTensorType in = getInput().getType();
-  auto emit = [&] { return emitOpError(); };
-  if (failed(verifyActivation(in, 3, "input", emit)) ||
-      failed(verifyActivation(getPositions().getType(), 1, "positions", emit)) ||
-      failed(verifySameTokens(in, getPositions().getType(), "input", "positions", emit)))
+  if (failed(verifyRotary(*this)))
     return failure();
-  int64_t headDim = in.getDimSize(2);
-  if (Value weight = getWeight())
-    if (failed(verifyShape(tensorType(weight), {headDim}, "weight", emit)))
-      return failure();
-  if (headDim % 2 != 0)
-    return emitOpError("expects an even head_dim, got ") << headDim;
-  if (getRotatedPairs() < 0 || getRotatedPairs() > headDim / 2)
-    return emitOpError("expects rotated_pairs in [0, ")
-           << headDim / 2 << "] (head_dim / 2), got " << getRotatedPairs();
-  if (!(getTheta().convertToFloat() > 0.0f) || !(getFactor().convertToFloat() > 0.0f))
-    return emitOpError("expects positive theta and factor");
-  if (getEpsilon().convertToFloat() < 0.0f)
-    return emitOpError("expects a non-negative epsilon");
-  if (getResult().getType() != in)
-    return emitOpError("expects the result type to equal the input type");
-  return success();
+  return verifyNormWeightAndEpsilon(*this, getInput().getType().getDimSize(2));
 }
 
 LogicalResult AttentionOp::verify() {
