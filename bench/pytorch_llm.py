@@ -90,8 +90,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "reference"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gemma4_spec as spec  # noqa: E402
+from prompt_ids import prompt_ids  # noqa: E402
 from run_reference import read_config, text_decoder  # noqa: E402
 
 GiB = 2**30
@@ -252,15 +254,18 @@ class Bench:
     def __init__(self, torch, model, args, geom, params):
         self.torch, self.model, self.args, self.geom, self.params = torch, model, args, geom, params
         self.vocab = model.config.get_text_config().vocab_size
-        self.gen = torch.Generator().manual_seed(args.seed)
+        self.prompts_drawn = {}  # prompt length -> prompts of that length drawn so far
 
     def experts(self):
         return experts_implementation(self.model) if self.params["experts_total"] else "n/a (dense)"
 
     def prompt(self, n: int):
-        """A fresh random prompt (ids in [3, min(vocab, 250000)): below the image/audio placeholder
-        ids, as bench/prompt_ids.py draws Spark's); one seeded generator, so runs are reproducible."""
-        return self.torch.randint(3, min(self.vocab, 250000), (1, n), generator=self.gen).to("cuda")
+        """A fresh prompt of n ids: the k-th one of that length is bench/prompt_ids.py's with seed
+        k (1, 2, ...), the ids bench/run_bench.sh gives spark-run in its round k."""
+        k = self.prompts_drawn.get(n, 0) + 1
+        self.prompts_drawn[n] = k
+        ids = prompt_ids(n, k)
+        return self.torch.tensor([ids], dtype=self.torch.long).to("cuda")
 
     def event(self):
         ev = self.torch.cuda.Event(enable_timing=True)
@@ -488,7 +493,6 @@ def main(argv=None):
     ap.add_argument("--prefill-compile-mode", default="default", help="torch.compile mode of the prefill forward")
     ap.add_argument("--compile-warmup", type=int, default=2, help="untimed generate() calls per context (compile)")
     ap.add_argument("--compile-timeout", type=float, default=300.0, help="seconds per compile measurement")
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if min(args.prefill_warmup, args.prefill_reps, args.decode_tokens - 1, args.rounds, args.compile_warmup) < 1:
         ap.error("--prefill-warmup, --prefill-reps, --rounds, --compile-warmup must be >= 1, --decode-tokens >= 2")
