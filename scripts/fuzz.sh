@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of build-sanitize/fuzz (scripts/sanitize.sh builds them) for
-# SECONDS each (default 60), starting from its committed corpus test/fuzz/corpus/<target>/.
+# SECONDS each (default 60), starting from its committed corpus test/fuzz/corpus/<target>/ and
+# the inputs that once crashed it (test/fuzz/regressions/<target>/, each also a unit test).
 # New inputs go to build-sanitize/fuzz-corpus/<target>/ (the committed corpus is not touched);
 # a crash, leak or sanitizer report stops that target, saves the input under
 # build-sanitize/fuzz-crashes/ and fails the run.
@@ -21,11 +22,13 @@ failed=0
 for target in "${targets[@]}"; do
   binary=build-sanitize/fuzz/$target
   corpus=test/fuzz/corpus/$target
+  regressions=()  # inputs that once crashed the target (test/fuzz/regressions/<target>/)
+  [ -d test/fuzz/regressions/$target ] && regressions=(test/fuzz/regressions/$target)
   work=build-sanitize/fuzz-corpus/$target
   if [ ! -x "$binary" ]; then echo "fuzz: $binary is missing; run scripts/sanitize.sh" >&2; exit 1; fi
   mkdir -p "$work"
   log=build-sanitize/fuzz-crashes/$target.log
-  "$binary" "$work" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  "$binary" "$work" "$corpus" "${regressions[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -malloc_limit_mb=1024 -print_final_stats=1 \
       -artifact_prefix=build-sanitize/fuzz-crashes/"$target"- >"$log" 2>&1
   rc=$?

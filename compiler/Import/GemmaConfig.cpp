@@ -49,10 +49,15 @@ public:
       return *n;
     return error("field '" + key(name) + "' must be an integer");
   }
+  /// A size: an integer in [1, kMaxConfigSize].
   Expected<int64_t> positive(StringRef name, std::optional<int64_t> fallback = std::nullopt) {
     Expected<int64_t> n = integer(name, fallback);
     if (n && *n <= 0)
       return error(formatv("field '{0}' must be positive, got {1}", key(name), *n));
+    if (n && *n > kMaxConfigSize)
+      return error(formatv("field '{0}' is {1}, above the limit of {2} (no Gemma 4 size comes "
+                           "near it; the config is damaged)",
+                           key(name), *n, kMaxConfigSize));
     return n;
   }
   Expected<double> number(StringRef name, std::optional<double> fallback = std::nullopt) {
@@ -470,18 +475,19 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     layer.intermediate = intermediate * (doubleWide && layer.kvShared ? 2 : 1);
     layer.intermediate =
         overrideOf(i, full[i], "intermediate_size").value_or(layer.intermediate);
-    if (layer.intermediate <= 0)
-      return text.error(formatv("layer {0}: intermediate_size must be positive, got {1}", i,
-                                layer.intermediate));
-    const RopeConfig &rope = full[i] ? config.fullRope : config.slidingRope;
-    layer.rotatedPairs = rope.proportional
-                             ? static_cast<int64_t>(rope.partialRotaryFactor * layer.headDim) / 2
-                             : layer.headDim / 2;
-    if (layer.headDim <= 0 || layer.headDim % 2 || layer.numKvHeads <= 0 ||
+    if (layer.intermediate <= 0 || layer.intermediate > kMaxConfigSize)
+      return text.error(formatv("layer {0}: intermediate_size must be in [1, {2}], got {1}", i,
+                                layer.intermediate, kMaxConfigSize));
+    if (layer.headDim <= 0 || layer.headDim > kMaxConfigSize || layer.headDim % 2 ||
+        layer.numKvHeads <= 0 || layer.numKvHeads > kMaxConfigSize ||
         layer.numHeads % layer.numKvHeads)
       return text.error(formatv("layer {0}: inconsistent attention geometry ({1} heads, {2} KV "
                                 "heads, head_dim {3})",
                                 i, layer.numHeads, layer.numKvHeads, layer.headDim));
+    const RopeConfig &rope = full[i] ? config.fullRope : config.slidingRope;
+    layer.rotatedPairs = rope.proportional
+                             ? static_cast<int64_t>(rope.partialRotaryFactor * layer.headDim) / 2
+                             : layer.headDim / 2;
     config.layers.push_back(layer);
   }
   // A shared layer reads its source's cache, so the geometry must agree.
@@ -511,43 +517,63 @@ Expected<GemmaConfig> parseGemmaConfig(StringRef pathOrDir) {
   return parseGemmaConfigText((*buffer)->getBuffer(), path);
 }
 
+namespace {
+
+/// int64 arithmetic that sticks at INT64_MAX instead of overflowing (every operand is >= 0): the
+/// count of an absurd but accepted config is "too many", never undefined behaviour.
+struct Count {
+  int64_t v = 0;
+  Count(int64_t value = 0) : v(value) {}
+  friend Count operator+(Count a, Count b) {
+    int64_t r;
+    return __builtin_add_overflow(a.v, b.v, &r) ? Count(INT64_MAX) : Count(r);
+  }
+  friend Count operator*(Count a, Count b) {
+    int64_t r;
+    return __builtin_mul_overflow(a.v, b.v, &r) ? Count(INT64_MAX) : Count(r);
+  }
+  Count &operator+=(Count b) { return *this = *this + b; }
+};
+
+} // namespace
+
 ParameterCounts countParameters(const GemmaConfig &c) {
-  ParameterCounts counts;
-  int64_t h = c.hiddenSize;
-  int64_t head = c.vocabSize * h; // tied: the embedding is also the LM head
-  counts.total += head;
-  counts.activePerToken += head;
+  Count total, active;
+  const Count h = c.hiddenSize;
+  const Count head = Count(c.vocabSize) * h; // tied: the embedding is also the LM head
+  total += head;
+  active += head;
   if (!c.tieWordEmbeddings)
-    counts.total += head;
-  counts.total += h; // final norm
+    total += head;
+  total += h; // final norm
   if (c.pleDim > 0) {
-    int64_t L = c.numLayers, dp = c.pleDim;
-    counts.total += c.pleVocab * L * dp + L * dp * h + dp;
-    counts.activePerToken += L * dp * h + dp;
+    const Count L = c.numLayers, dp = c.pleDim;
+    total += Count(c.pleVocab) * L * dp + L * dp * h + dp;
+    active += L * dp * h + dp;
   }
   for (const LayerConfig &l : c.layers) {
-    int64_t attn = l.numHeads * l.headDim * h * 2 + l.headDim; // q, o, q_norm
+    Count attn = Count(l.numHeads) * l.headDim * h * 2 + l.headDim; // q, o, q_norm
     if (!l.kvShared)
-      attn += l.numKvHeads * l.headDim * h * (l.kEqV ? 1 : 2) + l.headDim; // k, v, k_norm
-    int64_t mlp = 3 * l.intermediate * h;
-    int64_t norms = 4 * h + 1; // + layer_scalar
-    int64_t shared = attn + mlp + norms;
-    int64_t stored = shared, active = shared;
+      attn += Count(l.numKvHeads) * l.headDim * h * (l.kEqV ? 1 : 2) + l.headDim; // k, v, k_norm
+    const Count mlp = Count(3) * l.intermediate * h;
+    const Count norms = Count(4) * h + 1; // + layer_scalar
+    const Count shared = attn + mlp + norms;
+    Count stored = shared, activeLayer = shared;
     if (c.moe) {
-      int64_t router = c.numExperts * h + h + c.numExperts;
-      int64_t perExpert = 3 * c.moeIntermediate * h;
-      stored += router + c.numExperts * perExpert + 3 * h;
-      active += router + c.topKExperts * perExpert + 3 * h;
+      const Count router = Count(c.numExperts) * h + h + c.numExperts;
+      const Count perExpert = Count(3) * c.moeIntermediate * h;
+      stored += router + Count(c.numExperts) * perExpert + Count(3) * h;
+      activeLayer += router + Count(c.topKExperts) * perExpert + Count(3) * h;
     }
     if (c.pleDim > 0) {
-      int64_t ple = 2 * c.pleDim * h + h;
+      const Count ple = Count(2) * c.pleDim * h + h;
       stored += ple;
-      active += ple;
+      activeLayer += ple;
     }
-    counts.total += stored;
-    counts.activePerToken += active;
+    total += stored;
+    active += activeLayer;
   }
-  return counts;
+  return {total.v, active.v};
 }
 
 } // namespace spark

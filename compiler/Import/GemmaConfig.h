@@ -80,12 +80,17 @@ struct GemmaConfig {
   std::string variant() const;
 };
 
+/// The largest size (hidden size, head count, head dim, vocabulary, layer count, ...) a config
+/// may give; larger values are rejected as damaged (Gemma 4's largest is 262144).
+inline constexpr int64_t kMaxConfigSize = int64_t{1} << 24;
+
 /// Parses and validates a config.json (a file, or a checkpoint directory containing one).
 llvm::Expected<GemmaConfig> parseGemmaConfig(llvm::StringRef pathOrDir);
 /// Same, from text (for tests). `origin` names the source in messages.
 llvm::Expected<GemmaConfig> parseGemmaConfigText(llvm::StringRef text, llvm::StringRef origin);
 
-/// Parameter counts in elements: stored (embedding counted once) and read per decoded token.
+/// Parameter counts in elements: stored (embedding counted once) and read per decoded token;
+/// INT64_MAX when the count does not fit in 64 bits.
 struct ParameterCounts {
   int64_t total = 0;
   int64_t activePerToken = 0;

@@ -170,3 +170,31 @@ TEST(GemmaConfigTest, Rejections) {
 }
 
 } // namespace
+
+// Found by fuzz_gemma_config (test/fuzz/regressions/): a head count of 6.7e18 overflowed the
+// parameter count. Sizes above kMaxConfigSize are now rejected, and the count saturates.
+TEST(GemmaConfigTest, RejectsSizesAboveTheLimit) {
+  const std::string path = std::string(SPARK_TEST_SOURCE_DIR) +
+                           "/fuzz/regressions/fuzz_gemma_config/num-attention-heads-overflow.json";
+  llvm::Expected<GemmaConfig> config = parseGemmaConfig(path);
+  ASSERT_FALSE(static_cast<bool>(config));
+  EXPECT_NE(llvm::toString(config.takeError())
+                .find("field 'text_config.num_attention_heads' is 6666666666666666668, above the "
+                      "limit of 16777216"),
+            std::string::npos);
+}
+
+TEST(GemmaConfigTest, ParameterCountSaturatesInsteadOfOverflowing) {
+  GemmaConfig config;
+  config.hiddenSize = kMaxConfigSize;
+  config.vocabSize = kMaxConfigSize;
+  LayerConfig layer;
+  layer.numHeads = kMaxConfigSize;
+  layer.headDim = kMaxConfigSize;
+  layer.numKvHeads = 1;
+  layer.intermediate = 1;
+  config.layers.push_back(layer);
+  const ParameterCounts counts = countParameters(config);
+  EXPECT_EQ(counts.total, INT64_MAX);
+  EXPECT_EQ(counts.activePerToken, INT64_MAX);
+}
