@@ -1,16 +1,11 @@
-// Shared by the libFuzzer targets: SPARK_FUZZ_CHECK, an invariant that must hold for every input
-// (a violation prints what broke and aborts, which libFuzzer records as a crash with the input
-// saved), and WrapPlanJson for the targets that mutate plan JSON.
+// Shared by the libFuzzer targets: SPARK_FUZZ_CHECK, an invariant that must hold for every input.
+// A violation prints what broke and aborts, which libFuzzer records as a crash (with the input
+// saved). No dependencies (fuzz_gemma_config does not link the runtime).
 #ifndef SPARK_TEST_FUZZ_FUZZ_CHECK_H_
 #define SPARK_TEST_FUZZ_FUZZ_CHECK_H_
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <string>
-
-#include "absl/strings/string_view.h"
-#include "spark/runtime/plan_format.h"
 
 #define SPARK_FUZZ_CHECK(condition)                                                 \
   do {                                                                              \
@@ -20,25 +15,5 @@
       std::abort();                                                                 \
     }                                                                               \
   } while (false)
-
-namespace spark {
-namespace fuzz {
-
-// A `.spark.plan` section around `json`, with a correct header and checksum, so that mutations
-// of the JSON reach the JSON reader and the plan validation instead of stopping at the checksum.
-inline std::string WrapPlanJson(absl::string_view json) {
-  plan_format::Header header;
-  std::memcpy(header.magic, plan_format::kMagic, sizeof(header.magic));
-  header.version = plan_format::kPlanVersion;
-  header.flags = 0;
-  header.json_size = json.size();
-  header.checksum = plan_format::Fnv1a64(json.data(), json.size());
-  std::string section(reinterpret_cast<const char*>(&header), sizeof(header));
-  section.append(json.data(), json.size());
-  return section;
-}
-
-}  // namespace fuzz
-}  // namespace spark
 
 #endif  // SPARK_TEST_FUZZ_FUZZ_CHECK_H_

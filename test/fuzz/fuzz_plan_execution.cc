@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "fuzz_check.h"
+#include "fuzz_plan_json.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/host_executor.h"
 #include "spark/runtime/plan.h"
