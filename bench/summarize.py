@@ -85,6 +85,19 @@ def pt_prefill(data, tokens):
     return None
 
 
+def measurements(out, kind, sizes, key, pick):
+    """(model label, size, Spark's per-round figures, their median, PyTorch eager's and
+    torch.compile's entries or None) for every size Spark measured."""
+    for model, label in MODELS.items():
+        runs = spark_runs(out, model)
+        eager, compiled = pytorch(out, model, "eager"), pytorch(out, model, "compile")
+        for size in sizes:
+            spark = rounds(runs, model, kind, size, key)
+            if spark:
+                yield (label, size, spark, statistics.median(spark), pick(eager, size),
+                       pick(compiled, size))
+
+
 def main():
     out = sys.argv[1]
     ceilings = load(os.path.join(out, "ceilings.json"))["summary"]
@@ -103,48 +116,34 @@ def main():
     print("| model | context | Spark (round 1/2) | PyTorch eager | torch.compile | Spark / eager |"
           " Spark / compile | Spark weight+KV GB/s (of copy %.0f) |" % copy)
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for model, label in MODELS.items():
-        runs = spark_runs(out, model)
-        eager, compiled = pytorch(out, model, "eager"), pytorch(out, model, "compile")
-        for context in (1024, 8192):
-            spark = rounds(runs, model, "decode", context, "decode_tps")
-            if not spark:
-                continue
-            e, c = pt_decode(eager, context), pt_decode(compiled, context)
-            med = statistics.median(spark)
-            bytes_per_token = None
-            if e and e.get("est_bytes_per_token"):
-                b = e["est_bytes_per_token"]
-                bytes_per_token = b["weights"] + b["kv"]
-            gbps = ("%.0f (%.0f %%)" % (med * bytes_per_token / 1e9, 100 * med * bytes_per_token / 1e9 / copy)
-                    if bytes_per_token else "-")
-            print("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
-                label, context, fmt(spark), "%.1f" % e["tokens_per_s"] if e else "-",
-                "%.1f" % c["tokens_per_s"] if c else "not run",
-                "%.2fx" % (med / e["tokens_per_s"]) if e else "-",
-                "%.2fx" % (med / c["tokens_per_s"]) if c else "-", gbps))
+    for label, context, spark, med, e, c in measurements(out, "decode", (1024, 8192),
+                                                     "decode_tps", pt_decode):
+        bytes_per_token = None
+        if e and e.get("est_bytes_per_token"):
+            b = e["est_bytes_per_token"]
+            bytes_per_token = b["weights"] + b["kv"]
+        gbps = ("%.0f (%.0f %%)" % (med * bytes_per_token / 1e9, 100 * med * bytes_per_token / 1e9 / copy)
+                if bytes_per_token else "-")
+        print("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
+            label, context, fmt(spark), "%.1f" % e["tokens_per_s"] if e else "-",
+            "%.1f" % c["tokens_per_s"] if c else "not run",
+            "%.2fx" % (med / e["tokens_per_s"]) if e else "-",
+            "%.2fx" % (med / c["tokens_per_s"]) if c else "-", gbps))
 
     print("\n## Prefill (one prompt; tokens/s, useful TFLOP/s against the GEMM ceiling %.0f)\n" % gemm)
     print("| model | prompt | Spark (round 1/2) | Spark TFLOP/s | PyTorch eager | eager TFLOP/s |"
           " torch.compile | Spark / eager |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for model, label in MODELS.items():
-        runs = spark_runs(out, model)
-        eager, compiled = pytorch(out, model, "eager"), pytorch(out, model, "compile")
-        for tokens in (512, 4096):
-            spark = rounds(runs, model, "prefill", tokens, "prefill_tps")
-            if not spark:
-                continue
-            e, c = pt_prefill(eager, tokens), pt_prefill(compiled, tokens)
-            med = statistics.median(spark)
-            flops_per_token = e["flops"] / tokens if e else None
-            print("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
-                label, tokens, fmt(spark),
-                "%.1f (%.1f %%)" % (med * flops_per_token / 1e12, 100 * med * flops_per_token / 1e12 / gemm)
-                if flops_per_token else "-",
-                "%.0f" % e["tokens_per_s"] if e else "-", "%.1f" % e["tflops"] if e else "-",
-                "%.0f" % c["tokens_per_s"] if c else "not run",
-                "%.3fx" % (med / e["tokens_per_s"]) if e else "-"))
+    for label, tokens, spark, med, e, c in measurements(out, "prefill", (512, 4096),
+                                                    "prefill_tps", pt_prefill):
+        flops_per_token = e["flops"] / tokens if e else None
+        print("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
+            label, tokens, fmt(spark),
+            "%.1f (%.1f %%)" % (med * flops_per_token / 1e12, 100 * med * flops_per_token / 1e12 / gemm)
+            if flops_per_token else "-",
+            "%.0f" % e["tokens_per_s"] if e else "-", "%.1f" % e["tflops"] if e else "-",
+            "%.0f" % c["tokens_per_s"] if c else "not run",
+            "%.3fx" % (med / e["tokens_per_s"]) if e else "-"))
 
     print("\n## Memory: spark-run's estimate against what was measured\n")
     print("| run | estimate (total) | nvidia-smi peak | estimate - peak | runtime allocations "
