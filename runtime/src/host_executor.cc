@@ -123,9 +123,10 @@ void HostExecutor::WriteInputs(absl::Span<const int32_t> ids, absl::Span<const i
 absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
                                     int32_t first_position) {
   std::vector<HostArg> args;
+  RunProfile* const profile = mutable_profile();
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const Step& step = plan_.steps[i];
-    const absl::Time start = absl::Now();
+    const absl::Time start = profile != nullptr ? absl::Now() : absl::InfinitePast();
     args.clear();
     for (const ResolvedArg& r :
          ResolveStepArgs(plan_, step, bindings_, num_tokens, num_soft_tokens)) {
@@ -133,9 +134,8 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
           {r.kind, reinterpret_cast<void*>(static_cast<uintptr_t>(r.address)), r.i32, r.f32});
     }
     const absl::Status status = RunHostKernel(step.op, args);
-    if (mutable_profile() != nullptr) {
-      mutable_profile()->Record(i, num_tokens, first_position,
-                                absl::ToDoubleSeconds(absl::Now() - start));
+    if (profile != nullptr) {
+      profile->Record(i, num_tokens, first_position, absl::ToDoubleSeconds(absl::Now() - start));
     }
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat(DescribeStep(static_cast<int>(i), step), ": ",

@@ -528,14 +528,6 @@ absl::string_view KindName(abi::ArgKind kind) {
 }
 
 // Only the RMSNorm weight may be null (weight-less form).
-// The norms' weight may be null (weight-less RMSNorm); no other pointer may.
-bool MayBeNull(const abi::KernelSpec& spec, const abi::ArgSpec& arg) {
-  const bool norm = std::strcmp(spec.op, "rms_norm") == 0 ||
-                    std::strcmp(spec.op, "residual_rms_norm") == 0 ||
-                    std::strcmp(spec.op, "rms_norm_rope") == 0;
-  return norm && std::strcmp(arg.name, "weight") == 0;
-}
-
 // mask_tokens' integers are token ids, where -1 means "unused"; every other i32 is a size.
 bool MayBeNegative(const abi::KernelSpec& spec) { return std::strcmp(spec.op, "mask_tokens") == 0; }
 
@@ -551,7 +543,7 @@ absl::Status CheckAgainstAbi(const abi::KernelSpec& spec, absl::Span<const HostA
       return Invalid(spec.op, absl::StrCat("argument ", i, " '", want.name, "' must be ",
                                            KindName(want.kind), ", got ", KindName(got.kind)));
     }
-    if (want.kind == abi::ArgKind::kPtr && got.ptr == nullptr && !MayBeNull(spec, want)) {
+    if (want.kind == abi::ArgKind::kPtr && got.ptr == nullptr && !want.nullable) {
       return Invalid(spec.op, absl::StrCat("argument ", i, " '", want.name, "' is null"));
     }
     if (want.kind == abi::ArgKind::kI32 && got.i32 < 0 && !MayBeNegative(spec)) {

@@ -1,7 +1,6 @@
 #include "step_bounds.h"
 
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,7 +24,6 @@ struct Need {
   int64_t per_token = 0;  // buffers
   int64_t total = 0;      // weights
   DType dtype = DType::kF32;
-  bool may_be_null = false;
 };
 
 class StepChecker {
@@ -88,7 +86,7 @@ class StepChecker {
     const StepArg& arg = step_.args[i];
     switch (arg.kind) {
       case ArgRefKind::kNull:
-        if (need.may_be_null) return absl::OkStatus();
+        if (spec_.args[i].nullable) return absl::OkStatus();
         return Error(i, absl::StrCat(need.slot, " of ", step_.op, " may not be null"));
       case ArgRefKind::kBuffer: {
         if (need.per_token == 0 && need.total > 0) {
@@ -174,12 +172,8 @@ class StepChecker {
   }
 
  private:
-  int SlotIndex(const char* name) const {
-    for (int i = 0; i < spec_.num_args; ++i) {
-      if (std::strcmp(spec_.args[i].name, name) == 0) return i;
-    }
-    return 0;  // not reached: every name used below is in the op's ABI
-  }
+  // Every name the rules below use is in the op's ABI (kernel_abi.h).
+  int SlotIndex(const char* name) const { return abi::FindArg(spec_, name); }
 
   const Plan& plan_;
   const Step& step_;
@@ -214,12 +208,12 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
   if (op == "rms_norm") {
     SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({c.Size("groups"), cols}));
     SPARK_RETURN_IF_ERROR(c.Require({"x", row}));
-    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols, DType::kBF16, /*may_be_null=*/true}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols, DType::kBF16}));
     return c.Require({"y", row});
   }
   if (op == "residual_rms_norm") {
     SPARK_RETURN_IF_ERROR(c.Require({"x", cols}));
-    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols, DType::kBF16, /*may_be_null=*/true}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols, DType::kBF16}));
     SPARK_RETURN_IF_ERROR(c.Require({"residual", cols}));
     return c.Require({"y", cols});
   }
@@ -230,7 +224,7 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
       return c.StepError("rms_norm_rope rotates more pairs than head_dim / 2");
     }
     SPARK_RETURN_IF_ERROR(c.Require({"x", row}));
-    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, head_dim, DType::kBF16, /*may_be_null=*/true}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, head_dim, DType::kBF16}));
     SPARK_RETURN_IF_ERROR(c.RequirePositions());
     return c.Require({"y", row});
   }

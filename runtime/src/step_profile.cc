@@ -1,7 +1,6 @@
 #include "spark/runtime/step_profile.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -15,12 +14,10 @@ namespace {
 // The value of the i32 argument called `name` (a literal or num_tokens), 0 when absent.
 int64_t SizeArg(const Step& step, const abi::KernelSpec& spec, const char* name,
                 int64_t num_tokens) {
-  for (int i = 0; i < spec.num_args && i < static_cast<int>(step.args.size()); ++i) {
-    if (std::strcmp(spec.args[i].name, name) != 0) continue;
-    if (step.args[i].kind == ArgRefKind::kNumTokens) return num_tokens;
-    return step.args[i].kind == ArgRefKind::kI32 ? step.args[i].i32 : 0;
-  }
-  return 0;
+  const int i = abi::FindArg(spec, name);
+  if (i < 0 || i >= static_cast<int>(step.args.size())) return 0;
+  if (step.args[i].kind == ArgRefKind::kNumTokens) return num_tokens;
+  return step.args[i].kind == ArgRefKind::kI32 ? step.args[i].i32 : 0;
 }
 
 // Keys the tokens at first_position .. + num_tokens - 1 attend to, summed.
@@ -150,7 +147,8 @@ void AppendTable(const Plan& plan, const std::vector<StepTiming>& steps, int64_t
 
 }  // namespace
 
-std::string FormatProfile(const Plan& plan, const RunProfile& profile, absl::string_view method) {
+std::string FormatProfile(const RunProfile& profile, absl::string_view method) {
+  const Plan& plan = profile.plan();
   std::string out;
   AppendTable(plan, profile.decode(), profile.decode_calls(),
               absl::StrCat("profile: decode, ", profile.decode_calls(),

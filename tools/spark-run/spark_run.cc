@@ -21,7 +21,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -483,7 +482,8 @@ Json OpTimingsJson(const Plan& plan, const std::vector<StepTiming>& steps) {
   return ops;
 }
 
-Json ProfileJson(const Plan& plan, const RunProfile& profile) {
+Json ProfileJson(const RunProfile& profile) {
+  const Plan& plan = profile.plan();
   Json out = Json::MakeObject();
   out.Add("decode_calls", Json::Int(profile.decode_calls()));
   out.Add("decode", OpTimingsJson(plan, profile.decode()));
@@ -493,7 +493,7 @@ Json ProfileJson(const Plan& plan, const RunProfile& profile) {
   return out;
 }
 
-void PrintResult(const GenerateResult& result, const Executor& executor, const Plan& plan,
+void PrintResult(const GenerateResult& result, const Executor& executor, bool cuda,
                  const MemoryEstimate& estimate) {
   for (const std::string& notice : result.notices) Note(notice);
   Note(absl::StrFormat("prefill: %d tokens in %.3f s (%.1f tokens/s)", result.prefill_tokens,
@@ -506,8 +506,7 @@ void PrintResult(const GenerateResult& result, const Executor& executor, const P
   }
   const RunProfile* profile = executor.profile();
   if (profile != nullptr) {
-    const bool cuda = absl::StartsWith(executor.name(), "cuda");
-    std::fputs(FormatProfile(plan, *profile,
+    std::fputs(FormatProfile(*profile,
                              cuda ? "CUDA events around each launch, no graph"
                                   : "host wall clock per step")
                    .c_str(),
@@ -525,7 +524,7 @@ void PrintResult(const GenerateResult& result, const Executor& executor, const P
   out.Add("device", Json::String(executor.name()));
   out.Add("timings", TimingsJson(result));
   out.Add("memory", MemoryJson(estimate, executor.memory_usage()));
-  if (profile != nullptr) out.Add("profile", ProfileJson(plan, *profile));
+  if (profile != nullptr) out.Add("profile", ProfileJson(*profile));
   std::printf("%s\n", out.Serialize().c_str());
 }
 
@@ -587,7 +586,7 @@ absl::Status GenerateCommand(const std::string& model) {
     status = WriteLogits(absl::GetFlag(FLAGS_logits_out), *result, info.vocab_size);
     if (!status.ok()) return status;
   }
-  PrintResult(*result, **executor, image.plan, *estimate);
+  PrintResult(*result, **executor, placement->cuda, *estimate);
   return absl::OkStatus();
 }
 

@@ -74,16 +74,23 @@ class CudaExecutor final : public Executor {
   absl::Status UploadWeights(const std::vector<WeightData>& host);
   absl::Status AllocateKvCaches(int64_t max_length);
   void ReleaseActivations();
+  // A device allocation and its size.
+  struct DeviceBlock {
+    CUdeviceptr address = 0;
+    uint64_t bytes = 0;
+  };
   // cuMemAlloc / cuMemFree that keep usage_.peak_allocated_bytes.
-  absl::Status Allocate(CUdeviceptr* pointer, uint64_t bytes);
-  void Free(CUdeviceptr* pointer, uint64_t* bytes);
+  absl::Status Allocate(DeviceBlock* block, uint64_t bytes);
+  void Free(DeviceBlock* block);
   // Reads the driver's free memory and raises usage_.driver_used_bytes.
   absl::Status SampleDriverMemory();
   void Notice(absl::string_view text) const {
     if (options_.on_notice) options_.on_notice(text);
   }
 
-  CUdeviceptr BufferAddress(int64_t buffer) const { return arena_ + plan_.buffers[buffer].offset; }
+  CUdeviceptr BufferAddress(int64_t buffer) const {
+    return arena_.address + plan_.buffers[buffer].offset;
+  }
   absl::Status CopyInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                           const SoftTokenChunk* soft);
   absl::Status Launch(int step_index, int32_t num_tokens, int32_t num_soft_tokens);
@@ -106,17 +113,16 @@ class CudaExecutor final : public Executor {
   CUstream stream_ = nullptr;
   CUmodule module_ = nullptr;
   std::vector<CUfunction> functions_;  // by step index
-  CUdeviceptr weight_block_ = 0;       // discrete devices: every weight
+  DeviceBlock weight_block_;           // discrete devices: every weight
   std::vector<void*> registered_;      // integrated devices: registered host ranges
-  CUdeviceptr arena_ = 0;
-  CUdeviceptr kv_block_ = 0;
+  DeviceBlock arena_;
+  DeviceBlock kv_block_;
   ArgBindings bindings_;
   CUgraphExec decode_graph_ = nullptr;
   int64_t max_length_ = 0;        // 0 until Prepare
   std::vector<uint8_t> staging_;  // step outputs copied back for the observer
   std::vector<CUevent> step_events_;  // profiling only
-  uint64_t weight_bytes_ = 0, arena_bytes_ = 0, kv_bytes_ = 0;  // allocation sizes
-  uint64_t allocated_bytes_ = 0;                                 // now
+  uint64_t allocated_bytes_ = 0;  // now
   size_t used_at_context_ = 0;  // total - free right after the context was created
   MemoryUsage usage_;
 };
@@ -127,7 +133,7 @@ CudaExecutor::~CudaExecutor() {
   api_->cuCtxSetCurrent(context_);
   if (stream_ != nullptr) api_->cuStreamSynchronize(stream_);
   ReleaseActivations();
-  Free(&weight_block_, &weight_bytes_);
+  Free(&weight_block_);
   for (void* pointer : registered_) api_->cuMemHostUnregister(pointer);
   for (CUevent event : step_events_) api_->cuEventDestroy(event);
   if (module_ != nullptr) api_->cuModuleUnload(module_);
@@ -250,33 +256,33 @@ absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
     total = AlignUp(total + w.num_bytes, kPartAlignment);
   }
   SPARK_RETURN_IF_ERROR(Allocate(&weight_block_, total));
-  weight_bytes_ = total;
   usage_.weight_bytes = total;
   uint64_t done = 0;
   for (size_t w = 0; w < host.size(); ++w) {
-    bindings_.weights.push_back(weight_block_ + offsets[w]);
+    bindings_.weights.push_back(weight_block_.address + offsets[w]);
     if (host[w].num_bytes == 0) continue;
     SPARK_CU_RETURN_IF_ERROR(
-        api_, api_->cuMemcpyHtoD(weight_block_ + offsets[w], host[w].data, host[w].num_bytes));
+        api_, api_->cuMemcpyHtoD(weight_block_.address + offsets[w], host[w].data,
+                                 host[w].num_bytes));
     done += host[w].num_bytes;
     if (options_.on_progress) options_.on_progress(done, total);
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::Allocate(CUdeviceptr* pointer, uint64_t bytes) {
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemAlloc(pointer, bytes > 0 ? bytes : 1));
+absl::Status CudaExecutor::Allocate(DeviceBlock* block, uint64_t bytes) {
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemAlloc(&block->address, bytes > 0 ? bytes : 1));
+  block->bytes = bytes;
   allocated_bytes_ += bytes;
   usage_.peak_allocated_bytes = std::max(usage_.peak_allocated_bytes, allocated_bytes_);
   return absl::OkStatus();
 }
 
-void CudaExecutor::Free(CUdeviceptr* pointer, uint64_t* bytes) {
-  if (*pointer == 0) return;
-  api_->cuMemFree(*pointer);
-  allocated_bytes_ -= *bytes;
-  *pointer = 0;
-  *bytes = 0;
+void CudaExecutor::Free(DeviceBlock* block) {
+  if (block->address == 0) return;
+  api_->cuMemFree(block->address);
+  allocated_bytes_ -= block->bytes;
+  *block = DeviceBlock();
 }
 
 absl::Status CudaExecutor::SampleDriverMemory() {
@@ -291,8 +297,8 @@ absl::Status CudaExecutor::SampleDriverMemory() {
 
 void CudaExecutor::ReleaseActivations() {
   if (decode_graph_ != nullptr) api_->cuGraphExecDestroy(decode_graph_);
-  Free(&arena_, &arena_bytes_);
-  Free(&kv_block_, &kv_bytes_);
+  Free(&arena_);
+  Free(&kv_block_);
   decode_graph_ = nullptr;
   max_length_ = 0;
 }
@@ -313,11 +319,10 @@ absl::Status CudaExecutor::AllocateKvCaches(int64_t max_length) {
     bindings_.kv_capacities.push_back(capacity);
   }
   SPARK_RETURN_IF_ERROR(Allocate(&kv_block_, total));
-  kv_bytes_ = total;
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(kv_block_, 0, total));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(kv_block_.address, 0, total));
   for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
-    bindings_.k_caches.push_back(kv_block_ + offsets[2 * i]);
-    bindings_.v_caches.push_back(kv_block_ + offsets[2 * i + 1]);
+    bindings_.k_caches.push_back(kv_block_.address + offsets[2 * i]);
+    bindings_.v_caches.push_back(kv_block_.address + offsets[2 * i + 1]);
   }
   return absl::OkStatus();
 }
@@ -331,8 +336,7 @@ absl::Status CudaExecutor::Prepare(int64_t max_length) {
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
   ReleaseActivations();
   SPARK_RETURN_IF_ERROR(Allocate(&arena_, plan_.arena_bytes));
-  arena_bytes_ = plan_.arena_bytes;
-  bindings_.arena = arena_;
+  bindings_.arena = arena_.address;
   SPARK_RETURN_IF_ERROR(AllocateKvCaches(max_length));
   max_length_ = max_length;
   return SampleDriverMemory();
@@ -482,7 +486,11 @@ absl::Status CudaExecutor::RunStep(absl::Span<const int32_t> ids,
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
   const bool profiling = mutable_profile() != nullptr;
+  // Replaying a captured decode graph allocates nothing new: the driver's used memory is sampled
+  // after every other step (the first decode step captures the graph).
+  bool may_allocate = true;
   if (num_tokens == 1 && num_soft == 0 && options_.use_graphs && !step_observer() && !profiling) {
+    may_allocate = decode_graph_ == nullptr;
     SPARK_RETURN_IF_ERROR(LaunchDecodeGraph());
   } else {
     SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft));
@@ -493,7 +501,7 @@ absl::Status CudaExecutor::RunStep(absl::Span<const int32_t> ids,
                                     logits->size() * sizeof(float), stream_));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
   if (profiling) SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, positions[0]));
-  return SampleDriverMemory();
+  return may_allocate ? SampleDriverMemory() : absl::OkStatus();
 }
 
 }  // namespace

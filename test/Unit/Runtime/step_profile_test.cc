@@ -59,7 +59,7 @@ TEST(RunProfileTest, SeparatesDecodeFromPrefillAndSumsByOp) {
   ASSERT_EQ(prefill.size(), plan.steps.size());  // one step per op in the test plan
   EXPECT_EQ(prefill[0].op, "linear");              // the slowest first
   EXPECT_DOUBLE_EQ(prefill[0].timing.seconds, 0.005);
-  const std::string text = FormatProfile(plan, profile, "test clock");
+  const std::string text = FormatProfile(profile, "test clock");
   EXPECT_NE(text.find("profile: decode, 2 calls of 1 token (test clock)"), std::string::npos);
   EXPECT_NE(text.find("profile: prefill, 1 calls, 4 tokens (test clock)"), std::string::npos);
 }

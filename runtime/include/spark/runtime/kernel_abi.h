@@ -33,6 +33,7 @@ enum class ArgKind : int {
 struct ArgSpec {
   const char* name;
   ArgKind kind;
+  bool nullable = false;  // a pointer that may be null (the weight of a weight-less RMSNorm)
 };
 
 inline constexpr int kMaxArgs = 16;
@@ -46,6 +47,7 @@ struct KernelSpec {
 };
 
 #define SPARK_P(n) {n, ::spark::abi::ArgKind::kPtr}
+#define SPARK_PN(n) {n, ::spark::abi::ArgKind::kPtr, true}
 #define SPARK_I(n) {n, ::spark::abi::ArgKind::kI32}
 #define SPARK_F(n) {n, ::spark::abi::ArgKind::kF32}
 
@@ -59,18 +61,18 @@ inline constexpr KernelSpec kKernels[] = {
   // Gemma 4 RMSNorm over the last dim of x [num_tokens * groups, cols]; weight may be null
   // (weight-less form): y = x * (mean(x^2) + eps)^-0.5 [* w].
   {"rms_norm", "spark_rms_norm", 256, 7,
-   {SPARK_P("x"), SPARK_P("weight"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("groups"),
+   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("groups"),
     SPARK_I("cols"), SPARK_F("epsilon")}},
   // y = residual + rms_norm(x) [* w] over rows of `cols` (norm + residual add, fused: the
   // rms_norm above followed by add, in one pass). y may alias x or residual.
   {"residual_rms_norm", "spark_residual_rms_norm", 256, 7,
-   {SPARK_P("x"), SPARK_P("weight"), SPARK_P("residual"), SPARK_P("y"), SPARK_I("num_tokens"),
+   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("residual"), SPARK_P("y"), SPARK_I("num_tokens"),
     SPARK_I("cols"), SPARK_F("epsilon")}},
   // rope(rms_norm(x) [* w]) per head of x [T, heads, head_dim] (q/k norm + RoPE, fused): the
   // rms_norm of each head row, then the rotation of rope below with the same arguments.
   // y may alias x.
   {"rms_norm_rope", "spark_rms_norm_rope", 256, 11,
-   {SPARK_P("x"), SPARK_P("weight"), SPARK_P("positions"), SPARK_P("y"), SPARK_I("num_tokens"),
+   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("positions"), SPARK_P("y"), SPARK_I("num_tokens"),
     SPARK_I("heads"), SPARK_I("head_dim"), SPARK_I("rotated_pairs"), SPARK_F("theta"),
     SPARK_F("factor"), SPARK_F("epsilon")}},
   // y [T, out] = x [T, in] @ w[out, in]^T, f32 accumulation.
@@ -148,6 +150,7 @@ inline constexpr KernelSpec kKernels[] = {
 // clang-format on
 
 #undef SPARK_P
+#undef SPARK_PN
 #undef SPARK_I
 #undef SPARK_F
 
@@ -159,6 +162,14 @@ inline const KernelSpec* FindKernel(const char* op) {
     if (std::strcmp(k.op, op) == 0) return &k;
   }
   return nullptr;
+}
+
+// The index of `spec`'s argument called `name`, or -1.
+inline int FindArg(const KernelSpec& spec, const char* name) {
+  for (int i = 0; i < spec.num_args; ++i) {
+    if (std::strcmp(spec.args[i].name, name) == 0) return i;
+  }
+  return -1;
 }
 
 }  // namespace abi

@@ -41,6 +41,7 @@ class RunProfile {
  public:
   explicit RunProfile(const Plan& plan);
   void Record(size_t step_index, int64_t num_tokens, int64_t first_position, double seconds);
+  const Plan& plan() const { return plan_; }
   const std::vector<StepTiming>& decode() const { return decode_; }
   const std::vector<StepTiming>& prefill() const { return prefill_; }
   int64_t decode_calls() const { return decode_calls_; }
@@ -62,7 +63,7 @@ std::vector<OpTiming> SumByOp(const Plan& plan, const std::vector<StepTiming>& s
 
 // The tables spark-run --profile prints: per op, launches, time per call, share, GB and GB/s,
 // TFLOP/s; decode and prefill separately.
-std::string FormatProfile(const Plan& plan, const RunProfile& profile, absl::string_view method);
+std::string FormatProfile(const RunProfile& profile, absl::string_view method);
 
 }  // namespace rt
 }  // namespace spark
