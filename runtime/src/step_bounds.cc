@@ -18,12 +18,12 @@ namespace {
 constexpr int64_t kI32Max = INT32_MAX;
 
 // What a pointer argument must hold: `per_token` elements in each of its rows (an activation
-// buffer), or `total` elements (a weight), and in which element type.
+// buffer: f32 or i32, both 4 bytes, ValidateBuffer allows nothing else), or `total` bf16
+// elements (a weight).
 struct Need {
   const char* slot;
   int64_t per_token = 0;  // buffers
   int64_t total = 0;      // weights
-  DType dtype = DType::kF32;
 };
 
 class StepChecker {
@@ -93,11 +93,6 @@ class StepChecker {
           return Error(i, absl::StrCat(need.slot, " of ", step_.op, " must be a weight"));
         }
         const BufferInfo& buffer = plan_.buffers[arg.index];
-        if (DTypeSize(buffer.dtype) != DTypeSize(need.dtype)) {
-          return Error(i, absl::StrCat(need.slot, " of ", step_.op, " holds ",
-                                       DTypeName(need.dtype), ", buffer ", arg.index, " is ",
-                                       DTypeName(buffer.dtype)));
-        }
         const uint64_t have = buffer.row_bytes() / DTypeSize(buffer.dtype);
         if (have < static_cast<uint64_t>(need.per_token)) {
           return Error(i, absl::StrCat(step_.op, " uses ", need.per_token, " elements per token of ",
@@ -111,11 +106,7 @@ class StepChecker {
           return Error(i, absl::StrCat(need.slot, " of ", step_.op,
                                        " must be an activation buffer"));
         }
-        const WeightInfo& weight = plan_.weights[arg.index];
-        if (weight.dtype != DType::kBF16) {
-          return Error(i, absl::StrCat("weights are bf16, weight ", arg.index, " (", weight.name,
-                                       ") is ", DTypeName(weight.dtype)));
-        }
+        const WeightInfo& weight = plan_.weights[arg.index];  // bf16 (ValidateWeight)
         const uint64_t have = weight.num_bytes() / 2;
         if (have < static_cast<uint64_t>(need.total)) {
           return Error(i, absl::StrCat(step_.op, " reads ", need.total, " elements of ",
@@ -196,24 +187,24 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
   }
   if (op == "scalar_mul") {
     SPARK_RETURN_IF_ERROR(c.Require({"x", cols}));
-    SPARK_RETURN_IF_ERROR(c.Require({"s", 0, 1, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"s", 0, 1}));
     return c.Require({"y", cols});
   }
   if (op == "embedding") {
     SPARK_ASSIGN_OR_RETURN(const int64_t table, c.Product({c.Size("vocab"), c.Size("dim")}));
-    SPARK_RETURN_IF_ERROR(c.Require({"ids", 1, 0, DType::kI32}));
-    SPARK_RETURN_IF_ERROR(c.Require({"table", 0, table, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"ids", 1}));
+    SPARK_RETURN_IF_ERROR(c.Require({"table", 0, table}));
     return c.Require({"y", c.Size("dim")});
   }
   if (op == "rms_norm") {
     SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({c.Size("groups"), cols}));
     SPARK_RETURN_IF_ERROR(c.Require({"x", row}));
-    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols}));
     return c.Require({"y", row});
   }
   if (op == "residual_rms_norm") {
     SPARK_RETURN_IF_ERROR(c.Require({"x", cols}));
-    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, cols}));
     SPARK_RETURN_IF_ERROR(c.Require({"residual", cols}));
     return c.Require({"y", cols});
   }
@@ -224,7 +215,7 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
       return c.StepError("rms_norm_rope rotates more pairs than head_dim / 2");
     }
     SPARK_RETURN_IF_ERROR(c.Require({"x", row}));
-    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, head_dim, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"weight", 0, head_dim}));
     SPARK_RETURN_IF_ERROR(c.RequirePositions());
     return c.Require({"y", row});
   }
@@ -232,7 +223,7 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
     const int64_t in = c.Size("in_features"), out = c.Size("out_features");
     SPARK_ASSIGN_OR_RETURN(const int64_t w, c.Product({out, in}));
     SPARK_RETURN_IF_ERROR(c.Require({"x", in}));
-    SPARK_RETURN_IF_ERROR(c.Require({"w", 0, w, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"w", 0, w}));
     return c.Require({"y", out});
   }
   if (op == "rope") {
@@ -270,11 +261,11 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
     if (top_k < 1 || top_k > experts) return c.StepError("moe_router needs 1 <= top_k <= num_experts");
     SPARK_ASSIGN_OR_RETURN(const int64_t proj, c.Product({experts, hidden}));
     SPARK_RETURN_IF_ERROR(c.Require({"x", hidden}));
-    SPARK_RETURN_IF_ERROR(c.Require({"scale", 0, hidden, DType::kBF16}));
-    SPARK_RETURN_IF_ERROR(c.Require({"proj", 0, proj, DType::kBF16}));
-    SPARK_RETURN_IF_ERROR(c.Require({"per_expert_scale", 0, experts, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"scale", 0, hidden}));
+    SPARK_RETURN_IF_ERROR(c.Require({"proj", 0, proj}));
+    SPARK_RETURN_IF_ERROR(c.Require({"per_expert_scale", 0, experts}));
     SPARK_RETURN_IF_ERROR(c.Require({"weights", top_k}));
-    return c.Require({"indices", top_k, 0, DType::kI32});
+    return c.Require({"indices", top_k});
   }
   if (op == "moe_gate_up" || op == "moe_down") {
     const int64_t hidden = c.Size("hidden"), inter = c.Size("intermediate");
@@ -283,23 +274,23 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
     SPARK_ASSIGN_OR_RETURN(const int64_t expert_weights,
                            c.Product({experts, op == "moe_gate_up" ? 2 : 1, inter, hidden}));
     SPARK_RETURN_IF_ERROR(c.Require({"act", act}));
-    SPARK_RETURN_IF_ERROR(c.Require({"indices", top_k, 0, DType::kI32}));
+    SPARK_RETURN_IF_ERROR(c.Require({"indices", top_k}));
     if (op == "moe_gate_up") {
       SPARK_RETURN_IF_ERROR(c.Require({"x", hidden}));
-      return c.Require({"gate_up", 0, expert_weights, DType::kBF16});
+      return c.Require({"gate_up", 0, expert_weights});
     }
-    SPARK_RETURN_IF_ERROR(c.Require({"down", 0, expert_weights, DType::kBF16}));
+    SPARK_RETURN_IF_ERROR(c.Require({"down", 0, expert_weights}));
     SPARK_RETURN_IF_ERROR(c.Require({"weights", top_k}));
     return c.Require({"y", hidden});
   }
   if (op == "scatter_rows") {
     SPARK_RETURN_IF_ERROR(c.Require({"dest", cols}));
-    SPARK_RETURN_IF_ERROR(c.Require({"indices", 1, 0, DType::kI32}));
+    SPARK_RETURN_IF_ERROR(c.Require({"indices", 1}));
     return c.Require({"updates", cols});
   }
   if (op == "mask_tokens") {
-    SPARK_RETURN_IF_ERROR(c.Require({"ids", 1, 0, DType::kI32}));
-    return c.Require({"y", 1, 0, DType::kI32});
+    SPARK_RETURN_IF_ERROR(c.Require({"ids", 1}));
+    return c.Require({"y", 1});
   }
   if (op == "select_group") {
     if (c.Size("index") >= c.Size("groups")) return c.StepError("select_group index >= groups");

@@ -389,6 +389,56 @@ TEST(PlanTest, RejectsStepsThatOverrunWhatTheyAreGiven) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "linear uses 1073741824 elements per token"));
 }
 
+// The other bounds rules, one rejection each: the argument's kind, and the ops' own limits.
+TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
+  Plan plan = TestPlan();
+  plan.steps[4].args[1] = test::KindArg(ArgRefKind::kNull);  // only norm weights may be null
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "steps[4].args[1]: w of linear may not be null"));
+  plan = TestPlan();
+  plan.steps[4].args[0] = test::WeightArg(1);  // activations come from buffers
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[4].args[0]: x of linear must be an activation buffer"));
+  plan = TestPlan();
+  plan.steps[4].args[0] = test::KindArg(ArgRefKind::kKCache, 0);
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "x of linear must be an activation buffer, found k_cache"));
+  plan = TestPlan();
+  plan.steps[3].args[3] = test::BufferArg(2);  // a buffer where the K cache goes
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "kv_write takes a k_cache and a v_cache"));
+
+  const StepArg num_tokens = test::KindArg(ArgRefKind::kNumTokens);
+  const StepArg positions = test::BufferArg(TestPlan().input_positions);
+  plan = TestPlan();
+  plan.steps.push_back(test::MakeStep(
+      "rope", 256,
+      {test::BufferArg(4), positions, test::BufferArg(5), num_tokens, test::I32Arg(1),
+       test::I32Arg(4), test::I32Arg(3), test::F32Arg(1e4f), test::F32Arg(1.0f)}));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[5]: rope rotates more pairs than head_dim / 2"));
+  plan = TestPlan();
+  plan.steps.push_back(test::MakeStep(
+      "attention", 128,
+      {test::BufferArg(4), positions, test::KindArg(ArgRefKind::kKCache, 1),
+       test::KindArg(ArgRefKind::kVCache, 1), test::BufferArg(5), num_tokens, test::I32Arg(3),
+       test::I32Arg(2), test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 1),
+       test::I32Arg(0), test::F32Arg(1.0f)}));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "attention needs q_heads to be a multiple of kv_heads >= 1"));
+  plan = TestPlan();
+  plan.steps.push_back(test::MakeStep(
+      "select_group", 256,
+      {test::BufferArg(4), test::BufferArg(5), num_tokens, test::I32Arg(1), test::I32Arg(4),
+       test::I32Arg(1)}));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "select_group index >= groups"));
+  plan = TestPlan();
+  plan.steps.push_back(test::MakeStep(
+      "moe_router", 128,
+      {test::BufferArg(2), test::WeightArg(1), test::WeightArg(0), test::WeightArg(1),
+       test::BufferArg(4), test::BufferArg(plan.input_ids), num_tokens, test::I32Arg(4),
+       test::I32Arg(2), test::I32Arg(3), test::F32Arg(1e-6f)}));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "moe_router needs 1 <= top_k <= num_experts"));
+}
+
 TEST(PlanTest, RejectsUnknownOp) {
   Plan plan = TestPlan();
   plan.steps[1].op = "flash_attention";
