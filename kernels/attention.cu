@@ -3,18 +3,22 @@
 // Cache layout: K and V each f32 [capacity, kv_heads, head_dim]; token position p lives in slot
 // p % capacity. spark_kv_write skips tokens with a negative position.
 //
-// spark_attention: one block (128 threads = 4 warps) per (token, query head), grid-stride over
-// T * q_heads. The query at position p sees keys j in [lo, p], lo = max(0, p - window + 1) when
-// window > 0 (sliding: `window` keys including itself), else 0 (causal). The keys are dealt to
-// the 4 warps in groups of 1-4 (the K and V rows of a group are loaded together); each warp keeps
-// a flash-style online softmax (running max, sum and output accumulator in registers; lanes
-// split head_dim), and the warps' partial results are merged through shared memory at the end.
-// Scores are q.k * scale in f32, softmax in f32 with an accurate exp (math.cuh). head_dim up to
-// 512 (16-byte loads when head_dim % 128 == 0, else scalar loads); a larger head_dim writes NaN.
-// TODO(perf): decode with long contexts and few heads uses only T * q_heads blocks; a split-K
-// (flash-decoding) variant needs a workspace and a second pass, i.e. an ABI change. Prefill
-// attention does not use tensor cores yet.
+// spark_attention: one block (128 threads = 4 warps) per (token, query head, split), grid-stride
+// over T * q_heads * s. The query at position p sees keys j in [lo, p], lo = max(0, p - window + 1)
+// when window > 0 (sliding: `window` keys including itself), else 0 (causal). Split over the KV
+// length (flash-decoding, kernel_abi.h): with s = AttentionSplits(T, max_splits, split_rows) > 1,
+// each of the s key ranges of a (token, head) is one block that writes an unnormalised partial
+// record (o, m, l) to `partials`, and spark_attention_merge combines the s records into y; a
+// decode step (T = 1) thus runs q_heads * s blocks instead of q_heads. With s == 1 the block
+// writes y directly. Within a block the keys are dealt to the 4 warps in groups of 1-4 (the K and
+// V rows of a group are loaded together); each warp keeps a flash-style online softmax (running
+// max, sum and output accumulator in registers; lanes split head_dim), and the warps' partial
+// results are merged through shared memory at the end. Scores are q.k * scale in f32, softmax in
+// f32 with an accurate exp (math.cuh). head_dim up to 512 (16-byte loads when
+// head_dim % 128 == 0, else scalar loads); a larger head_dim writes NaN.
+// TODO(perf): prefill attention does not use tensor cores yet; the KV cache is f32.
 #include "common.cuh"
+#include "spark/runtime/kernel_abi.h"
 
 namespace spk {
 namespace attn {
@@ -53,18 +57,20 @@ struct Layout {
   }
 };
 
+// Attention of one query over `n` keys starting at absolute key index `first` (slot
+// (first + i) % capacity). Writes y (normalised) when `record` is null, else the partial record
+// o[head_dim], m, l of kernel_abi.h (o = 0, m = 0, l = 0 when n == 0).
 template <int NS, bool kVec>
-SPK_DEVICE void attend_one(const float* q, const float* k_cache, const float* v_cache, float* y,
-                           int p, int head_dim, int kv_heads, int kvh, int capacity, int window,
-                           float scale, float* s_m, float* s_l, float (*s_o)[kMaxHeadDim]) {
+SPK_DEVICE void attend_range(const float* q, const float* k_cache, const float* v_cache,
+                             int first, int n, int head_dim, int kv_heads, int kvh, int capacity,
+                             float scale, float* y, float* record, float* s_m, float* s_l,
+                             float (*s_o)[kMaxHeadDim]) {
   using L = Layout<NS, kVec>;
   // Keys per warp step: K and V rows of all of them are loaded before any arithmetic, so that
   // 2 * kKeys * NS floats per lane (64) are in flight.
   constexpr int kKeys = NS <= 8 ? 4 : 2;
   const int lane = lane_id(), warp = warp_id();
   const int nw = num_warps() < kWarps ? num_warps() : kWarps;
-  const int lo = window > 0 ? (p - window + 1 > 0 ? p - window + 1 : 0) : 0;
-  const int n = p >= 0 ? p - lo + 1 : 0;
   const int64_t slot_pitch = static_cast<int64_t>(kv_heads) * head_dim;
   const float* kh = k_cache + static_cast<int64_t>(kvh) * head_dim;
   const float* vh = v_cache + static_cast<int64_t>(kvh) * head_dim;
@@ -80,7 +86,7 @@ SPK_DEVICE void attend_one(const float* q, const float* k_cache, const float* v_
 #pragma unroll
       for (int u = 0; u < kKeys; ++u) {
         const int kk = base + u < n ? base + u : base;  // past the end: reload key `base`
-        const int64_t off = static_cast<int64_t>((lo + kk) % capacity) * slot_pitch;
+        const int64_t off = static_cast<int64_t>((first + kk) % capacity) * slot_pitch;
         L::load(kh + off, head_dim, kv[u]);
         L::load(vh + off, head_dim, vv[u]);
       }
@@ -131,15 +137,31 @@ SPK_DEVICE void attend_one(const float* q, const float* k_cache, const float* v_
     f[w] = (w >= nw || s_m[w] == -inff_()) ? 0.0f : spk_expf(s_m[w] - mx);
     if (f[w] != 0.0f) den = fmaf_(s_l[w], f[w], den);
   }
-  const float inv = den > 0.0f ? 1.0f / den : 0.0f;  // no keys (p < 0): zeros
-  for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
-    float num = 0.0f;
+  if (record == nullptr) {
+    const float inv = den > 0.0f ? 1.0f / den : 0.0f;  // no keys (p < 0): zeros
+    for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
+      float num = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      if (f[w] != 0.0f) num = fmaf_(s_o[w][e], f[w], num);
-    y[e] = num * inv;
+      for (int w = 0; w < kWarps; ++w)
+        if (f[w] != 0.0f) num = fmaf_(s_o[w][e], f[w], num);
+      y[e] = num * inv;
+    }
+  } else {
+    for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
+      float num = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        if (f[w] != 0.0f) num = fmaf_(s_o[w][e], f[w], num);
+      record[e] = num;
+    }
+    if (threadIdx.x == 0) {
+      record[head_dim] = den > 0.0f ? mx : 0.0f;
+      record[head_dim + 1] = den;
+      record[head_dim + 2] = 0.0f;
+      record[head_dim + 3] = 0.0f;
+    }
   }
-  __syncthreads();  // the shared partials are reused by the next (token, head)
+  __syncthreads();  // the shared partials are reused by the next unit
 }
 
 }  // namespace
@@ -181,36 +203,84 @@ SPK_EXPORT void spark_kv_write(const float* k, const float* v, const int* positi
 }
 
 SPK_EXPORT void spark_attention(const float* q, const int* positions, const float* k_cache,
-                                const float* v_cache, float* y, int num_tokens, int q_heads,
-                                int kv_heads, int head_dim, int capacity, int window, float scale) {
+                                const float* v_cache, float* y, float* partials, int num_tokens,
+                                int q_heads, int kv_heads, int head_dim, int capacity, int window,
+                                float scale, int max_splits, int split_rows) {
   using namespace spk::attn;
   __shared__ float s_m[kWarps];
   __shared__ float s_l[kWarps];
   __shared__ __align__(16) float s_o[kWarps][kMaxHeadDim];
   if (num_tokens <= 0 || q_heads <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
   const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
+  const int splits =
+      partials == nullptr ? 1 : spark::abi::AttentionSplits(num_tokens, max_splits, split_rows);
+  const int64_t record_floats = spark::abi::AttentionRecordFloats(head_dim);
   const bool vec = (head_dim % 128) == 0 && spk::aligned16(q) && spk::aligned16(k_cache) &&
                    spk::aligned16(v_cache);
-  const int64_t units = static_cast<int64_t>(num_tokens) * q_heads;
+  const int64_t units = static_cast<int64_t>(num_tokens) * q_heads * splits;
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
-    const int64_t t = u / q_heads;
-    const int h = static_cast<int>(u % q_heads);
+    const int64_t th = u / splits;  // token * q_heads + head
+    const int split = static_cast<int>(u % splits);
+    const int64_t t = th / q_heads;
+    const int h = static_cast<int>(th % q_heads);
     int kvh = h / group;
     if (kvh >= kv_heads) kvh = kv_heads - 1;
     const int p = spk::ldg_i(positions + t);
-    const int64_t off = u * head_dim;  // q and y: [T, q_heads, head_dim]
+    const int lo = window > 0 ? (p - window + 1 > 0 ? p - window + 1 : 0) : 0;
+    const int n = p >= 0 ? p - lo + 1 : 0;
+    const spark::abi::KeyRange range = spark::abi::AttentionSplitRange(n, splits, split);
+    const int64_t off = th * head_dim;  // q and y: [T, q_heads, head_dim]
+    float* record = splits > 1 ? partials + u * record_floats : nullptr;
     if (vec && head_dim <= 256) {
-      attend_one<8, true>(q + off, k_cache, v_cache, y + off, p, head_dim, kv_heads, kvh,
-                          capacity, window, scale, s_m, s_l, s_o);
+      attend_range<8, true>(q + off, k_cache, v_cache, lo + range.begin, range.count, head_dim,
+                            kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
     } else if (vec && head_dim <= 512) {
-      attend_one<16, true>(q + off, k_cache, v_cache, y + off, p, head_dim, kv_heads, kvh,
-                           capacity, window, scale, s_m, s_l, s_o);
+      attend_range<16, true>(q + off, k_cache, v_cache, lo + range.begin, range.count, head_dim,
+                             kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
     } else if (head_dim <= kMaxHeadDim) {
-      attend_one<16, false>(q + off, k_cache, v_cache, y + off, p, head_dim, kv_heads, kvh,
-                            capacity, window, scale, s_m, s_l, s_o);
+      attend_range<16, false>(q + off, k_cache, v_cache, lo + range.begin, range.count, head_dim,
+                              kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
     } else {
       // Unsupported head_dim (the compiler never emits it): a loud NaN result.
       for (int e = threadIdx.x; e < head_dim; e += blockDim.x) y[off + e] = spk::nanf_();
     }
+  }
+}
+
+// One block per (token, query head), grid-stride: y = sum_j exp(m_j - M) o_j / sum_j exp(m_j - M) l_j
+// over the splits j with l_j > 0, M their largest m_j (zeros when no split has keys).
+SPK_EXPORT void spark_attention_merge(const float* partials, float* y, int num_tokens, int q_heads,
+                                      int head_dim, int max_splits, int split_rows) {
+  using namespace spk;
+  __shared__ float s_w[spark::abi::kMaxAttentionSplits];
+  if (num_tokens <= 0 || q_heads <= 0 || head_dim <= 0) return;
+  const int splits = spark::abi::AttentionSplits(num_tokens, max_splits, split_rows);
+  if (splits == 1) return;
+  const int64_t record_floats = spark::abi::AttentionRecordFloats(head_dim);
+  const int64_t units = static_cast<int64_t>(num_tokens) * q_heads;
+  for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+    const float* recs = partials + u * splits * record_floats;
+    float mx = -inff_();
+    for (int j = 0; j < splits; ++j) {
+      const float* rec = recs + j * record_floats;
+      if (ldg_f(rec + head_dim + 1) > 0.0f) mx = fmaxf_(mx, ldg_f(rec + head_dim));
+    }
+    for (int j = threadIdx.x; j < splits; j += blockDim.x) {
+      const float* rec = recs + j * record_floats;
+      s_w[j] = ldg_f(rec + head_dim + 1) > 0.0f ? spk_expf(ldg_f(rec + head_dim) - mx) : 0.0f;
+    }
+    __syncthreads();
+    float den = 0.0f;
+    for (int j = 0; j < splits; ++j) {
+      if (s_w[j] != 0.0f) den = fmaf_(ldg_f(recs + j * record_floats + head_dim + 1), s_w[j], den);
+    }
+    const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+    for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
+      float num = 0.0f;
+      for (int j = 0; j < splits; ++j)
+        if (s_w[j] != 0.0f) num = fmaf_(ldg_f(recs + j * record_floats + e), s_w[j], num);
+      y[u * head_dim + e] = num * inv;
+    }
+    __syncthreads();  // s_w is reused by the next unit
   }
 }

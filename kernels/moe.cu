@@ -1,14 +1,14 @@
 // Gemma 4 mixture of experts (architecture spec section 9): router, expert gate/up, expert down.
 //
-// spark_moe_router: one block (128 threads) per token, grid-stride over tokens.
-//   z      = x * (mean(x^2) + eps)^-0.5 * scale * hidden^-0.5    (weight-less RMS, f32)
-//   logits = z @ proj^T                                           [num_experts]
-//   p      = softmax(logits)                                      (f32)
+// spark_moe_topk: the router's selection (the router's logits come from rms_norm with the
+// router scale as weight and a `linear` over proj, so that reading proj is spread over the GPU):
+// one block (128 threads) per token, grid-stride over tokens.
+//   p      = softmax(logits * logit_scale)                       (f32, logit_scale = hidden^-0.5)
 //   top_k of p by iterative block argmax, ties -> lower expert index (torch.topk order)
 //   w      = p_sel / sum(p_sel) * per_expert_scale[idx]
 //   weights[t, k] = w (f32), indices[t, k] = idx (i32), in descending order of p.
-//   z lives in shared memory when hidden <= 8192 (recomputed from x otherwise); num_experts is
-//   limited to kMaxExperts (1024; Gemma 4 uses 128): larger counts give NaN weights and index -1.
+//   num_experts is limited to kMaxExperts (1024; Gemma 4 uses 128): larger counts give NaN
+//   weights and index -1.
 // spark_moe_gate_up: one warp per (token, k, i) output, grid-stride over warps:
 //   act[t, k, i] = gelu(x[t] . gate_up[e, i]) * (x[t] . gate_up[e, intermediate + i]),
 //   e = indices[t, k]; an index outside [0, num_experts) gives 0.
@@ -26,9 +26,7 @@ namespace spk {
 namespace moe {
 namespace {
 
-constexpr int kMaxZ = 8192;
 constexpr int kMaxExperts = 1024;
-constexpr int kRouterGroup = 4;  // experts a router warp reads at once
 
 // Dot of an f32 vector with a bf16 row of length n; per-lane partial (not reduced).
 template <bool kVec>
@@ -89,23 +87,17 @@ SPK_DEVICE bool better(float v, int i, float bv, int bi) {
 }  // namespace moe
 }  // namespace spk
 
-SPK_EXPORT void spark_moe_router(const float* x, const unsigned short* scale,
-                                 const unsigned short* proj,
-                                 const unsigned short* per_expert_scale, float* weights,
-                                 int* indices, int num_tokens, int hidden, int num_experts,
-                                 int top_k, float epsilon) {
+SPK_EXPORT void spark_moe_topk(const float* logits, const unsigned short* per_expert_scale,
+                               float* weights, int* indices, int num_tokens, int num_experts,
+                               int top_k, float logit_scale) {
   using namespace spk::moe;
-  __shared__ __align__(16) float s_z[kMaxZ];
   __shared__ float s_p[kMaxExperts];
   __shared__ float s_scratch[32];
   __shared__ float s_bv[32];
   __shared__ int s_bi[32];
-  if (num_tokens <= 0 || hidden <= 0 || top_k <= 0) return;
+  if (num_tokens <= 0 || top_k <= 0) return;
   const int tid = threadIdx.x, nt = blockDim.x;
   const int lane = spk::lane_id(), warp = spk::warp_id(), nw = spk::num_warps();
-  const float c = static_cast<float>(1.0 / spk::sqrt_(static_cast<double>(hidden)));
-  const bool z_shared = hidden <= kMaxZ;
-  const bool vec = (hidden % 8) == 0 && spk::aligned16(proj);
 
   for (int64_t t = blockIdx.x; t < num_tokens; t += gridDim.x) {
     if (num_experts <= 0 || num_experts > kMaxExperts) {  // unsupported: loud result
@@ -115,72 +107,13 @@ SPK_EXPORT void spark_moe_router(const float* x, const unsigned short* scale,
       }
       continue;
     }
-    const float* xt = x + t * hidden;
-    // 1. weight-less RMS factor.
-    float ss = 0.0f;
-    for (int i = tid; i < hidden; i += nt) ss = spk::fmaf_(xt[i], xt[i], ss);
-    ss = spk::block_sum(ss, s_scratch);
-    const float r = spk::spk_rsqrtf(ss / static_cast<float>(hidden) + epsilon);
-    // 2. z = x * r * scale * hidden^-0.5.
-    if (z_shared) {
-      for (int i = tid; i < hidden; i += nt) s_z[i] = xt[i] * r * spk::ldg_bf16(scale + i) * c;
-      __syncthreads();
-    }
-    // 3. logits. With T = 1 this block is alone on the GPU and reads all of proj
-    //    (num_experts x hidden bf16, 720 KB for 26B-A4B), so the fast path keeps many loads in
-    //    flight: a warp takes kRouterGroup experts at once and issues their 16-byte loads
-    //    together.
-    if (z_shared && vec) {
-      for (int e0 = warp * kRouterGroup; e0 < num_experts; e0 += nw * kRouterGroup) {
-        const unsigned short* pr[kRouterGroup];
-#pragma unroll
-        for (int g = 0; g < kRouterGroup; ++g) {
-          const int e = e0 + g < num_experts ? e0 + g : e0;  // past the end: re-read e0
-          pr[g] = proj + static_cast<int64_t>(e) * hidden;
-        }
-        float acc[kRouterGroup];
-#pragma unroll
-        for (int g = 0; g < kRouterGroup; ++g) acc[g] = 0.0f;
-#pragma unroll 2
-        for (int cc = lane; cc < hidden / 8; cc += 32) {
-          uint4 w[kRouterGroup];
-#pragma unroll
-          for (int g = 0; g < kRouterGroup; ++g) w[g] = spk::ldg_u4(pr[g] + cc * 8);
-          const float4 a = reinterpret_cast<const float4*>(s_z)[2 * cc];
-          const float4 b = reinterpret_cast<const float4*>(s_z)[2 * cc + 1];
-#pragma unroll
-          for (int g = 0; g < kRouterGroup; ++g) {
-            float wf[8];
-            spk::unpack_bf16x8(w[g], wf);
-            acc[g] = spk::dot8_acc(wf, a, b, acc[g]);
-          }
-        }
-#pragma unroll
-        for (int g = 0; g < kRouterGroup; ++g) {
-          const float v = spk::warp_sum(acc[g]);
-          if (lane == 0 && e0 + g < num_experts) s_p[e0 + g] = v;
-        }
-      }
-    } else {
-      for (int e = warp; e < num_experts; e += nw) {  // one warp per expert, scalar loads
-        const unsigned short* pr = proj + static_cast<int64_t>(e) * hidden;
-        float acc = 0.0f;
-        if (z_shared) {
-          for (int i = lane; i < hidden; i += 32) acc = spk::fmaf_(spk::ldg_bf16(pr + i), s_z[i], acc);
-        } else {
-          for (int i = lane; i < hidden; i += 32) {
-            const float z = xt[i] * r * spk::ldg_bf16(scale + i) * c;
-            acc = spk::fmaf_(spk::ldg_bf16(pr + i), z, acc);
-          }
-        }
-        acc = spk::warp_sum(acc);
-        if (lane == 0) s_p[e] = acc;
-      }
-    }
-    __syncthreads();
-    // 4. softmax over all experts.
+    const float* lt = logits + t * num_experts;
+    // 1. softmax over all experts.
     float mx = -spk::inff_();
-    for (int e = tid; e < num_experts; e += nt) mx = spk::fmaxf_(mx, s_p[e]);
+    for (int e = tid; e < num_experts; e += nt) {
+      s_p[e] = spk::ldg_f(lt + e) * logit_scale;
+      mx = spk::fmaxf_(mx, s_p[e]);
+    }
     mx = spk::block_max(mx, s_scratch);
     float sum = 0.0f;
     for (int e = tid; e < num_experts; e += nt) {
@@ -191,8 +124,8 @@ SPK_EXPORT void spark_moe_router(const float* x, const unsigned short* scale,
     sum = spk::block_sum(sum, s_scratch);
     for (int e = tid; e < num_experts; e += nt) s_p[e] = s_p[e] / sum;
     __syncthreads();
-    // 5. top_k by iterative block argmax (ties: lower index); a taken expert is marked -1.
-    //    Thread 0 writes each selection at once (weights hold p until step 6) and sums the
+    // 2. top_k by iterative block argmax (ties: lower index); a taken expert is marked -1.
+    //    Thread 0 writes each selection at once (weights hold p until step 3) and sums the
     //    selected probabilities in selection order.
     float total = 0.0f;
     for (int k = 0; k < top_k; ++k) {
@@ -236,7 +169,7 @@ SPK_EXPORT void spark_moe_router(const float* x, const unsigned short* scale,
       }
       __syncthreads();
     }
-    // 6. renormalise and scale per expert.
+    // 3. renormalise and scale per expert.
     if (tid == 0) {
       for (int k = 0; k < top_k; ++k) {
         const int e = indices[t * top_k + k];

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -215,54 +216,115 @@ void KvWrite(const float* k, const float* v, const int32_t* positions, float* k_
   }
 }
 
+namespace {
+
+// One key range's unnormalised attention result: m = largest score, l = sum of exp(score - m),
+// o = sum of exp(score - m) * v (m = -inf, l = 0, o = 0 for an empty range).
+struct PartialAttention {
+  double m = -std::numeric_limits<double>::infinity();
+  double l = 0.0;
+  std::vector<double> o;
+};
+
+void AttendRange(const float* qh, const float* k_cache, const float* v_cache, int64_t kv_row,
+                 int64_t kv_offset, int32_t head_dim, int32_t capacity, int64_t first,
+                 int64_t count, float scale, std::vector<double>& scores, PartialAttention& out) {
+  out.m = -std::numeric_limits<double>::infinity();
+  out.l = 0.0;
+  out.o.assign(head_dim, 0.0);
+  scores.clear();
+  for (int64_t j = first; j < first + count; ++j) {
+    const float* key = k_cache + (j % capacity) * kv_row + kv_offset;
+    double dot = 0.0;
+    for (int32_t d = 0; d < head_dim; ++d) dot += static_cast<double>(qh[d]) * key[d];
+    scores.push_back(dot * scale);
+    out.m = std::max(out.m, scores.back());
+  }
+  for (int64_t j = first; j < first + count; ++j) {
+    const float* value = v_cache + (j % capacity) * kv_row + kv_offset;
+    const double w = std::exp(scores[j - first] - out.m);
+    out.l += w;
+    for (int32_t d = 0; d < head_dim; ++d) out.o[d] += w * value[d];
+  }
+}
+
+}  // namespace
+
 void Attention(const float* q, const int32_t* positions, const float* k_cache, const float* v_cache,
-               float* y, int32_t num_tokens, int32_t q_heads, int32_t kv_heads, int32_t head_dim,
-               int32_t capacity, int32_t window, float scale) {
+               float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
+               int32_t head_dim, int32_t capacity, int32_t window, float scale,
+               int32_t max_splits, int32_t split_rows) {
   const int32_t group = q_heads / kv_heads;
   const int64_t kv_row = static_cast<int64_t>(kv_heads) * head_dim;
-  std::vector<double> probs;
-  std::vector<double> acc(head_dim);
+  const int32_t splits =
+      partials == nullptr ? 1 : abi::AttentionSplits(num_tokens, max_splits, split_rows);
+  const int64_t record = abi::AttentionRecordFloats(head_dim);
+  std::vector<double> scores;
+  PartialAttention part;
   for (int32_t t = 0; t < num_tokens; ++t) {
     const int64_t p = positions[t];
     const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+    const int64_t n = std::max<int64_t>(0, p - first + 1);
     for (int32_t h = 0; h < q_heads; ++h) {
-      const float* qh = q + (static_cast<int64_t>(t) * q_heads + h) * head_dim;
+      const int64_t unit = static_cast<int64_t>(t) * q_heads + h;
+      const float* qh = q + unit * head_dim;
       const int64_t kv_offset = static_cast<int64_t>(h / group) * head_dim;
-      probs.clear();
-      for (int64_t j = first; j <= p; ++j) {
-        const float* key = k_cache + (j % capacity) * kv_row + kv_offset;
-        double dot = 0.0;
-        for (int32_t d = 0; d < head_dim; ++d) dot += static_cast<double>(qh[d]) * key[d];
-        probs.push_back(dot * scale);
+      if (splits == 1) {
+        AttendRange(qh, k_cache, v_cache, kv_row, kv_offset, head_dim, capacity, first, n, scale,
+                    scores, part);
+        float* out = y + unit * head_dim;
+        for (int32_t d = 0; d < head_dim; ++d) {
+          out[d] = part.l > 0.0 ? static_cast<float>(part.o[d] / part.l) : 0.0f;
+        }
+        continue;
       }
-      SoftmaxInPlace(probs);
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t j = first; j <= p; ++j) {
-        const float* value = v_cache + (j % capacity) * kv_row + kv_offset;
-        const double prob = probs[j - first];
-        for (int32_t d = 0; d < head_dim; ++d) acc[d] += prob * value[d];
+      for (int32_t j = 0; j < splits; ++j) {
+        const abi::KeyRange range = abi::AttentionSplitRange(static_cast<int>(n), splits, j);
+        AttendRange(qh, k_cache, v_cache, kv_row, kv_offset, head_dim, capacity,
+                    first + range.begin, range.count, scale, scores, part);
+        float* rec = partials + (unit * splits + j) * record;
+        for (int32_t d = 0; d < head_dim; ++d) rec[d] = static_cast<float>(part.o[d]);
+        rec[head_dim] = part.l > 0.0 ? static_cast<float>(part.m) : 0.0f;
+        rec[head_dim + 1] = static_cast<float>(part.l);
+        rec[head_dim + 2] = rec[head_dim + 3] = 0.0f;
       }
-      float* out = y + (static_cast<int64_t>(t) * q_heads + h) * head_dim;
-      for (int32_t d = 0; d < head_dim; ++d) out[d] = static_cast<float>(acc[d]);
     }
   }
 }
 
-void MoeRouter(const float* x, const uint16_t* scale, const uint16_t* proj,
-               const uint16_t* per_expert_scale, float* weights, int32_t* indices,
-               int32_t num_tokens, int32_t hidden, int32_t num_experts, int32_t top_k,
-               float epsilon) {
-  const float root_size = static_cast<float>(std::pow(static_cast<double>(hidden), -0.5));
-  std::vector<float> z(hidden);
+void AttentionMerge(const float* partials, float* y, int32_t num_tokens, int32_t q_heads,
+                    int32_t head_dim, int32_t max_splits, int32_t split_rows) {
+  const int32_t splits = abi::AttentionSplits(num_tokens, max_splits, split_rows);
+  if (splits == 1) return;
+  const int64_t record = abi::AttentionRecordFloats(head_dim);
+  std::vector<double> acc(head_dim);
+  for (int64_t unit = 0; unit < static_cast<int64_t>(num_tokens) * q_heads; ++unit) {
+    const float* recs = partials + unit * splits * record;
+    double m = -std::numeric_limits<double>::infinity();
+    for (int32_t j = 0; j < splits; ++j) {
+      if (recs[j * record + head_dim + 1] > 0.0f) m = std::max<double>(m, recs[j * record + head_dim]);
+    }
+    double l = 0.0;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int32_t j = 0; j < splits; ++j) {
+      const float* rec = recs + j * record;
+      if (rec[head_dim + 1] <= 0.0f) continue;  // an empty split
+      const double w = std::exp(static_cast<double>(rec[head_dim]) - m);
+      l += w * rec[head_dim + 1];
+      for (int32_t d = 0; d < head_dim; ++d) acc[d] += w * rec[d];
+    }
+    float* out = y + unit * head_dim;
+    for (int32_t d = 0; d < head_dim; ++d) out[d] = l > 0.0 ? static_cast<float>(acc[d] / l) : 0.0f;
+  }
+}
+
+void MoeTopK(const float* logits, const uint16_t* per_expert_scale, float* weights,
+             int32_t* indices, int32_t num_tokens, int32_t num_experts, int32_t top_k,
+             float logit_scale) {
   std::vector<double> probs(num_experts);
   for (int32_t t = 0; t < num_tokens; ++t) {
-    const float* row = x + static_cast<int64_t>(t) * hidden;
-    const float inv = InverseRms(row, hidden, epsilon);
-    for (int32_t c = 0; c < hidden; ++c) z[c] = row[c] * inv * Bf16ToF32(scale[c]) * root_size;
-    for (int32_t e = 0; e < num_experts; ++e) {
-      probs[e] =
-          static_cast<float>(DotBf16(z.data(), proj + static_cast<int64_t>(e) * hidden, hidden));
-    }
+    const float* row = logits + static_cast<int64_t>(t) * num_experts;
+    for (int32_t e = 0; e < num_experts; ++e) probs[e] = row[e] * logit_scale;  // f32 product
     SoftmaxInPlace(probs);
     const std::vector<int32_t> top = TopK(probs, top_k);
     double total = 0.0;
@@ -418,19 +480,18 @@ absl::Status CheckKvWrite(const Args& a) {
 }
 
 absl::Status CheckAttention(const Args& a) {
-  const int32_t q_heads = a.I(6), kv_heads = a.I(7);
+  const int32_t q_heads = a.I(7), kv_heads = a.I(8);
   if (kv_heads == 0 || q_heads % kv_heads != 0) {
     return Invalid("attention", absl::StrCat("q_heads ", q_heads,
                                              " is not a positive multiple of kv_heads ", kv_heads));
   }
-  return a.I(9) > 0 ? absl::OkStatus() : Invalid("attention", "capacity must be positive");
+  return a.I(10) > 0 ? absl::OkStatus() : Invalid("attention", "capacity must be positive");
 }
 
-absl::Status CheckMoeRouter(const Args& a) {
-  if (a.I(7) <= 0) return Invalid("moe_router", "hidden must be positive");
-  if (a.I(9) < 1 || a.I(9) > a.I(8)) {
-    return Invalid("moe_router",
-                   absl::StrCat("top_k ", a.I(9), " is not in [1, num_experts = ", a.I(8), "]"));
+absl::Status CheckMoeTopK(const Args& a) {
+  if (a.I(6) < 1 || a.I(6) > a.I(5)) {
+    return Invalid("moe_topk",
+                   absl::StrCat("top_k ", a.I(6), " is not in [1, num_experts = ", a.I(5), "]"));
   }
   return absl::OkStatus();
 }
@@ -486,11 +547,14 @@ constexpr HostKernel kHostKernels[] = {
      host::KvWrite(a.P<f32>(0), a.P<f32>(1), a.P<i32>(2), a.P<f32>(3), a.P<f32>(4), a.I(5),
                    a.I(6), a.I(7), a.I(8)); }},
   {"attention", CheckAttention, [](const Args& a) {
-     host::Attention(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.P<f32>(3), a.P<f32>(4), a.I(5),
-                     a.I(6), a.I(7), a.I(8), a.I(9), a.I(10), a.F(11)); }},
-  {"moe_router", CheckMoeRouter, [](const Args& a) {
-     host::MoeRouter(a.P<f32>(0), a.P<bf16>(1), a.P<bf16>(2), a.P<bf16>(3), a.P<f32>(4),
-                     a.P<i32>(5), a.I(6), a.I(7), a.I(8), a.I(9), a.F(10)); }},
+     host::Attention(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.P<f32>(3), a.P<f32>(4),
+                     a.P<f32>(5), a.I(6), a.I(7), a.I(8), a.I(9), a.I(10), a.I(11), a.F(12),
+                     a.I(13), a.I(14)); }},
+  {"attention_merge", NoCheck, [](const Args& a) {
+     host::AttentionMerge(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.I(4), a.I(5), a.I(6)); }},
+  {"moe_topk", CheckMoeTopK, [](const Args& a) {
+     host::MoeTopK(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.P<i32>(3), a.I(4), a.I(5), a.I(6),
+                   a.F(7)); }},
   {"moe_gate_up", NoCheck, [](const Args& a) {
      host::MoeGateUp(a.P<f32>(0), a.P<bf16>(1), a.P<i32>(2), a.P<f32>(3), a.I(4), a.I(5),
                      a.I(6), a.I(7), a.I(8)); }},

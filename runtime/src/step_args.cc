@@ -15,18 +15,6 @@
 
 namespace spark {
 namespace rt {
-namespace {
-
-// Pointer arguments an op writes. Everything else a step points to is read (kv_write's caches are
-// state, not dumped).
-bool IsOutputArg(const abi::KernelSpec& spec, const abi::ArgSpec& arg) {
-  const absl::string_view name = arg.name;
-  if (name == "y" || name == "act" || name == "dest") return true;
-  return absl::string_view(spec.op) == "moe_router" && (name == "weights" || name == "indices");
-}
-
-}  // namespace
-
 absl::Status CheckBoundWeights(const Plan& plan, absl::Span<const WeightData> weights) {
   if (weights.size() != plan.weights.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the plan reads ", plan.weights.size(),
@@ -139,7 +127,7 @@ std::vector<OutputBuffer> StepOutputBuffers(int step_index, const Step& step) {
   if (spec == nullptr) return outputs;
   std::vector<const char*> arg_names;
   for (size_t i = 0; i < step.args.size() && static_cast<int>(i) < spec->num_args; ++i) {
-    if (step.args[i].kind == ArgRefKind::kBuffer && IsOutputArg(*spec, spec->args[i])) {
+    if (step.args[i].kind == ArgRefKind::kBuffer && spec->args[i].output) {
       outputs.push_back({absl::StrCat(step_index, ".", step.source), step.args[i].index});
       arg_names.push_back(spec->args[i].name);
     }

@@ -122,6 +122,36 @@ class StepChecker {
     }
   }
 
+  // The attention workspace `slot` (nullable when `optional`): an f32 buffer of at least
+  // split_rows x q_heads records (kernel_abi.h) over its max_tokens rows, when the step may split
+  // (max_splits > 1); with max_splits <= 1 the kernels never touch it.
+  absl::Status RequireAttentionWorkspace(const char* slot, bool optional) {
+    const int i = SlotIndex(slot);
+    const StepArg& arg = step_.args[i];
+    if (Size("max_splits") <= 1) return absl::OkStatus();
+    if (arg.kind == ArgRefKind::kNull && optional) return absl::OkStatus();
+    if (arg.kind != ArgRefKind::kBuffer) {
+      return Error(i, absl::StrCat(slot, " of ", step_.op, " must be an activation buffer, found ",
+                                   ArgRefKindName(arg.kind)));
+    }
+    const BufferInfo& buffer = plan_.buffers[arg.index];
+    if (buffer.dtype != DType::kF32) {
+      return Error(i, absl::StrCat(slot, " of ", step_.op, " must be an f32 buffer"));
+    }
+    SPARK_ASSIGN_OR_RETURN(
+        const int64_t need,
+        Product({Size("split_rows"), Size("q_heads"),
+                 Size("head_dim") + abi::AttentionRecordFloats(0)}));
+    const absl::optional<uint64_t> have =
+        CheckedMul(static_cast<uint64_t>(plan_.max_tokens), buffer.row_bytes() / 4);
+    if (!have || *have < static_cast<uint64_t>(need)) {
+      return Error(i, absl::StrCat(step_.op, " may write ", need, " floats of ", slot, ", buffer ",
+                                   arg.index, " (", buffer.name, ") holds ",
+                                   have ? *have : 0));
+    }
+    return absl::OkStatus();
+  }
+
   // The positions argument is the plan's positions input (the runtime range-checks its values).
   absl::Status RequirePositions() {
     const int i = SlotIndex("positions");
@@ -253,16 +283,18 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
     SPARK_RETURN_IF_ERROR(c.Require({"q", row}));
     SPARK_RETURN_IF_ERROR(c.RequirePositions());
     SPARK_RETURN_IF_ERROR(c.Require({"y", row}));
+    SPARK_RETURN_IF_ERROR(c.RequireAttentionWorkspace("partials", /*optional=*/true));
     return c.RequireCache(kv_heads, head_dim);
   }
-  if (op == "moe_router") {
-    const int64_t hidden = c.Size("hidden"), experts = c.Size("num_experts");
-    const int64_t top_k = c.Size("top_k");
-    if (top_k < 1 || top_k > experts) return c.StepError("moe_router needs 1 <= top_k <= num_experts");
-    SPARK_ASSIGN_OR_RETURN(const int64_t proj, c.Product({experts, hidden}));
-    SPARK_RETURN_IF_ERROR(c.Require({"x", hidden}));
-    SPARK_RETURN_IF_ERROR(c.Require({"scale", 0, hidden}));
-    SPARK_RETURN_IF_ERROR(c.Require({"proj", 0, proj}));
+  if (op == "attention_merge") {
+    SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({c.Size("q_heads"), c.Size("head_dim")}));
+    SPARK_RETURN_IF_ERROR(c.Require({"y", row}));
+    return c.RequireAttentionWorkspace("partials", /*optional=*/false);
+  }
+  if (op == "moe_topk") {
+    const int64_t experts = c.Size("num_experts"), top_k = c.Size("top_k");
+    if (top_k < 1 || top_k > experts) return c.StepError("moe_topk needs 1 <= top_k <= num_experts");
+    SPARK_RETURN_IF_ERROR(c.Require({"logits", experts}));
     SPARK_RETURN_IF_ERROR(c.Require({"per_expert_scale", 0, experts}));
     SPARK_RETURN_IF_ERROR(c.Require({"weights", top_k}));
     return c.Require({"indices", top_k});

@@ -72,8 +72,6 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
   }
   if (op == "linear") {
     cost.flops = 2 * tokens * size("out_features") * size("in_features");
-  } else if (op == "moe_router") {
-    cost.flops = 2 * tokens * size("num_experts") * size("hidden");
   } else if (op == "kv_write") {
     cost.kv_bytes = 2 * tokens * size("kv_heads") * size("head_dim") * 4;
   } else if (op == "attention") {
@@ -81,6 +79,22 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
                                  SizeArg(step, *spec, "window", num_tokens));
     cost.kv_bytes = 2 * keys * size("kv_heads") * size("head_dim") * 4;
     cost.flops = 4 * keys * size("q_heads") * size("head_dim");
+  }
+  if (op == "attention" || op == "attention_merge") {
+    // The partial records of a split step (kernel_abi.h), written by attention and read by the
+    // merge, instead of the buffers' per-token rows counted above.
+    const int splits = abi::AttentionSplits(static_cast<int>(num_tokens),
+                                            static_cast<int>(size("max_splits")),
+                                            static_cast<int>(size("split_rows")));
+    const double row = size("q_heads") * size("head_dim") * 4;
+    const double records = splits > 1 ? tokens * size("q_heads") * splits *
+                                             (size("head_dim") + abi::AttentionRecordFloats(0)) * 4
+                                       : 0;
+    if (op == "attention") {
+      cost.activation_bytes = tokens * row * (splits > 1 ? 1 : 2) + records + tokens * 4;
+    } else {
+      cost.activation_bytes = splits > 1 ? records + tokens * row : 0;
+    }
   }
   return cost;
 }

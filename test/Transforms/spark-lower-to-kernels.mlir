@@ -27,9 +27,9 @@
 // CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
 // CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__1 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[K]] : i64}, {buffer = 1 : i64}, {buffer = [[KR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
 // CHECK-NEXT: spark.launch "kv_write" @kernels::@spark_kv_write__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[KR]] : i64}, {buffer = [[V]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}] {source = "layers.0.self_attn.kv_write"}
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O0:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}] {source = "layers.0.self_attn"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O0:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}] {source = "layers.0.self_attn"}
 // The kv_shared attention writes nothing and reuses the entry of the first one.
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O1:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O1:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}] {source = "layers.1.self_attn"}
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[O0]] : i64}, {buffer = [[O1]] : i64}, {buffer = [[O:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
 // CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[O]] : i64}, {weight = 4 : i64}, {buffer = [[ATTN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {buffer = [[ATTN]] : i64}, {buffer = [[H:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
@@ -48,7 +48,7 @@
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.func @spark_rms_norm(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, f32)
 // CHECK-DAG: llvm.func @spark_kv_write(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32)
-// CHECK-DAG: llvm.func @spark_attention(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, f32)
+// CHECK-DAG: llvm.func @spark_attention(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, f32, i32, i32)
 // CHECK: gpu.func @spark_rms_norm__0(%[[X:[a-z0-9]+]]: !llvm.ptr, %[[W:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
 // CHECK-DAG: %[[GROUPS:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[COLS:.*]] = llvm.mlir.constant(16 : i32) : i32
@@ -62,13 +62,15 @@
 // CHECK-DAG: %[[HD:.*]] = llvm.mlir.constant(8 : i32) : i32
 // CHECK: llvm.call @spark_kv_write(%[[K]], %[[V]], %[[P]], %[[KC]], %[[VC]], %[[T]], %[[KVH]], %[[HD]], %[[CAP]])
 // CHECK-NEXT: gpu.return
-// CHECK: gpu.func @spark_attention__0(%[[Q:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+// CHECK: gpu.func @spark_attention__0(%[[Q:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[PART:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
 // CHECK-DAG: %[[QH:.*]] = llvm.mlir.constant(2 : i32) : i32
 // CHECK-DAG: %[[KVH:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[HD:.*]] = llvm.mlir.constant(8 : i32) : i32
 // CHECK-DAG: %[[WIN:.*]] = llvm.mlir.constant(16 : i32) : i32
 // CHECK-DAG: %[[SCALE:.*]] = llvm.mlir.constant(1.000000e+00 : f32) : f32
-// CHECK: llvm.call @spark_attention(%[[Q]], %[[P]], %[[KC]], %[[VC]], %[[Y]], %[[T]], %[[QH]], %[[KVH]], %[[HD]], %[[CAP]], %[[WIN]], %[[SCALE]])
+// CHECK-DAG: %[[NOSPLIT:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[ROWS:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK: llvm.call @spark_attention(%[[Q]], %[[P]], %[[KC]], %[[VC]], %[[Y]], %[[PART]], %[[T]], %[[QH]], %[[KVH]], %[[HD]], %[[CAP]], %[[WIN]], %[[SCALE]], %[[NOSPLIT]], %[[ROWS]])
 // CHECK-NEXT: gpu.return
 // CHECK-NOT: gpu.func @spark_rms_norm__2
 // CHECK-NOT: gpu.func @spark_attention__1
@@ -116,9 +118,48 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 
 // -----
 
+// Attention over a full cache (or a long window) is split over the KV length: a scratch buffer of
+// partial records (ceil(split_rows / max_tokens) x q_heads x (head_dim + 4) floats per row),
+// attention with max_splits = min(ceil(256 / q_heads), 64; sliding: ceil(window / 64)) and
+// split_rows = max(max_tokens, max_splits), then attention_merge into the result. A short window
+// (64 keys) is not split.
+// CHECK-LABEL: spark.program @forward
+// CHECK-SAME: {dtype = "f32", name = "layers.0.self_attn.partials", offset = {{[0-9]+}} : i64, row_shape = [16, 2, 12]}
+// CHECK-SAME: {dtype = "f32", name = "layers.1.self_attn.partials", offset = {{[0-9]+}} : i64, row_shape = [1, 2, 12]}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__0 grid [128, 1, 1] block [128, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[Y0:[0-9]+]] : i64}, {buffer = [[P0:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 64 : i32}, {i32 = 64 : i32}] {source = "layers.0.self_attn"}
+// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[P0]] : i64}, {buffer = [[Y0]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 64 : i32}, {i32 = 64 : i32}] {source = "layers.0.self_attn.merge"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__1 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {k_cache = 1 : i64}, {v_cache = 1 : i64}, {buffer = [[Y1:[0-9]+]] : i64}, {buffer = [[P1:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 1 : i64}, {i32 = 200 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 4 : i32}, {i32 = 4 : i32}] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__1 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[P1]] : i64}, {buffer = [[Y1]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 4 : i32}] {source = "layers.1.self_attn.merge"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__2 {{.*}} {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 2 : i64}, {i32 = 64 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}] {source = "layers.2.self_attn"}
+// CHECK-NOT: attention_merge
+// CHECK: gpu.module @kernels {
+// CHECK-DAG: llvm.func @spark_attention_merge(!llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
+
+spark.kv_cache @kv.layers.0 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+spark.kv_cache @kv.layers.1 sliding {window = 200 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+spark.kv_cache @kv.layers.2 sliding {window = 64 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
+  %e = spark.embedding %ids, %table {scale = 4.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
+  %q = spark.reshape %e : tensor<?x16xf32> to tensor<?x2x8xf32>
+  %wk = spark.weight "model.layers.0.self_attn.k_proj.weight" : tensor<8x16xbf16>
+  %k0 = spark.linear %e, %wk : (tensor<?x16xf32>, tensor<8x16xbf16>) -> tensor<?x8xf32>
+  %k = spark.reshape %k0 : tensor<?x8xf32> to tensor<?x1x8xf32>
+  %o0 = spark.attention %q, %k, %k, %pos {cache = @kv.layers.0, window = 0 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32> loc("layers.0.self_attn")
+  %o1 = spark.attention %q, %k, %k, %pos {cache = @kv.layers.1, window = 200 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32> loc("layers.1.self_attn")
+  %o2 = spark.attention %q, %k, %k, %pos {cache = @kv.layers.2, window = 64 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32> loc("layers.2.self_attn")
+  %s0 = spark.add %o0, %o1 : tensor<?x2x8xf32>
+  %s1 = spark.add %s0, %o2 : tensor<?x2x8xf32>
+  %r = spark.reshape %s1 : tensor<?x2x8xf32> to tensor<?x16xf32>
+  return %r : tensor<?x16xf32>
+}
+
+// -----
+
 // MoE and soft tokens: inputs are found by their spark.input name, mask_tokens pads its ids with
-// -1, a scatter_nd whose dest has one use works in place (no copy), moe_experts becomes
-// moe_gate_up + moe_down through a scratch buffer.
+// -1, a scatter_nd whose dest has one use works in place (no copy), moe_router becomes rms_norm +
+// linear + moe_topk, moe_experts becomes moe_gate_up + moe_down through a scratch buffer.
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: {dtype = "i32", name = "moe_router", offset = {{[0-9]+}} : i64, row_shape = [2]}, {dtype = "f32", name = "moe_experts.act", offset = {{[0-9]+}} : i64, row_shape = [2, 8]}
 // CHECK-SAME: inputs = {ids = 0 : i64, positions = 3 : i64, soft_embeddings = 2 : i64, soft_indices = 1 : i64}
@@ -127,7 +168,11 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // CHECK-NEXT: spark.launch "mask_tokens" @kernels::@spark_mask_tokens__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 30 : i32}, {i32 = 31 : i32}, {i32 = -1 : i32}, {i32 = 0 : i32}]
 // CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[M]] : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
 // CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = 1 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
-// CHECK-NEXT: spark.launch "moe_router" @kernels::@spark_moe_router__0 grid [4, 1, 1] block [128, 1, 1] args [{buffer = [[E]] : i64}, {weight = 1 : i64}, {weight = 2 : i64}, {weight = 3 : i64}, {buffer = [[RW:[0-9]+]] : i64}, {buffer = [[RI:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {f32 = 9.99999997E-7 : f32}]
+// The router: rms_norm with the router scale as weight, the logits as a linear over proj, then
+// moe_topk with logit_scale = hidden^-0.5 (16^-0.5).
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 1 : i64}, {buffer = [[RN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}] {source = "moe_router.norm"}
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[RN]] : i64}, {weight = 2 : i64}, {buffer = [[RL:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 16 : i32}] {source = "moe_router.logits"}
+// CHECK-NEXT: spark.launch "moe_topk" @kernels::@spark_moe_topk__0 grid [4, 1, 1] block [128, 1, 1] args [{buffer = [[RL]] : i64}, {weight = 3 : i64}, {buffer = [[RW:[0-9]+]] : i64}, {buffer = [[RI:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 2 : i32}, {f32 = 2.500000e-01 : f32}] {source = "moe_router"}
 // CHECK-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 4 : i64}, {buffer = [[RI]] : i64}, {buffer = [[ACT:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}] {source = "moe_experts.gate_up"}
 // CHECK-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[ACT]] : i64}, {weight = 5 : i64}, {buffer = [[RW]] : i64}, {buffer = [[RI]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}] {source = "moe_experts.down"}
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[Y]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
@@ -136,7 +181,8 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.func @spark_moe_gate_up(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
 // CHECK-DAG: llvm.func @spark_moe_down(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
-// CHECK: gpu.func @spark_moe_router__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
+// CHECK-DAG: llvm.func @spark_moe_topk(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, f32)
+// CHECK: gpu.func @spark_moe_topk__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
 // CHECK: gpu.func @spark_moe_gate_up__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
 // CHECK: gpu.func @spark_moe_down__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
 // CHECK: {{^// -{5}$}}

@@ -16,11 +16,13 @@
 //   0      copies and integer ops (embedding, copy, select_group, scatter_rows, kv_write,
 //          mask_tokens, add, mul, scale, scalar_mul): bit-exact;
 //   1e-5   gelu, gelu_mul, softcap, rms_norm, residual_rms_norm, rope, rms_norm_rope (f32 math,
-//          ~1e-7 expected);
-//   1e-4   linear, attention, moe_router weights, moe_gate_up, moe_down (f32 accumulation over
-//          up to a few thousand bf16 x f32 products vs the reference's double accumulation;
-//          linear with T >= 16 runs the tensor-core path with split-bf16 activations, ~1e-5).
-//   moe_router indices must match exactly, except that a token whose selection differs only
+//          ~1e-7 expected), attention_merge against the host merge of the same partial records;
+//   1e-4   linear, attention (its output, or its partial records when split over the KV length),
+//          attention_merge against unsplit attention, moe_topk weights, moe_gate_up, moe_down
+//          (f32 accumulation over up to a few thousand bf16 x f32 products vs the reference's
+//          double accumulation; linear with T >= 16 runs the tensor-core path with split-bf16
+//          activations, ~1e-5).
+//   moe_topk indices must match exactly, except that a token whose selection differs only
 //   between experts whose probabilities are within 1e-5 (relative) of each other is reported as
 //   a near-tie and not counted as a failure (its weights are then not compared).
 #if !defined(SPARK_KERNEL_EMULATION)  // emulation/cuda_emu.h is force-included instead
@@ -510,9 +512,12 @@ void CheckKvWrite(int T, int kv_heads, int head_dim, int capacity, int pos0) {
          e, 0.0);
 }
 
+// max_splits > 1: the split path (flash-decoding): the partial records of attention against the
+// host's, the merge of the GPU's records against the host's merge, and that merge against the
+// unsplit host result (the split changes only rounding).
 void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity, int window,
-                    int pos0, float q_sigma) {
-  if (!Enabled("attention")) return;
+                    int pos0, float q_sigma, int max_splits = 1, int split_rows = 0) {
+  if (!Enabled("attention") && !Enabled("attention_merge")) return;
   const size_t kv_n = static_cast<size_t>(capacity) * kv_heads * head_dim;
   const size_t q_n = static_cast<size_t>(T) * q_heads * head_dim;
   const auto q = Normals(q_n, q_sigma);
@@ -520,69 +525,86 @@ void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity
   std::vector<int> pos(T);
   for (int t = 0; t < T; ++t) pos[t] = pos0 + t;
   const float scale = 1.0f;
-  std::vector<float> ref(q_n);
-  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), ref.data(), T, q_heads, kv_heads,
-                  head_dim, capacity, window, scale);
-  Dev<float> d_q(q), d_kc(kc), d_vc(vc), d_y(q_n);
+  const int splits = spark::abi::AttentionSplits(T, max_splits, split_rows);
+  const size_t rec = spark::abi::AttentionRecordFloats(head_dim);
+  const size_t used = static_cast<size_t>(T) * q_heads * splits * rec;
+  std::vector<float> ref(q_n), ref_parts(max_splits > 1 ? split_rows * q_heads * rec : 0, NAN);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), ref.data(), nullptr, T, q_heads,
+                  kv_heads, head_dim, capacity, window, scale, 1, 0);
+  const std::string shape =
+      Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. qs=%g", T, q_heads, kv_heads, head_dim,
+          capacity, window, pos0, q_sigma);
+  Dev<float> d_q(q), d_kc(kc), d_vc(vc), d_y(q_n), d_parts(std::max<size_t>(ref_parts.size(), 1));
   Dev<int> d_pos(pos);
-  Err e;
-  for (int g : Grids(static_cast<int64_t>(T) * q_heads)) {
-    d_y.Poison();
-    Launch("attention", check_attention, g, d_q.p, d_pos.p, d_kc.p, d_vc.p, d_y.p, T, q_heads,
-           kv_heads, head_dim, capacity, window, scale);
-    e.Merge(Compare(d_y.Download(), ref));
+  if (max_splits <= 1) {
+    Err e;
+    for (int g : Grids(static_cast<int64_t>(T) * q_heads)) {
+      d_y.Poison();
+      Launch("attention", check_attention, g, d_q.p, d_pos.p, d_kc.p, d_vc.p, d_y.p,
+             static_cast<float*>(nullptr), T, q_heads, kv_heads, head_dim, capacity, window,
+             scale, 1, 0);
+      e.Merge(Compare(d_y.Download(), ref));
+    }
+    Report("attention", shape, e, 1e-4);
+    return;
   }
-  Report("attention",
-         Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. qs=%g", T, q_heads, kv_heads, head_dim,
-             capacity, window, pos0, q_sigma),
-         e, 1e-4);
+  std::vector<float> merged_ref(q_n);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), nullptr, ref_parts.data(), T,
+                  q_heads, kv_heads, head_dim, capacity, window, scale, max_splits, split_rows);
+  const std::vector<float> ref_used(ref_parts.begin(), ref_parts.begin() + used);
+  Err e_parts, e_merge, e_whole;
+  for (int g : Grids(static_cast<int64_t>(T) * q_heads * splits)) {
+    d_parts.Poison();
+    Launch("attention", check_attention, g, d_q.p, d_pos.p, d_kc.p, d_vc.p, d_y.p, d_parts.p, T,
+           q_heads, kv_heads, head_dim, capacity, window, scale, max_splits, split_rows);
+    std::vector<float> parts = d_parts.Download();
+    e_parts.Merge(Compare(std::vector<float>(parts.begin(), parts.begin() + used), ref_used));
+    host::AttentionMerge(parts.data(), merged_ref.data(), T, q_heads, head_dim, max_splits,
+                         split_rows);
+    for (int gm : Grids(static_cast<int64_t>(T) * q_heads)) {
+      d_y.Poison();
+      Launch("attention_merge", check_attention_merge, gm, d_parts.p, d_y.p, T, q_heads, head_dim,
+             max_splits, split_rows);
+      const std::vector<float> y = d_y.Download();
+      e_merge.Merge(Compare(y, merged_ref));
+      e_whole.Merge(Compare(y, ref));
+    }
+  }
+  const std::string split_shape = Fmt("%s split=%d", shape.c_str(), splits);
+  Report("attention", split_shape + " partials", e_parts, 1e-4);
+  Report("attention_merge", split_shape, e_merge, 1e-5);
+  Report("attention_merge", split_shape + " vs unsplit", e_whole, 1e-4);
 }
 
-// Router probabilities in double, mirroring the reference, to judge near-ties.
-std::vector<double> RouterProbs(const float* x, const std::vector<bf16>& scale,
-                                const std::vector<bf16>& proj, int hidden, int E) {
-  double ss = 0.0;
-  for (int i = 0; i < hidden; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float inv = static_cast<float>(std::pow(ss / hidden + 1e-6, -0.5));
-  const float root = static_cast<float>(std::pow(static_cast<double>(hidden), -0.5));
+// Router probabilities in double from the logits, mirroring the reference, to judge near-ties.
+std::vector<double> RouterProbs(const float* logits, int E, float logit_scale) {
   std::vector<double> p(E);
   double mx = -INFINITY;
-  for (int e = 0; e < E; ++e) {
-    double acc = 0.0;
-    for (int i = 0; i < hidden; ++i) {
-      const float z = x[i] * inv * spark::rt::Bf16ToF32(scale[i]) * root;
-      acc += static_cast<double>(z) * spark::rt::Bf16ToF32(proj[static_cast<size_t>(e) * hidden + i]);
-    }
-    p[e] = acc;
-    mx = std::max(mx, acc);
-  }
+  for (int e = 0; e < E; ++e) mx = std::max(mx, p[e] = logits[e] * logit_scale);
   double sum = 0.0;
   for (double& v : p) sum += (v = std::exp(v - mx));
   for (double& v : p) v /= sum;
   return p;
 }
 
-void CheckMoeRouter(int T, int hidden, int E, int K) {
-  if (!Enabled("moe_router")) return;
-  const auto x = Normals(static_cast<size_t>(T) * hidden);
-  const auto scale = Bf16Uniform(hidden, 0.5f, 1.5f);
-  const auto proj = Bf16Uniform(static_cast<size_t>(E) * hidden, -2.0f, 2.0f);
+void CheckMoeTopK(int T, int E, int K) {
+  if (!Enabled("moe_topk")) return;
+  const float logit_scale = 1.0f / std::sqrt(2816.0f);  // 26B-A4B's hidden^-0.5
+  const auto logits = Normals(static_cast<size_t>(T) * E, 1.5f / logit_scale);
   const auto pes = Bf16Uniform(E, 0.5f, 1.5f);
-  const float eps = 1e-6f;
   std::vector<float> wref(static_cast<size_t>(T) * K);
   std::vector<int> iref(static_cast<size_t>(T) * K);
-  host::MoeRouter(x.data(), scale.data(), proj.data(), pes.data(), wref.data(), iref.data(), T,
-                  hidden, E, K, eps);
-  Dev<float> d_x(x), d_w(wref.size());
-  Dev<bf16> d_scale(scale), d_proj(proj), d_pes(pes);
+  host::MoeTopK(logits.data(), pes.data(), wref.data(), iref.data(), T, E, K, logit_scale);
+  Dev<float> d_logits(logits), d_w(wref.size());
+  Dev<bf16> d_pes(pes);
   Dev<int> d_i(iref.size());
   Err e;
   int ties = 0, index_failures = 0;
   for (int g : Grids(T)) {
     d_w.Poison();
     d_i.Poison();
-    Launch("moe_router", check_moe_router, g, d_x.p, d_scale.p, d_proj.p, d_pes.p, d_w.p, d_i.p, T,
-           hidden, E, K, eps);
+    Launch("moe_topk", check_moe_topk, g, d_logits.p, d_pes.p, d_w.p, d_i.p, T, E, K,
+           logit_scale);
     const auto w = d_w.Download();
     const auto idx = d_i.Download();
     for (int t = 0; t < T; ++t) {
@@ -595,7 +617,7 @@ void CheckMoeRouter(int T, int hidden, int E, int K) {
         continue;
       }
       // Differences allowed only between experts of (nearly) equal probability.
-      const auto p = RouterProbs(x.data() + static_cast<size_t>(t) * hidden, scale, proj, hidden, E);
+      const auto p = RouterProbs(logits.data() + static_cast<size_t>(t) * E, E, logit_scale);
       bool tie = true;
       for (int k = 0; k < K && tie; ++k) {
         if (gi[k] == ri[k]) continue;
@@ -611,7 +633,7 @@ void CheckMoeRouter(int T, int hidden, int E, int K) {
       } else {
         ++index_failures;
         if (index_failures <= 3) {
-          std::printf("  moe_router token %d: gpu indices", t);
+          std::printf("  moe_topk token %d: gpu indices", t);
           for (int k = 0; k < K; ++k) std::printf(" %d", gi[k]);
           std::printf(" / reference");
           for (int k = 0; k < K; ++k) std::printf(" %d", ri[k]);
@@ -624,7 +646,7 @@ void CheckMoeRouter(int T, int hidden, int E, int K) {
   std::string note;
   if (ties > 0) note = Fmt("%d near-tie token(s) accepted", ties);
   if (index_failures > 0) note = Fmt("%d token(s) with wrong expert indices", index_failures);
-  Report("moe_router", Fmt("T=%d hidden=%d experts=%d top_k=%d", T, hidden, E, K), e, 1e-4, note);
+  Report("moe_topk", Fmt("T=%d experts=%d top_k=%d", T, E, K), e, 1e-4, note);
 }
 
 std::vector<int> RandomIndices(int T, int E, int K, bool invalid) {
@@ -908,13 +930,26 @@ int main(int argc, char** argv) {
   CheckAttention(5, 4, 2, 128, 300, 0, 250, 0.2f);
   CheckAttention(5, 4, 2, 200, 300, 64, 250, 0.2f);
   CheckAttention(3, 2, 1, 384, 100, 0, 90, 0.1f);
+  // Split over the KV length: decode of 31B (32 heads, 8 splits) and 26B-A4B full layers
+  // (16 heads, 16 splits) at 1k/8k contexts, a sliding window, short contexts with empty splits,
+  // several tokens (fewer splits each), scalar loads.
+  const int long_ctx = g_quick ? 2048 : 8192;
+  CheckAttention(1, 32, 4, 512, long_ctx, 0, 1023, 0.05f, 8, 512);
+  CheckAttention(1, 32, 16, 256, 1535, 1024, 8000, 0.1f, 8, 512);
+  CheckAttention(1, 16, 2, 512, long_ctx, 0, long_ctx - 1, 0.05f, 16, 512);
+  CheckAttention(1, 8, 1, 256, 548, 512, 20, 0.1f, 32, 512);
+  CheckAttention(1, 4, 2, 128, 300, 0, 0, 0.2f, 64, 64);
+  CheckAttention(5, 4, 2, 128, 300, 0, 250, 0.2f, 64, 64);
+  CheckAttention(3, 2, 1, 200, 400, 0, 390, 0.2f, 4, 16);
+  CheckAttention(2, 4, 2, 384, 600, 100, 500, 0.1f, 8, 8);
 
-  // ---- MoE: 26B-A4B router (128 experts, top-8), experts hidden 2816 x intermediate 704 ----
-  CheckMoeRouter(1, 2816, 128, 8);
-  CheckMoeRouter(37, 2816, 128, 8);
-  CheckMoeRouter(5, 1536, 200, 3);
-  CheckMoeRouter(3, 1001, 64, 4);   // scalar loads
-  CheckMoeRouter(2, 9000, 16, 4);   // hidden > 8192: z recomputed from x
+  // ---- MoE: 26B-A4B router selection (128 experts, top-8), experts hidden 2816 x
+  //      intermediate 704 ----
+  CheckMoeTopK(1, 128, 8);
+  CheckMoeTopK(37, 128, 8);
+  CheckMoeTopK(5, 200, 3);
+  CheckMoeTopK(3, 1024, 4);  // the most experts the kernel handles
+  CheckMoeTopK(2, 16, 16);   // top_k == num_experts
   {
     const int E = g_quick ? 16 : 128, H = 2816, I = 704, K = 8;
     if (Enabled("moe_gate_up")) {

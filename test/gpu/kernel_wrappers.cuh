@@ -65,14 +65,18 @@ SPK_ENTRY(256) check_kv_write(const float* k, const float* v, const int* pos, fl
   spark_kv_write(k, v, pos, kc, vc, T, kvh, hd, cap);
 }
 SPK_ENTRY(128) check_attention(const float* q, const int* pos, const float* kc, const float* vc,
-                               float* y, int T, int qh, int kvh, int hd, int cap, int window,
-                               float scale) {
-  spark_attention(q, pos, kc, vc, y, T, qh, kvh, hd, cap, window, scale);
+                               float* y, float* partials, int T, int qh, int kvh, int hd, int cap,
+                               int window, float scale, int max_splits, int split_rows) {
+  spark_attention(q, pos, kc, vc, y, partials, T, qh, kvh, hd, cap, window, scale, max_splits,
+                  split_rows);
 }
-SPK_ENTRY(128) check_moe_router(const float* x, const bf16_t* scale, const bf16_t* proj,
-                                const bf16_t* pes, float* w, int* idx, int T, int hidden, int E,
-                                int K, float eps) {
-  spark_moe_router(x, scale, proj, pes, w, idx, T, hidden, E, K, eps);
+SPK_ENTRY(128) check_attention_merge(const float* partials, float* y, int T, int qh, int hd,
+                                     int max_splits, int split_rows) {
+  spark_attention_merge(partials, y, T, qh, hd, max_splits, split_rows);
+}
+SPK_ENTRY(128) check_moe_topk(const float* logits, const bf16_t* pes, float* w, int* idx, int T,
+                              int E, int K, float logit_scale) {
+  spark_moe_topk(logits, pes, w, idx, T, E, K, logit_scale);
 }
 SPK_ENTRY(256) check_moe_gate_up(const float* x, const bf16_t* gu, const int* idx, float* act,
                                  int T, int hidden, int inter, int E, int K) {

@@ -141,7 +141,7 @@ if [[ $RUN_SANITIZER == 1 ]]; then
     "$SANITIZER" --tool memcheck --leak-check full --error-exitcode 99 \
       "$BUILD/kernel_check" --quick --seed="$SEED" "${ONLY_ARGS[@]}"
     record "compute-sanitizer memcheck" $?
-    SHARED_OPS=${ONLY:-rms_norm,residual_rms_norm,linear,rope,rms_norm_rope,attention,moe_router}
+    SHARED_OPS=${ONLY:-rms_norm,residual_rms_norm,linear,rope,rms_norm_rope,attention,attention_merge,moe_topk}
     for tool in racecheck synccheck; do
       step "compute-sanitizer $tool (--quick --only=$SHARED_OPS)"
       "$SANITIZER" --tool $tool --error-exitcode 99 \

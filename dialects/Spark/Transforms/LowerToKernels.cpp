@@ -20,6 +20,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 #include "spark/runtime/kernel_abi.h"
 
 #include <algorithm>
@@ -43,6 +45,21 @@ constexpr int64_t kMaxGrid = 65535;
 int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t clampGrid(int64_t blocks) { return std::clamp<int64_t>(blocks, 1, kMaxGrid); }
+
+/// Blocks a decode step's attention should run at least (about two per SM on a 132-SM H200, five
+/// on the 48-SM GB10): a layer with q query heads splits each head's keys into up to
+/// ceil(kAttentionTargetBlocks / q) ranges.
+constexpr int64_t kAttentionTargetBlocks = 256;
+/// Keys below which splitting a sliding window further does not pay.
+constexpr int64_t kMinKeysPerSplit = 64;
+
+/// The most key ranges one (token, head) of this attention is split into (1: no split).
+int64_t attentionMaxSplits(int64_t qHeads, int64_t window) {
+  int64_t splits = ceilDiv(kAttentionTargetBlocks, std::max<int64_t>(qHeads, 1));
+  if (window > 0)
+    splits = std::min(splits, ceilDiv(window, kMinKeysPerSplit));
+  return std::clamp<int64_t>(splits, 1, abi::kMaxAttentionSplits);
+}
 
 /// One plan argument, as the JSON of docs/plan-format.md spells it.
 struct Arg {
@@ -447,12 +464,40 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                  ceilDiv(maxTokens * rowElements(k), 256), "kv_write");
         }
         Arg query = buf(a.getQuery());
+        const int64_t qHeads = q.getDimSize(1), headDim = q.getDimSize(2);
+        const int64_t maxSplits = attentionMaxSplits(qHeads, a.getWindow());
+        if (maxSplits <= 1) {
+          launch(op, "attention",
+                 {query, pos, Arg::kCache(cache), Arg::vCache(cache), out(a.getResult()),
+                  Arg::null(), Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
+                  Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(1), i32(0)},
+                 maxTokens * qHeads);
+          return success();
+        }
+        // Split over the KV length (flash-decoding, kernel_abi.h): the workspace holds
+        // splitRows x qHeads partial records; a step of T tokens uses min(maxSplits,
+        // splitRows / T) splits, so decode (T = 1) uses all of them and a full prefill chunk
+        // (T = maxTokens) none.
+        const int64_t splitRows = std::max(maxTokens, maxSplits);
+        const int64_t partials =
+            newScratch(sourceName(op) + ".partials",
+                       {ceilDiv(splitRows, maxTokens), qHeads,
+                        abi::AttentionRecordFloats(static_cast<int>(headDim))},
+                       t);
+        Arg y = out(a.getResult());
         launch(op, "attention",
-               {query, pos, Arg::kCache(cache), Arg::vCache(cache), out(a.getResult()),
-                Arg::numTokens(), i32(q.getDimSize(1)), i32(k.getDimSize(1)),
-                i32(q.getDimSize(2)), Arg::kvCapacity(cache), i32(a.getWindow()),
-                f32(a.getScale())},
-               maxTokens * q.getDimSize(1));
+               {query, pos, Arg::kCache(cache), Arg::vCache(cache), y, Arg::buffer(partials),
+                Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
+                Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(maxSplits),
+                i32(splitRows)},
+               std::max(maxTokens * qHeads, maxSplits * qHeads));
+        ++time; // the merge reads the partials and writes the result
+        buffers[partials].lastUse = time;
+        touch(a.getResult(), time);
+        launch(op, "attention_merge",
+               {Arg::buffer(partials), y, Arg::numTokens(), i32(qHeads), i32(headDim),
+                i32(maxSplits), i32(splitRows)},
+               maxTokens * qHeads, "merge");
         return success();
       })
       .Case<MoeRouterOp>([&](MoeRouterOp r) -> LogicalResult {
@@ -461,12 +506,29 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (failed(scale) || failed(proj) || failed(pes))
           return failure();
         auto projType = r.getProj().getType();
+        const int64_t experts = projType.getDimSize(0), hidden = projType.getDimSize(1);
+        // The logits as rms_norm (the router scale as its weight) + linear, so that reading
+        // proj is spread over the GPU like any linear; hidden^-0.5 is applied by moe_topk.
         Arg in = buf(r.getInput());
-        Arg weightsOut = out(r.getWeights()), indicesOut = out(r.getIndices());
-        launch(op, "moe_router",
-               {in, *scale, *proj, *pes, weightsOut, indicesOut, Arg::numTokens(),
-                i32(projType.getDimSize(1)), i32(projType.getDimSize(0)), i32(r.getTopK()),
+        int64_t normed = newScratch(sourceName(op) + ".norm", {hidden}, t);
+        launch(op, "rms_norm",
+               {in, *scale, Arg::buffer(normed), Arg::numTokens(), i32(1), i32(hidden),
                 f32(r.getEpsilon())},
+               maxTokens, "norm");
+        ++time;
+        buffers[normed].lastUse = time;
+        int64_t logits = newScratch(sourceName(op) + ".logits", {experts}, time);
+        launch(op, "linear",
+               {Arg::buffer(normed), *proj, Arg::buffer(logits), Arg::numTokens(), i32(experts),
+                i32(hidden)},
+               ceilDiv(experts, 8), "logits");
+        ++time;
+        buffers[logits].lastUse = time;
+        Arg weightsOut = out(r.getWeights()), indicesOut = out(r.getIndices());
+        launch(op, "moe_topk",
+               {Arg::buffer(logits), *pes, weightsOut, indicesOut, Arg::numTokens(),
+                i32(experts), i32(r.getTopK()),
+                Arg::f32v(static_cast<float>(1.0 / std::sqrt(static_cast<double>(hidden))))},
                maxTokens);
         return success();
       })

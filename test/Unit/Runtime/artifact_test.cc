@@ -79,10 +79,10 @@ TEST(ArtifactTest, RejectsCubinWithoutPlanSection) {
 TEST(ArtifactTest, InvalidPlanNamesTheFile) {
   TempDir dir;
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 2;
+  section[8] = 9;
   const std::string path = dir.Write("model.cubin", MakeElf64({{".spark.plan", section}}));
   EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
-                       absl::StrCat(path, ": plan version 2 is not supported")));
+                       absl::StrCat(path, ": plan version 9 is not supported")));
 }
 
 TEST(ArtifactTest, RejectsCubinWhosePlanNamesPtx) {

@@ -13,6 +13,7 @@
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan.h"
+#include "spark/runtime/plan_format.h"
 #include "spark/runtime/safetensors.h"
 
 namespace spark {
@@ -34,6 +35,7 @@ StepArg Cache(ArgRefKind kind) { return {kind, 0, 0, 0.0f}; }
 StepArg I32(int32_t v) { return {ArgRefKind::kI32, 0, v, 0.0f}; }
 StepArg F32(float v) { return {ArgRefKind::kF32, 0, 0, v}; }
 StepArg NumTokens() { return {ArgRefKind::kNumTokens, 0, 0, 0.0f}; }
+StepArg Null() { return {ArgRefKind::kNull, 0, 0, 0.0f}; }
 
 Step MakeStep(const std::string& op, const std::string& source, std::vector<StepArg> args) {
   Step step;
@@ -50,7 +52,7 @@ Step MakeStep(const std::string& op, const std::string& source, std::vector<Step
 // tied embedding table. ValidatePlan checks it by the plan reader's rules.
 Plan TinyPlan(KvKind kind, int window, bool soft_merge = true) {
   Plan plan;
-  plan.version = 1;
+  plan.version = plan_format::kPlanVersion;
   plan.target = "sm_90a";
   plan.max_tokens = kMaxTokens;
   plan.model.variant = "tiny";
@@ -101,8 +103,9 @@ Plan TinyPlan(KvKind kind, int window, bool soft_merge = true) {
   plan.steps.push_back(MakeStep(
       "attention", "layers.0.attention",
       {Buffer(h), Buffer(plan.input_positions), Cache(ArgRefKind::kKCache),
-       Cache(ArgRefKind::kVCache), Buffer(attn), NumTokens(), I32(1), I32(1), I32(kHidden),
-       Cache(ArgRefKind::kKvCapacity), I32(kind == KvKind::kSliding ? window : 0), F32(0.0f)}));
+       Cache(ArgRefKind::kVCache), Buffer(attn), Null(), NumTokens(), I32(1), I32(1),
+       I32(kHidden), Cache(ArgRefKind::kKvCapacity), I32(kind == KvKind::kSliding ? window : 0),
+       F32(0.0f), I32(1), I32(0)}));
   plan.steps.push_back(MakeStep("linear", "lm_head",
                                 {Buffer(attn), Weight(0), Buffer(plan.output_logits), NumTokens(),
                                  I32(kVocab), I32(kHidden)}));

@@ -237,8 +237,8 @@ struct SmallCache {
   std::vector<float> Attend(std::vector<float> q, int position, int window, float scale = 1.0f) {
     const std::vector<int32_t> pos = {position};
     std::vector<float> y(2);
-    host::Attention(q.data(), pos.data(), k.data(), v.data(), y.data(), 1, 1, 1, 2, cap, window,
-                    scale);
+    host::Attention(q.data(), pos.data(), k.data(), v.data(), y.data(), nullptr, 1, 1, 1, 2, cap,
+                    window, scale, 1, 0);
     return y;
   }
   std::vector<float> k, v;
@@ -294,7 +294,8 @@ TEST(HostKernelsTest, AttentionMapsQueryHeadsToKvHeadGroups) {
   const std::vector<int32_t> pos = {0};
   const std::vector<float> kc = {0, 0}, vc = {10, 20};
   std::vector<float> y(4);
-  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), 1, 4, 2, 1, 1, 0, 1.0f);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, 1, 4, 2, 1, 1, 0,
+                  1.0f, 1, 0);
   ExpectNear(y, {10, 10, 20, 20});
 }
 
@@ -303,53 +304,119 @@ TEST(HostKernelsTest, AttentionTokensOfOneStepSeeEachOtherCausally) {
   const std::vector<int32_t> pos = {0, 1};
   const std::vector<float> kc = {0, 0}, vc = {2, 4};
   std::vector<float> y(2);
-  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), 2, 1, 1, 1, 2, 0, 1.0f);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, 2, 1, 1, 1, 2, 0,
+                  1.0f, 1, 0);
   ExpectNear(y, {2, 3});
 }
 
-struct Router {
-  std::vector<uint16_t> scale = Bf16({1, 1});
-  std::vector<uint16_t> proj;
+TEST(HostKernelsTest, AttentionSplitsAsManyAsTheWorkspaceHolds) {
+  EXPECT_EQ(abi::AttentionSplits(1, 8, 512), 8);    // decode: all of max_splits
+  EXPECT_EQ(abi::AttentionSplits(100, 8, 512), 5);  // 5 x 100 records fit in 512
+  EXPECT_EQ(abi::AttentionSplits(257, 8, 512), 1);  // not two per token: unsplit
+  EXPECT_EQ(abi::AttentionSplits(512, 8, 512), 1);
+  EXPECT_EQ(abi::AttentionSplits(1, 1, 512), 1);    // max_splits 1: never split
+  EXPECT_EQ(abi::AttentionSplits(1, 1000, 5000), abi::kMaxAttentionSplits);
+  EXPECT_EQ(abi::AttentionSplits(0, 8, 512), 1);
+}
+
+TEST(HostKernelsTest, AttentionSplitRangesCoverEveryKeyOnceInWholeWarpSteps) {
+  for (int n : {0, 1, 15, 16, 17, 100, 1023, 1024, 8192}) {
+    for (int s : {1, 2, 3, 8, 16, 64}) {
+      int next = 0;
+      for (int j = 0; j < s; ++j) {
+        const abi::KeyRange r = abi::AttentionSplitRange(n, s, j);
+        EXPECT_EQ(r.begin, next) << "n=" << n << " s=" << s << " j=" << j;
+        EXPECT_GE(r.count, 0);
+        if (r.begin + r.count < n) EXPECT_EQ(r.count % 16, 0) << "n=" << n << " s=" << s;
+        next = r.begin + r.count;
+      }
+      EXPECT_EQ(next, n) << "n=" << n << " s=" << s;
+    }
+  }
+}
+
+// Random q, K, V; attention split into key ranges and merged equals attention in one piece.
+TEST(HostKernelsTest, SplitAttentionMergesToTheUnsplitResult) {
+  const int T = 3, q_heads = 4, kv_heads = 2, head_dim = 8, capacity = 200, window = 0;
+  const int max_splits = 8, split_rows = 24;  // 24 / 3 tokens: 8 splits each
+  ASSERT_EQ(abi::AttentionSplits(T, max_splits, split_rows), 8);
+  std::vector<float> q(T * q_heads * head_dim), kc(capacity * kv_heads * head_dim),
+      vc(kc.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * i);
+  for (size_t i = 0; i < kc.size(); ++i) kc[i] = std::cos(0.11f * i), vc[i] = std::sin(0.07f * i);
+  const std::vector<int32_t> pos = {150, 151, 152};
+  std::vector<float> direct(q.size()), merged(q.size(), -7.0f);
+  std::vector<float> partials(split_rows * q_heads * abi::AttentionRecordFloats(head_dim), -9.0f);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), direct.data(), nullptr, T, q_heads,
+                  kv_heads, head_dim, capacity, window, 1.0f, 1, 0);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), merged.data(), partials.data(), T,
+                  q_heads, kv_heads, head_dim, capacity, window, 1.0f, max_splits, split_rows);
+  for (float v : merged) EXPECT_EQ(v, -7.0f);  // split: y is the merge's to write
+  host::AttentionMerge(partials.data(), merged.data(), T, q_heads, head_dim, max_splits,
+                       split_rows);
+  for (size_t i = 0; i < q.size(); ++i) EXPECT_NEAR(merged[i], direct[i], 1e-5) << i;
+}
+
+TEST(HostKernelsTest, AttentionMergeOfSplitsWithoutKeysIsZero) {
+  // Position -1 (not a token): no split has keys, the result is zeros.
+  const std::vector<float> q = {1, 2}, kc = {1, 1}, vc = {3, 4};
+  const std::vector<int32_t> pos = {-1};
+  std::vector<float> partials(4 * abi::AttentionRecordFloats(2), 5.0f), y = {9, 9};
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), partials.data(), 1, 1, 1,
+                  2, 1, 0, 1.0f, 4, 4);
+  host::AttentionMerge(partials.data(), y.data(), 1, 1, 2, 4, 4);
+  ExpectNear(y, {0, 0});
+}
+
+TEST(HostKernelsTest, AttentionMergeWritesNothingWhenTheStepIsNotSplit) {
+  std::vector<float> partials(8, 1.0f), y = {9, 9};
+  host::AttentionMerge(partials.data(), y.data(), 1, 1, 2, 1, 0);  // max_splits 1
+  ExpectNear(y, {9, 9});
+}
+
+struct TopK {
   std::vector<uint16_t> per_expert_scale = Bf16({1, 1, 1, 1});
   std::vector<float> weights;
   std::vector<int32_t> indices;
-  void Run(const std::vector<float>& x, int top_k) {
+  void Run(const std::vector<float>& logits, int top_k, float logit_scale = 1.0f) {
     weights.assign(top_k, 0.0f);
     indices.assign(top_k, -1);
-    host::MoeRouter(x.data(), scale.data(), proj.data(), per_expert_scale.data(), weights.data(),
-                    indices.data(), 1, 2, 4, top_k, 0.0f);
+    host::MoeTopK(logits.data(), per_expert_scale.data(), weights.data(), indices.data(), 1, 4,
+                  top_k, logit_scale);
   }
 };
 
-TEST(HostKernelsTest, MoeRouterRenormalisesTopK) {
-  Router router;
-  router.proj = Bf16({1, 1, 2, 2, 0, 0, 0, 0});
-  // z = RMS0([1, 1]) * 2^-0.5 = [0.7071, 0.7071]; logits [sqrt 2, 2 sqrt 2, 0, 0].
-  router.Run({1, 1}, 2);
-  EXPECT_EQ(router.indices, (std::vector<int32_t>{1, 0}));
+TEST(HostKernelsTest, MoeTopKRenormalisesTheSelectedProbabilities) {
+  TopK topk;
+  // logits [2, 4, 0, 0] * 0.7071 = [sqrt 2, 2 sqrt 2, 0, 0]: experts 1 then 0.
+  topk.Run({2, 4, 0, 0}, 2, static_cast<float>(std::sqrt(0.5)));
+  EXPECT_EQ(topk.indices, (std::vector<int32_t>{1, 0}));
   const float w1 = static_cast<float>(1.0 / (1.0 + std::exp(-std::sqrt(2.0))));
-  ExpectNear(router.weights, {w1, 1 - w1});
+  ExpectNear(topk.weights, {w1, 1 - w1});
 }
 
-TEST(HostKernelsTest, MoeRouterTiesPickTheLowerIndexAndScalesPerExpert) {
-  Router router;
-  router.proj = Bf16({1, 1, 2, 2, 2, 2, 0, 0});
-  router.per_expert_scale = Bf16({1, 3, 0.5f, 1});
-  router.Run({1, 1}, 2);
-  EXPECT_EQ(router.indices, (std::vector<int32_t>{1, 2}));
-  ExpectNear(router.weights, {1.5f, 0.25f});
-  router.Run({1, 1}, 1);
-  EXPECT_EQ(router.indices, (std::vector<int32_t>{1}));
-  ExpectNear(router.weights, {3});
+TEST(HostKernelsTest, MoeTopKTiesPickTheLowerIndexAndScalesPerExpert) {
+  TopK topk;
+  topk.per_expert_scale = Bf16({1, 3, 0.5f, 1});
+  topk.Run({1, 2, 2, 0}, 2);
+  EXPECT_EQ(topk.indices, (std::vector<int32_t>{1, 2}));
+  ExpectNear(topk.weights, {1.5f, 0.25f});
+  topk.Run({1, 2, 2, 0}, 1);
+  EXPECT_EQ(topk.indices, (std::vector<int32_t>{1}));
+  ExpectNear(topk.weights, {3});
 }
 
-TEST(HostKernelsTest, MoeRouterAppliesScaleToTheNormalisedInput) {
-  Router router;
-  router.proj = Bf16({1, 0, 0, 1, 0, 0, 0, 0});
-  router.scale = Bf16({1, 0});  // only component 0 survives: logits [0.7071, 0, 0, 0]
-  router.Run({5, 5}, 1);
-  EXPECT_EQ(router.indices, (std::vector<int32_t>{0}));
-  ExpectNear(router.weights, {1});
+TEST(HostKernelsTest, MoeTopKScalesLogitsBeforeTheSoftmax) {
+  // The same logits with a smaller logit_scale give a flatter distribution: weights of the two
+  // selected experts [e^1, e^0.5] / sum at scale 0.5, [e^2, e^1] / sum at scale 1.
+  TopK topk;
+  topk.Run({0, 2, 1, 0}, 2, 0.5f);
+  EXPECT_EQ(topk.indices, (std::vector<int32_t>{1, 2}));
+  const float w_half = static_cast<float>(1.0 / (1.0 + std::exp(-0.5)));
+  ExpectNear(topk.weights, {w_half, 1 - w_half});
+  topk.Run({0, 2, 1, 0}, 2, 1.0f);
+  const float w_one = static_cast<float>(1.0 / (1.0 + std::exp(-1.0)));
+  ExpectNear(topk.weights, {w_one, 1 - w_one});
 }
 
 TEST(HostKernelsTest, MoeGateUpSplitsGateAndUpRows) {
@@ -460,10 +527,11 @@ TEST(RunHostKernelTest, RejectsNegativeSizes) {
 TEST(RunHostKernelTest, RejectsInconsistentAttentionHeads) {
   float buf[4] = {};
   int32_t pos = 0;
-  const std::vector<HostArg> args = {HostArg::Ptr(buf), HostArg::Ptr(&pos), HostArg::Ptr(buf),
-                                     HostArg::Ptr(buf), HostArg::Ptr(buf),  HostArg::I32(1),
-                                     HostArg::I32(3),   HostArg::I32(2),    HostArg::I32(1),
-                                     HostArg::I32(1),   HostArg::I32(0),    HostArg::F32(1)};
+  const std::vector<HostArg> args = {
+      HostArg::Ptr(buf), HostArg::Ptr(&pos), HostArg::Ptr(buf), HostArg::Ptr(buf),
+      HostArg::Ptr(buf), HostArg::Ptr(nullptr), HostArg::I32(1), HostArg::I32(3),
+      HostArg::I32(2),   HostArg::I32(1),    HostArg::I32(1),   HostArg::I32(0),
+      HostArg::F32(1),   HostArg::I32(1),    HostArg::I32(0)};
   EXPECT_TRUE(ErrorContains(RunHostKernel("attention", args),
                             "q_heads 3 is not a positive multiple of kv_heads 2"));
 }
@@ -472,12 +540,11 @@ TEST(RunHostKernelTest, RejectsTopKAboveNumExperts) {
   float buf[4] = {};
   uint16_t w[4] = {};
   int32_t idx[4] = {};
-  const std::vector<HostArg> args = {HostArg::Ptr(buf), HostArg::Ptr(w),   HostArg::Ptr(w),
-                                     HostArg::Ptr(w),   HostArg::Ptr(buf), HostArg::Ptr(idx),
-                                     HostArg::I32(1),   HostArg::I32(2),   HostArg::I32(2),
-                                     HostArg::I32(3),   HostArg::F32(0)};
+  const std::vector<HostArg> args = {HostArg::Ptr(buf), HostArg::Ptr(w),   HostArg::Ptr(buf),
+                                     HostArg::Ptr(idx), HostArg::I32(1),   HostArg::I32(2),
+                                     HostArg::I32(3),   HostArg::F32(1)};
   EXPECT_TRUE(
-      ErrorContains(RunHostKernel("moe_router", args), "top_k 3 is not in [1, num_experts = 2]"));
+      ErrorContains(RunHostKernel("moe_topk", args), "top_k 3 is not in [1, num_experts = 2]"));
 }
 
 }  // namespace

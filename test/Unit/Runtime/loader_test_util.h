@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "little_endian.h"
 #include "spark/runtime/plan.h"
+#include "spark/runtime/plan_format.h"
 
 namespace spark {
 namespace rt {
@@ -156,7 +157,7 @@ inline Step MakeStep(const std::string& op, int block, std::vector<StepArg> args
 // and one full KV cache, soft-token inputs.
 inline Plan TestPlan(const std::string& target = "sm_90a") {
   Plan plan;
-  plan.version = 1;
+  plan.version = plan_format::kPlanVersion;
   plan.target = target;
   plan.max_tokens = 8;
   plan.model.variant = "test-tiny";

@@ -125,7 +125,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 1u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 2u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -168,7 +168,11 @@ TEST(PlanTest, RejectsNewerVersion) {
   section[8] = 7;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
                        "model.cubin: plan version 7 is not supported (this runtime reads version "
-                       "1); recompile the model with this release's spark-compile"));
+                       "2); recompile the model with this release's spark-compile"));
+  section[8] = 1;  // version 1: attention had no split-over-KV arguments
+  EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
+                       "model.cubin: plan version 1 is not supported (this runtime reads version "
+                       "2)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -226,7 +230,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 1); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 2); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -389,6 +393,53 @@ TEST(PlanTest, RejectsStepsThatOverrunWhatTheyAreGiven) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "linear uses 1073741824 elements per token"));
 }
 
+// The workspace of attention split over the KV length (flash-decoding) and of its merge must
+// hold split_rows x q_heads records when the step may split (max_splits > 1).
+TEST(PlanTest, ChecksTheAttentionWorkspace) {
+  const StepArg num_tokens = test::KindArg(ArgRefKind::kNumTokens);
+  const auto attention = [&](StepArg partials, int32_t max_splits, int32_t split_rows) {
+    return test::MakeStep(
+        "attention", 128,
+        {test::BufferArg(4), test::BufferArg(TestPlan().input_positions),
+         test::KindArg(ArgRefKind::kKCache, 1), test::KindArg(ArgRefKind::kVCache, 1),
+         test::BufferArg(5), partials, num_tokens, test::I32Arg(1), test::I32Arg(1),
+         test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0),
+         test::F32Arg(1.0f), test::I32Arg(max_splits), test::I32Arg(split_rows)});
+  };
+  const auto merge = [&](StepArg partials, int32_t max_splits, int32_t split_rows) {
+    return test::MakeStep("attention_merge", 128,
+                          {partials, test::BufferArg(5), num_tokens, test::I32Arg(1),
+                           test::I32Arg(4), test::I32Arg(max_splits), test::I32Arg(split_rows)});
+  };
+  // Buffer 3 (%logits) holds 8 rows x 16 floats = 128 = 16 records of 4 + 4 floats.
+  Plan plan = TestPlan();
+  plan.steps.push_back(attention(test::BufferArg(3), 4, 16));
+  plan.steps.push_back(merge(test::BufferArg(3), 4, 16));
+  EXPECT_TRUE(ParsePlan(plan).ok());
+  plan = TestPlan();
+  plan.steps.push_back(attention(test::KindArg(ArgRefKind::kNull), 4, 16));  // never split
+  EXPECT_TRUE(ParsePlan(plan).ok());
+  plan = TestPlan();
+  plan.steps.push_back(attention(test::BufferArg(3), 4, 17));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[5].args[5]: attention may write 136 floats of partials, buffer 3 "
+                       "(%logits) holds 128"));
+  plan = TestPlan();
+  plan.steps.push_back(merge(test::BufferArg(3), 4, 17));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "attention_merge may write 136 floats of partials"));
+  plan = TestPlan();
+  plan.steps.push_back(merge(test::KindArg(ArgRefKind::kNull), 4, 16));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "partials of attention_merge must be an activation buffer, found null"));
+  plan = TestPlan();
+  plan.steps.push_back(attention(test::BufferArg(TestPlan().input_ids), 2, 1));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "partials of attention must be an f32 buffer"));
+  plan = TestPlan();
+  plan.steps.push_back(attention(test::BufferArg(3), 4, 1 << 30));  // records overflow nothing
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "attention may write 8589934592 floats"));
+}
+
 // The other bounds rules, one rejection each: the argument's kind, and the ops' own limits.
 TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
   Plan plan = TestPlan();
@@ -419,9 +470,10 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
   plan.steps.push_back(test::MakeStep(
       "attention", 128,
       {test::BufferArg(4), positions, test::KindArg(ArgRefKind::kKCache, 1),
-       test::KindArg(ArgRefKind::kVCache, 1), test::BufferArg(5), num_tokens, test::I32Arg(3),
-       test::I32Arg(2), test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 1),
-       test::I32Arg(0), test::F32Arg(1.0f)}));
+       test::KindArg(ArgRefKind::kVCache, 1), test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
+       num_tokens, test::I32Arg(3), test::I32Arg(2), test::I32Arg(4),
+       test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0), test::F32Arg(1.0f),
+       test::I32Arg(1), test::I32Arg(0)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "attention needs q_heads to be a multiple of kv_heads >= 1"));
   plan = TestPlan();
@@ -432,11 +484,10 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "select_group index >= groups"));
   plan = TestPlan();
   plan.steps.push_back(test::MakeStep(
-      "moe_router", 128,
-      {test::BufferArg(2), test::WeightArg(1), test::WeightArg(0), test::WeightArg(1),
-       test::BufferArg(4), test::BufferArg(plan.input_ids), num_tokens, test::I32Arg(4),
-       test::I32Arg(2), test::I32Arg(3), test::F32Arg(1e-6f)}));
-  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "moe_router needs 1 <= top_k <= num_experts"));
+      "moe_topk", 128,
+      {test::BufferArg(2), test::WeightArg(1), test::BufferArg(4), test::BufferArg(plan.input_ids),
+       num_tokens, test::I32Arg(2), test::I32Arg(3), test::F32Arg(0.5f)}));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "moe_topk needs 1 <= top_k <= num_experts"));
 }
 
 TEST(PlanTest, RejectsUnknownOp) {
@@ -576,7 +627,7 @@ TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kF32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 1 weights are bf16, found "
+                       "m.cubin: plan weights[1].dtype: plan version 2 weights are bf16, found "
                        "f32"));
   plan = TestPlan();
   plan.weights[1].name = plan.weights[0].name;

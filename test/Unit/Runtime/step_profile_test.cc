@@ -31,15 +31,16 @@ TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
       "attention", 128,
       {test::BufferArg(4), test::BufferArg(plan.input_positions),
        test::KindArg(ArgRefKind::kKCache, 0), test::KindArg(ArgRefKind::kVCache, 0),
-       test::BufferArg(5), test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1),
-       test::I32Arg(1), test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 0),
-       test::I32Arg(3), test::F32Arg(1.0f)});
+       test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
+       test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1), test::I32Arg(1), test::I32Arg(4),
+       test::KindArg(ArgRefKind::kKvCapacity, 0), test::I32Arg(3), test::F32Arg(1.0f),
+       test::I32Arg(1), test::I32Arg(0)});
   // Positions 5 and 6 with a window of 3 see 3 keys each; K and V rows of 1 x 4 f32.
   StepCost cost = EstimateStepCost(plan, attention, 2, 5);
   EXPECT_EQ(cost.kv_bytes, 2 * (3 + 3) * 4 * 4);
   EXPECT_EQ(cost.flops, 4.0 * (3 + 3) * 1 * 4);
   // Without a window, positions 0 and 1 see 1 and 2 keys.
-  attention.args[10] = test::I32Arg(0);
+  attention.args[11] = test::I32Arg(0);
   cost = EstimateStepCost(plan, attention, 2, 0);
   EXPECT_EQ(cost.kv_bytes, 2 * (1 + 2) * 4 * 4);
 }

@@ -62,13 +62,17 @@ void Rope(const float* x, const int32_t* positions, float* y, int32_t num_tokens
 void KvWrite(const float* k, const float* v, const int32_t* positions, float* k_cache,
              float* v_cache, int32_t num_tokens, int32_t kv_heads, int32_t head_dim,
              int32_t capacity);
+// With partials null (or AttentionSplits(...) == 1) y is written; otherwise the partial records
+// (kernel_abi.h) are, and AttentionMerge writes y from them.
 void Attention(const float* q, const int32_t* positions, const float* k_cache, const float* v_cache,
-               float* y, int32_t num_tokens, int32_t q_heads, int32_t kv_heads, int32_t head_dim,
-               int32_t capacity, int32_t window, float scale);
-void MoeRouter(const float* x, const uint16_t* scale, const uint16_t* proj,
-               const uint16_t* per_expert_scale, float* weights, int32_t* indices,
-               int32_t num_tokens, int32_t hidden, int32_t num_experts, int32_t top_k,
-               float epsilon);
+               float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
+               int32_t head_dim, int32_t capacity, int32_t window, float scale,
+               int32_t max_splits, int32_t split_rows);
+void AttentionMerge(const float* partials, float* y, int32_t num_tokens, int32_t q_heads,
+                    int32_t head_dim, int32_t max_splits, int32_t split_rows);
+void MoeTopK(const float* logits, const uint16_t* per_expert_scale, float* weights,
+             int32_t* indices, int32_t num_tokens, int32_t num_experts, int32_t top_k,
+             float logit_scale);
 void MoeGateUp(const float* x, const uint16_t* gate_up, const int32_t* indices, float* act,
                int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
                int32_t top_k);

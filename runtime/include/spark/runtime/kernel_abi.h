@@ -34,6 +34,8 @@ struct ArgSpec {
   const char* name;
   ArgKind kind;
   bool nullable = false;  // a pointer that may be null (the weight of a weight-less RMSNorm)
+  bool output = false;    // a pointer to what the op computes (not KV caches: state; not the
+                          // attention workspace: scratch)
 };
 
 inline constexpr int kMaxArgs = 16;
@@ -48,6 +50,7 @@ struct KernelSpec {
 
 #define SPARK_P(n) {n, ::spark::abi::ArgKind::kPtr}
 #define SPARK_PN(n) {n, ::spark::abi::ArgKind::kPtr, true}
+#define SPARK_O(n) {n, ::spark::abi::ArgKind::kPtr, false, true}
 #define SPARK_I(n) {n, ::spark::abi::ArgKind::kI32}
 #define SPARK_F(n) {n, ::spark::abi::ArgKind::kF32}
 
@@ -56,53 +59,53 @@ inline constexpr KernelSpec kKernels[] = {
   // y[t, :] = table[ids[t], :] * scale. ids outside [0, vocab) produce a zero row (the runtime
   // rejects such ids before launching).
   {"embedding", "spark_embedding", 256, 7,
-   {SPARK_P("ids"), SPARK_P("table"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("vocab"),
+   {SPARK_P("ids"), SPARK_P("table"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("vocab"),
     SPARK_I("dim"), SPARK_F("scale")}},
   // Gemma 4 RMSNorm over the last dim of x [num_tokens * groups, cols]; weight may be null
   // (weight-less form): y = x * (mean(x^2) + eps)^-0.5 [* w].
   {"rms_norm", "spark_rms_norm", 256, 7,
-   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("groups"),
+   {SPARK_P("x"), SPARK_PN("weight"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("groups"),
     SPARK_I("cols"), SPARK_F("epsilon")}},
   // y = residual + rms_norm(x) [* w] over rows of `cols` (norm + residual add, fused: the
   // rms_norm above followed by add, in one pass). y may alias x or residual.
   {"residual_rms_norm", "spark_residual_rms_norm", 256, 7,
-   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("residual"), SPARK_P("y"), SPARK_I("num_tokens"),
+   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("residual"), SPARK_O("y"), SPARK_I("num_tokens"),
     SPARK_I("cols"), SPARK_F("epsilon")}},
   // rope(rms_norm(x) [* w]) per head of x [T, heads, head_dim] (q/k norm + RoPE, fused): the
   // rms_norm of each head row, then the rotation of rope below with the same arguments.
   // y may alias x.
   {"rms_norm_rope", "spark_rms_norm_rope", 256, 11,
-   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("positions"), SPARK_P("y"), SPARK_I("num_tokens"),
+   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("positions"), SPARK_O("y"), SPARK_I("num_tokens"),
     SPARK_I("heads"), SPARK_I("head_dim"), SPARK_I("rotated_pairs"), SPARK_F("theta"),
     SPARK_F("factor"), SPARK_F("epsilon")}},
   // y [T, out] = x [T, in] @ w[out, in]^T, f32 accumulation.
   {"linear", "spark_linear", 256, 6,
-   {SPARK_P("x"), SPARK_P("w"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("out_features"),
+   {SPARK_P("x"), SPARK_P("w"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("out_features"),
     SPARK_I("in_features")}},
   // Elementwise over [T, cols].
   {"add", "spark_add", 256, 5,
-   {SPARK_P("a"), SPARK_P("b"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+   {SPARK_P("a"), SPARK_P("b"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
   {"mul", "spark_mul", 256, 5,
-   {SPARK_P("a"), SPARK_P("b"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+   {SPARK_P("a"), SPARK_P("b"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
   // y = x * factor.
   {"scale", "spark_scale", 256, 5,
-   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols"), SPARK_F("factor")}},
+   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols"), SPARK_F("factor")}},
   // y = x * s[0], s a bf16 [1] weight (Gemma 4's layer_scalar).
   {"scalar_mul", "spark_scalar_mul", 256, 5,
-   {SPARK_P("x"), SPARK_P("s"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+   {SPARK_P("x"), SPARK_P("s"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
   // y = gelu_tanh(x).
   {"gelu", "spark_gelu", 256, 4,
-   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
   // y = gelu_tanh(a) * b (fused gate of the MLP).
   {"gelu_mul", "spark_gelu_mul", 256, 5,
-   {SPARK_P("a"), SPARK_P("b"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+   {SPARK_P("a"), SPARK_P("b"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
   // y = cap * tanh(x / cap).
   {"softcap", "spark_softcap", 256, 5,
-   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols"), SPARK_F("cap")}},
+   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols"), SPARK_F("cap")}},
   // Rotate-half RoPE on x [T, heads, head_dim] at positions[T]. For i < rotated_pairs:
   // inv_freq[i] = theta^(-2i/head_dim) / factor; other pairs pass through unchanged.
   {"rope", "spark_rope", 256, 9,
-   {SPARK_P("x"), SPARK_P("positions"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("heads"),
+   {SPARK_P("x"), SPARK_P("positions"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("heads"),
     SPARK_I("head_dim"), SPARK_I("rotated_pairs"), SPARK_F("theta"), SPARK_F("factor")}},
   // Writes k, v [T, kv_heads, head_dim] into the cache slots positions[t] % capacity.
   {"kv_write", "spark_kv_write", 256, 9,
@@ -111,48 +114,103 @@ inline constexpr KernelSpec kKernels[] = {
   // Causal (window == 0) or sliding-window (keys p-window < j <= p) grouped-query attention of
   // q [T, q_heads, head_dim] at positions[T] over the cache (which already holds these tokens).
   // scores = q.k * scale, softmax in f32; query head h reads kv head h / (q_heads / kv_heads).
-  {"attention", "spark_attention", 128, 12,
-   {SPARK_P("q"), SPARK_P("positions"), SPARK_P("k_cache"), SPARK_P("v_cache"), SPARK_P("y"),
-    SPARK_I("num_tokens"), SPARK_I("q_heads"), SPARK_I("kv_heads"), SPARK_I("head_dim"),
-    SPARK_I("capacity"), SPARK_I("window"), SPARK_F("scale")}},
-  // Gemma 4 MoE router (architecture spec 9.1): weight-less RMS, * scale * hidden^-0.5, logits,
-  // f32 softmax over experts, top_k (ties: lower index), renormalise, * per_expert_scale.
-  {"moe_router", "spark_moe_router", 128, 11,
-   {SPARK_P("x"), SPARK_P("scale"), SPARK_P("proj"), SPARK_P("per_expert_scale"),
-    SPARK_P("weights"), SPARK_P("indices"), SPARK_I("num_tokens"), SPARK_I("hidden"),
-    SPARK_I("num_experts"), SPARK_I("top_k"), SPARK_F("epsilon")}},
+  // Split over the KV length (flash-decoding): with s = AttentionSplits(num_tokens, max_splits,
+  // split_rows) > 1 (partials not null), each (token, head) is computed as s key ranges
+  // (AttentionSplitRange) whose unnormalised partial results go to `partials` and y is not
+  // written; attention_merge combines them into y. With s == 1, y is written directly.
+  {"attention", "spark_attention", 128, 15,
+   {SPARK_P("q"), SPARK_P("positions"), SPARK_P("k_cache"), SPARK_P("v_cache"), SPARK_O("y"),
+    SPARK_PN("partials"), SPARK_I("num_tokens"), SPARK_I("q_heads"), SPARK_I("kv_heads"),
+    SPARK_I("head_dim"), SPARK_I("capacity"), SPARK_I("window"), SPARK_F("scale"),
+    SPARK_I("max_splits"), SPARK_I("split_rows")}},
+  // y[t, h] = the softmax-weighted combination of the s partial results of attention above
+  // (same num_tokens, max_splits and split_rows); nothing is written when s == 1.
+  {"attention_merge", "spark_attention_merge", 128, 7,
+   {SPARK_P("partials"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("q_heads"),
+    SPARK_I("head_dim"), SPARK_I("max_splits"), SPARK_I("split_rows")}},
+  // Gemma 4 MoE router's selection (architecture spec 9.1), from its logits [T, num_experts]:
+  // p = softmax(logits * logit_scale) over experts in f32, top_k (ties: lower index),
+  // renormalise, * per_expert_scale. The compiler computes the logits as rms_norm (weight: the
+  // router scale) then linear (proj), and passes logit_scale = hidden^-0.5.
+  {"moe_topk", "spark_moe_topk", 128, 8,
+   {SPARK_P("logits"), SPARK_P("per_expert_scale"), SPARK_O("weights"), SPARK_O("indices"),
+    SPARK_I("num_tokens"), SPARK_I("num_experts"), SPARK_I("top_k"), SPARK_F("logit_scale")}},
   // act[t, k, :] = gelu(gate) * up, [gate; up] = x[t] @ gate_up[indices[t, k]]^T.
   {"moe_gate_up", "spark_moe_gate_up", 256, 9,
-   {SPARK_P("x"), SPARK_P("gate_up"), SPARK_P("indices"), SPARK_P("act"), SPARK_I("num_tokens"),
+   {SPARK_P("x"), SPARK_P("gate_up"), SPARK_P("indices"), SPARK_O("act"), SPARK_I("num_tokens"),
     SPARK_I("hidden"), SPARK_I("intermediate"), SPARK_I("num_experts"), SPARK_I("top_k")}},
   // y[t] = sum_k weights[t, k] * (act[t, k] @ down[indices[t, k]]^T).
   {"moe_down", "spark_moe_down", 256, 10,
-   {SPARK_P("act"), SPARK_P("down"), SPARK_P("weights"), SPARK_P("indices"), SPARK_P("y"),
+   {SPARK_O("act"), SPARK_P("down"), SPARK_P("weights"), SPARK_P("indices"), SPARK_O("y"),
     SPARK_I("num_tokens"), SPARK_I("hidden"), SPARK_I("intermediate"), SPARK_I("num_experts"),
     SPARK_I("top_k")}},
   // In place: dest[indices[n], :] = updates[n, :] for n < num_updates; indices < 0 or
   // >= num_tokens are skipped (never written).
   {"scatter_rows", "spark_scatter_rows", 256, 6,
-   {SPARK_P("dest"), SPARK_P("indices"), SPARK_P("updates"), SPARK_I("num_tokens"),
+   {SPARK_O("dest"), SPARK_P("indices"), SPARK_P("updates"), SPARK_I("num_tokens"),
     SPARK_I("num_updates"), SPARK_I("cols")}},
   // y[t] = ids[t] if it is none of token_a/b/c, else replacement (-1 = unused slot).
   {"mask_tokens", "spark_mask_tokens", 256, 7,
-   {SPARK_P("ids"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("token_a"), SPARK_I("token_b"),
+   {SPARK_P("ids"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("token_a"), SPARK_I("token_b"),
     SPARK_I("token_c"), SPARK_I("replacement")}},
   // y[t, :] = x[t, index, :] for x [T, groups, cols].
   {"select_group", "spark_select_group", 256, 6,
-   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("groups"), SPARK_I("cols"),
+   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("groups"), SPARK_I("cols"),
     SPARK_I("index")}},
   // y = x over [T, cols] (f32).
   {"copy", "spark_copy", 256, 4,
-   {SPARK_P("x"), SPARK_P("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
+   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
 };
 // clang-format on
 
 #undef SPARK_P
 #undef SPARK_PN
+#undef SPARK_O
 #undef SPARK_I
 #undef SPARK_F
+
+// ---- Attention split over the KV length (flash-decoding) ----
+// The partial result of one (token, query head, split) is a record of AttentionRecordFloats
+// floats: o[head_dim] (sum of exp(score - m) * v over the split's keys), then m (the split's
+// largest score), then l (sum of exp(score - m)), then padding (so that records stay 16-byte
+// aligned); a split without keys has o = 0, m = 0, l = 0 and is ignored by the merge.
+// Record ((t * q_heads + h) * s + j) holds split j of token t, head h. The workspace holds
+// split_rows * q_heads records, so s * num_tokens <= split_rows.
+// These helpers are compiled into the kernels too (SPARK_ABI_HD), so that the runtime, the host
+// reference and the device code share one definition.
+#if defined(__CUDACC__)
+#define SPARK_ABI_HD __host__ __device__
+#else
+#define SPARK_ABI_HD
+#endif
+SPARK_ABI_HD constexpr int AttentionRecordFloats(int head_dim) { return head_dim + 4; }
+
+// The most splits a step may use (the merge kernel keeps one weight per split in shared memory).
+inline constexpr int kMaxAttentionSplits = 64;
+
+// How many key ranges each (token, query head) of a step of num_tokens tokens is split into:
+// as many as the workspace holds, at most max_splits (and kMaxAttentionSplits).
+SPARK_ABI_HD constexpr int AttentionSplits(int num_tokens, int max_splits, int split_rows) {
+  if (num_tokens <= 0 || max_splits <= 1 || split_rows / 2 < num_tokens) return 1;
+  int s = split_rows / num_tokens;
+  if (s > max_splits) s = max_splits;
+  return s > kMaxAttentionSplits ? kMaxAttentionSplits : s;
+}
+
+// The keys of split j out of s, for a query that sees n keys: [begin, begin + count) relative to
+// its first key. Splits are whole multiples of 16 keys (the kernel's 4 warps x 4 keys per step)
+// except the last; trailing splits may be empty (count 0).
+struct KeyRange {
+  int begin;
+  int count;
+};
+SPARK_ABI_HD constexpr KeyRange AttentionSplitRange(int n, int s, int j) {
+  if (n <= 0 || s <= 0 || j < 0) return {0, 0};
+  const long long per = ((static_cast<long long>(n) + s - 1) / s + 15) / 16 * 16;
+  const long long begin = j * per < n ? j * per : n;
+  const long long rest = n - begin;
+  return {static_cast<int>(begin), static_cast<int>(rest < per ? rest : per)};
+}
 
 inline constexpr int kNumKernels = static_cast<int>(sizeof(kKernels) / sizeof(kKernels[0]));
 
