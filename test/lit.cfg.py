@@ -38,6 +38,8 @@ if config.spark_has_compiler or borrowed_compiler:
     config.available_features.add("compiler")
 if os.path.exists(os.path.join(config.cuda_root, "bin", "ptxas")):
     config.available_features.add("ptxas")
+if os.path.exists(os.path.join(config.cuda_root, "bin", "nvcc")):
+    config.available_features.add("nvcc")
 # One feature per target whose kernel library is built (kernels/CMakeLists.txt).
 for target in getattr(config, "spark_kernel_targets", "").split(";"):
     if target:

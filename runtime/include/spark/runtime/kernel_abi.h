@@ -31,8 +31,8 @@ enum class ArgKind : int {
 };
 
 struct ArgSpec {
-  const char* name;
-  ArgKind kind;
+  const char* name = nullptr;
+  ArgKind kind = ArgKind::kPtr;
   bool nullable = false;  // a pointer that may be null (the weight of a weight-less RMSNorm)
   bool output = false;    // a pointer to what the op computes (not KV caches: state; not the
                           // attention workspace: scratch)
