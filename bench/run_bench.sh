@@ -13,6 +13,7 @@
 #       make_full_size.py, once: kept while the machine stays warm), then spark-run: decode after a
 #       1024- and an 8192-token prompt (64 tokens, twice each), prefill of 512- and 4096-token
 #       prompts (twice each), and one --profile run (per-op GB/s, 1024-token prompt, 16 tokens).
+#       SPARK_BENCH_ROUNDS=1 runs each case once (to fit one 10-minute device call).
 #       Every run records nvidia-smi's used-memory peak next to spark-run's JSON.
 #   bench/run_bench.sh pytorch MODEL OUTDIR MODE [CONTEXTS] [PREFILLS]
 #       bench/pytorch_llm.py on the same checkpoint (MODE eager or compile; compile runs under
@@ -78,7 +79,7 @@ case "$stage" in
     fi
     # Read the checkpoint once so that every timed run starts from the page cache.
     cat "$ckpt"/*.safetensors > /dev/null
-    for round in 1 2; do
+    for round in $(seq 1 "${SPARK_BENCH_ROUNDS:-2}"); do
       for context in 1024 8192; do
         ids=$(python3 bench/prompt_ids.py "$context" "$round")
         run_with_peak "spark_${model}_decode${context}_r$round" "$run" "$image" --weights "$ckpt" \
