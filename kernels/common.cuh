@@ -19,6 +19,11 @@
 
 #define SPK_DEVICE static __device__ __forceinline__
 #define SPK_EXPORT extern "C" __device__
+// An exported function inlined into every generated entry, so that the entry's literal arguments
+// fold into it (a function called from several entries is otherwise compiled once, for all of
+// them). For ops whose entries must not carry each other's code: the MoE expert ops, whose
+// decode entries would otherwise get the grouped tensor-core path's registers.
+#define SPK_EXPORT_INLINE extern "C" __device__ __attribute__((always_inline))
 
 namespace spk {
 

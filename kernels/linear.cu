@@ -4,12 +4,11 @@
 // Three paths, chosen per call:
 //   1. num_tokens >= kMmaMinTokens, in % 8 == 0, 16-byte aligned x and w, blockDim.x == 256:
 //      tensor-core tiles with `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+, including
-//      sm_121a). A block computes a 64-token x 128-row tile of y, K in steps of 32 staged through
-//      shared memory (register prefetch of the next step overlaps the MMAs). The f32 activations
-//      are split into two bf16 terms, x = hi + lo (hi = bf16(x), lo = bf16(x - hi)), and both are
-//      multiplied with the (exact) bf16 weights, so the product carries ~16 mantissa bits of x:
-//      relative error ~2^-17 per product instead of 2^-9 for a plain bf16 cast. The cost is 2x
-//      MMA work, which prefill (memory- and latency-bound in this simple kernel) hides.
+//      sm_121a; mma_tile.cuh). A block computes a 64-token x 128-row tile of y, K in steps of 32
+//      staged through shared memory (register prefetch of the next step overlaps the MMAs). The
+//      f32 activations are split into two bf16 terms, x = hi + lo, both multiplied with the
+//      (exact) bf16 weights: relative error ~2^-17 per product instead of 2^-9 for a plain bf16
+//      cast, at 2x the MMA work, which prefill (memory- and latency-bound here) hides.
 //   2. otherwise, in % 8 == 0 and aligned: decode GEMV, one warp per output row (grid-stride over
 //      rows), 16-byte loads of 8 bf16 weights (8 per lane issued together), up to 8 tokens per
 //      pass so that a weight row is read from memory once per 8 tokens; warp-shuffle reduction.
@@ -17,6 +16,7 @@
 // Grid: any size; a good launch is ceil(out/8) blocks for decode and
 // ceil(T/64) * ceil(out/128) (or more) for prefill -- both paths grid-stride.
 #include "common.cuh"
+#include "mma_tile.cuh"
 
 namespace spk {
 namespace linear {
@@ -24,11 +24,6 @@ namespace {
 
 constexpr int kMmaMinTokens = 16;
 constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane (decode GEMV)
-constexpr int kBM = 64;    // tokens per tile
-constexpr int kBN = 128;   // output rows per tile
-constexpr int kBK = 32;    // K per shared-memory stage
-constexpr int kPad = 8;    // bf16 padding per shared row (conflict-free fragment loads)
-constexpr int kLds = kBK + kPad;  // 40 bf16 = 80 bytes per shared row
 
 // ---- GEMV (decode) ----
 
@@ -124,138 +119,32 @@ SPK_DEVICE void gemv_dispatch(const float* x, const unsigned short* w, float* y,
     gemv<8, kVec>(x, w, y, T, out, in);
 }
 
-// ---- tensor-core tiles (prefill) ----
-
-struct TileRegs {
-  float4 x[2];  // two float4 of the X tile (64 x 32 f32 = 512 float4 / 256 threads)
-  uint4 w[2];   // two uint4 of the W tile (128 x 32 bf16 = 512 uint4 / 256 threads)
-};
-
-// Loads the K step starting at k0 of the tile (m0 tokens, n0 rows) into registers, zero-filling
-// everything outside [T) x [out) x [in).
-SPK_DEVICE void load_tile(TileRegs& g, const float* x, const unsigned short* w, int T, int out,
-                          int in, int m0, int n0, int k0) {
-  const int tid = threadIdx.x;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int idx = tid + i * 256;  // 0..511
-    const int row = idx >> 3, c4 = idx & 7;
-    const int t = m0 + row, k = k0 + c4 * 4;
-    g.x[i] = (t < T && k < in) ? ldg_f4(x + static_cast<int64_t>(t) * in + k)
-                               : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int idx = tid + i * 256;
-    const int row = idx >> 2, c8 = idx & 3;
-    const int n = n0 + row, k = k0 + c8 * 8;
-    g.w[i] = (n < out && k < in) ? ldg_u4(w + static_cast<int64_t>(n) * in + k)
-                                 : make_uint4(0u, 0u, 0u, 0u);
-  }
-}
-
-SPK_DEVICE void store_tile(const TileRegs& g, uint16_t (*xs_hi)[kLds], uint16_t (*xs_lo)[kLds],
-                           uint16_t (*ws)[kLds]) {
-  const int tid = threadIdx.x;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int idx = tid + i * 256;
-    const int row = idx >> 3, c4 = idx & 7;
-    const float4 v = g.x[i];
-    const uint32_t h01 = pack_bf16x2(v.x, v.y), h23 = pack_bf16x2(v.z, v.w);
-    const uint32_t l01 = pack_bf16x2(v.x - bf16lo_to_f32(h01), v.y - bf16hi_to_f32(h01));
-    const uint32_t l23 = pack_bf16x2(v.z - bf16lo_to_f32(h23), v.w - bf16hi_to_f32(h23));
-    *reinterpret_cast<uint2*>(&xs_hi[row][c4 * 4]) = make_uint2(h01, h23);
-    *reinterpret_cast<uint2*>(&xs_lo[row][c4 * 4]) = make_uint2(l01, l23);
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int idx = tid + i * 256;
-    const int row = idx >> 2, c8 = idx & 3;
-    *reinterpret_cast<uint4*>(&ws[row][c8 * 8]) = g.w[i];
-  }
-}
-
-SPK_DEVICE uint32_t lds32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+// ---- tensor-core tiles (prefill): mma_tile.cuh ----
 
 SPK_DEVICE void gemm_mma(const float* x, const unsigned short* w, float* y, int T, int out,
                          int in) {
-  __shared__ __align__(16) uint16_t xs_hi[kBM][kLds];
-  __shared__ __align__(16) uint16_t xs_lo[kBM][kLds];
-  __shared__ __align__(16) uint16_t ws[kBN][kLds];
-
-  const int lane = lane_id(), warp = warp_id();
-  const int g = lane >> 2, tig = lane & 3;
-  const int wm = (warp >> 2) * 32;  // warp's 32 tokens within the tile
-  const int wn = (warp & 3) * 32;   // warp's 32 rows within the tile
-  const int mt = (T + kBM - 1) / kBM;
-  const int nt = (out + kBN - 1) / kBN;
-  const int ksteps = (in + kBK - 1) / kBK;
-
+  __shared__ __align__(16) mma::Smem smem;
+  const int mt = (T + mma::kBM - 1) / mma::kBM;
+  const int nt = (out + mma::kBN - 1) / mma::kBN;
   for (int64_t tile = blockIdx.x; tile < static_cast<int64_t>(mt) * nt; tile += gridDim.x) {
     // Consecutive blocks take consecutive token tiles of the same weight tile (L2 reuse).
-    const int m0 = static_cast<int>(tile % mt) * kBM;
-    const int n0 = static_cast<int>(tile / mt) * kBN;
-    float acc[2][4][4];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-
-    TileRegs regs;
-    load_tile(regs, x, w, T, out, in, m0, n0, 0);
-    for (int ks = 0; ks < ksteps; ++ks) {
-      __syncthreads();  // previous step's fragments are consumed
-      store_tile(regs, xs_hi, xs_lo, ws);
-      __syncthreads();
-      if (ks + 1 < ksteps) load_tile(regs, x, w, T, out, in, m0, n0, (ks + 1) * kBK);
-#pragma unroll
-      for (int kk = 0; kk < kBK; kk += 16) {
-        uint32_t ah[2][4], al[2][4];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int r0 = wm + i * 16 + g;
-          const int c0 = kk + tig * 2;
-          ah[i][0] = lds32(&xs_hi[r0][c0]);
-          ah[i][1] = lds32(&xs_hi[r0 + 8][c0]);
-          ah[i][2] = lds32(&xs_hi[r0][c0 + 8]);
-          ah[i][3] = lds32(&xs_hi[r0 + 8][c0 + 8]);
-          al[i][0] = lds32(&xs_lo[r0][c0]);
-          al[i][1] = lds32(&xs_lo[r0 + 8][c0]);
-          al[i][2] = lds32(&xs_lo[r0][c0 + 8]);
-          al[i][3] = lds32(&xs_lo[r0 + 8][c0 + 8]);
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int n = wn + j * 8 + g;
-          const uint32_t b0 = lds32(&ws[n][kk + tig * 2]);
-          const uint32_t b1 = lds32(&ws[n][kk + tig * 2 + 8]);
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            mma_bf16_16816(acc[i][j], al[i], b0, b1);
-            mma_bf16_16816(acc[i][j], ah[i], b0, b1);
-          }
-        }
-      }
-    }
-    // Epilogue: c0,c1 at (row g, cols 2 tig, 2 tig + 1), c2,c3 at row g + 8.
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int col = n0 + wn + j * 8 + tig * 2;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int t = m0 + wm + i * 16 + g + h * 8;
-          if (t >= T) continue;
-          float* yr = y + static_cast<int64_t>(t) * out;
-          if (col < out) yr[col] = acc[i][j][2 * h];
-          if (col + 1 < out) yr[col + 1] = acc[i][j][2 * h + 1];
-        }
-      }
-    }
+    const int m0 = static_cast<int>(tile % mt) * mma::kBM;
+    const int n0 = static_cast<int>(tile / mt) * mma::kBN;
+    const auto x_row = [&](int r) -> const float* {
+      return m0 + r < T ? x + static_cast<int64_t>(m0 + r) * in : nullptr;
+    };
+    const auto w_row = [&](int n) -> const unsigned short* {
+      return n0 + n < out ? w + static_cast<int64_t>(n0 + n) * in : nullptr;
+    };
+    mma::Accum acc;
+    mma::tile_mma(smem, x_row, w_row, in, acc);
+    mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
+      const int t = m0 + r, col = n0 + c;
+      if (t >= T) return;
+      float* yr = y + static_cast<int64_t>(t) * out;
+      if (col < out) yr[col] = c0;
+      if (col + 1 < out) yr[col + 1] = c1;
+    });
   }
 }
 

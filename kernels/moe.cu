@@ -9,18 +9,24 @@
 //   weights[t, k] = w (f32), indices[t, k] = idx (i32), in descending order of p.
 //   num_experts is limited to kMaxExperts (1024; Gemma 4 uses 128): larger counts give NaN
 //   weights and index -1.
-// spark_moe_gate_up: one warp per (token, k, i) output, grid-stride over warps:
+// spark_moe_gate_up:
 //   act[t, k, i] = gelu(x[t] . gate_up[e, i]) * (x[t] . gate_up[e, intermediate + i]),
-//   e = indices[t, k]; an index outside [0, num_experts) gives 0.
-// spark_moe_down: one warp per (token, h) output, grid-stride over warps:
+//   e = indices[t, k]; an index outside [0, num_experts) gives 0. Decode (T < 16): one warp per
+//   (token, k, i) output, grid-stride over warps. Prefill (T >= 16): grouped by expert on tensor
+//   cores (gate_up_grouped below), each selected expert's weights read once per 64 slots.
+// spark_moe_down, ungrouped (decode, or no workspace): one warp per (token, h) output,
+// grid-stride over warps:
 //   y[t, h] = sum_k weights[t, k] * (act[t, k] . down[e_k, h]); invalid indices contribute 0.
 //   The lanes split the top_k x intermediate products of an output together (all rows' loads
 //   independent), so a decode step keeps many loads in flight per warp.
 // Both expert kernels read weights with 16-byte loads when the row length is a multiple of 8 and
 // the pointers are aligned (scalar loads otherwise).
-// TODO(perf): prefill with many tokens re-reads each selected expert once per (token, k); a
-// grouped GEMM (tokens sorted by expert, mma.sync tiles as in linear.cu) is the fast path.
+// spark_moe_down, grouped (kernel_abi.h MoeDownGrouped: T >= 16 with a workspace): each slot's
+//   weighted expert output to partials[t, k] on tensor cores (down_grouped), and
+// spark_moe_combine: y[t] = sum_k partials[t, k], in k order.
 #include "common.cuh"
+#include "mma_tile.cuh"
+#include "spark/runtime/kernel_abi.h"
 
 namespace spk {
 namespace moe {
@@ -76,6 +82,153 @@ SPK_DEVICE void dot2_partial(const float* a, const unsigned short* wg, const uns
   }
   *pg = ag;
   *pu = au;
+}
+
+constexpr int kGroupMinTokens = spark::abi::kMoeGroupMinTokens;
+
+// The slots (t * top_k + k) routed to expert e, in slot order: writes those of rank
+// [first, first + mma::kBM) to rows[rank - first] and returns how many slots e has in all.
+// Every thread of the (256-thread) block must call it; s_warp holds 8 ints.
+SPK_DEVICE int expert_rows(const int* indices, int num_slots, int e, int first, int* rows,
+                           int* s_warp) {
+  const int lane = lane_id(), warp = warp_id();
+  int total = 0;
+  __syncthreads();  // the caller is done with rows from the previous call
+  for (int base = 0; base < num_slots; base += blockDim.x) {
+    const int slot = base + static_cast<int>(threadIdx.x);
+    const int hit = slot < num_slots && ldg_i(indices + slot) == e ? 1 : 0;
+    int incl = hit;  // inclusive prefix count within the warp
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int other = __shfl_sync(0xffffffffu, incl, lane >= off ? lane - off : lane);
+      if (lane >= off) incl += other;
+    }
+    if (lane == 31) s_warp[warp] = incl;
+    __syncthreads();
+    int before = 0, chunk = 0;
+    for (int w = 0; w < num_warps(); ++w) {
+      if (w < warp) before += s_warp[w];
+      chunk += s_warp[w];
+    }
+    const int rank = total + before + incl - 1;
+    if (hit && rank >= first && rank < first + mma::kBM) rows[rank - first] = slot;
+    total += chunk;
+    __syncthreads();  // s_warp is rewritten by the next chunk
+  }
+  return total;
+}
+
+// moe_gate_up for a step of many tokens: the slots are grouped by expert and each expert's
+// [slots, hidden] x [hidden, 2 * intermediate] product runs on tensor cores (mma_tile.cuh), so
+// every selected expert's weights are read once per 64 slots instead of once per slot. Tile =
+// (expert, 64 intermediate columns); its 128 B rows interleave gate row i and up row i, so one
+// thread's fragment pair (c0, c1) is (gate, up) of the same column: act = gelu(c0) * c1.
+SPK_DEVICE void gate_up_grouped(const float* x, const unsigned short* gate_up, const int* indices,
+                                float* act, int num_tokens, int hidden, int intermediate,
+                                int num_experts, int top_k) {
+  __shared__ __align__(16) mma::Smem smem;
+  __shared__ int s_rows[mma::kBM];
+  __shared__ int s_warp[8];
+  const int num_slots = num_tokens * top_k;
+  // Slots with an index outside [0, num_experts) belong to no group: zeros, as in the GEMV path.
+  for (int64_t i = global_thread(); i < static_cast<int64_t>(num_slots) * intermediate;
+       i += grid_threads()) {
+    const int e = ldg_i(indices + i / intermediate);
+    if (e < 0 || e >= num_experts) act[i] = 0.0f;
+  }
+  const int col_tiles = (intermediate + mma::kBN / 2 - 1) / (mma::kBN / 2);
+  for (int64_t tile = blockIdx.x; tile < static_cast<int64_t>(num_experts) * col_tiles;
+       tile += gridDim.x) {
+    const int e = static_cast<int>(tile / col_tiles);
+    const int i0 = static_cast<int>(tile % col_tiles) * (mma::kBN / 2);
+    const unsigned short* base = gate_up + static_cast<int64_t>(e) * 2 * intermediate * hidden;
+    for (int first = 0;; first += mma::kBM) {
+      const int total = expert_rows(indices, num_slots, e, first, s_rows, s_warp);
+      if (first >= total) break;
+      const int nrows = total - first < mma::kBM ? total - first : mma::kBM;
+      const auto x_row = [&](int r) -> const float* {
+        return r < nrows ? x + static_cast<int64_t>(s_rows[r] / top_k) * hidden : nullptr;
+      };
+      const auto w_row = [&](int n) -> const unsigned short* {
+        const int i = i0 + (n >> 1);
+        if (i >= intermediate) return nullptr;
+        return base + static_cast<int64_t>((n & 1) ? intermediate + i : i) * hidden;
+      };
+      mma::Accum acc;
+      mma::tile_mma(smem, x_row, w_row, hidden, acc);
+      mma::for_each_pair(acc, [&](int r, int c, float gate, float up) {
+        const int i = i0 + (c >> 1);
+        if (r < nrows && i < intermediate) {
+          act[static_cast<int64_t>(s_rows[r]) * intermediate + i] = spk_gelu(gate) * up;
+        }
+      });
+    }
+  }
+}
+
+// moe_down for a grouped step: partials[slot, h] = weights[slot] * (act[slot] @ down[e]^T), the
+// slots grouped by expert on tensor cores (tile = expert x 128 hidden columns, K = intermediate),
+// each selected expert's weights read once per 64 slots. Zeros for slots with an invalid index.
+SPK_DEVICE void down_grouped(const float* act, const unsigned short* down, const float* weights,
+                             const int* indices, float* partials, int num_tokens, int hidden,
+                             int intermediate, int num_experts, int top_k) {
+  __shared__ __align__(16) mma::Smem smem;
+  __shared__ int s_rows[mma::kBM];
+  __shared__ int s_warp[8];
+  const int num_slots = num_tokens * top_k;
+  for (int64_t i = global_thread(); i < static_cast<int64_t>(num_slots) * hidden;
+       i += grid_threads()) {
+    const int e = ldg_i(indices + i / hidden);
+    if (e < 0 || e >= num_experts) partials[i] = 0.0f;
+  }
+  const int col_tiles = (hidden + mma::kBN - 1) / mma::kBN;
+  for (int64_t tile = blockIdx.x; tile < static_cast<int64_t>(num_experts) * col_tiles;
+       tile += gridDim.x) {
+    const int e = static_cast<int>(tile / col_tiles);
+    const int h0 = static_cast<int>(tile % col_tiles) * mma::kBN;
+    const unsigned short* base = down + static_cast<int64_t>(e) * hidden * intermediate;
+    for (int first = 0;; first += mma::kBM) {
+      const int total = expert_rows(indices, num_slots, e, first, s_rows, s_warp);
+      if (first >= total) break;
+      const int nrows = total - first < mma::kBM ? total - first : mma::kBM;
+      const auto act_row = [&](int r) -> const float* {
+        return r < nrows ? act + static_cast<int64_t>(s_rows[r]) * intermediate : nullptr;
+      };
+      const auto w_row = [&](int n) -> const unsigned short* {
+        return h0 + n < hidden ? base + static_cast<int64_t>(h0 + n) * intermediate : nullptr;
+      };
+      mma::Accum acc;
+      mma::tile_mma(smem, act_row, w_row, intermediate, acc);
+      mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
+        if (r >= nrows) return;
+        const int slot = s_rows[r], h = h0 + c;
+        const float w = ldg_f(weights + slot);
+        float* row = partials + static_cast<int64_t>(slot) * hidden;
+        if (h < hidden) row[h] = w * c0;
+        if (h + 1 < hidden) row[h + 1] = w * c1;
+      });
+    }
+  }
+}
+
+// The same contract without tensor cores (unaligned rows): one warp per (slot, h).
+SPK_DEVICE void down_slots(const float* act, const unsigned short* down, const float* weights,
+                           const int* indices, float* partials, int num_tokens, int hidden,
+                           int intermediate, int num_experts, int top_k) {
+  const int64_t units = static_cast<int64_t>(num_tokens) * top_k * hidden;
+  for (int64_t u = global_warp(); u < units; u += grid_warps()) {
+    const int64_t slot = u / hidden;
+    const int h = static_cast<int>(u % hidden);
+    const int e = ldg_i(indices + slot);
+    float part = 0.0f;
+    if (e >= 0 && e < num_experts) {
+      part = dot_partial<false>(act + slot * intermediate,
+                                down + (static_cast<int64_t>(e) * hidden + h) * intermediate,
+                                intermediate);
+    }
+    part = warp_sum(part);
+    if (lane_id() == 0) partials[u] = e >= 0 && e < num_experts ? ldg_f(weights + slot) * part : 0.0f;
+  }
 }
 
 // Argmax with lower-index tie-break: is (v, i) better than (bv, bi)?
@@ -181,12 +334,17 @@ SPK_EXPORT void spark_moe_topk(const float* logits, const unsigned short* per_ex
   }
 }
 
-SPK_EXPORT void spark_moe_gate_up(const float* x, const unsigned short* gate_up, const int* indices,
+SPK_EXPORT_INLINE void spark_moe_gate_up(const float* x, const unsigned short* gate_up, const int* indices,
                                   float* act, int num_tokens, int hidden, int intermediate,
-                                  int num_experts, int top_k) {
+                                  int num_experts, int top_k, int tokens_from, int tokens_to) {
   using namespace spk::moe;
+  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
   if (num_tokens <= 0 || intermediate <= 0 || top_k <= 0) return;
   const bool vec = (hidden % 8) == 0 && spk::aligned16(x) && spk::aligned16(gate_up);
+  if (vec && hidden > 0 && num_tokens >= kGroupMinTokens && blockDim.x == spk::mma::kThreads) {
+    gate_up_grouped(x, gate_up, indices, act, num_tokens, hidden, intermediate, num_experts, top_k);
+    return;
+  }
   const int64_t units = static_cast<int64_t>(num_tokens) * top_k * intermediate;
   const int lane = spk::lane_id();
   for (int64_t u = spk::global_warp(); u < units; u += spk::grid_warps()) {
@@ -213,12 +371,25 @@ SPK_EXPORT void spark_moe_gate_up(const float* x, const unsigned short* gate_up,
   }
 }
 
-SPK_EXPORT void spark_moe_down(const float* act, const unsigned short* down, const float* weights,
-                               const int* indices, float* y, int num_tokens, int hidden,
-                               int intermediate, int num_experts, int top_k) {
+SPK_EXPORT_INLINE void spark_moe_down(const float* act, const unsigned short* down, const float* weights,
+                               const int* indices, float* y, float* partials, int num_tokens,
+                               int hidden, int intermediate, int num_experts, int top_k,
+                               int tokens_from, int tokens_to) {
   using namespace spk::moe;
+  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
   if (num_tokens <= 0 || hidden <= 0) return;
   const bool vec = (intermediate % 8) == 0 && spk::aligned16(act) && spk::aligned16(down);
+  if (spark::abi::MoeDownGrouped(num_tokens, partials != nullptr)) {
+    if (top_k <= 0) return;
+    if (vec && intermediate > 0 && blockDim.x == spk::mma::kThreads) {
+      down_grouped(act, down, weights, indices, partials, num_tokens, hidden, intermediate,
+                   num_experts, top_k);
+    } else {
+      down_slots(act, down, weights, indices, partials, num_tokens, hidden, intermediate,
+                 num_experts, top_k);
+    }
+    return;
+  }
   const int64_t units = static_cast<int64_t>(num_tokens) * hidden;
   const int lane = spk::lane_id();
   for (int64_t u = spk::global_warp(); u < units; u += spk::grid_warps()) {
@@ -280,5 +451,18 @@ SPK_EXPORT void spark_moe_down(const float* act, const unsigned short* down, con
     }
     acc = spk::warp_sum(acc);
     if (lane == 0) y[u] = acc;
+  }
+}
+
+SPK_EXPORT void spark_moe_combine(const float* partials, float* y, int num_tokens, int hidden,
+                                  int top_k) {
+  if (!spark::abi::MoeDownGrouped(num_tokens, true) || hidden <= 0) return;
+  const int64_t n = static_cast<int64_t>(num_tokens) * hidden;
+  for (int64_t i = spk::global_thread(); i < n; i += spk::grid_threads()) {
+    const int64_t t = i / hidden, h = i % hidden;
+    const float* p = partials + t * top_k * hidden + h;
+    float sum = 0.0f;  // in k order, adds only: the host reference's order
+    for (int k = 0; k < top_k; ++k) sum += spk::ldg_f(p + static_cast<int64_t>(k) * hidden);
+    y[i] = sum;
   }
 }

@@ -340,7 +340,8 @@ void MoeTopK(const float* logits, const uint16_t* per_expert_scale, float* weigh
 
 void MoeGateUp(const float* x, const uint16_t* gate_up, const int32_t* indices, float* act,
                int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
-               int32_t top_k) {
+               int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
+  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
   const int64_t expert_size = 2 * static_cast<int64_t>(intermediate) * hidden;
   for (int32_t t = 0; t < num_tokens; ++t) {
     const float* row = x + static_cast<int64_t>(t) * hidden;
@@ -366,26 +367,52 @@ void MoeGateUp(const float* x, const uint16_t* gate_up, const int32_t* indices, 
 }
 
 void MoeDown(const float* act, const uint16_t* down, const float* weights, const int32_t* indices,
-             float* y, int32_t num_tokens, int32_t hidden, int32_t intermediate,
-             int32_t num_experts, int32_t top_k) {
+             float* y, float* partials, int32_t num_tokens, int32_t hidden, int32_t intermediate,
+             int32_t num_experts, int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
+  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
   const int64_t expert_size = static_cast<int64_t>(hidden) * intermediate;
+  const bool grouped = abi::MoeDownGrouped(num_tokens, partials != nullptr);
   std::vector<double> acc(hidden);
   for (int32_t t = 0; t < num_tokens; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0);
     for (int32_t k = 0; k < top_k; ++k) {
       const int64_t slot = static_cast<int64_t>(t) * top_k + k;
       const int32_t e = indices[slot];
-      if (e < 0 || e >= num_experts) continue;
+      float* part = grouped ? partials + slot * hidden : nullptr;
+      if (e < 0 || e >= num_experts) {
+        if (part != nullptr) std::fill(part, part + hidden, 0.0f);
+        continue;
+      }
       const float* a = act + slot * intermediate;
       const uint16_t* w = down + e * expert_size;
       for (int32_t o = 0; o < hidden; ++o) {
         const float expert_out = static_cast<float>(
             DotBf16(a, w + static_cast<int64_t>(o) * intermediate, intermediate));
-        acc[o] += static_cast<double>(weights[slot]) * expert_out;
+        if (part != nullptr) {
+          part[o] = weights[slot] * expert_out;
+        } else {
+          acc[o] += static_cast<double>(weights[slot]) * expert_out;
+        }
       }
     }
+    if (grouped) continue;
     float* out = y + static_cast<int64_t>(t) * hidden;
     for (int32_t o = 0; o < hidden; ++o) out[o] = static_cast<float>(acc[o]);
+  }
+}
+
+void MoeCombine(const float* partials, float* y, int32_t num_tokens, int32_t hidden,
+                int32_t top_k) {
+  if (!abi::MoeDownGrouped(num_tokens, true)) return;
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    float* out = y + static_cast<int64_t>(t) * hidden;
+    for (int32_t o = 0; o < hidden; ++o) {
+      float sum = 0.0f;  // in k order, in f32: what the kernel does
+      for (int32_t k = 0; k < top_k; ++k) {
+        sum += partials[(static_cast<int64_t>(t) * top_k + k) * hidden + o];
+      }
+      out[o] = sum;
+    }
   }
 }
 
@@ -557,10 +584,12 @@ constexpr HostKernel kHostKernels[] = {
                    a.F(7)); }},
   {"moe_gate_up", NoCheck, [](const Args& a) {
      host::MoeGateUp(a.P<f32>(0), a.P<bf16>(1), a.P<i32>(2), a.P<f32>(3), a.I(4), a.I(5),
-                     a.I(6), a.I(7), a.I(8)); }},
+                     a.I(6), a.I(7), a.I(8), a.I(9), a.I(10)); }},
   {"moe_down", NoCheck, [](const Args& a) {
-     host::MoeDown(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.P<i32>(3), a.P<f32>(4), a.I(5),
-                   a.I(6), a.I(7), a.I(8), a.I(9)); }},
+     host::MoeDown(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.P<i32>(3), a.P<f32>(4),
+                   a.P<f32>(5), a.I(6), a.I(7), a.I(8), a.I(9), a.I(10), a.I(11), a.I(12)); }},
+  {"moe_combine", NoCheck, [](const Args& a) {
+     host::MoeCombine(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.I(4)); }},
   {"scatter_rows", NoCheck, [](const Args& a) {
      host::ScatterRows(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5)); }},
   {"mask_tokens", NoCheck, [](const Args& a) {

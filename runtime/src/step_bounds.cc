@@ -313,6 +313,14 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
     }
     SPARK_RETURN_IF_ERROR(c.Require({"down", 0, expert_weights}));
     SPARK_RETURN_IF_ERROR(c.Require({"weights", top_k}));
+    SPARK_ASSIGN_OR_RETURN(const int64_t slot_rows, c.Product({top_k, hidden}));
+    SPARK_RETURN_IF_ERROR(c.Require({"partials", slot_rows}));  // may be null: never grouped
+    return c.Require({"y", hidden});
+  }
+  if (op == "moe_combine") {
+    const int64_t hidden = c.Size("hidden");
+    SPARK_ASSIGN_OR_RETURN(const int64_t slot_rows, c.Product({c.Size("top_k"), hidden}));
+    SPARK_RETURN_IF_ERROR(c.Require({"partials", slot_rows}));
     return c.Require({"y", hidden});
   }
   if (op == "scatter_rows") {

@@ -49,6 +49,15 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
     return static_cast<double>(SizeArg(step, *spec, name, num_tokens));
   };
   const double tokens = static_cast<double>(num_tokens);
+  // An op given a token range (the MoE expert ops) does nothing outside it.
+  const int from = abi::FindArg(*spec, "tokens_from"), to = abi::FindArg(*spec, "tokens_to");
+  if (from >= 0 && to >= 0 && (num_tokens < SizeArg(step, *spec, "tokens_from", num_tokens) ||
+                               num_tokens > SizeArg(step, *spec, "tokens_to", num_tokens))) {
+    return cost;
+  }
+  if (step.op == "moe_combine" && !abi::MoeDownGrouped(static_cast<int>(num_tokens), true)) {
+    return cost;
+  }
   for (const StepArg& arg : step.args) {
     if (arg.kind == ArgRefKind::kBuffer) {
       cost.activation_bytes += tokens * plan.buffers[arg.index].row_bytes();
@@ -79,6 +88,16 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
                                  SizeArg(step, *spec, "window", num_tokens));
     cost.kv_bytes = 2 * keys * size("kv_heads") * size("head_dim") * 4;
     cost.flops = 4 * keys * size("q_heads") * size("head_dim");
+  }
+  if (op == "moe_down") {
+    // Grouped, the weighted slot rows go to the workspace and y is not written; otherwise the
+    // reverse (the generic count above included both).
+    const int partials = abi::FindArg(*spec, "partials"), y = abi::FindArg(*spec, "y");
+    const bool has_partials = step.args[partials].kind == ArgRefKind::kBuffer;
+    const int unused = abi::MoeDownGrouped(static_cast<int>(num_tokens), has_partials) ? y
+                       : has_partials                                                  ? partials
+                                                                                       : -1;
+    if (unused >= 0) cost.activation_bytes -= tokens * plan.buffers[step.args[unused].index].row_bytes();
   }
   if (op == "attention" || op == "attention_merge") {
     // The partial records of a split step (kernel_abi.h), written by attention and read by the

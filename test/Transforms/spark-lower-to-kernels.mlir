@@ -1,4 +1,5 @@
 // RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 -split-input-file | FileCheck %s
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=16 -split-input-file | FileCheck %s --check-prefix=GROUPED
 
 // spark-lower-to-kernels: @forward becomes a spark.program (arena, buffers, weights, launches
 // in kernel_abi.h argument order) plus one gpu.func entry per distinct (op, literals) in
@@ -168,19 +169,28 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // CHECK-NEXT: spark.launch "mask_tokens" @kernels::@spark_mask_tokens__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 30 : i32}, {i32 = 31 : i32}, {i32 = -1 : i32}, {i32 = 0 : i32}]
 // CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[M]] : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
 // CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = 1 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
+// With max-tokens >= 16 (kMoeGroupMinTokens) the experts get a decode launch pair for steps of
+// 1..15 tokens and a grouped pair for 16 or more (literal token ranges: separate entries), the
+// grouped moe_down a workspace of top_k x hidden floats per token, and moe_combine sums its rows.
+// GROUPED: {dtype = "f32", name = "moe_experts.partials", offset = {{[0-9]+}} : i64, row_shape = [2, 16]}
+// GROUPED: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__0 {{.*}} {i32 = 1 : i32}, {i32 = 15 : i32}] {source = "moe_experts.gate_up"}
+// GROUPED-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__1 {{.*}} {i32 = 16 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.gate_up_grouped"}
+// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__0 {{.*}} {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {{.*}} {i32 = 1 : i32}, {i32 = 15 : i32}] {source = "moe_experts.down"}
+// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__1 {{.*}} {buffer = [[Y]] : i64}, {buffer = [[P:[0-9]+]] : i64}, {{.*}} {i32 = 16 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.down_grouped"}
+// GROUPED-NEXT: spark.launch "moe_combine" @kernels::@spark_moe_combine__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[P]] : i64}, {buffer = [[Y]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 2 : i32}] {source = "moe_experts.combine"}
 // The router: rms_norm with the router scale as weight, the logits as a linear over proj, then
 // moe_topk with logit_scale = hidden^-0.5 (16^-0.5).
 // CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 1 : i64}, {buffer = [[RN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}] {source = "moe_router.norm"}
 // CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[RN]] : i64}, {weight = 2 : i64}, {buffer = [[RL:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 16 : i32}] {source = "moe_router.logits"}
 // CHECK-NEXT: spark.launch "moe_topk" @kernels::@spark_moe_topk__0 grid [4, 1, 1] block [128, 1, 1] args [{buffer = [[RL]] : i64}, {weight = 3 : i64}, {buffer = [[RW:[0-9]+]] : i64}, {buffer = [[RI:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 2 : i32}, {f32 = 2.500000e-01 : f32}] {source = "moe_router"}
-// CHECK-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 4 : i64}, {buffer = [[RI]] : i64}, {buffer = [[ACT:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}] {source = "moe_experts.gate_up"}
-// CHECK-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[ACT]] : i64}, {weight = 5 : i64}, {buffer = [[RW]] : i64}, {buffer = [[RI]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}] {source = "moe_experts.down"}
+// CHECK-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 4 : i64}, {buffer = [[RI]] : i64}, {buffer = [[ACT:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.gate_up"}
+// CHECK-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[ACT]] : i64}, {weight = 5 : i64}, {buffer = [[RW]] : i64}, {buffer = [[RI]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.down"}
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[Y]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
 // CHECK-NEXT: {{^ *}$}}
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kernels {
-// CHECK-DAG: llvm.func @spark_moe_gate_up(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
-// CHECK-DAG: llvm.func @spark_moe_down(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
+// CHECK-DAG: llvm.func @spark_moe_gate_up(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, i32)
+// CHECK-DAG: llvm.func @spark_moe_down(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, i32)
 // CHECK-DAG: llvm.func @spark_moe_topk(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, f32)
 // CHECK: gpu.func @spark_moe_topk__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
 // CHECK: gpu.func @spark_moe_gate_up__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}

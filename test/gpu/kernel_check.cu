@@ -155,6 +155,7 @@ std::vector<int> Grids(int64_t natural, bool small_too = true) {
   return g;
 }
 int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int kAllTokens = 0x7fffffff;  // tokens_to of an op that runs for every step size
 
 // ---- comparison and the result table ----
 struct Err {
@@ -672,7 +673,8 @@ void CheckMoeGateUp(int T, int hidden, int inter, int E, int K, const std::vecto
   const auto x = Normals(static_cast<size_t>(T) * hidden);
   const auto idx = RandomIndices(T, E, K, T > 1);
   std::vector<float> ref(static_cast<size_t>(T) * K * inter);
-  host::MoeGateUp(x.data(), gate_up.data(), idx.data(), ref.data(), T, hidden, inter, E, K);
+  host::MoeGateUp(x.data(), gate_up.data(), idx.data(), ref.data(), T, hidden, inter, E, K, 1,
+                  kAllTokens);
   Dev<float> d_x(x), d_act(ref.size());
   Dev<bf16> d_gu(gate_up);
   Dev<int> d_idx(idx);
@@ -680,35 +682,76 @@ void CheckMoeGateUp(int T, int hidden, int inter, int E, int K, const std::vecto
   for (int g : Grids(Ceil(static_cast<int64_t>(T) * K * inter, 8), small_grids)) {
     d_act.Poison();
     Launch("moe_gate_up", check_moe_gate_up, g, d_x.p, d_gu.p, d_idx.p, d_act.p, T, hidden, inter,
-           E, K);
+           E, K, 1, kAllTokens);
     e.Merge(Compare(d_act.Download(), ref));
   }
-  Report("moe_gate_up", Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s", T, hidden, inter, E,
-                            K, T > 1 ? " +invalid idx" : ""),
+  // Outside its token range the op writes nothing (the poison stays).
+  d_act.Poison();
+  Launch("moe_gate_up", check_moe_gate_up, Grids(1)[0], d_x.p, d_gu.p, d_idx.p, d_act.p, T,
+         hidden, inter, E, K, T + 1, kAllTokens);
+  for (float v : d_act.Download()) {
+    if (!std::isnan(v)) e.abs = INFINITY;
+  }
+  const bool grouped = T >= 16 && hidden % 8 == 0;  // the tensor-core path of moe.cu
+  Report("moe_gate_up", Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s%s", T, hidden, inter,
+                            E, K, T > 1 ? " +invalid idx" : "", grouped ? " grouped" : ""),
          e, 1e-4);
 }
 
+// grouped: with a workspace (kernel_abi.h MoeDownGrouped for T >= 16): the slot rows against the
+// host's, moe_combine of the GPU's rows against the host's combine of the same rows (bit-exact:
+// both add in k order), and against the ungrouped host result.
 void CheckMoeDown(int T, int hidden, int inter, int E, int K, const std::vector<bf16>& down,
-                  bool small_grids) {
-  if (!Enabled("moe_down")) return;
+                  bool small_grids, bool with_partials = false) {
+  if (!Enabled("moe_down") && !Enabled("moe_combine")) return;
   const auto act = Normals(static_cast<size_t>(T) * K * inter);
   const auto idx = RandomIndices(T, E, K, T > 1);
   const auto w = Uniforms(static_cast<size_t>(T) * K, 0.0f, 0.3f);
   std::vector<float> ref(static_cast<size_t>(T) * hidden);
-  host::MoeDown(act.data(), down.data(), w.data(), idx.data(), ref.data(), T, hidden, inter, E, K);
-  Dev<float> d_act(act), d_w(w), d_y(ref.size());
+  host::MoeDown(act.data(), down.data(), w.data(), idx.data(), ref.data(), nullptr, T, hidden,
+                inter, E, K, 1, kAllTokens);
+  const bool grouped = spark::abi::MoeDownGrouped(T, with_partials);
+  const size_t slot_floats = static_cast<size_t>(T) * K * hidden;
+  Dev<float> d_act(act), d_w(w), d_y(ref.size()), d_parts(with_partials ? slot_floats : 1);
   Dev<bf16> d_down(down);
   Dev<int> d_idx(idx);
-  Err e;
-  for (int g : Grids(Ceil(static_cast<int64_t>(T) * hidden, 8), small_grids)) {
-    d_y.Poison();
-    Launch("moe_down", check_moe_down, g, d_act.p, d_down.p, d_w.p, d_idx.p, d_y.p, T, hidden,
-           inter, E, K);
-    e.Merge(Compare(d_y.Download(), ref));
+  const std::string shape = Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s%s", T, hidden,
+                                inter, E, K, T > 1 ? " +invalid idx" : "",
+                                grouped ? " grouped" : "");
+  float* parts = with_partials ? d_parts.p : nullptr;
+  if (!grouped) {
+    Err e;
+    for (int g : Grids(Ceil(static_cast<int64_t>(T) * hidden, 8), small_grids)) {
+      d_y.Poison();
+      Launch("moe_down", check_moe_down, g, d_act.p, d_down.p, d_w.p, d_idx.p, d_y.p, parts, T,
+             hidden, inter, E, K, 1, kAllTokens);
+      e.Merge(Compare(d_y.Download(), ref));
+    }
+    Report("moe_down", shape, e, 1e-4);
+    return;
   }
-  Report("moe_down", Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s", T, hidden, inter, E, K,
-                         T > 1 ? " +invalid idx" : ""),
-         e, 1e-4);
+  std::vector<float> ref_parts(slot_floats), combined(ref.size());
+  host::MoeDown(act.data(), down.data(), w.data(), idx.data(), nullptr, ref_parts.data(), T,
+                hidden, inter, E, K, 1, kAllTokens);
+  Err e_parts, e_combine, e_whole;
+  for (int g : Grids(Ceil(static_cast<int64_t>(T) * hidden, 8), small_grids)) {
+    d_parts.Poison();
+    Launch("moe_down", check_moe_down, g, d_act.p, d_down.p, d_w.p, d_idx.p, d_y.p, parts, T,
+           hidden, inter, E, K, 1, kAllTokens);
+    const std::vector<float> got = d_parts.Download();
+    e_parts.Merge(Compare(got, ref_parts));
+    host::MoeCombine(got.data(), combined.data(), T, hidden, K);
+    for (int gc : Grids(Ceil(static_cast<int64_t>(T) * hidden, 256), small_grids)) {
+      d_y.Poison();
+      Launch("moe_combine", check_moe_combine, gc, d_parts.p, d_y.p, T, hidden, K);
+      const std::vector<float> y = d_y.Download();
+      e_combine.Merge(Compare(y, combined));
+      e_whole.Merge(Compare(y, ref));
+    }
+  }
+  Report("moe_down", shape + " partials", e_parts, 1e-4);
+  Report("moe_combine", shape, e_combine, 0.0);
+  Report("moe_combine", shape + " vs ungrouped", e_whole, 1e-4);
 }
 
 void CheckScatterRows(int T, int n, int cols, bool misaligned) {
@@ -955,17 +998,31 @@ int main(int argc, char** argv) {
     if (Enabled("moe_gate_up")) {
       const auto gate_up = Bf16Uniform(static_cast<size_t>(E) * 2 * I * H, -0.05f, 0.05f);
       CheckMoeGateUp(1, H, I, E, K, gate_up, true);
-      CheckMoeGateUp(37, H, I, E, K, gate_up, false);
+      CheckMoeGateUp(15, H, I, E, K, gate_up, false);   // the last GEMV size
+      CheckMoeGateUp(37, H, I, E, K, gate_up, false);   // grouped by expert (tensor cores)
+      CheckMoeGateUp(g_quick ? 64 : 128, H, I, E, K, gate_up, false);
     }
     if (Enabled("moe_down")) {
       const auto down = Bf16Uniform(static_cast<size_t>(E) * H * I, -0.05f, 0.05f);
       CheckMoeDown(1, H, I, E, K, down, true);
-      CheckMoeDown(37, H, I, E, K, down, false);
+      CheckMoeDown(37, H, I, E, K, down, false);         // no workspace: ungrouped
+      CheckMoeDown(1, H, I, E, K, down, true, true);     // decode: ungrouped despite a workspace
+      CheckMoeDown(37, H, I, E, K, down, false, true);   // grouped by expert (tensor cores)
+      CheckMoeDown(g_quick ? 64 : 128, H, I, E, K, down, false, true);
     }
     const auto gu_small = Bf16Uniform(static_cast<size_t>(6) * 2 * 100 * 1001, -0.05f, 0.05f);
     CheckMoeGateUp(5, 1001, 100, 6, 2, gu_small, true);
+    CheckMoeGateUp(40, 1001, 100, 6, 2, gu_small, true);  // hidden % 8 != 0: GEMV path
+    // Grouped with ~67 slots per expert (two 64-row chunks for some), a partial column tile
+    // (100 = 64 + 36) and invalid indices.
+    const auto gu_grouped = Bf16Uniform(static_cast<size_t>(6) * 2 * 100 * 1008, -0.05f, 0.05f);
+    CheckMoeGateUp(200, 1008, 100, 6, 2, gu_grouped, true);
     const auto down_small = Bf16Uniform(static_cast<size_t>(6) * 1001 * 100, -0.05f, 0.05f);
     CheckMoeDown(5, 1001, 100, 6, 2, down_small, true);
+    CheckMoeDown(40, 1001, 100, 6, 2, down_small, true, true);  // grouped, scalar (unaligned)
+    // Grouped with two 64-row chunks for some experts and a partial column tile (1001 % 128).
+    const auto down_grouped = Bf16Uniform(static_cast<size_t>(6) * 1001 * 104, -0.05f, 0.05f);
+    CheckMoeDown(200, 1001, 104, 6, 2, down_grouped, true, true);
   }
 
   int failed = 0;

@@ -79,12 +79,16 @@ SPK_ENTRY(128) check_moe_topk(const float* logits, const bf16_t* pes, float* w, 
   spark_moe_topk(logits, pes, w, idx, T, E, K, logit_scale);
 }
 SPK_ENTRY(256) check_moe_gate_up(const float* x, const bf16_t* gu, const int* idx, float* act,
-                                 int T, int hidden, int inter, int E, int K) {
-  spark_moe_gate_up(x, gu, idx, act, T, hidden, inter, E, K);
+                                 int T, int hidden, int inter, int E, int K, int from, int to) {
+  spark_moe_gate_up(x, gu, idx, act, T, hidden, inter, E, K, from, to);
 }
 SPK_ENTRY(256) check_moe_down(const float* act, const bf16_t* down, const float* w, const int* idx,
-                              float* y, int T, int hidden, int inter, int E, int K) {
-  spark_moe_down(act, down, w, idx, y, T, hidden, inter, E, K);
+                              float* y, float* partials, int T, int hidden, int inter, int E,
+                              int K, int from, int to) {
+  spark_moe_down(act, down, w, idx, y, partials, T, hidden, inter, E, K, from, to);
+}
+SPK_ENTRY(256) check_moe_combine(const float* partials, float* y, int T, int hidden, int K) {
+  spark_moe_combine(partials, y, T, hidden, K);
 }
 SPK_ENTRY(256) check_scatter_rows(float* dest, const int* idx, const float* upd, int T, int n,
                                   int cols) {

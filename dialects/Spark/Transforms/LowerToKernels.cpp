@@ -533,26 +533,53 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case<MoeExpertsOp>([&](MoeExpertsOp m) -> LogicalResult {
-        FailureOr<Arg> gateUp = weightArg(m.getGateUp()), down = weightArg(m.getDown());
-        if (failed(gateUp) || failed(down))
+        FailureOr<Arg> gateUpW = weightArg(m.getGateUp()), down = weightArg(m.getDown());
+        if (failed(gateUpW) || failed(down))
           return failure();
         auto gu = m.getGateUp().getType();
         int64_t experts = gu.getDimSize(0), inter = gu.getDimSize(1) / 2,
                 hidden = gu.getDimSize(2), topK = m.getWeights().getType().getDimSize(1);
         Arg in = buf(m.getInput()), w = buf(m.getWeights()), idx = buf(m.getIndices());
         int64_t act = newScratch(sourceName(op) + ".act", {topK, inter}, t);
-        launch(op, "moe_gate_up",
-               {in, *gateUp, idx, Arg::buffer(act), Arg::numTokens(), i32(hidden), i32(inter),
-                i32(experts), i32(topK)},
-               ceilDiv(maxTokens * topK * inter, 8), "gate_up");
-        ++time; // the second launch reads the activation, the weights and the indices
+        // Steps of kMoeGroupMinTokens tokens or more run the experts grouped by expert (tensor
+        // cores; moe_down into a workspace that moe_combine sums). Decode and prefill get their
+        // own launches, told apart by a literal token range, so that each entry holds only its
+        // own path (the grouped tiles' registers would slow the decode GEMV otherwise).
+        const bool grouped = maxTokens >= abi::kMoeGroupMinTokens;
+        const int64_t kAll = std::numeric_limits<int32_t>::max();
+        const int64_t decodeTo = grouped ? abi::kMoeGroupMinTokens - 1 : kAll;
+        auto gateUp = [&](int64_t from, int64_t to, StringRef suffix) {
+          launch(op, "moe_gate_up",
+                 {in, *gateUpW, idx, Arg::buffer(act), Arg::numTokens(), i32(hidden), i32(inter),
+                  i32(experts), i32(topK), i32(from), i32(to)},
+                 ceilDiv(maxTokens * topK * inter, 8), suffix);
+        };
+        gateUp(1, decodeTo, "gate_up");
+        if (grouped)
+          gateUp(abi::kMoeGroupMinTokens, kAll, "gate_up_grouped");
+        ++time; // the next launches read the activation, the weights and the indices
         buffers[act].lastUse = time;
         touch(m.getWeights(), time);
         touch(m.getIndices(), time);
+        Arg y = out(m.getResult());
         launch(op, "moe_down",
-               {Arg::buffer(act), *down, w, idx, out(m.getResult()), Arg::numTokens(),
-                i32(hidden), i32(inter), i32(experts), i32(topK)},
+               {Arg::buffer(act), *down, w, idx, y, Arg::null(), Arg::numTokens(), i32(hidden),
+                i32(inter), i32(experts), i32(topK), i32(1), i32(decodeTo)},
                ceilDiv(maxTokens * hidden, 8), "down");
+        if (!grouped)
+          return success();
+        int64_t partials = newScratch(sourceName(op) + ".partials", {topK, hidden}, time);
+        launch(op, "moe_down",
+               {Arg::buffer(act), *down, w, idx, y, Arg::buffer(partials), Arg::numTokens(),
+                i32(hidden), i32(inter), i32(experts), i32(topK), i32(abi::kMoeGroupMinTokens),
+                i32(kAll)},
+               ceilDiv(maxTokens * hidden, 8), "down_grouped");
+        ++time;
+        buffers[partials].lastUse = time;
+        touch(m.getResult(), time);
+        launch(op, "moe_combine",
+               {Arg::buffer(partials), y, Arg::numTokens(), i32(hidden), i32(topK)},
+               ceilDiv(maxTokens * hidden, 256), "combine");
         return success();
       })
       .Case<func::ReturnOp>([&](func::ReturnOp r) -> LogicalResult {

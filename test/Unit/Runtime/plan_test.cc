@@ -125,7 +125,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 2u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 3u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -168,11 +168,11 @@ TEST(PlanTest, RejectsNewerVersion) {
   section[8] = 7;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
                        "model.cubin: plan version 7 is not supported (this runtime reads version "
-                       "2); recompile the model with this release's spark-compile"));
-  section[8] = 1;  // version 1: attention had no split-over-KV arguments
+                       "3); recompile the model with this release's spark-compile"));
+  section[8] = 2;  // version 2: the MoE expert ops had no token range or workspace
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 1 is not supported (this runtime reads version "
-                       "2)"));
+                       "model.cubin: plan version 2 is not supported (this runtime reads version "
+                       "3)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -230,7 +230,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 2); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 3); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -440,6 +440,42 @@ TEST(PlanTest, ChecksTheAttentionWorkspace) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "attention may write 8589934592 floats"));
 }
 
+// The workspace of moe_down grouped by expert and of moe_combine: top_k x hidden floats per token.
+TEST(PlanTest, ChecksTheMoeWorkspace) {
+  const StepArg num_tokens = test::KindArg(ArgRefKind::kNumTokens);
+  // hidden 2, top_k 2: 4 floats per token; buffer 4 (%k) has 4 per token, buffer 2 (%hidden) 4,
+  // buffer 3 (%logits) 16; the weights: 0 is [16, 4] (64 elements), read as 2 experts x 2 x 16.
+  const auto combine = [&](StepArg partials) {
+    return test::MakeStep("moe_combine", 256,
+                          {partials, test::BufferArg(2), num_tokens, test::I32Arg(2),
+                           test::I32Arg(2)});
+  };
+  Plan plan = TestPlan();
+  plan.steps.push_back(combine(test::BufferArg(3)));
+  EXPECT_TRUE(ParsePlan(plan).ok());
+  plan = TestPlan();
+  plan.steps.push_back(combine(test::BufferArg(plan.input_ids)));  // 1 element per token
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "moe_combine uses 4 elements per token of partials, buffer 0 (%ids) has 1"));
+  plan = TestPlan();
+  plan.steps.push_back(combine(test::KindArg(ArgRefKind::kNull)));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "partials of moe_combine may not be null"));
+  const auto down = [&](StepArg partials) {
+    return test::MakeStep(
+        "moe_down", 256,
+        {test::BufferArg(3), test::WeightArg(0), test::BufferArg(3), test::BufferArg(plan.input_ids),
+         test::BufferArg(2), partials, num_tokens, test::I32Arg(2), test::I32Arg(16),
+         test::I32Arg(2), test::I32Arg(1), test::I32Arg(16), test::I32Arg(1 << 30)});
+  };
+  plan = TestPlan();
+  plan.steps.push_back(down(test::KindArg(ArgRefKind::kNull)));  // never grouped
+  EXPECT_TRUE(ParsePlan(plan).ok());
+  plan = TestPlan();
+  plan.steps.push_back(down(test::BufferArg(plan.input_ids)));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "moe_down uses 2 elements per token of partials, buffer 0 (%ids) has 1"));
+}
+
 // The other bounds rules, one rejection each: the argument's kind, and the ops' own limits.
 TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
   Plan plan = TestPlan();
@@ -627,7 +663,7 @@ TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kF32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 2 weights are bf16, found "
+                       "m.cubin: plan weights[1].dtype: plan version 3 weights are bf16, found "
                        "f32"));
   plan = TestPlan();
   plan.weights[1].name = plan.weights[0].name;

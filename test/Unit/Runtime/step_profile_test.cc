@@ -25,6 +25,26 @@ TEST(StepCostTest, EmbeddingReadsOnlyTheGatheredRows) {
   EXPECT_EQ(cost.flops, 0);
 }
 
+// A MoE expert op outside its token range launches but reads nothing (the decode step of a
+// grouped model runs the grouped entries as no-ops).
+TEST(StepCostTest, MoeOpOutsideItsTokenRangeCostsNothing) {
+  const Plan plan = TestPlan();
+  // 2 experts x 16 intermediate x 2 hidden of weight 0 (64 elements), top_k 1.
+  Step down = test::MakeStep(
+      "moe_down", 256,
+      {test::BufferArg(3), test::WeightArg(0), test::BufferArg(3),
+       test::BufferArg(plan.input_ids), test::BufferArg(2), test::KindArg(ArgRefKind::kNull),
+       test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(2), test::I32Arg(16), test::I32Arg(2),
+       test::I32Arg(1), test::I32Arg(1), test::I32Arg(15)});
+  StepCost cost = EstimateStepCost(plan, down, 1, 0);
+  EXPECT_EQ(cost.weight_bytes, 1 * 16 * 2 * 2);  // the one selected expert
+  EXPECT_GT(cost.activation_bytes, 0);
+  cost = EstimateStepCost(plan, down, 16, 0);      // outside [1, 15]
+  EXPECT_EQ(cost.weight_bytes, 0);
+  EXPECT_EQ(cost.activation_bytes, 0);
+  EXPECT_EQ(cost.flops, 0);
+}
+
 TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
   Plan plan = TestPlan();
   Step attention = test::MakeStep(

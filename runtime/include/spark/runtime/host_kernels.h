@@ -73,12 +73,17 @@ void AttentionMerge(const float* partials, float* y, int32_t num_tokens, int32_t
 void MoeTopK(const float* logits, const uint16_t* per_expert_scale, float* weights,
              int32_t* indices, int32_t num_tokens, int32_t num_experts, int32_t top_k,
              float logit_scale);
+// The MoE expert ops do nothing when num_tokens is outside [tokens_from, tokens_to].
 void MoeGateUp(const float* x, const uint16_t* gate_up, const int32_t* indices, float* act,
                int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
-               int32_t top_k);
+               int32_t top_k, int32_t tokens_from, int32_t tokens_to);
+// With partials and MoeDownGrouped(num_tokens, true), writes partials[t, k] = weights[t, k] *
+// (act[t, k] @ down[e]^T) (zeros for an invalid index) instead of y; MoeCombine sums them.
 void MoeDown(const float* act, const uint16_t* down, const float* weights, const int32_t* indices,
-             float* y, int32_t num_tokens, int32_t hidden, int32_t intermediate,
-             int32_t num_experts, int32_t top_k);
+             float* y, float* partials, int32_t num_tokens, int32_t hidden, int32_t intermediate,
+             int32_t num_experts, int32_t top_k, int32_t tokens_from, int32_t tokens_to);
+void MoeCombine(const float* partials, float* y, int32_t num_tokens, int32_t hidden,
+                int32_t top_k);
 void ScatterRows(float* dest, const int32_t* indices, const float* updates, int32_t num_tokens,
                  int32_t num_updates, int32_t cols);
 void MaskTokens(const int32_t* ids, int32_t* y, int32_t num_tokens, int32_t token_a,

@@ -135,14 +135,25 @@ inline constexpr KernelSpec kKernels[] = {
   {"moe_topk", "spark_moe_topk", 128, 8,
    {SPARK_P("logits"), SPARK_P("per_expert_scale"), SPARK_O("weights"), SPARK_O("indices"),
     SPARK_I("num_tokens"), SPARK_I("num_experts"), SPARK_I("top_k"), SPARK_F("logit_scale")}},
-  // act[t, k, :] = gelu(gate) * up, [gate; up] = x[t] @ gate_up[indices[t, k]]^T.
-  {"moe_gate_up", "spark_moe_gate_up", 256, 9,
+  // act[t, k, :] = gelu(gate) * up, [gate; up] = x[t] @ gate_up[indices[t, k]]^T; nothing when
+  // num_tokens is outside [tokens_from, tokens_to] (the compiler gives decode and prefill steps
+  // their own entries: a literal range lets each entry drop the other's code and registers).
+  {"moe_gate_up", "spark_moe_gate_up", 256, 11,
    {SPARK_P("x"), SPARK_P("gate_up"), SPARK_P("indices"), SPARK_O("act"), SPARK_I("num_tokens"),
-    SPARK_I("hidden"), SPARK_I("intermediate"), SPARK_I("num_experts"), SPARK_I("top_k")}},
-  // y[t] = sum_k weights[t, k] * (act[t, k] @ down[indices[t, k]]^T).
-  {"moe_down", "spark_moe_down", 256, 10,
-   {SPARK_O("act"), SPARK_P("down"), SPARK_P("weights"), SPARK_P("indices"), SPARK_O("y"),
-    SPARK_I("num_tokens"), SPARK_I("hidden"), SPARK_I("intermediate"), SPARK_I("num_experts"),
+    SPARK_I("hidden"), SPARK_I("intermediate"), SPARK_I("num_experts"), SPARK_I("top_k"),
+    SPARK_I("tokens_from"), SPARK_I("tokens_to")}},
+  // y[t] = sum_k weights[t, k] * (act[t, k] @ down[indices[t, k]]^T). Grouped by expert
+  // (MoeDownGrouped: a step of many tokens and a `partials` workspace [T, top_k, hidden]): each
+  // slot's weighted row goes to partials[t, k] and y is not written; moe_combine sums them.
+  // Nothing when num_tokens is outside [tokens_from, tokens_to] (as moe_gate_up).
+  {"moe_down", "spark_moe_down", 256, 13,
+   {SPARK_P("act"), SPARK_P("down"), SPARK_P("weights"), SPARK_P("indices"), SPARK_O("y"),
+    SPARK_PN("partials"), SPARK_I("num_tokens"), SPARK_I("hidden"), SPARK_I("intermediate"),
+    SPARK_I("num_experts"), SPARK_I("top_k"), SPARK_I("tokens_from"), SPARK_I("tokens_to")}},
+  // y[t] = sum_k partials[t, k] (k in order) when the moe_down before it was grouped (same
+  // num_tokens); nothing otherwise.
+  {"moe_combine", "spark_moe_combine", 256, 5,
+   {SPARK_P("partials"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("hidden"),
     SPARK_I("top_k")}},
   // In place: dest[indices[n], :] = updates[n, :] for n < num_updates; indices < 0 or
   // >= num_tokens are skipped (never written).
@@ -210,6 +221,14 @@ SPARK_ABI_HD constexpr KeyRange AttentionSplitRange(int n, int s, int j) {
   const long long begin = j * per < n ? j * per : n;
   const long long rest = n - begin;
   return {static_cast<int>(begin), static_cast<int>(rest < per ? rest : per)};
+}
+
+// ---- MoE experts grouped by expert ----
+// Steps of at least this many tokens run the experts grouped by expert on tensor cores
+// (moe_gate_up always; moe_down when given a workspace, then moe_combine sums its rows).
+inline constexpr int kMoeGroupMinTokens = 16;
+SPARK_ABI_HD constexpr bool MoeDownGrouped(int num_tokens, bool has_partials) {
+  return has_partials && num_tokens >= kMoeGroupMinTokens;
 }
 
 inline constexpr int kNumKernels = static_cast<int>(sizeof(kKernels) / sizeof(kKernels[0]));
