@@ -23,7 +23,13 @@
 // fold into it (a function called from several entries is otherwise compiled once, for all of
 // them). For ops whose entries must not carry each other's code: the MoE expert ops, whose
 // decode entries would otherwise get the grouped tensor-core path's registers.
+// (clang-built library only: nvcc, which builds the GPU check harness, ignores the attribute on
+// a non-inline function and would warn.)
+#if defined(__clang__)
 #define SPK_EXPORT_INLINE extern "C" __device__ __attribute__((always_inline))
+#else
+#define SPK_EXPORT_INLINE SPK_EXPORT
+#endif
 
 namespace spk {
 

@@ -118,6 +118,17 @@ SPK_DEVICE int expert_rows(const int* indices, int num_slots, int e, int first, 
   return total;
 }
 
+// Slots whose index is outside [0, num_experts) belong to no expert's group: their rows (of
+// row_len floats) are zeros, as in the ungrouped paths. Grid-stride over all threads.
+SPK_DEVICE void zero_unrouted_rows(const int* indices, int num_slots, int num_experts, float* rows,
+                                   int row_len) {
+  for (int64_t i = global_thread(); i < static_cast<int64_t>(num_slots) * row_len;
+       i += grid_threads()) {
+    const int e = ldg_i(indices + i / row_len);
+    if (e < 0 || e >= num_experts) rows[i] = 0.0f;
+  }
+}
+
 // moe_gate_up for a step of many tokens: the slots are grouped by expert and each expert's
 // [slots, hidden] x [hidden, 2 * intermediate] product runs on tensor cores (mma_tile.cuh), so
 // every selected expert's weights are read once per 64 slots instead of once per slot. Tile =
@@ -130,12 +141,7 @@ SPK_DEVICE void gate_up_grouped(const float* x, const unsigned short* gate_up, c
   __shared__ int s_rows[mma::kBM];
   __shared__ int s_warp[8];
   const int num_slots = num_tokens * top_k;
-  // Slots with an index outside [0, num_experts) belong to no group: zeros, as in the GEMV path.
-  for (int64_t i = global_thread(); i < static_cast<int64_t>(num_slots) * intermediate;
-       i += grid_threads()) {
-    const int e = ldg_i(indices + i / intermediate);
-    if (e < 0 || e >= num_experts) act[i] = 0.0f;
-  }
+  zero_unrouted_rows(indices, num_slots, num_experts, act, intermediate);
   const int col_tiles = (intermediate + mma::kBN / 2 - 1) / (mma::kBN / 2);
   for (int64_t tile = blockIdx.x; tile < static_cast<int64_t>(num_experts) * col_tiles;
        tile += gridDim.x) {
@@ -176,11 +182,7 @@ SPK_DEVICE void down_grouped(const float* act, const unsigned short* down, const
   __shared__ int s_rows[mma::kBM];
   __shared__ int s_warp[8];
   const int num_slots = num_tokens * top_k;
-  for (int64_t i = global_thread(); i < static_cast<int64_t>(num_slots) * hidden;
-       i += grid_threads()) {
-    const int e = ldg_i(indices + i / hidden);
-    if (e < 0 || e >= num_experts) partials[i] = 0.0f;
-  }
+  zero_unrouted_rows(indices, num_slots, num_experts, partials, hidden);
   const int col_tiles = (hidden + mma::kBN - 1) / mma::kBN;
   for (int64_t tile = blockIdx.x; tile < static_cast<int64_t>(num_experts) * col_tiles;
        tile += gridDim.x) {
