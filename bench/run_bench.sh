@@ -17,8 +17,14 @@
 #       Every run records nvidia-smi's used-memory peak next to spark-run's JSON.
 #   bench/run_bench.sh pytorch MODEL OUTDIR MODE [CONTEXTS] [PREFILLS]
 #       bench/pytorch_llm.py on the same checkpoint (MODE eager or compile; compile runs under
-#       timeout -s INT 500 so that what was measured is kept).
+#       timeout -s INT ${SPARK_BENCH_COMPILE_SECONDS:-500} so that what was measured is kept).
 #   bench/run_bench.sh clean MODEL   removes the checkpoint (the disk holds one model at a time).
+#   bench/run_bench.sh all OUTDIR IMAGEDIR SPARK_RUN
+#       every stage in one run, for a machine without a per-command time limit (about 45 minutes
+#       on the H200): ceilings, tiny, then for 26b-a4b and 31b: spark, pytorch eager, pytorch
+#       compile, clean; IMAGEDIR holds gemma-4-<model>.sm_90a.cubin and the tiny images; then
+#       bench/summarize.py OUTDIR > OUTDIR/summary.md. (This workplace's device calls are limited
+#       to 10 minutes, so the recorded runs were made stage by stage.)
 #
 # Prompts are random ids in [3, 250000) from a fixed seed (the same for Spark and PyTorch:
 # bench/prompt_ids.py). bench/summarize.py turns OUTDIR into the results table.
@@ -101,7 +107,7 @@ case "$stage" in
     ckpt=/tmp/gemma4-$model-random
     mkdir -p "$out"
     limit=()
-    [ "$mode" = compile ] && limit=(timeout -s INT 500)
+    [ "$mode" = compile ] && limit=(timeout -s INT "${SPARK_BENCH_COMPILE_SECONDS:-500}")
     "${limit[@]}" python3 bench/pytorch_llm.py --model-dir "$ckpt" --mode "$mode" \
       --context "$contexts" --prefill "$prefills" --json "$out/pytorch_${model}_$mode.json" \
       > "$out/pytorch_${model}_$mode.log" 2>&1
@@ -111,8 +117,22 @@ case "$stage" in
   clean)
     rm -rf "/tmp/gemma4-$1-random"
     ;;
+  all)
+    out=$1 images=$2 run=$3
+    self=$0
+    "$self" ceilings "$out"
+    "$self" tiny "$out" "$images" "$run"
+    for model in 26b-a4b 31b; do
+      "$self" spark "$model" "$out" "$images/gemma-4-$model.sm_90a.cubin" "$run"
+      "$self" pytorch "$model" "$out" eager
+      SPARK_BENCH_COMPILE_SECONDS=${SPARK_BENCH_COMPILE_SECONDS:-1800} "$self" pytorch "$model" "$out" compile
+      "$self" clean "$model"
+    done
+    python3 bench/summarize.py "$out" > "$out/summary.md"
+    echo "tables: $out/summary.md"
+    ;;
   *)
-    echo "unknown stage $stage (ceilings, tiny, spark, pytorch, clean)" >&2
+    echo "unknown stage $stage (ceilings, tiny, spark, pytorch, clean, all)" >&2
     exit 2
     ;;
 esac
