@@ -40,7 +40,12 @@ using namespace spark;
 namespace {
 
 constexpr int64_t kAlignment = 256;
-constexpr int64_t kMaxGrid = 65535;
+/// The most blocks a launch gets. Every kernel grid-strides over its work (kernel_abi.h), and the
+/// plan's grid is sized for max_tokens, so a decode step (one token) of a large grid mostly
+/// schedules blocks with nothing to do (e.g. 43,008 for the 31B gelu_mul at max-tokens 512, of
+/// which 84 have work). 2048 blocks fill the GPUs Spark targets several times over (H200: 132
+/// SMs; GB10: 48) at up to 16 resident blocks per SM, and bound that waste.
+constexpr int64_t kMaxGrid = 2048;
 
 int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
