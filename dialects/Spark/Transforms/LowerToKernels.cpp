@@ -146,6 +146,7 @@ private:
   int64_t newScratch(StringRef name, ArrayRef<int64_t> rowShape, int64_t time);
   FailureOr<int64_t> weightOf(Operation *user, Value value);
   void touch(Value value, int64_t time);
+  void nextLaunchReads(ArrayRef<int64_t> scratch, ArrayRef<Value> values = {});
   void launch(Operation *op, StringRef kernelOp, SmallVector<Arg> args, int64_t gridX,
               StringRef suffix = "");
 
@@ -187,6 +188,16 @@ int64_t Lowering::newScratch(StringRef name, ArrayRef<int64_t> rowShape, int64_t
   buffer.firstUse = buffer.lastUse = at;
   buffers.push_back(buffer);
   return buffers.size() - 1;
+}
+
+/// Starts the next launch of a multi-launch op: it reads the scratch buffers and the values given
+/// (their live ranges reach it).
+void Lowering::nextLaunchReads(ArrayRef<int64_t> scratch, ArrayRef<Value> values) {
+  ++time;
+  for (int64_t id : scratch)
+    buffers[id].lastUse = time;
+  for (Value v : values)
+    touch(v, time);
 }
 
 void Lowering::touch(Value value, int64_t at) {
@@ -496,9 +507,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                 Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(maxSplits),
                 i32(splitRows)},
                std::max(maxTokens * qHeads, maxSplits * qHeads));
-        ++time; // the merge reads the partials and writes the result
-        buffers[partials].lastUse = time;
-        touch(a.getResult(), time);
+        nextLaunchReads({partials}, {a.getResult()}); // the merge writes the result
         launch(op, "attention_merge",
                {Arg::buffer(partials), y, Arg::numTokens(), i32(qHeads), i32(headDim),
                 i32(maxSplits), i32(splitRows)},
@@ -520,15 +529,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                {in, *scale, Arg::buffer(normed), Arg::numTokens(), i32(1), i32(hidden),
                 f32(r.getEpsilon())},
                maxTokens, "norm");
-        ++time;
-        buffers[normed].lastUse = time;
+        nextLaunchReads({normed});
         int64_t logits = newScratch(sourceName(op) + ".logits", {experts}, time);
         launch(op, "linear",
                {Arg::buffer(normed), *proj, Arg::buffer(logits), Arg::numTokens(), i32(experts),
                 i32(hidden)},
                ceilDiv(experts, 8), "logits");
-        ++time;
-        buffers[logits].lastUse = time;
+        nextLaunchReads({logits});
         Arg weightsOut = out(r.getWeights()), indicesOut = out(r.getIndices());
         launch(op, "moe_topk",
                {Arg::buffer(logits), *pes, weightsOut, indicesOut, Arg::numTokens(),
@@ -562,10 +569,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         gateUp(1, decodeTo, "gate_up");
         if (grouped)
           gateUp(abi::kMoeGroupMinTokens, kAll, "gate_up_grouped");
-        ++time; // the next launches read the activation, the weights and the indices
-        buffers[act].lastUse = time;
-        touch(m.getWeights(), time);
-        touch(m.getIndices(), time);
+        nextLaunchReads({act}, {m.getWeights(), m.getIndices()});
         Arg y = out(m.getResult());
         launch(op, "moe_down",
                {Arg::buffer(act), *down, w, idx, y, Arg::null(), Arg::numTokens(), i32(hidden),
@@ -579,9 +583,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                 i32(hidden), i32(inter), i32(experts), i32(topK), i32(abi::kMoeGroupMinTokens),
                 i32(kAll)},
                ceilDiv(maxTokens * hidden, 8), "down_grouped");
-        ++time;
-        buffers[partials].lastUse = time;
-        touch(m.getResult(), time);
+        nextLaunchReads({partials}, {m.getResult()});
         launch(op, "moe_combine",
                {Arg::buffer(partials), y, Arg::numTokens(), i32(hidden), i32(topK)},
                ceilDiv(maxTokens * hidden, 256), "combine");
