@@ -13,7 +13,10 @@
 #       make_full_size.py, once: kept while the machine stays warm), then spark-run: decode after a
 #       1024- and an 8192-token prompt (64 tokens, twice each), prefill of 512- and 4096-token
 #       prompts (twice each), and one --profile run (per-op GB/s, 1024-token prompt, 16 tokens).
-#       SPARK_BENCH_ROUNDS=1 runs each case once (to fit one 10-minute device call).
+#       SPARK_BENCH_ROUNDS=1 runs each case once (to fit one 10-minute device call);
+#       SPARK_BENCH_CASES (default "decode prefill profile") picks the kinds of run;
+#       SPARK_BENCH_NAME (default MODEL) names the result files spark_<name>_... (e.g.
+#       31b-kv-bf16 for an image compiled with --kv-cache-dtype bf16).
 #       Every run records nvidia-smi's used-memory peak next to spark-run's JSON.
 #   bench/run_bench.sh pytorch MODEL OUTDIR MODE [CONTEXTS] [PREFILLS]
 #       bench/pytorch_llm.py on the same checkpoint (MODE eager or compile; compile runs under
@@ -85,22 +88,28 @@ case "$stage" in
     fi
     # Read the checkpoint once so that every timed run starts from the page cache.
     cat "$ckpt"/*.safetensors > /dev/null
+    cases=" ${SPARK_BENCH_CASES:-decode prefill profile} "
+    name=${SPARK_BENCH_NAME:-$model}
     for round in $(seq 1 "${SPARK_BENCH_ROUNDS:-2}"); do
       for context in 1024 8192; do
+        [[ $cases == *" decode "* ]] || continue
         ids=$(python3 bench/prompt_ids.py "$context" "$round")
-        run_with_peak "spark_${model}_decode${context}_r$round" "$run" "$image" --weights "$ckpt" \
+        run_with_peak "spark_${name}_decode${context}_r$round" "$run" "$image" --weights "$ckpt" \
           --device cuda --prompt-ids "$ids" --max-new-tokens 65 --max-length $(( context + 128 )) --json -v
       done
       for prompt in 512 4096; do
+        [[ $cases == *" prefill "* ]] || continue
         ids=$(python3 bench/prompt_ids.py "$prompt" "$round")
-        run_with_peak "spark_${model}_prefill${prompt}_r$round" "$run" "$image" --weights "$ckpt" \
+        run_with_peak "spark_${name}_prefill${prompt}_r$round" "$run" "$image" --weights "$ckpt" \
           --device cuda --prompt-ids "$ids" --max-new-tokens 1 --max-length $(( prompt + 128 )) --json -v
       done
     done
-    ids=$(python3 bench/prompt_ids.py 1024 1)
-    run_with_peak "spark_${model}_profile1024" "$run" "$image" --weights "$ckpt" --device cuda \
-      --prompt-ids "$ids" --max-new-tokens 17 --max-length 1152 --json --profile
-    sed -n '/^profile: decode/,$p' "$out/spark_${model}_profile1024.err" | head -24
+    if [[ $cases == *" profile "* ]]; then
+      ids=$(python3 bench/prompt_ids.py 1024 1)
+      run_with_peak "spark_${name}_profile1024" "$run" "$image" --weights "$ckpt" --device cuda \
+        --prompt-ids "$ids" --max-new-tokens 17 --max-length 1152 --json --profile
+      sed -n '/^profile: decode/,$p' "$out/spark_${name}_profile1024.err" | head -24
+    fi
     ;;
   pytorch)
     model=$1 out=$2 mode=$3 contexts=${4:-1024,8192} prefills=${5:-512,4096}

@@ -1,7 +1,9 @@
 // KV-cache write and grouped-query attention over the cache.
 //
-// Cache layout: K and V each f32 [capacity, kv_heads, head_dim]; token position p lives in slot
-// p % capacity. spark_kv_write skips tokens with a negative position.
+// Cache layout: K and V each [capacity, kv_heads, head_dim] of f32 or bf16 (`cache_dtype`,
+// kernel_abi.h); token position p lives in slot p % capacity. spark_kv_write skips tokens with a
+// negative position and rounds to bf16 (nearest even) for a bf16 cache; attention widens cache
+// elements to f32 as it loads them (16-byte f32 or 8-byte bf16 loads per lane).
 //
 // spark_attention: one block (128 threads = 4 warps) per (token, query head, split), grid-stride
 // over T * q_heads * s. The query at position p sees keys j in [lo, p], lo = max(0, p - window + 1)
@@ -16,7 +18,7 @@
 // results are merged through shared memory at the end. Scores are q.k * scale in f32, softmax in
 // f32 with an accurate exp (math.cuh). head_dim up to 512 (16-byte loads when
 // head_dim % 128 == 0, else scalar loads); a larger head_dim writes NaN.
-// TODO(perf): prefill attention does not use tensor cores yet; the KV cache is f32.
+// TODO(perf): prefill attention does not use tensor cores yet.
 #include "common.cuh"
 #include "spark/runtime/kernel_abi.h"
 
@@ -52,6 +54,27 @@ struct Layout {
       }
     }
   }
+  // The same elements of a bf16 row, widened to f32 (vector layout: one 8-byte load per chunk).
+  __device__ static void load(const unsigned short* row, int d, float v[NS]) {
+    const int lane = lane_id();
+    if (kVec) {
+#pragma unroll
+      for (int c = 0; c < kNC; ++c) {
+        uint2 b = make_uint2(0u, 0u);
+        if (c * 128 < d) b = __ldg(reinterpret_cast<const uint2*>(row + c * 128 + lane * 4));
+        v[4 * c] = bf16lo_to_f32(b.x);
+        v[4 * c + 1] = bf16hi_to_f32(b.x);
+        v[4 * c + 2] = bf16lo_to_f32(b.y);
+        v[4 * c + 3] = bf16hi_to_f32(b.y);
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < NS; ++s) {
+        const int e = s * 32 + lane;
+        v[s] = e < d ? ldg_bf16(row + e) : 0.0f;
+      }
+    }
+  }
   __device__ static int index(int s) {
     return kVec ? (s / 4) * 128 + lane_id() * 4 + (s % 4) : s * 32 + lane_id();
   }
@@ -60,8 +83,9 @@ struct Layout {
 // Attention of one query over `n` keys starting at absolute key index `first` (slot
 // (first + i) % capacity). Writes y (normalised) when `record` is null, else the partial record
 // o[head_dim], m, l of kernel_abi.h (o = 0, m = 0, l = 0 when n == 0).
-template <int NS, bool kVec>
-SPK_DEVICE void attend_range(const float* q, const float* k_cache, const float* v_cache,
+// C: the cache element (float, or unsigned short holding bf16 bits).
+template <int NS, bool kVec, typename C>
+SPK_DEVICE void attend_range(const float* q, const C* k_cache, const C* v_cache,
                              int first, int n, int head_dim, int kv_heads, int kvh, int capacity,
                              float scale, float* y, float* record, float* s_m, float* s_l,
                              float (*s_o)[kMaxHeadDim]) {
@@ -72,8 +96,8 @@ SPK_DEVICE void attend_range(const float* q, const float* k_cache, const float* 
   const int lane = lane_id(), warp = warp_id();
   const int nw = num_warps() < kWarps ? num_warps() : kWarps;
   const int64_t slot_pitch = static_cast<int64_t>(kv_heads) * head_dim;
-  const float* kh = k_cache + static_cast<int64_t>(kvh) * head_dim;
-  const float* vh = v_cache + static_cast<int64_t>(kvh) * head_dim;
+  const C* kh = k_cache + static_cast<int64_t>(kvh) * head_dim;
+  const C* vh = v_cache + static_cast<int64_t>(kvh) * head_dim;
 
   if (warp < nw) {
     float qv[NS], o[NS];
@@ -164,59 +188,65 @@ SPK_DEVICE void attend_range(const float* q, const float* k_cache, const float* 
   __syncthreads();  // the shared partials are reused by the next unit
 }
 
-}  // namespace
-}  // namespace attn
-}  // namespace spk
+// Cache element stores: f32 as is, bf16 rounded to nearest even. put4 stores elements
+// 4 * i4 .. 4 * i4 + 3 in one 16-byte (f32) or 8-byte (bf16) store.
+SPK_DEVICE void put(float* cache, int64_t i, float x) { cache[i] = x; }
+SPK_DEVICE void put(unsigned short* cache, int64_t i, float x) {
+  cache[i] = static_cast<unsigned short>(pack_bf16x2(x, 0.0f) & 0xffffu);
+}
+SPK_DEVICE void put4(float* cache, int64_t i4, float4 f) {
+  reinterpret_cast<float4*>(cache)[i4] = f;
+}
+SPK_DEVICE void put4(unsigned short* cache, int64_t i4, float4 f) {
+  reinterpret_cast<uint2*>(cache)[i4] = make_uint2(pack_bf16x2(f.x, f.y), pack_bf16x2(f.z, f.w));
+}
+// Whether 4 consecutive cache elements starting at a multiple of 4 can be moved in one access.
+SPK_DEVICE bool aligned_x4(const float* p) { return aligned16(p); }
+SPK_DEVICE bool aligned_x4(const unsigned short* p) { return aligned8(p); }
 
-SPK_EXPORT void spark_kv_write(const float* k, const float* v, const int* positions, float* k_cache,
-                               float* v_cache, int num_tokens, int kv_heads, int head_dim,
-                               int capacity) {
-  if (num_tokens <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
+template <typename C>
+SPK_DEVICE void kv_write(const float* k, const float* v, const int* positions, C* k_cache,
+                         C* v_cache, int num_tokens, int kv_heads, int head_dim, int capacity) {
   const int64_t row = static_cast<int64_t>(kv_heads) * head_dim;
-  const int64_t start = spk::global_thread(), stride = spk::grid_threads();
-  const bool vec = (row % 4) == 0 && spk::aligned16(k) && spk::aligned16(v) &&
-                   spk::aligned16(k_cache) && spk::aligned16(v_cache);
+  const int64_t start = global_thread(), stride = grid_threads();
+  const bool vec = (row % 4) == 0 && aligned16(k) && aligned16(v) && aligned_x4(k_cache) &&
+                   aligned_x4(v_cache);
   if (vec) {
     const int64_t r4 = row / 4;
     const int64_t n = static_cast<int64_t>(num_tokens) * r4;
     for (int64_t i = start; i < n; i += stride) {
       const int64_t t = i / r4, c = i % r4;
-      const int pos = spk::ldg_i(positions + t);
+      const int pos = ldg_i(positions + t);
       if (pos < 0) continue;  // not a token position: nothing is written
-      const int slot = pos % capacity;
-      const int64_t dst = static_cast<int64_t>(slot) * r4 + c;
-      reinterpret_cast<float4*>(k_cache)[dst] = reinterpret_cast<const float4*>(k)[i];
-      reinterpret_cast<float4*>(v_cache)[dst] = reinterpret_cast<const float4*>(v)[i];
+      const int64_t dst = static_cast<int64_t>(pos % capacity) * r4 + c;
+      put4(k_cache, dst, reinterpret_cast<const float4*>(k)[i]);
+      put4(v_cache, dst, reinterpret_cast<const float4*>(v)[i]);
     }
   } else {
     const int64_t n = static_cast<int64_t>(num_tokens) * row;
     for (int64_t i = start; i < n; i += stride) {
       const int64_t t = i / row, c = i % row;
-      const int pos = spk::ldg_i(positions + t);
+      const int pos = ldg_i(positions + t);
       if (pos < 0) continue;  // not a token position: nothing is written
-      const int slot = pos % capacity;
-      const int64_t dst = static_cast<int64_t>(slot) * row + c;
-      k_cache[dst] = k[i];
-      v_cache[dst] = v[i];
+      const int64_t dst = static_cast<int64_t>(pos % capacity) * row + c;
+      put(k_cache, dst, k[i]);
+      put(v_cache, dst, v[i]);
     }
   }
 }
 
-SPK_EXPORT void spark_attention(const float* q, const int* positions, const float* k_cache,
-                                const float* v_cache, float* y, float* partials, int num_tokens,
-                                int q_heads, int kv_heads, int head_dim, int capacity, int window,
-                                float scale, int max_splits, int split_rows) {
-  using namespace spk::attn;
-  __shared__ float s_m[kWarps];
-  __shared__ float s_l[kWarps];
-  __shared__ __align__(16) float s_o[kWarps][kMaxHeadDim];
-  if (num_tokens <= 0 || q_heads <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
+template <typename C>
+SPK_DEVICE void attention(const float* q, const int* positions, const C* k_cache,
+                          const C* v_cache, float* y, float* partials, int num_tokens,
+                          int q_heads, int kv_heads, int head_dim, int capacity, int window,
+                          float scale, int max_splits, int split_rows, float* s_m, float* s_l,
+                          float (*s_o)[kMaxHeadDim]) {
   const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
   const int splits =
       partials == nullptr ? 1 : spark::abi::AttentionSplits(num_tokens, max_splits, split_rows);
   const int64_t record_floats = spark::abi::AttentionRecordFloats(head_dim);
-  const bool vec = (head_dim % 128) == 0 && spk::aligned16(q) && spk::aligned16(k_cache) &&
-                   spk::aligned16(v_cache);
+  const bool vec = (head_dim % 128) == 0 && aligned16(q) && aligned_x4(k_cache) &&
+                   aligned_x4(v_cache);
   const int64_t units = static_cast<int64_t>(num_tokens) * q_heads * splits;
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
     const int64_t th = u / splits;  // token * q_heads + head
@@ -225,7 +255,7 @@ SPK_EXPORT void spark_attention(const float* q, const int* positions, const floa
     const int h = static_cast<int>(th % q_heads);
     int kvh = h / group;
     if (kvh >= kv_heads) kvh = kv_heads - 1;
-    const int p = spk::ldg_i(positions + t);
+    const int p = ldg_i(positions + t);
     const int lo = window > 0 ? (p - window + 1 > 0 ? p - window + 1 : 0) : 0;
     const int n = p >= 0 ? p - lo + 1 : 0;
     const spark::abi::KeyRange range = spark::abi::AttentionSplitRange(n, splits, split);
@@ -242,8 +272,51 @@ SPK_EXPORT void spark_attention(const float* q, const int* positions, const floa
                               kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
     } else {
       // Unsupported head_dim (the compiler never emits it): a loud NaN result.
-      for (int e = threadIdx.x; e < head_dim; e += blockDim.x) y[off + e] = spk::nanf_();
+      for (int e = threadIdx.x; e < head_dim; e += blockDim.x) y[off + e] = nanf_();
     }
+  }
+}
+
+}  // namespace
+}  // namespace attn
+}  // namespace spk
+
+// The cache is reinterpreted by cache_dtype (kernel_abi.h); any other value writes nothing.
+SPK_EXPORT void spark_kv_write(const float* k, const float* v, const int* positions, void* k_cache,
+                               void* v_cache, int num_tokens, int kv_heads, int head_dim,
+                               int capacity, int cache_dtype) {
+  using namespace spk::attn;
+  if (num_tokens <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
+  if (cache_dtype == spark::abi::kCacheF32) {
+    kv_write(k, v, positions, static_cast<float*>(k_cache), static_cast<float*>(v_cache),
+             num_tokens, kv_heads, head_dim, capacity);
+  } else if (cache_dtype == spark::abi::kCacheBF16) {
+    kv_write(k, v, positions, static_cast<unsigned short*>(k_cache),
+             static_cast<unsigned short*>(v_cache), num_tokens, kv_heads, head_dim, capacity);
+  }
+}
+
+// An unknown cache_dtype writes NaN (the runtime rejects such a plan before launching).
+SPK_EXPORT void spark_attention(const float* q, const int* positions, const void* k_cache,
+                                const void* v_cache, float* y, float* partials, int num_tokens,
+                                int q_heads, int kv_heads, int head_dim, int capacity, int window,
+                                float scale, int max_splits, int split_rows, int cache_dtype) {
+  using namespace spk::attn;
+  __shared__ float s_m[kWarps];
+  __shared__ float s_l[kWarps];
+  __shared__ __align__(16) float s_o[kWarps][kMaxHeadDim];
+  if (num_tokens <= 0 || q_heads <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
+  if (cache_dtype == spark::abi::kCacheF32) {
+    attention(q, positions, static_cast<const float*>(k_cache),
+              static_cast<const float*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
+              head_dim, capacity, window, scale, max_splits, split_rows, s_m, s_l, s_o);
+  } else if (cache_dtype == spark::abi::kCacheBF16) {
+    attention(q, positions, static_cast<const unsigned short*>(k_cache),
+              static_cast<const unsigned short*>(v_cache), y, partials, num_tokens, q_heads,
+              kv_heads, head_dim, capacity, window, scale, max_splits, split_rows, s_m, s_l, s_o);
+  } else {
+    const int64_t n = static_cast<int64_t>(num_tokens) * q_heads * head_dim;
+    for (int64_t i = spk::global_thread(); i < n; i += spk::grid_threads()) y[i] = spk::nanf_();
   }
 }
 

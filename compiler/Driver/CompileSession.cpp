@@ -200,6 +200,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
     StageTimer timer(options.verbose, "kernel pipeline (memory plan, launches)");
     KernelPipelineOptions kernel;
     kernel.maxTokens = options.maxTokens;
+    kernel.kvCacheDType = options.kvCacheDType;
     if (failed(runPipeline(module, options,
                            [&](OpPassManager &pm) { buildKernelPipeline(pm, kernel); })))
       return failure();

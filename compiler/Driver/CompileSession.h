@@ -18,6 +18,7 @@ struct CompileOptions {
   std::vector<std::string> targets{"sm_121a"};
   EmitKind emit = EmitKind::Cubin;
   int64_t maxTokens = 64;
+  std::string kvCacheDType;  // "f32", "bf16", or empty: as the module declares (f32)
   std::string output = "model.cubin";
   std::string ptxas;                        // --ptxas
   std::vector<std::string> kernelLibraryDirs; // --kernel-library-dir

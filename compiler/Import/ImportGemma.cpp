@@ -112,7 +112,8 @@ void GraphBuilder::declareCaches(ModuleOp module) {
                       b.getStringAttr(formatv("kv.layers.{0}", l.index).str()),
                       KvKindAttr::get(ctx, l.full ? KvKind::full : KvKind::sliding),
                       b.getI64IntegerAttr(l.full ? 0 : c.slidingWindow),
-                      b.getI64IntegerAttr(l.numKvHeads), b.getI64IntegerAttr(l.headDim));
+                      b.getI64IntegerAttr(l.numKvHeads), b.getI64IntegerAttr(l.headDim),
+                      /*element_type=*/TypeAttr());
   }
 }
 

@@ -20,6 +20,7 @@ void spark::buildGraphPipeline(OpPassManager &pm) {
 void spark::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {
   SparkLowerToKernelsPassOptions lowerOptions;
   lowerOptions.maxTokens = options.maxTokens;
+  lowerOptions.kvCacheDType = options.kvCacheDType;
   pm.addPass(createSparkLowerToKernelsPass(lowerOptions));
 }
 
@@ -43,6 +44,7 @@ void spark::buildSparkCompilePipeline(OpPassManager &pm,
   buildGraphPipeline(pm);
   KernelPipelineOptions kernel;
   kernel.maxTokens = options.maxTokens;
+  kernel.kvCacheDType = options.kvCacheDType;
   buildKernelPipeline(pm, kernel);
   NVVMPipelineOptions nvvm;
   nvvm.chip = options.chip;

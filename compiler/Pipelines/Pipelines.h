@@ -22,6 +22,10 @@ struct KernelPipelineOptions : mlir::PassPipelineOptions<KernelPipelineOptions> 
   Option<int64_t> maxTokens{*this, "max-tokens",
                             llvm::cl::desc("Most tokens one step (prefill chunk) processes"),
                             llvm::cl::init(64)};
+  Option<std::string> kvCacheDType{
+      *this, "kv-cache-dtype",
+      llvm::cl::desc("Element type of every KV cache: f32 or bf16 (empty: as the module says)"),
+      llvm::cl::init("")};
 };
 
 struct NVVMPipelineOptions : mlir::PassPipelineOptions<NVVMPipelineOptions> {
@@ -43,6 +47,10 @@ struct CompilePipelineOptions : mlir::PassPipelineOptions<CompilePipelineOptions
   Option<int64_t> maxTokens{*this, "max-tokens",
                             llvm::cl::desc("Most tokens one step (prefill chunk) processes"),
                             llvm::cl::init(64)};
+  Option<std::string> kvCacheDType{
+      *this, "kv-cache-dtype",
+      llvm::cl::desc("Element type of every KV cache: f32 or bf16 (empty: as the module says)"),
+      llvm::cl::init("")};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("NVPTX chip, e.g. sm_121a"),
                            llvm::cl::init("sm_121a")};
   Option<std::string> features{*this, "features",

@@ -43,9 +43,9 @@ class HostExecutor final : public Executor {
   }
 
  private:
-  struct KvCache {
-    std::vector<float> k;
-    std::vector<float> v;
+  struct KvCache {  // f32 or bf16 elements (KvCacheInfo::dtype), 8-byte aligned
+    std::vector<uint64_t> k;
+    std::vector<uint64_t> v;
   };
 
   uint8_t* BufferData(int64_t buffer) {
@@ -78,15 +78,15 @@ absl::Status HostExecutor::Prepare(int64_t max_length) {
   for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
     const KvCacheInfo& info = plan_.kv_caches[i];
     const int64_t capacity = KvCapacity(info, max_length, plan_.max_tokens);
-    const size_t elements = static_cast<size_t>(capacity * info.kv_heads * info.head_dim);
-    kv_caches_[i].k.assign(elements, 0.0f);
-    kv_caches_[i].v.assign(elements, 0.0f);
+    const size_t words = static_cast<size_t>((info.part_bytes(capacity) + 7) / 8);
+    kv_caches_[i].k.assign(words, 0);
+    kv_caches_[i].v.assign(words, 0);
     bindings_.k_caches.push_back(AddressOf(kv_caches_[i].k.data()));
     bindings_.v_caches.push_back(AddressOf(kv_caches_[i].v.data()));
     bindings_.kv_capacities.push_back(capacity);
   }
   uint64_t allocated = arena_.size() * sizeof(uint64_t);
-  for (const KvCache& cache : kv_caches_) allocated += (cache.k.size() + cache.v.size()) * 4;
+  for (const KvCache& cache : kv_caches_) allocated += (cache.k.size() + cache.v.size()) * 8;
   peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated);
   max_length_ = max_length;
   return absl::OkStatus();

@@ -204,15 +204,39 @@ void Rope(const float* x, const int32_t* positions, float* y, int32_t num_tokens
   }
 }
 
-void KvWrite(const float* k, const float* v, const int32_t* positions, float* k_cache,
-             float* v_cache, int32_t num_tokens, int32_t kv_heads, int32_t head_dim,
-             int32_t capacity) {
-  const int64_t row = static_cast<int64_t>(kv_heads) * head_dim;
+namespace {
+
+// Cache elements: f32 as is, bf16 bits rounded to nearest even (as the GPU's cvt.rn).
+float CacheValue(float x) { return x; }
+float CacheValue(uint16_t bits) { return Bf16ToF32(bits); }
+void StoreCache(float x, float* dst) { *dst = x; }
+void StoreCache(float x, uint16_t* dst) { *dst = F32ToBf16(x); }
+
+template <typename C>
+void KvWriteAs(const float* k, const float* v, const int32_t* positions, C* k_cache, C* v_cache,
+               int32_t num_tokens, int64_t row, int32_t capacity) {
   for (int32_t t = 0; t < num_tokens; ++t) {
     if (positions[t] < 0) continue;
     const int64_t slot = positions[t] % capacity;
-    std::memcpy(k_cache + slot * row, k + t * row, row * sizeof(float));
-    std::memcpy(v_cache + slot * row, v + t * row, row * sizeof(float));
+    for (int64_t i = 0; i < row; ++i) {
+      StoreCache(k[t * row + i], k_cache + slot * row + i);
+      StoreCache(v[t * row + i], v_cache + slot * row + i);
+    }
+  }
+}
+
+}  // namespace
+
+void KvWrite(const float* k, const float* v, const int32_t* positions, void* k_cache,
+             void* v_cache, int32_t num_tokens, int32_t kv_heads, int32_t head_dim,
+             int32_t capacity, int32_t cache_dtype) {
+  const int64_t row = static_cast<int64_t>(kv_heads) * head_dim;
+  if (cache_dtype == abi::kCacheBF16) {
+    KvWriteAs(k, v, positions, static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache),
+              num_tokens, row, capacity);
+  } else {
+    KvWriteAs(k, v, positions, static_cast<float*>(k_cache), static_cast<float*>(v_cache),
+              num_tokens, row, capacity);
   }
 }
 
@@ -226,7 +250,8 @@ struct PartialAttention {
   std::vector<double> o;
 };
 
-void AttendRange(const float* qh, const float* k_cache, const float* v_cache, int64_t kv_row,
+template <typename C>
+void AttendRange(const float* qh, const C* k_cache, const C* v_cache, int64_t kv_row,
                  int64_t kv_offset, int32_t head_dim, int32_t capacity, int64_t first,
                  int64_t count, float scale, std::vector<double>& scores, PartialAttention& out) {
   out.m = -std::numeric_limits<double>::infinity();
@@ -234,26 +259,25 @@ void AttendRange(const float* qh, const float* k_cache, const float* v_cache, in
   out.o.assign(head_dim, 0.0);
   scores.clear();
   for (int64_t j = first; j < first + count; ++j) {
-    const float* key = k_cache + (j % capacity) * kv_row + kv_offset;
+    const C* key = k_cache + (j % capacity) * kv_row + kv_offset;
     double dot = 0.0;
-    for (int32_t d = 0; d < head_dim; ++d) dot += static_cast<double>(qh[d]) * key[d];
+    for (int32_t d = 0; d < head_dim; ++d) dot += static_cast<double>(qh[d]) * CacheValue(key[d]);
     scores.push_back(dot * scale);
     out.m = std::max(out.m, scores.back());
   }
   for (int64_t j = first; j < first + count; ++j) {
-    const float* value = v_cache + (j % capacity) * kv_row + kv_offset;
+    const C* value = v_cache + (j % capacity) * kv_row + kv_offset;
     const double w = std::exp(scores[j - first] - out.m);
     out.l += w;
-    for (int32_t d = 0; d < head_dim; ++d) out.o[d] += w * value[d];
+    for (int32_t d = 0; d < head_dim; ++d) out.o[d] += w * CacheValue(value[d]);
   }
 }
 
-}  // namespace
-
-void Attention(const float* q, const int32_t* positions, const float* k_cache, const float* v_cache,
-               float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
-               int32_t head_dim, int32_t capacity, int32_t window, float scale,
-               int32_t max_splits, int32_t split_rows) {
+template <typename C>
+void AttentionAs(const float* q, const int32_t* positions, const C* k_cache, const C* v_cache,
+                 float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
+                 int32_t head_dim, int32_t capacity, int32_t window, float scale,
+                 int32_t max_splits, int32_t split_rows) {
   const int32_t group = q_heads / kv_heads;
   const int64_t kv_row = static_cast<int64_t>(kv_heads) * head_dim;
   const int32_t splits =
@@ -289,6 +313,23 @@ void Attention(const float* q, const int32_t* positions, const float* k_cache, c
         rec[head_dim + 2] = rec[head_dim + 3] = 0.0f;
       }
     }
+  }
+}
+
+}  // namespace
+
+void Attention(const float* q, const int32_t* positions, const void* k_cache, const void* v_cache,
+               float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
+               int32_t head_dim, int32_t capacity, int32_t window, float scale,
+               int32_t max_splits, int32_t split_rows, int32_t cache_dtype) {
+  if (cache_dtype == abi::kCacheBF16) {
+    AttentionAs(q, positions, static_cast<const uint16_t*>(k_cache),
+                static_cast<const uint16_t*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
+                head_dim, capacity, window, scale, max_splits, split_rows);
+  } else {
+    AttentionAs(q, positions, static_cast<const float*>(k_cache),
+                static_cast<const float*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
+                head_dim, capacity, window, scale, max_splits, split_rows);
   }
 }
 
@@ -502,8 +543,18 @@ absl::Status CheckRmsNormRope(const Args& a) {
   return CheckRopeArgs("rms_norm_rope", a, 6);
 }
 
+absl::Status CheckCacheDType(const char* op, int32_t cache_dtype) {
+  if (abi::KvCacheElementBytes(cache_dtype) == 0) {
+    return Invalid(op, absl::StrCat("cache_dtype ", cache_dtype, " is neither ",
+                                    static_cast<int>(abi::kCacheF32), " (f32) nor ",
+                                    static_cast<int>(abi::kCacheBF16), " (bf16)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckKvWrite(const Args& a) {
-  return a.I(8) > 0 ? absl::OkStatus() : Invalid("kv_write", "capacity must be positive");
+  if (a.I(8) <= 0) return Invalid("kv_write", "capacity must be positive");
+  return CheckCacheDType("kv_write", a.I(9));
 }
 
 absl::Status CheckAttention(const Args& a) {
@@ -512,7 +563,8 @@ absl::Status CheckAttention(const Args& a) {
     return Invalid("attention", absl::StrCat("q_heads ", q_heads,
                                              " is not a positive multiple of kv_heads ", kv_heads));
   }
-  return a.I(10) > 0 ? absl::OkStatus() : Invalid("attention", "capacity must be positive");
+  if (a.I(10) <= 0) return Invalid("attention", "capacity must be positive");
+  return CheckCacheDType("attention", a.I(15));
 }
 
 absl::Status CheckMoeTopK(const Args& a) {
@@ -571,12 +623,12 @@ constexpr HostKernel kHostKernels[] = {
      host::Rope(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5), a.I(6), a.F(7),
                 a.F(8)); }},
   {"kv_write", CheckKvWrite, [](const Args& a) {
-     host::KvWrite(a.P<f32>(0), a.P<f32>(1), a.P<i32>(2), a.P<f32>(3), a.P<f32>(4), a.I(5),
-                   a.I(6), a.I(7), a.I(8)); }},
+     host::KvWrite(a.P<f32>(0), a.P<f32>(1), a.P<i32>(2), a.P<void>(3), a.P<void>(4), a.I(5),
+                   a.I(6), a.I(7), a.I(8), a.I(9)); }},
   {"attention", CheckAttention, [](const Args& a) {
-     host::Attention(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.P<f32>(3), a.P<f32>(4),
-                     a.P<f32>(5), a.I(6), a.I(7), a.I(8), a.I(9), a.I(10), a.I(11), a.F(12),
-                     a.I(13), a.I(14)); }},
+     host::Attention(a.P<f32>(0), a.P<i32>(1), a.P<const void>(2), a.P<const void>(3),
+                     a.P<f32>(4), a.P<f32>(5), a.I(6), a.I(7), a.I(8), a.I(9), a.I(10), a.I(11),
+                     a.F(12), a.I(13), a.I(14), a.I(15)); }},
   {"attention_merge", NoCheck, [](const Args& a) {
      host::AttentionMerge(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.I(4), a.I(5), a.I(6)); }},
   {"moe_topk", CheckMoeTopK, [](const Args& a) {

@@ -198,8 +198,9 @@ absl::optional<uint64_t> KvBytes(const PlanSizes& sizes, int64_t max_length, int
   uint64_t total = 0;
   for (const KvCacheInfo& cache : sizes.kv_caches) {
     const int64_t capacity = KvCapacity(cache, max_length, sizes.max_tokens);
-    const absl::optional<uint64_t> bytes = CheckedShapeBytes(
-        {2, capacity, cache.kv_heads, cache.head_dim, batch}, sizeof(float));
+    const absl::optional<uint64_t> bytes =
+        CheckedShapeBytes({2, capacity, cache.kv_heads, cache.head_dim, batch},
+                          static_cast<uint64_t>(DTypeSize(cache.dtype)));
     const absl::optional<uint64_t> sum = bytes ? CheckedAdd(total, *bytes) : absl::nullopt;
     if (!sum) return absl::nullopt;
     total = *sum;
@@ -208,13 +209,15 @@ absl::optional<uint64_t> KvBytes(const PlanSizes& sizes, int64_t max_length, int
 }
 
 std::string KvSource(const PlanSizes& sizes, const EstimateOptions& options) {
-  int full = 0, sliding = 0;
+  int full = 0, sliding = 0, bf16 = 0;
   for (const KvCacheInfo& cache : sizes.kv_caches) {
     (cache.kind == KvKind::kFull ? full : sliding) += 1;
+    if (cache.dtype == DType::kBF16) ++bf16;
   }
+  const char* dtype = bf16 == 0 ? "f32" : bf16 == full + sliding ? "bf16" : "f32 or bf16";
   return absl::StrCat(full, " full caches of --max-length ", options.max_length, " slots and ",
                       sliding, " sliding caches of min(max_length, window - 1 + ",
-                      sizes.max_tokens, ") slots; K and V in f32; ", options.batch,
+                      sizes.max_tokens, ") slots; K and V in ", dtype, "; ", options.batch,
                       options.batch == 1 ? " sequence" : " sequences");
 }
 
@@ -317,8 +320,21 @@ std::string QuantizationAdvice(const MemoryEstimate& estimate) {
                       ") would not fit: use a smaller model or a device with more memory");
 }
 
+// Only when some cache is f32 and bf16 caches would make it fit.
+absl::optional<std::string> KvDTypeAdvice(const MemoryEstimate& estimate) {
+  const uint64_t kv = ComponentBytes(estimate, "KV cache");
+  if (estimate.kv_bytes_as_bf16 >= kv) return absl::nullopt;
+  const uint64_t needed = estimate.total - kv + estimate.kv_bytes_as_bf16;
+  if (needed > estimate.budget.bytes) return absl::nullopt;
+  return absl::StrCat("recompile with spark-compile --kv-cache-dtype bf16: the f32 KV cache takes ",
+                      FormatBytes(kv), "; in bf16 (about ", FormatBytes(estimate.kv_bytes_as_bf16),
+                      ") the model would need ", FormatBytes(needed));
+}
+
 std::vector<std::string> Advice(const MemoryEstimate& estimate) {
-  std::vector<std::string> advice = {LengthAdvice(estimate), QuantizationAdvice(estimate)};
+  std::vector<std::string> advice = {LengthAdvice(estimate)};
+  if (absl::optional<std::string> kv = KvDTypeAdvice(estimate)) advice.push_back(*kv);
+  advice.push_back(QuantizationAdvice(estimate));
   if (estimate.options.batch > 1) {
     advice.push_back(absl::StrCat("use a smaller batch (now ", estimate.options.batch,
                                   "): the KV cache grows with it"));
@@ -451,6 +467,9 @@ absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemo
   estimate.budget = Budget(device, options);
   estimate.fits = estimate.total <= estimate.budget.bytes;
   estimate.max_fitting_length = MaxFittingLength(sizes, options, fixed, estimate.budget.bytes);
+  PlanSizes as_bf16 = sizes;
+  for (KvCacheInfo& cache : as_bf16.kv_caches) cache.dtype = DType::kBF16;
+  estimate.kv_bytes_as_bf16 = KvBytes(as_bf16, options.max_length, options.batch).value_or(*kv);
   estimate.host_available = device.integrated ? device.host.mem_available : 0;
   estimate.device_in_use =
       device.total_bytes > device.free_bytes ? device.total_bytes - device.free_bytes : 0;

@@ -331,6 +331,7 @@ KvCacheInfo ReadKvCache(ObjectReader object, Errors* errors) {
   }
   cache.kv_heads = object.Int("kv_heads", kInt64Min, kInt64Max);
   cache.head_dim = object.Int("head_dim", kInt64Min, kInt64Max);
+  cache.dtype = ReadDType(object, errors);
   object.Finish();
   return cache;
 }
@@ -600,6 +601,10 @@ absl::Status ValidateKvCache(const KvCacheInfo& cache, const std::string& path,
     return PlanError(origin, absl::StrCat(path, ".window"),
                      absl::StrCat("a full cache has no window, found ", cache.window));
   }
+  if (cache.dtype != DType::kF32 && cache.dtype != DType::kBF16) {
+    return PlanError(origin, absl::StrCat(path, ".dtype"),
+                     absl::StrCat("a KV cache holds f32 or bf16, found ", DTypeName(cache.dtype)));
+  }
   SPARK_RETURN_IF_ERROR(
       CheckRange(origin, absl::StrCat(path, ".kv_heads"), cache.kv_heads, 1, kInt32Max));
   return CheckRange(origin, absl::StrCat(path, ".head_dim"), cache.head_dim, 1, kInt32Max);
@@ -816,6 +821,7 @@ Json KvCacheJson(const KvCacheInfo& cache) {
   }
   json.Add("kv_heads", Json::Int(cache.kv_heads));
   json.Add("head_dim", Json::Int(cache.head_dim));
+  json.Add("dtype", Json::String(std::string(DTypeName(cache.dtype))));
   return json;
 }
 
@@ -899,6 +905,15 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
 
 uint64_t BufferInfo::row_bytes() const {
   return SaturatingShapeBytes(row_shape, static_cast<uint64_t>(DTypeSize(dtype)));
+}
+
+uint64_t KvCacheInfo::part_bytes(int64_t capacity) const {
+  return SaturatingShapeBytes({capacity, kv_heads, head_dim},
+                              static_cast<uint64_t>(DTypeSize(dtype)));
+}
+
+int KvCacheInfo::abi_dtype() const {
+  return dtype == DType::kBF16 ? abi::kCacheBF16 : abi::kCacheF32;
 }
 
 uint64_t WeightInfo::num_bytes() const {

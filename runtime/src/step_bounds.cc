@@ -164,7 +164,8 @@ class StepChecker {
                                  plan_.input_positions, ")"));
   }
 
-  // k_cache, v_cache and capacity name the same cache, whose rows are kv_heads x head_dim.
+  // k_cache, v_cache and capacity name the same cache, whose rows are kv_heads x head_dim and
+  // whose element type is cache_dtype.
   absl::Status RequireCache(int64_t kv_heads, int64_t head_dim) {
     const int k = SlotIndex("k_cache"), v = SlotIndex("v_cache"), c = SlotIndex("capacity");
     if (step_.args[k].kind != ArgRefKind::kKCache || step_.args[v].kind != ArgRefKind::kVCache) {
@@ -180,6 +181,13 @@ class StepChecker {
       return Error(k, absl::StrCat(step_.op, " uses kv rows of ", kv_heads, " x ", head_dim,
                                    ", kv cache ", cache, " (", info.name, ") has ", info.kv_heads,
                                    " x ", info.head_dim));
+    }
+    const int d = SlotIndex("cache_dtype");
+    if (Size("cache_dtype") != info.abi_dtype()) {
+      return Error(d, absl::StrCat("cache_dtype ", Size("cache_dtype"), " of ", step_.op,
+                                   " does not match kv cache ", cache, " (", info.name, "), ",
+                                   DTypeName(info.dtype), " (cache_dtype ", info.abi_dtype(),
+                                   ")"));
     }
     return absl::OkStatus();
   }

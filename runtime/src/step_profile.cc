@@ -82,11 +82,13 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
   if (op == "linear") {
     cost.flops = 2 * tokens * size("out_features") * size("in_features");
   } else if (op == "kv_write") {
-    cost.kv_bytes = 2 * tokens * size("kv_heads") * size("head_dim") * 4;
+    cost.kv_bytes = 2 * tokens * size("kv_heads") * size("head_dim") *
+                    abi::KvCacheElementBytes(static_cast<int>(size("cache_dtype")));
   } else if (op == "attention") {
     const double keys = KeysSeen(num_tokens, first_position,
                                  SizeArg(step, *spec, "window", num_tokens));
-    cost.kv_bytes = 2 * keys * size("kv_heads") * size("head_dim") * 4;
+    cost.kv_bytes = 2 * keys * size("kv_heads") * size("head_dim") *
+                    abi::KvCacheElementBytes(static_cast<int>(size("cache_dtype")));
     cost.flops = 4 * keys * size("q_heads") * size("head_dim");
   }
   if (op == "moe_down") {

@@ -94,6 +94,32 @@ std::vector<bf16> Bf16Uniform(size_t n, float lo, float hi) {
   return v;
 }
 
+// ---- KV cache elements: f32, or bf16 bits (kernel_abi.h KvCacheDType) ----
+template <typename C>
+constexpr int CacheDType() {
+  return sizeof(C) == 2 ? spark::abi::kCacheBF16 : spark::abi::kCacheF32;
+}
+template <typename C>
+const char* CacheName() {
+  return sizeof(C) == 2 ? " cache=bf16" : "";
+}
+template <typename C>
+std::vector<C> CacheOf(const std::vector<float>& v) {
+  if constexpr (sizeof(C) == 2) {
+    std::vector<C> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = spark::rt::F32ToBf16(v[i]);
+    return out;
+  } else {
+    return v;
+  }
+}
+std::vector<float> AsFloats(const std::vector<float>& v) { return v; }
+std::vector<float> AsFloats(const std::vector<bf16>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = spark::rt::Bf16ToF32(v[i]);
+  return out;
+}
+
 // ---- device buffers ----
 // Allocates n elements plus slack so that a case can pass a deliberately misaligned pointer
 // (`offset` elements past the allocation start).
@@ -487,42 +513,50 @@ void CheckRmsNormRope(int T, int heads, int head_dim, int rotated, float theta, 
          e, 1e-5);
 }
 
+// C: the cache element (float, or bf16 bits: the kernel rounds to nearest even, exactly as the
+// host reference does, so the caches must be equal bit for bit either way).
+template <typename C = float>
 void CheckKvWrite(int T, int kv_heads, int head_dim, int capacity, int pos0) {
   if (!Enabled("kv_write")) return;
   const size_t row = static_cast<size_t>(kv_heads) * head_dim;
   const auto k = Normals(T * row), v = Normals(T * row);
-  const auto kc0 = Normals(capacity * row), vc0 = Normals(capacity * row);
+  const auto kc0 = CacheOf<C>(Normals(capacity * row)), vc0 = CacheOf<C>(Normals(capacity * row));
   std::vector<int> pos(T);
   for (int t = 0; t < T; ++t) pos[t] = pos0 + t;
   if (T > 2) pos[T - 1] = -1;  // negative positions are skipped
-  std::vector<float> kref = kc0, vref = vc0;
+  std::vector<C> kref = kc0, vref = vc0;
   host::KvWrite(k.data(), v.data(), pos.data(), kref.data(), vref.data(), T, kv_heads, head_dim,
-                capacity);
-  Dev<float> d_k(k), d_v(v), d_kc(kc0.size()), d_vc(vc0.size());
+                capacity, CacheDType<C>());
+  Dev<float> d_k(k), d_v(v);
+  Dev<C> d_kc(kc0.size()), d_vc(vc0.size());
   Dev<int> d_pos(pos);
   Err e;
   for (int g : Grids(Ceil(static_cast<int64_t>(T) * row / 4, 256))) {
     d_kc.Upload(kc0);
     d_vc.Upload(vc0);
     Launch("kv_write", check_kv_write, g, d_k.p, d_v.p, d_pos.p, d_kc.p, d_vc.p, T, kv_heads,
-           head_dim, capacity);
-    e.Merge(Compare(d_kc.Download(), kref));
-    e.Merge(Compare(d_vc.Download(), vref));
+           head_dim, capacity, CacheDType<C>());
+    e.Merge(Compare(AsFloats(d_kc.Download()), AsFloats(kref)));
+    e.Merge(Compare(AsFloats(d_vc.Download()), AsFloats(vref)));
   }
-  Report("kv_write", Fmt("T=%d kv_heads=%d hd=%d cap=%d pos=%d..", T, kv_heads, head_dim, capacity, pos0),
+  Report("kv_write",
+         Fmt("T=%d kv_heads=%d hd=%d cap=%d pos=%d..%s", T, kv_heads, head_dim, capacity, pos0,
+             CacheName<C>()),
          e, 0.0);
 }
 
 // max_splits > 1: the split path (flash-decoding): the partial records of attention against the
 // host's, the merge of the GPU's records against the host's merge, and that merge against the
-// unsplit host result (the split changes only rounding).
+// unsplit host result (the split changes only rounding). C: the cache element (float or bf16).
+template <typename C = float>
 void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity, int window,
                     int pos0, float q_sigma, int max_splits = 1, int split_rows = 0) {
   if (!Enabled("attention") && !Enabled("attention_merge")) return;
   const size_t kv_n = static_cast<size_t>(capacity) * kv_heads * head_dim;
   const size_t q_n = static_cast<size_t>(T) * q_heads * head_dim;
   const auto q = Normals(q_n, q_sigma);
-  const auto kc = Normals(kv_n), vc = Normals(kv_n);
+  const auto kc = CacheOf<C>(Normals(kv_n)), vc = CacheOf<C>(Normals(kv_n));
+  const int cache_dtype = CacheDType<C>();
   std::vector<int> pos(T);
   for (int t = 0; t < T; ++t) pos[t] = pos0 + t;
   const float scale = 1.0f;
@@ -531,11 +565,12 @@ void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity
   const size_t used = static_cast<size_t>(T) * q_heads * splits * rec;
   std::vector<float> ref(q_n), ref_parts(max_splits > 1 ? split_rows * q_heads * rec : 0, NAN);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), ref.data(), nullptr, T, q_heads,
-                  kv_heads, head_dim, capacity, window, scale, 1, 0);
+                  kv_heads, head_dim, capacity, window, scale, 1, 0, cache_dtype);
   const std::string shape =
-      Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. qs=%g", T, q_heads, kv_heads, head_dim,
-          capacity, window, pos0, q_sigma);
-  Dev<float> d_q(q), d_kc(kc), d_vc(vc), d_y(q_n), d_parts(std::max<size_t>(ref_parts.size(), 1));
+      Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. qs=%g%s", T, q_heads, kv_heads, head_dim,
+          capacity, window, pos0, q_sigma, CacheName<C>());
+  Dev<float> d_q(q), d_y(q_n), d_parts(std::max<size_t>(ref_parts.size(), 1));
+  Dev<C> d_kc(kc), d_vc(vc);
   Dev<int> d_pos(pos);
   if (max_splits <= 1) {
     Err e;
@@ -543,7 +578,7 @@ void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity
       d_y.Poison();
       Launch("attention", check_attention, g, d_q.p, d_pos.p, d_kc.p, d_vc.p, d_y.p,
              static_cast<float*>(nullptr), T, q_heads, kv_heads, head_dim, capacity, window,
-             scale, 1, 0);
+             scale, 1, 0, cache_dtype);
       e.Merge(Compare(d_y.Download(), ref));
     }
     Report("attention", shape, e, 1e-4);
@@ -551,13 +586,15 @@ void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity
   }
   std::vector<float> merged_ref(q_n);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), nullptr, ref_parts.data(), T,
-                  q_heads, kv_heads, head_dim, capacity, window, scale, max_splits, split_rows);
+                  q_heads, kv_heads, head_dim, capacity, window, scale, max_splits, split_rows,
+                  cache_dtype);
   const std::vector<float> ref_used(ref_parts.begin(), ref_parts.begin() + used);
   Err e_parts, e_merge, e_whole;
   for (int g : Grids(static_cast<int64_t>(T) * q_heads * splits)) {
     d_parts.Poison();
     Launch("attention", check_attention, g, d_q.p, d_pos.p, d_kc.p, d_vc.p, d_y.p, d_parts.p, T,
-           q_heads, kv_heads, head_dim, capacity, window, scale, max_splits, split_rows);
+           q_heads, kv_heads, head_dim, capacity, window, scale, max_splits, split_rows,
+           cache_dtype);
     std::vector<float> parts = d_parts.Download();
     e_parts.Merge(Compare(std::vector<float>(parts.begin(), parts.begin() + used), ref_used));
     host::AttentionMerge(parts.data(), merged_ref.data(), T, q_heads, head_dim, max_splits,
@@ -960,6 +997,10 @@ int main(int argc, char** argv) {
   CheckKvWrite(37, 8, 256, 1060, 1040);
   CheckKvWrite(37, 2, 512, 4096, 0);
   CheckKvWrite(5, 3, 126, 40, 38);
+  // bf16 caches (spark-compile --kv-cache-dtype bf16): 8-byte stores, and scalar ones (row 378).
+  CheckKvWrite<bf16>(1, 1, 256, 548, 1000);
+  CheckKvWrite<bf16>(37, 2, 512, 4096, 0);
+  CheckKvWrite<bf16>(5, 3, 126, 40, 38);
 
   // ---- attention: GQA 8:1 (E2B), 16:2 (26B full), window 512 / causal, hd 256 / 512 ----
   CheckAttention(1, 8, 1, 256, 548, 512, 1000, 0.1f);
@@ -985,6 +1026,13 @@ int main(int argc, char** argv) {
   CheckAttention(5, 4, 2, 128, 300, 0, 250, 0.2f, 64, 64);
   CheckAttention(3, 2, 1, 200, 400, 0, 390, 0.2f, 4, 16);
   CheckAttention(2, 4, 2, 384, 600, 100, 500, 0.1f, 8, 8);
+  // bf16 caches: vector (hd 256 / 512) and scalar (hd 200) loads, split and unsplit.
+  CheckAttention<bf16>(1, 8, 1, 256, 548, 512, 1000, 0.1f);
+  CheckAttention<bf16>(37, 16, 2, 512, 2048, 0, 900, 0.05f);
+  CheckAttention<bf16>(5, 4, 2, 200, 300, 64, 250, 0.2f);
+  CheckAttention<bf16>(1, 32, 4, 512, long_ctx, 0, 1023, 0.05f, 8, 512);
+  CheckAttention<bf16>(1, 32, 16, 256, 1535, 1024, 8000, 0.1f, 8, 512);
+  CheckAttention<bf16>(3, 2, 1, 200, 400, 0, 390, 0.2f, 4, 16);
 
   // ---- MoE: 26B-A4B router selection (128 experts, top-8), experts hidden 2816 x
   //      intermediate 704 ----

@@ -60,15 +60,16 @@ SPK_ENTRY(256) check_rope(const float* x, const int* pos, float* y, int T, int h
                           int rot, float theta, float factor) {
   spark_rope(x, pos, y, T, heads, hd, rot, theta, factor);
 }
-SPK_ENTRY(256) check_kv_write(const float* k, const float* v, const int* pos, float* kc, float* vc,
-                              int T, int kvh, int hd, int cap) {
-  spark_kv_write(k, v, pos, kc, vc, T, kvh, hd, cap);
+SPK_ENTRY(256) check_kv_write(const float* k, const float* v, const int* pos, void* kc, void* vc,
+                              int T, int kvh, int hd, int cap, int cache_dtype) {
+  spark_kv_write(k, v, pos, kc, vc, T, kvh, hd, cap, cache_dtype);
 }
-SPK_ENTRY(128) check_attention(const float* q, const int* pos, const float* kc, const float* vc,
+SPK_ENTRY(128) check_attention(const float* q, const int* pos, const void* kc, const void* vc,
                                float* y, float* partials, int T, int qh, int kvh, int hd, int cap,
-                               int window, float scale, int max_splits, int split_rows) {
+                               int window, float scale, int max_splits, int split_rows,
+                               int cache_dtype) {
   spark_attention(q, pos, kc, vc, y, partials, T, qh, kvh, hd, cap, window, scale, max_splits,
-                  split_rows);
+                  split_rows, cache_dtype);
 }
 SPK_ENTRY(128) check_attention_merge(const float* partials, float* y, int T, int qh, int hd,
                                      int max_splits, int split_rows) {

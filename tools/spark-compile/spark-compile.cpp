@@ -43,6 +43,11 @@ static cl::opt<int64_t> maxTokens("max-tokens",
                                   cl::desc("Most tokens one step processes (prefill chunk); "
                                            "sizes every activation buffer (default 64)"),
                                   cl::init(64), cl::cat(sparkCompileCategory));
+static cl::opt<std::string>
+    kvCacheDType("kv-cache-dtype",
+                 cl::desc("Element type of the KV caches: f32 (default) or bf16 (half the cache "
+                          "memory and attention's cache reads; K and V rounded to bf16)"),
+                 cl::value_desc("f32|bf16"), cl::init("f32"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> ptxasPath("ptxas",
                                       cl::desc("ptxas to use (else SPARK_PTXAS, CUDA_HOME, "
                                                "CUDA_PATH, /usr/local/cuda, PATH)"),
@@ -105,6 +110,14 @@ int main(int argc, char **argv) {
         << "--max-tokens must be positive, got " << maxTokens << "\n";
     return 1;
   }
+  if (kvCacheDType != "f32" && kvCacheDType != "bf16") {
+    WithColor::error(errs(), "spark-compile")
+        << "unknown --kv-cache-dtype value '" << kvCacheDType << "' (expected f32 or bf16)\n";
+    return 1;
+  }
+  // Only an explicit flag overrides what the module declares (spark-import declares none: f32).
+  if (kvCacheDType.getNumOccurrences() > 0)
+    options.kvCacheDType = kvCacheDType;
   for (const std::string &target : options.targets)
     if (Expected<spark::CudaTarget> parsed = spark::parseCudaTarget(target); !parsed) {
       WithColor::error(errs(), "spark-compile") << toString(parsed.takeError()) << "\n";

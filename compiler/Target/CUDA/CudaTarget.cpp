@@ -307,6 +307,7 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     info.window = cache.getWindow();
     info.kv_heads = cache.getKvHeads();
     info.head_dim = cache.getHeadDim();
+    info.dtype = cache.getCacheElementType().isBF16() ? rt::DType::kBF16 : rt::DType::kF32;
     plan.kv_caches.push_back(std::move(info));
   }
   for (LaunchOp launch : program.getBody().getOps<LaunchOp>()) {

@@ -35,7 +35,16 @@ LogicalResult KvCacheOp::verify() {
     return emitOpError("expects a positive window for a sliding cache, got ") << getWindow();
   if (getKind() == KvKind::full && getWindow() != 0)
     return emitOpError("expects window = 0 for a full cache, got ") << getWindow();
+  Type element = getCacheElementType();
+  if (!element.isF32() && !element.isBF16())
+    return emitOpError("expects element_type f32 or bf16, got ") << element;
   return success();
+}
+
+Type KvCacheOp::getCacheElementType() {
+  if (std::optional<Type> type = getElementType())
+    return *type;
+  return Float32Type::get(getContext());
 }
 
 //===----------------------------------------------------------------------===//

@@ -52,15 +52,22 @@ def Spark_KvCacheOp : Spark_Op<"kv_cache", [Symbol]> {
   let description = [{
     The K/V cache an attention layer writes and reads. `full` caches hold every position up to
     the runtime's `--max-length`; `sliding` caches keep the last `window - 1` positions (plus room
-    for one step's new tokens). Layout at run time: K and V, each float32
-    `[capacity, kv_heads, head_dim]`, position p in slot p % capacity.
+    for one step's new tokens). Layout at run time: K and V, each
+    `[capacity, kv_heads, head_dim]` of `element_type` (f32 when absent, or bf16;
+    `spark-compile --kv-cache-dtype` sets it on every cache), position p in slot p % capacity.
 
     ```mlir
     spark.kv_cache @kv.layers.0 sliding {window = 512 : i64, kv_heads = 1 : i64, head_dim = 256 : i64}
+    spark.kv_cache @kv.layers.5 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 512 : i64, element_type = bf16}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Spark_KvKindAttr:$kind, Spark_I64Attr:$window,
-                       Spark_I64Attr:$kv_heads, Spark_I64Attr:$head_dim);
+                       Spark_I64Attr:$kv_heads, Spark_I64Attr:$head_dim,
+                       OptionalAttr<TypeAttr>:$element_type);
+  let extraClassDeclaration = [{
+    /// The element type of K and V: `element_type`, or f32 when it is absent.
+    ::mlir::Type getCacheElementType();
+  }];
   let assemblyFormat = "$sym_name `` $kind attr-dict";
   let hasVerifier = 1;
 }

@@ -470,13 +470,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (it == cacheIds.end())
           return a.emitOpError("references unknown KV cache ") << a.getCacheAttr();
         int64_t cache = it->second;
+        Arg cacheDType = i32(caches[cache].getCacheElementType().isBF16() ? abi::kCacheBF16
+                                                                          : abi::kCacheF32);
         RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
         Arg pos = buf(a.getPositions());
         if (!a.getKvShared()) {
           Arg key = buf(a.getKey()), value = buf(a.getValue());
           launch(op, "kv_write",
                  {key, value, pos, Arg::kCache(cache), Arg::vCache(cache), Arg::numTokens(),
-                  i32(k.getDimSize(1)), i32(k.getDimSize(2)), Arg::kvCapacity(cache)},
+                  i32(k.getDimSize(1)), i32(k.getDimSize(2)), Arg::kvCapacity(cache),
+                  cacheDType},
                  ceilDiv(maxTokens * rowElements(k), 256), "kv_write");
         }
         Arg query = buf(a.getQuery());
@@ -486,7 +489,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           launch(op, "attention",
                  {query, pos, Arg::kCache(cache), Arg::vCache(cache), out(a.getResult()),
                   Arg::null(), Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
-                  Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(1), i32(0)},
+                  Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(1), i32(0),
+                  cacheDType},
                  maxTokens * qHeads);
           return success();
         }
@@ -505,7 +509,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                {query, pos, Arg::kCache(cache), Arg::vCache(cache), y, Arg::buffer(partials),
                 Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
                 Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(maxSplits),
-                i32(splitRows)},
+                i32(splitRows), cacheDType},
                std::max(maxTokens * qHeads, maxSplits * qHeads));
         nextLaunchReads({partials}, {a.getResult()}); // the merge writes the result
         launch(op, "attention_merge",
@@ -824,6 +828,18 @@ struct SparkLowerToKernelsPass
     if (!module.getOps<gpu::GPUModuleOp>().empty()) {
       module.emitError("module already contains a gpu.module: lower an imported model");
       return signalPassFailure();
+    }
+    if (!kvCacheDType.empty()) {
+      // The element type of every KV cache, replacing what the module declares.
+      Type element = kvCacheDType == "bf16"  ? Type(BFloat16Type::get(module.getContext()))
+                     : kvCacheDType == "f32" ? Type(Float32Type::get(module.getContext()))
+                                             : Type();
+      if (!element) {
+        module.emitError("kv-cache-dtype must be f32 or bf16, got '") << kvCacheDType << "'";
+        return signalPassFailure();
+      }
+      for (KvCacheOp cache : module.getOps<KvCacheOp>())
+        cache.setElementType(element);
     }
     int64_t launches = 0, entries = 0;
     Lowering lowering(module, entryFunc, maxTokens);

@@ -52,7 +52,10 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
     Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"64",
            "Rows of every activation buffer: the most tokens one step (a prefill chunk) processes">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
-           "Name of the entry function to lower">
+           "Name of the entry function to lower">,
+    Option<"kvCacheDType", "kv-cache-dtype", "std::string", /*default=*/"\"\"",
+           "Element type of every KV cache, f32 or bf16 (sets element_type on each "
+           "spark.kv_cache; empty: as the module declares, f32 when absent)">
   ];
   let statistics = [
     Statistic<"numLaunches", "num-launches", "Number of kernel launches in the plan">,

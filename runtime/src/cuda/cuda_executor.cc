@@ -311,7 +311,7 @@ absl::Status CudaExecutor::AllocateKvCaches(int64_t max_length) {
   uint64_t total = 0;
   for (const KvCacheInfo& cache : plan_.kv_caches) {
     const int64_t capacity = KvCapacity(cache, max_length, plan_.max_tokens);
-    const uint64_t bytes = static_cast<uint64_t>(capacity * cache.kv_heads * cache.head_dim) * 4;
+    const uint64_t bytes = cache.part_bytes(capacity);
     for (int part = 0; part < 2; ++part) {
       offsets.push_back(total);
       total = AlignUp(total + bytes, kPartAlignment);

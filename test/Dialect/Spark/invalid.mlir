@@ -105,6 +105,12 @@ spark.kv_cache @kv full {window = 512 : i64, kv_heads = 1 : i64, head_dim = 64 :
 
 // -----
 
+// K and V are f32 or bf16.
+// expected-error @+1 {{'spark.kv_cache' op expects element_type f32 or bf16, got 'f16'}}
+spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 64 : i64, element_type = f16}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // spark.embedding
 //===----------------------------------------------------------------------===//

@@ -5,9 +5,11 @@
 
 spark.kv_cache @kv.layers.0 sliding {window = 8 : i64, kv_heads = 2 : i64, head_dim = 32 : i64}
 spark.kv_cache @kv.layers.1 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 64 : i64}
+spark.kv_cache @kv.layers.2 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 64 : i64, element_type = bf16}
 
 // CHECK: spark.kv_cache @kv.layers.0 sliding {head_dim = 32 : i64, kv_heads = 2 : i64, window = 8 : i64}
 // CHECK: spark.kv_cache @kv.layers.1 full
+// CHECK: spark.kv_cache @kv.layers.2 full {element_type = bf16,
 
 // CHECK-LABEL: func.func @every_op
 func.func @every_op(%ids: tensor<?xi32>, %pos: tensor<?xi32>, %soft: tensor<?x64xf32>, %soft_idx: tensor<?xi32>) -> tensor<?x512xf32> {

@@ -99,13 +99,13 @@ Plan TinyPlan(KvKind kind, int window, bool soft_merge = true) {
       MakeStep("kv_write", "layers.0.kv",
                {Buffer(h), Buffer(h), Buffer(plan.input_positions), Cache(ArgRefKind::kKCache),
                 Cache(ArgRefKind::kVCache), NumTokens(), I32(1), I32(kHidden),
-                Cache(ArgRefKind::kKvCapacity)}));
+                Cache(ArgRefKind::kKvCapacity), I32(abi::kCacheF32)}));
   plan.steps.push_back(MakeStep(
       "attention", "layers.0.attention",
       {Buffer(h), Buffer(plan.input_positions), Cache(ArgRefKind::kKCache),
        Cache(ArgRefKind::kVCache), Buffer(attn), Null(), NumTokens(), I32(1), I32(1),
        I32(kHidden), Cache(ArgRefKind::kKvCapacity), I32(kind == KvKind::kSliding ? window : 0),
-       F32(0.0f), I32(1), I32(0)}));
+       F32(0.0f), I32(1), I32(0), I32(abi::kCacheF32)}));
   plan.steps.push_back(MakeStep("linear", "lm_head",
                                 {Buffer(attn), Weight(0), Buffer(plan.output_logits), NumTokens(),
                                  I32(kVocab), I32(kHidden)}));

@@ -222,9 +222,82 @@ TEST(HostKernelsTest, KvWriteUsesPositionModuloCapacity) {
   const std::vector<float> k = {1, 2, 3, 4}, v = {5, 6, 7, 8};  // [2 tokens, 1 head, 2]
   const std::vector<int32_t> pos = {5, 6};
   std::vector<float> kc(8, 0.0f), vc(8, 0.0f);  // capacity 4
-  host::KvWrite(k.data(), v.data(), pos.data(), kc.data(), vc.data(), 2, 1, 2, 4);
+  host::KvWrite(k.data(), v.data(), pos.data(), kc.data(), vc.data(), 2, 1, 2, 4,
+                abi::kCacheF32);
   ExpectNear(kc, {0, 0, 1, 2, 3, 4, 0, 0});
   ExpectNear(vc, {0, 0, 5, 6, 7, 8, 0, 0});
+}
+
+TEST(HostKernelsTest, KvWriteToABf16CacheRoundsToNearestEven) {
+  // bf16 keeps 8 significant bits: around 1 the step is 2^-7. 1 + 2^-8 is halfway between 1 and
+  // 1 + 2^-7 and goes to the even 1; 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6 and
+  // goes to the even 1 + 2^-6; 1 + 2^-8 + 2^-12 is past halfway and goes up.
+  const float a = 1.0f + std::ldexp(1.0f, -8), b = 1.0f + 3 * std::ldexp(1.0f, -8);
+  const float c = 1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -12);
+  const std::vector<float> k = {a, b, c, -2.5f}, v = {-a, -b, -c, 1e-3f};  // [1 token, 1, 4]
+  const std::vector<int32_t> pos = {3};
+  std::vector<uint16_t> kc(8, 0xFFFF), vc(8, 0xFFFF);  // capacity 2
+  host::KvWrite(k.data(), v.data(), pos.data(), kc.data(), vc.data(), 1, 1, 4, 2,
+                abi::kCacheBF16);
+  const std::vector<float> want_k = {1.0f, 1.0f + std::ldexp(1.0f, -6),
+                                     1.0f + std::ldexp(1.0f, -7), -2.5f};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(kc[i], 0xFFFF) << "slot 0 is not position 3's";
+    EXPECT_EQ(Bf16ToF32(kc[4 + i]), want_k[i]) << i;
+    EXPECT_EQ(Bf16ToF32(vc[4 + i]), i < 3 ? -want_k[i] : Bf16ToF32(F32ToBf16(1e-3f))) << i;
+  }
+}
+
+// Attention over a bf16 cache is attention over an f32 cache holding the bf16-rounded values,
+// split or not.
+TEST(HostKernelsTest, AttentionOverABf16CacheReadsTheRoundedValues) {
+  const int T = 2, q_heads = 2, kv_heads = 1, head_dim = 4, capacity = 40;
+  std::vector<float> q(T * q_heads * head_dim), k(capacity * head_dim), v(k.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.3f * i);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = std::cos(0.13f * i), v[i] = std::sin(0.05f * i);
+  std::vector<int32_t> all(capacity);
+  for (int i = 0; i < capacity; ++i) all[i] = i;
+  std::vector<uint16_t> kb(k.size()), vb(v.size());
+  host::KvWrite(k.data(), v.data(), all.data(), kb.data(), vb.data(), capacity, 1, head_dim,
+                capacity, abi::kCacheBF16);
+  std::vector<float> kr(k.size()), vr(v.size());
+  for (size_t i = 0; i < k.size(); ++i) kr[i] = Bf16ToF32(kb[i]), vr[i] = Bf16ToF32(vb[i]);
+  const std::vector<int32_t> pos = {37, 38};
+  for (int max_splits : {1, 4}) {
+    std::vector<float> want(q.size()), got(q.size());
+    std::vector<float> parts_f32(8 * q_heads * abi::AttentionRecordFloats(head_dim));
+    std::vector<float> parts_bf16(parts_f32.size());
+    float* pf = max_splits > 1 ? parts_f32.data() : nullptr;
+    float* pb = max_splits > 1 ? parts_bf16.data() : nullptr;
+    host::Attention(q.data(), pos.data(), kr.data(), vr.data(), want.data(), pf, T, q_heads,
+                    kv_heads, head_dim, capacity, 0, 0.5f, max_splits, 8, abi::kCacheF32);
+    host::Attention(q.data(), pos.data(), kb.data(), vb.data(), got.data(), pb, T, q_heads,
+                    kv_heads, head_dim, capacity, 0, 0.5f, max_splits, 8, abi::kCacheBF16);
+    if (max_splits > 1) {
+      EXPECT_EQ(parts_bf16, parts_f32);
+      host::AttentionMerge(pf, want.data(), T, q_heads, head_dim, max_splits, 8);
+      host::AttentionMerge(pb, got.data(), T, q_heads, head_dim, max_splits, 8);
+    }
+    EXPECT_EQ(got, want) << "max_splits " << max_splits;
+  }
+}
+
+TEST(RunHostKernelTest, CacheOpsRejectAnUnknownCacheDType) {
+  float x[4] = {1, 2, 3, 4}, cache[4] = {}, y[4];
+  int32_t positions[1] = {0};
+  const std::vector<HostArg> write = {
+      HostArg::Ptr(x), HostArg::Ptr(x), HostArg::Ptr(positions), HostArg::Ptr(cache),
+      HostArg::Ptr(cache), HostArg::I32(1), HostArg::I32(1), HostArg::I32(4), HostArg::I32(1),
+      HostArg::I32(2)};
+  EXPECT_TRUE(ErrorContains(RunHostKernel("kv_write", write),
+                            "cache_dtype 2 is neither 0 (f32) nor 1 (bf16)"));
+  const std::vector<HostArg> attend = {
+      HostArg::Ptr(x), HostArg::Ptr(positions), HostArg::Ptr(cache), HostArg::Ptr(cache),
+      HostArg::Ptr(y), HostArg::Ptr(nullptr), HostArg::I32(1), HostArg::I32(1), HostArg::I32(1),
+      HostArg::I32(4), HostArg::I32(1), HostArg::I32(0), HostArg::F32(1.0f), HostArg::I32(1),
+      HostArg::I32(0), HostArg::I32(7)};
+  EXPECT_TRUE(ErrorContains(RunHostKernel("attention", attend),
+                            "cache_dtype 7 is neither 0 (f32) nor 1 (bf16)"));
 }
 
 // Attention over a cache [capacity, 1 kv head, 2] filled from `keys`/`values` by position.
@@ -239,7 +312,7 @@ struct SmallCache {
     const std::vector<int32_t> pos = {position};
     std::vector<float> y(2);
     host::Attention(q.data(), pos.data(), k.data(), v.data(), y.data(), nullptr, 1, 1, 1, 2, cap,
-                    window, scale, 1, 0);
+                    window, scale, 1, 0, abi::kCacheF32);
     return y;
   }
   std::vector<float> k, v;
@@ -296,7 +369,7 @@ TEST(HostKernelsTest, AttentionMapsQueryHeadsToKvHeadGroups) {
   const std::vector<float> kc = {0, 0}, vc = {10, 20};
   std::vector<float> y(4);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, 1, 4, 2, 1, 1, 0,
-                  1.0f, 1, 0);
+                  1.0f, 1, 0, abi::kCacheF32);
   ExpectNear(y, {10, 10, 20, 20});
 }
 
@@ -306,7 +379,7 @@ TEST(HostKernelsTest, AttentionTokensOfOneStepSeeEachOtherCausally) {
   const std::vector<float> kc = {0, 0}, vc = {2, 4};
   std::vector<float> y(2);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, 2, 1, 1, 1, 2, 0,
-                  1.0f, 1, 0);
+                  1.0f, 1, 0, abi::kCacheF32);
   ExpectNear(y, {2, 3});
 }
 
@@ -349,9 +422,10 @@ TEST(HostKernelsTest, SplitAttentionMergesToTheUnsplitResult) {
   std::vector<float> direct(q.size()), merged(q.size(), -7.0f);
   std::vector<float> partials(split_rows * q_heads * abi::AttentionRecordFloats(head_dim), -9.0f);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), direct.data(), nullptr, T, q_heads,
-                  kv_heads, head_dim, capacity, window, 1.0f, 1, 0);
+                  kv_heads, head_dim, capacity, window, 1.0f, 1, 0, abi::kCacheF32);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), merged.data(), partials.data(), T,
-                  q_heads, kv_heads, head_dim, capacity, window, 1.0f, max_splits, split_rows);
+                  q_heads, kv_heads, head_dim, capacity, window, 1.0f, max_splits, split_rows,
+                  abi::kCacheF32);
   for (float v : merged) EXPECT_EQ(v, -7.0f);  // split: y is the merge's to write
   host::AttentionMerge(partials.data(), merged.data(), T, q_heads, head_dim, max_splits,
                        split_rows);
@@ -364,7 +438,7 @@ TEST(HostKernelsTest, AttentionMergeOfSplitsWithoutKeysIsZero) {
   const std::vector<int32_t> pos = {-1};
   std::vector<float> partials(4 * abi::AttentionRecordFloats(2), 5.0f), y = {9, 9};
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), partials.data(), 1, 1, 1,
-                  2, 1, 0, 1.0f, 4, 4);
+                  2, 1, 0, 1.0f, 4, 4, abi::kCacheF32);
   host::AttentionMerge(partials.data(), y.data(), 1, 1, 2, 4, 4);
   ExpectNear(y, {0, 0});
 }
@@ -584,7 +658,7 @@ TEST(RunHostKernelTest, RejectsInconsistentAttentionHeads) {
       HostArg::Ptr(buf), HostArg::Ptr(&pos), HostArg::Ptr(buf), HostArg::Ptr(buf),
       HostArg::Ptr(buf), HostArg::Ptr(nullptr), HostArg::I32(1), HostArg::I32(3),
       HostArg::I32(2),   HostArg::I32(1),    HostArg::I32(1),   HostArg::I32(0),
-      HostArg::F32(1),   HostArg::I32(1),    HostArg::I32(0)};
+      HostArg::F32(1),   HostArg::I32(1),    HostArg::I32(0),   HostArg::I32(abi::kCacheF32)};
   EXPECT_TRUE(ErrorContains(RunHostKernel("attention", args),
                             "q_heads 3 is not a positive multiple of kv_heads 2"));
 }

@@ -18,6 +18,7 @@
 #include "file_util.h"
 #include "gtest/gtest.h"
 #include "little_endian.h"
+#include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/plan_format.h"
 
@@ -203,7 +204,7 @@ inline Plan TestPlan(const std::string& target = "sm_90a") {
                                 {BufferArg(k), BufferArg(v), BufferArg(plan.input_positions),
                                  KindArg(ArgRefKind::kKCache, 1), KindArg(ArgRefKind::kVCache, 1),
                                  num_tokens, I32Arg(1), I32Arg(4),
-                                 KindArg(ArgRefKind::kKvCapacity, 1)}));
+                                 KindArg(ArgRefKind::kKvCapacity, 1), I32Arg(::spark::abi::kCacheF32)}));
   plan.steps.push_back(MakeStep("linear", 256,
                                 {BufferArg(hidden), WeightArg(0), BufferArg(plan.output_logits),
                                  num_tokens, I32Arg(16), I32Arg(4)}));

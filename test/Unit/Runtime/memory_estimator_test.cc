@@ -155,6 +155,35 @@ TEST(MemoryEstimatorTest, RefusalComputesTheLongestLengthThatFits) {
                                     "use --max-length ", length, " or less (now 262144)")));
 }
 
+// 31B over its whole 262144-token context on a DGX Spark at spark-run's default
+// --device-memory-utilization 0.9: the f32 KV cache (41.66 GiB) does not fit beside the weights;
+// a bf16 one (half) does, and the refusal says so.
+TEST(MemoryEstimatorTest, Bf16KvCacheHalvesTheCacheAndFits31BFullContextOnDgxSpark) {
+  EstimateOptions options = Options(262144);
+  options.utilization = 0.9;
+  const MemoryEstimate f32 = MustEstimate(Gemma31B(), Profile("dgx-spark"), options);
+  ASSERT_FALSE(f32.fits) << FormatEstimateTable(f32);
+  PlanSizes bf16_sizes = Gemma31B();
+  for (KvCacheInfo& cache : bf16_sizes.kv_caches) cache.dtype = DType::kBF16;
+  const MemoryEstimate bf16 = MustEstimate(bf16_sizes, Profile("dgx-spark"), options);
+  EXPECT_TRUE(bf16.fits) << FormatEstimateTable(bf16);
+  EXPECT_EQ(bf16.components[1].bytes * 2, f32.components[1].bytes);
+  EXPECT_EQ(f32.kv_bytes_as_bf16, bf16.components[1].bytes);
+  EXPECT_EQ(bf16.kv_bytes_as_bf16, bf16.components[1].bytes);
+  EXPECT_TRUE(absl::StrContains(bf16.components[1].source, "; K and V in bf16; "));
+  EXPECT_TRUE(StatusIs(CheckFits(f32), absl::StatusCode::kResourceExhausted,
+                       absl::StrCat("  - recompile with spark-compile --kv-cache-dtype bf16: the "
+                                    "f32 KV cache takes 41.66 GiB; in bf16 (about 20.83 GiB) the "
+                                    "model would need ",
+                                    FormatBytes(bf16.total), "\n")));
+  // Already bf16, or bf16 too big to help: no such advice.
+  const MemoryEstimate already = MustEstimate(bf16_sizes, Profile("rtx-4090"), Options(1024));
+  ASSERT_FALSE(already.fits);
+  EXPECT_FALSE(absl::StrContains(CheckFits(already).message(), "--kv-cache-dtype"));
+  const MemoryEstimate small = MustEstimate(Gemma31B(), Profile("rtx-4090"), Options(1024));
+  EXPECT_FALSE(absl::StrContains(CheckFits(small).message(), "--kv-cache-dtype"));
+}
+
 TEST(MemoryEstimatorTest, PageCacheHeavyHostUsesMemAvailable) {
   // 2 GiB free, 100 GiB available (the rest is reclaimable page cache); the driver says 2 GiB.
   const DeviceMemory device = Integrated(Meminfo(125 * kKiBPerGiB, 2 * kKiBPerGiB,

@@ -86,6 +86,7 @@ TEST(PlanTest, RoundTripIsExact) {
   EXPECT_EQ(parsed->kv_caches[0].kind, KvKind::kSliding);
   EXPECT_EQ(parsed->kv_caches[0].window, 512);
   EXPECT_EQ(parsed->kv_caches[1].kind, KvKind::kFull);
+  EXPECT_EQ(parsed->kv_caches[1].dtype, DType::kF32);
   ASSERT_EQ(parsed->steps.size(), plan.steps.size());
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& a = plan.steps[i];
@@ -125,7 +126,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 3u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 4u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -168,11 +169,11 @@ TEST(PlanTest, RejectsNewerVersion) {
   section[8] = 7;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
                        "model.cubin: plan version 7 is not supported (this runtime reads version "
-                       "3); recompile the model with this release's spark-compile"));
-  section[8] = 2;  // version 2: the MoE expert ops had no token range or workspace
+                       "4); recompile the model with this release's spark-compile"));
+  section[8] = 3;  // version 3: KV caches had no dtype, kv_write and attention no cache_dtype
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 2 is not supported (this runtime reads version "
-                       "3)"));
+                       "model.cubin: plan version 3 is not supported (this runtime reads version "
+                       "4)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -230,7 +231,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 3); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 4); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -404,7 +405,8 @@ TEST(PlanTest, ChecksTheAttentionWorkspace) {
          test::KindArg(ArgRefKind::kKCache, 1), test::KindArg(ArgRefKind::kVCache, 1),
          test::BufferArg(5), partials, num_tokens, test::I32Arg(1), test::I32Arg(1),
          test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0),
-         test::F32Arg(1.0f), test::I32Arg(max_splits), test::I32Arg(split_rows)});
+         test::F32Arg(1.0f), test::I32Arg(max_splits), test::I32Arg(split_rows),
+         test::I32Arg(abi::kCacheF32)});
   };
   const auto merge = [&](StepArg partials, int32_t max_splits, int32_t split_rows) {
     return test::MakeStep("attention_merge", 128,
@@ -509,7 +511,7 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
        test::KindArg(ArgRefKind::kVCache, 1), test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
        num_tokens, test::I32Arg(3), test::I32Arg(2), test::I32Arg(4),
        test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0), test::F32Arg(1.0f),
-       test::I32Arg(1), test::I32Arg(0)}));
+       test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "attention needs q_heads to be a multiple of kv_heads >= 1"));
   plan = TestPlan();
@@ -663,7 +665,7 @@ TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kF32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 3 weights are bf16, found "
+                       "m.cubin: plan weights[1].dtype: plan version 4 weights are bf16, found "
                        "f32"));
   plan = TestPlan();
   plan.weights[1].name = plan.weights[0].name;
@@ -681,6 +683,27 @@ TEST(PlanTest, RejectsBadWeights) {
   plan = TestPlan();
   plan.weights[1].name.clear();
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan weights[1].name: empty name"));
+}
+
+// A bf16 cache round-trips, its steps must say cache_dtype 1, and nothing else is a cache dtype.
+TEST(PlanTest, KvCacheDTypeMatchesItsSteps) {
+  Plan plan = TestPlan();
+  plan.kv_caches[1].dtype = DType::kBF16;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[3].args[9]: cache_dtype 0 of kv_write does not match kv cache 1 "
+                       "(kv.layers.1), bf16 (cache_dtype 1)"));
+  plan.steps[3].args[9] = test::I32Arg(abi::kCacheBF16);
+  absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->kv_caches[1].dtype, DType::kBF16);
+  EXPECT_EQ(parsed->kv_caches[1].part_bytes(10), 10u * 1 * 4 * 2);
+  EXPECT_EQ(parsed->kv_caches[0].part_bytes(10), 10u * 1 * 4 * 4);
+  plan.steps[3].args[9] = test::I32Arg(2);
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "cache_dtype 2 of kv_write does not match"));
+  plan = TestPlan();
+  plan.kv_caches[0].dtype = DType::kI32;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan kv_caches[0].dtype: a KV cache holds f32 or bf16, found i32"));
 }
 
 TEST(PlanTest, RejectsBadKvCaches) {

@@ -54,7 +54,7 @@ TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
        test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
        test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1), test::I32Arg(1), test::I32Arg(4),
        test::KindArg(ArgRefKind::kKvCapacity, 0), test::I32Arg(3), test::F32Arg(1.0f),
-       test::I32Arg(1), test::I32Arg(0)});
+       test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32)});
   // Positions 5 and 6 with a window of 3 see 3 keys each; K and V rows of 1 x 4 f32.
   StepCost cost = EstimateStepCost(plan, attention, 2, 5);
   EXPECT_EQ(cost.kv_bytes, 2 * (3 + 3) * 4 * 4);
@@ -63,6 +63,10 @@ TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
   attention.args[11] = test::I32Arg(0);
   cost = EstimateStepCost(plan, attention, 2, 0);
   EXPECT_EQ(cost.kv_bytes, 2 * (1 + 2) * 4 * 4);
+  // A bf16 cache: 2 bytes per element.
+  attention.args[15] = test::I32Arg(abi::kCacheBF16);
+  cost = EstimateStepCost(plan, attention, 2, 0);
+  EXPECT_EQ(cost.kv_bytes, 2 * (1 + 2) * 4 * 2);
 }
 
 TEST(RunProfileTest, SeparatesDecodeFromPrefillAndSumsByOp) {

@@ -59,15 +59,17 @@ void GeluMul(const float* a, const float* b, float* y, int32_t num_tokens, int32
 void Softcap(const float* x, float* y, int32_t num_tokens, int32_t cols, float cap);
 void Rope(const float* x, const int32_t* positions, float* y, int32_t num_tokens, int32_t heads,
           int32_t head_dim, int32_t rotated_pairs, float theta, float factor);
-void KvWrite(const float* k, const float* v, const int32_t* positions, float* k_cache,
-             float* v_cache, int32_t num_tokens, int32_t kv_heads, int32_t head_dim,
-             int32_t capacity);
+// The caches hold f32 or bf16 bits (uint16_t) as cache_dtype says (abi::KvCacheDType; the
+// dispatch table checks the value before calling).
+void KvWrite(const float* k, const float* v, const int32_t* positions, void* k_cache,
+             void* v_cache, int32_t num_tokens, int32_t kv_heads, int32_t head_dim,
+             int32_t capacity, int32_t cache_dtype);
 // With partials null (or AttentionSplits(...) == 1) y is written; otherwise the partial records
 // (kernel_abi.h) are, and AttentionMerge writes y from them.
-void Attention(const float* q, const int32_t* positions, const float* k_cache, const float* v_cache,
+void Attention(const float* q, const int32_t* positions, const void* k_cache, const void* v_cache,
                float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
                int32_t head_dim, int32_t capacity, int32_t window, float scale,
-               int32_t max_splits, int32_t split_rows);
+               int32_t max_splits, int32_t split_rows, int32_t cache_dtype);
 void AttentionMerge(const float* partials, float* y, int32_t num_tokens, int32_t q_heads,
                     int32_t head_dim, int32_t max_splits, int32_t split_rows);
 void MoeTopK(const float* logits, const uint16_t* per_expert_scale, float* weights,

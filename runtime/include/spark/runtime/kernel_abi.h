@@ -10,8 +10,9 @@
 // Conventions (docs/plan-format.md has the full semantics of each op):
 //   - activations are float32, row-major, with a leading token dimension T (`num_tokens`);
 //   - weights are bfloat16 in checkpoint layout (a Linear weight is [out, in]);
-//   - KV caches are float32 [capacity, kv_heads, head_dim], token position p lives in slot
-//     p % capacity;
+//   - KV caches are [capacity, kv_heads, head_dim] of float32 or bfloat16 (the plan's cache
+//     dtype, passed to kv_write and attention as `cache_dtype`: KvCacheDType below), token
+//     position p lives in slot p % capacity;
 //   - every device function must be correct for any gridDim.x >= 1 (grid-stride loops over its
 //     work units) and for blockDim.x == kernel.block_size.
 #ifndef SPARK_RUNTIME_KERNEL_ABI_H_
@@ -107,10 +108,12 @@ inline constexpr KernelSpec kKernels[] = {
   {"rope", "spark_rope", 256, 9,
    {SPARK_P("x"), SPARK_P("positions"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("heads"),
     SPARK_I("head_dim"), SPARK_I("rotated_pairs"), SPARK_F("theta"), SPARK_F("factor")}},
-  // Writes k, v [T, kv_heads, head_dim] into the cache slots positions[t] % capacity.
-  {"kv_write", "spark_kv_write", 256, 9,
+  // Writes k, v [T, kv_heads, head_dim] into the cache slots positions[t] % capacity, rounded to
+  // bf16 (nearest even) when cache_dtype is kCacheBF16.
+  {"kv_write", "spark_kv_write", 256, 10,
    {SPARK_P("k"), SPARK_P("v"), SPARK_P("positions"), SPARK_P("k_cache"), SPARK_P("v_cache"),
-    SPARK_I("num_tokens"), SPARK_I("kv_heads"), SPARK_I("head_dim"), SPARK_I("capacity")}},
+    SPARK_I("num_tokens"), SPARK_I("kv_heads"), SPARK_I("head_dim"), SPARK_I("capacity"),
+    SPARK_I("cache_dtype")}},
   // Causal (window == 0) or sliding-window (keys p-window < j <= p) grouped-query attention of
   // q [T, q_heads, head_dim] at positions[T] over the cache (which already holds these tokens).
   // scores = q.k * scale, softmax in f32; query head h reads kv head h / (q_heads / kv_heads).
@@ -118,11 +121,12 @@ inline constexpr KernelSpec kKernels[] = {
   // split_rows) > 1 (partials not null), each (token, head) is computed as s key ranges
   // (AttentionSplitRange) whose unnormalised partial results go to `partials` and y is not
   // written; attention_merge combines them into y. With s == 1, y is written directly.
-  {"attention", "spark_attention", 128, 15,
+  // cache_dtype: the element type of the caches (KvCacheDType); scores and softmax stay f32.
+  {"attention", "spark_attention", 128, 16,
    {SPARK_P("q"), SPARK_P("positions"), SPARK_P("k_cache"), SPARK_P("v_cache"), SPARK_O("y"),
     SPARK_PN("partials"), SPARK_I("num_tokens"), SPARK_I("q_heads"), SPARK_I("kv_heads"),
     SPARK_I("head_dim"), SPARK_I("capacity"), SPARK_I("window"), SPARK_F("scale"),
-    SPARK_I("max_splits"), SPARK_I("split_rows")}},
+    SPARK_I("max_splits"), SPARK_I("split_rows"), SPARK_I("cache_dtype")}},
   // y[t, h] = the softmax-weighted combination of the s partial results of attention above
   // (same num_tokens, max_splits and split_rows); nothing is written when s == 1.
   {"attention_merge", "spark_attention_merge", 128, 7,
@@ -179,6 +183,18 @@ inline constexpr KernelSpec kKernels[] = {
 #undef SPARK_O
 #undef SPARK_I
 #undef SPARK_F
+
+// ---- KV cache element types ----
+// The `cache_dtype` argument of kv_write and attention: how the K and V caches store their
+// elements. bf16 halves the cache's memory and the bytes attention reads per key.
+enum KvCacheDType : int {
+  kCacheF32 = 0,
+  kCacheBF16 = 1,
+};
+// Bytes of one cache element; 0 for a value that is no KvCacheDType.
+constexpr int KvCacheElementBytes(int cache_dtype) {
+  return cache_dtype == kCacheF32 ? 4 : cache_dtype == kCacheBF16 ? 2 : 0;
+}
 
 // ---- Attention split over the KV length (flash-decoding) ----
 // The partial result of one (token, query head, split) is a record of AttentionRecordFloats

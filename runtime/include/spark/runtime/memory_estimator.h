@@ -120,6 +120,9 @@ struct MemoryEstimate {
   std::string device;
   EstimateOptions options;
   int64_t max_fitting_length = 0;  // the largest --max-length that fits, 0 when none does
+  // The KV cache's bytes were every cache bf16 (spark-compile --kv-cache-dtype bf16); equal to
+  // the KV cache component when it already is.
+  uint64_t kv_bytes_as_bf16 = 0;
   uint64_t host_available = 0;     // integrated: MemAvailable (for the advice)
   uint64_t device_in_use = 0;      // discrete: total - free (memory other processes hold)
 };

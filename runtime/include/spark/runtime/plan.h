@@ -52,6 +52,11 @@ struct KvCacheInfo {
   int64_t window = 0;  // sliding only
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
+  DType dtype = DType::kF32;  // element type of K and V: kF32 or kBF16
+  // Bytes of one part (K or V) of `capacity` slots.
+  uint64_t part_bytes(int64_t capacity) const;
+  // The kernel ABI's cache_dtype of this cache (abi::KvCacheDType).
+  int abi_dtype() const;
 };
 
 enum class ArgRefKind {
