@@ -113,9 +113,9 @@ def main():
         print("| bf16 torch.matmul %s | %.0f TFLOP/s | %.1f %% |" % (shape, v["best"], v["spread_pct"]))
 
     print("\n## Decode (batch 1, 64 tokens after a prompt of the given length; tokens/s)\n")
-    print("| model | context | Spark (round 1/2) | PyTorch eager | torch.compile | Spark / eager |"
-          " Spark / compile | Spark weight+KV GB/s (of copy %.0f) |" % copy)
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | context | Spark (round 1/2) | Spark ms/token | PyTorch eager | torch.compile |"
+          " Spark / eager | Spark / compile | Spark weight+KV GB/s (of copy %.0f) |" % copy)
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, context, spark, med, e, c in measurements(out, "decode", (1024, 8192),
                                                      "decode_tps", pt_decode):
         bytes_per_token = None
@@ -124,8 +124,8 @@ def main():
             bytes_per_token = b["weights"] + b["kv"]
         gbps = ("%.0f (%.0f %%)" % (med * bytes_per_token / 1e9, 100 * med * bytes_per_token / 1e9 / copy)
                 if bytes_per_token else "-")
-        print("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
-            label, context, fmt(spark), "%.1f" % e["tokens_per_s"] if e else "-",
+        print("| %s | %d | %s | %.2f | %s | %s | %s | %s | %s |" % (
+            label, context, fmt(spark), 1000.0 / med, "%.1f" % e["tokens_per_s"] if e else "-",
             "%.1f" % c["tokens_per_s"] if c else "not run",
             "%.2fx" % (med / e["tokens_per_s"]) if e else "-",
             "%.2fx" % (med / c["tokens_per_s"]) if c else "-", gbps))
