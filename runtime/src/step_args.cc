@@ -159,5 +159,30 @@ std::string DescribeStep(int step_index, const Step& step) {
                       step.kernel, ")");
 }
 
+int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens) {
+  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
+  const int i = spec == nullptr ? -1 : abi::FindArg(*spec, name);
+  if (i < 0 || i >= static_cast<int>(step.args.size())) return 0;
+  if (step.args[i].kind == ArgRefKind::kNumTokens) return num_tokens;
+  return step.args[i].kind == ArgRefKind::kI32 ? step.args[i].i32 : 0;
+}
+
+bool StepDoesNothing(const Step& step, int64_t num_tokens) {
+  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
+  if (spec == nullptr) return false;
+  if (abi::FindArg(*spec, "tokens_from") >= 0 && abi::FindArg(*spec, "tokens_to") >= 0 &&
+      (num_tokens < StepSizeArg(step, "tokens_from", num_tokens) ||
+       num_tokens > StepSizeArg(step, "tokens_to", num_tokens))) {
+    return true;
+  }
+  const int tokens = static_cast<int>(num_tokens);
+  if (step.op == "moe_combine") return !abi::MoeDownGrouped(tokens, true);
+  if (step.op == "attention_merge") {
+    return abi::AttentionSplits(tokens, static_cast<int>(StepSizeArg(step, "max_splits", 0)),
+                                static_cast<int>(StepSizeArg(step, "split_rows", 0))) == 1;
+  }
+  return false;
+}
+
 }  // namespace rt
 }  // namespace spark

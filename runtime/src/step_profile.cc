@@ -6,19 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spark/runtime/kernel_abi.h"
+#include "step_args.h"
 
 namespace spark {
 namespace rt {
 namespace {
-
-// The value of the i32 argument called `name` (a literal or num_tokens), 0 when absent.
-int64_t SizeArg(const Step& step, const abi::KernelSpec& spec, const char* name,
-                int64_t num_tokens) {
-  const int i = abi::FindArg(spec, name);
-  if (i < 0 || i >= static_cast<int>(step.args.size())) return 0;
-  if (step.args[i].kind == ArgRefKind::kNumTokens) return num_tokens;
-  return step.args[i].kind == ArgRefKind::kI32 ? step.args[i].i32 : 0;
-}
 
 // Keys the tokens at first_position .. + num_tokens - 1 attend to, summed.
 double KeysSeen(int64_t num_tokens, int64_t first_position, int64_t window) {
@@ -46,18 +38,10 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
   const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
   if (spec == nullptr) return cost;
   const auto size = [&](const char* name) {
-    return static_cast<double>(SizeArg(step, *spec, name, num_tokens));
+    return static_cast<double>(StepSizeArg(step, name, num_tokens));
   };
   const double tokens = static_cast<double>(num_tokens);
-  // An op given a token range (the MoE expert ops) does nothing outside it.
-  const int from = abi::FindArg(*spec, "tokens_from"), to = abi::FindArg(*spec, "tokens_to");
-  if (from >= 0 && to >= 0 && (num_tokens < SizeArg(step, *spec, "tokens_from", num_tokens) ||
-                               num_tokens > SizeArg(step, *spec, "tokens_to", num_tokens))) {
-    return cost;
-  }
-  if (step.op == "moe_combine" && !abi::MoeDownGrouped(static_cast<int>(num_tokens), true)) {
-    return cost;
-  }
+  if (StepDoesNothing(step, num_tokens)) return cost;
   for (const StepArg& arg : step.args) {
     if (arg.kind == ArgRefKind::kBuffer) {
       cost.activation_bytes += tokens * plan.buffers[arg.index].row_bytes();
@@ -86,7 +70,7 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
                     abi::KvCacheElementBytes(static_cast<int>(size("cache_dtype")));
   } else if (op == "attention") {
     const double keys = KeysSeen(num_tokens, first_position,
-                                 SizeArg(step, *spec, "window", num_tokens));
+                                 StepSizeArg(step, "window", num_tokens));
     cost.kv_bytes = 2 * keys * size("kv_heads") * size("head_dim") *
                     abi::KvCacheElementBytes(static_cast<int>(size("cache_dtype")));
     cost.flops = 4 * keys * size("q_heads") * size("head_dim");

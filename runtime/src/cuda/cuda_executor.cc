@@ -419,8 +419,11 @@ absl::Status CudaExecutor::LaunchSteps(int32_t num_tokens, int32_t num_soft_toke
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const int index = static_cast<int>(i);
     if (profiling) SPARK_CU_RETURN_IF_ERROR(api_, api_->cuEventRecord(step_events_[i], stream_));
-    SPARK_RETURN_IF_ERROR(WithContext(Launch(index, num_tokens, num_soft_tokens),
-                                      DescribeStep(index, plan_.steps[i])));
+    // A launch the ABI defines as doing nothing at this size is not made (step_args.h).
+    if (!StepDoesNothing(plan_.steps[i], num_tokens)) {
+      SPARK_RETURN_IF_ERROR(WithContext(Launch(index, num_tokens, num_soft_tokens),
+                                        DescribeStep(index, plan_.steps[i])));
+    }
     if (step_observer()) {
       SPARK_RETURN_IF_ERROR(
           WithContext(ObserveStep(index, num_tokens), DescribeStep(index, plan_.steps[i])));

@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "loader_test_util.h"
+#include "step_args.h"
 
 namespace spark {
 namespace rt {
@@ -25,8 +26,8 @@ TEST(StepCostTest, EmbeddingReadsOnlyTheGatheredRows) {
   EXPECT_EQ(cost.flops, 0);
 }
 
-// A MoE expert op outside its token range launches but reads nothing (the decode step of a
-// grouped model runs the grouped entries as no-ops).
+// A MoE expert op outside its token range does nothing (the CUDA executor does not launch it:
+// a decode step of a grouped model skips the grouped entries).
 TEST(StepCostTest, MoeOpOutsideItsTokenRangeCostsNothing) {
   const Plan plan = TestPlan();
   // 2 experts x 16 intermediate x 2 hidden of weight 0 (64 elements), top_k 1.
@@ -43,6 +44,33 @@ TEST(StepCostTest, MoeOpOutsideItsTokenRangeCostsNothing) {
   EXPECT_EQ(cost.weight_bytes, 0);
   EXPECT_EQ(cost.activation_bytes, 0);
   EXPECT_EQ(cost.flops, 0);
+  EXPECT_FALSE(StepDoesNothing(down, 1));
+  EXPECT_FALSE(StepDoesNothing(down, 15));
+  EXPECT_TRUE(StepDoesNothing(down, 16));
+}
+
+// The launches the ABI defines as doing nothing at a step size, and only those.
+TEST(StepDoesNothingTest, FollowsTheAbisNoOpRules) {
+  const Step combine = test::MakeStep(
+      "moe_combine", 256,
+      {test::BufferArg(3), test::BufferArg(2), test::KindArg(ArgRefKind::kNumTokens),
+       test::I32Arg(2), test::I32Arg(1)});
+  EXPECT_TRUE(StepDoesNothing(combine, abi::kMoeGroupMinTokens - 1));
+  EXPECT_FALSE(StepDoesNothing(combine, abi::kMoeGroupMinTokens));
+  // max_splits 8, split_rows 64: T <= 32 splits (at least 2 per token), T >= 33 does not.
+  const Step merge = test::MakeStep(
+      "attention_merge", 128,
+      {test::BufferArg(3), test::BufferArg(2), test::KindArg(ArgRefKind::kNumTokens),
+       test::I32Arg(1), test::I32Arg(4), test::I32Arg(8), test::I32Arg(64)});
+  EXPECT_FALSE(StepDoesNothing(merge, 1));
+  EXPECT_FALSE(StepDoesNothing(merge, 32));
+  EXPECT_TRUE(StepDoesNothing(merge, 33));
+  EXPECT_EQ(StepSizeArg(merge, "split_rows", 5), 64);
+  EXPECT_EQ(StepSizeArg(merge, "num_tokens", 5), 5);
+  EXPECT_EQ(StepSizeArg(merge, "no_such_arg", 5), 0);
+  for (const Step& step : TestPlan().steps) {
+    for (int64_t t : {1, 16, 64}) EXPECT_FALSE(StepDoesNothing(step, t)) << step.op << " " << t;
+  }
 }
 
 TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
