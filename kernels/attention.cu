@@ -296,7 +296,8 @@ SPK_EXPORT void spark_kv_write(const float* k, const float* v, const int* positi
   }
 }
 
-// An unknown cache_dtype writes NaN (the runtime rejects such a plan before launching).
+// An unknown cache_dtype writes NaN to y, and to the partial records when the step splits (so
+// that the merge also yields NaN); the runtime rejects such a plan before launching.
 SPK_EXPORT void spark_attention(const float* q, const int* positions, const void* k_cache,
                                 const void* v_cache, float* y, float* partials, int num_tokens,
                                 int q_heads, int kv_heads, int head_dim, int capacity, int window,
@@ -317,6 +318,14 @@ SPK_EXPORT void spark_attention(const float* q, const int* positions, const void
   } else {
     const int64_t n = static_cast<int64_t>(num_tokens) * q_heads * head_dim;
     for (int64_t i = spk::global_thread(); i < n; i += spk::grid_threads()) y[i] = spk::nanf_();
+    const int splits =
+        partials == nullptr ? 1 : spark::abi::AttentionSplits(num_tokens, max_splits, split_rows);
+    const int64_t records = splits > 1 ? static_cast<int64_t>(num_tokens) * q_heads * splits *
+                                             spark::abi::AttentionRecordFloats(head_dim)
+                                       : 0;
+    for (int64_t i = spk::global_thread(); i < records; i += spk::grid_threads()) {
+      partials[i] = spk::nanf_();
+    }
   }
 }
 

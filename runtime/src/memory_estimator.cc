@@ -326,7 +326,7 @@ absl::optional<std::string> KvDTypeAdvice(const MemoryEstimate& estimate) {
   if (estimate.kv_bytes_as_bf16 >= kv) return absl::nullopt;
   const uint64_t needed = estimate.total - kv + estimate.kv_bytes_as_bf16;
   if (needed > estimate.budget.bytes) return absl::nullopt;
-  return absl::StrCat("recompile with spark-compile --kv-cache-dtype bf16: the f32 KV cache takes ",
+  return absl::StrCat("recompile with spark-compile --kv-cache-dtype bf16: the KV cache takes ",
                       FormatBytes(kv), "; in bf16 (about ", FormatBytes(estimate.kv_bytes_as_bf16),
                       ") the model would need ", FormatBytes(needed));
 }

@@ -514,9 +514,11 @@ void CheckRmsNormRope(int T, int heads, int head_dim, int rotated, float theta, 
 }
 
 // C: the cache element (float, or bf16 bits: the kernel rounds to nearest even, exactly as the
-// host reference does, so the caches must be equal bit for bit either way).
+// host reference does, so the caches must be equal bit for bit either way). cache_offset > 0
+// moves both caches that many elements off their 16-byte aligned allocation (bf16: 4 = 8-byte
+// aligned, the vector path; 1 = 2-byte aligned, the scalar path).
 template <typename C = float>
-void CheckKvWrite(int T, int kv_heads, int head_dim, int capacity, int pos0) {
+void CheckKvWrite(int T, int kv_heads, int head_dim, int capacity, int pos0, int cache_offset = 0) {
   if (!Enabled("kv_write")) return;
   const size_t row = static_cast<size_t>(kv_heads) * head_dim;
   const auto k = Normals(T * row), v = Normals(T * row);
@@ -528,7 +530,7 @@ void CheckKvWrite(int T, int kv_heads, int head_dim, int capacity, int pos0) {
   host::KvWrite(k.data(), v.data(), pos.data(), kref.data(), vref.data(), T, kv_heads, head_dim,
                 capacity, CacheDType<C>());
   Dev<float> d_k(k), d_v(v);
-  Dev<C> d_kc(kc0.size()), d_vc(vc0.size());
+  Dev<C> d_kc(kc0.size(), cache_offset), d_vc(vc0.size(), cache_offset);
   Dev<int> d_pos(pos);
   Err e;
   for (int g : Grids(Ceil(static_cast<int64_t>(T) * row / 4, 256))) {
@@ -540,8 +542,8 @@ void CheckKvWrite(int T, int kv_heads, int head_dim, int capacity, int pos0) {
     e.Merge(Compare(AsFloats(d_vc.Download()), AsFloats(vref)));
   }
   Report("kv_write",
-         Fmt("T=%d kv_heads=%d hd=%d cap=%d pos=%d..%s", T, kv_heads, head_dim, capacity, pos0,
-             CacheName<C>()),
+         Fmt("T=%d kv_heads=%d hd=%d cap=%d pos=%d..%s%s", T, kv_heads, head_dim, capacity, pos0,
+             CacheName<C>(), cache_offset ? Fmt(" cache+%d", cache_offset).c_str() : ""),
          e, 0.0);
 }
 
@@ -550,7 +552,8 @@ void CheckKvWrite(int T, int kv_heads, int head_dim, int capacity, int pos0) {
 // unsplit host result (the split changes only rounding). C: the cache element (float or bf16).
 template <typename C = float>
 void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity, int window,
-                    int pos0, float q_sigma, int max_splits = 1, int split_rows = 0) {
+                    int pos0, float q_sigma, int max_splits = 1, int split_rows = 0,
+                    int cache_offset = 0) {
   if (!Enabled("attention") && !Enabled("attention_merge")) return;
   const size_t kv_n = static_cast<size_t>(capacity) * kv_heads * head_dim;
   const size_t q_n = static_cast<size_t>(T) * q_heads * head_dim;
@@ -567,10 +570,11 @@ void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), ref.data(), nullptr, T, q_heads,
                   kv_heads, head_dim, capacity, window, scale, 1, 0, cache_dtype);
   const std::string shape =
-      Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. qs=%g%s", T, q_heads, kv_heads, head_dim,
-          capacity, window, pos0, q_sigma, CacheName<C>());
+      Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. qs=%g%s%s", T, q_heads, kv_heads,
+          head_dim, capacity, window, pos0, q_sigma, CacheName<C>(),
+          cache_offset ? Fmt(" cache+%d", cache_offset).c_str() : "");
   Dev<float> d_q(q), d_y(q_n), d_parts(std::max<size_t>(ref_parts.size(), 1));
-  Dev<C> d_kc(kc), d_vc(vc);
+  Dev<C> d_kc(kc, cache_offset), d_vc(vc, cache_offset);
   Dev<int> d_pos(pos);
   if (max_splits <= 1) {
     Err e;
@@ -1001,6 +1005,10 @@ int main(int argc, char** argv) {
   CheckKvWrite<bf16>(1, 1, 256, 548, 1000);
   CheckKvWrite<bf16>(37, 2, 512, 4096, 0);
   CheckKvWrite<bf16>(5, 3, 126, 40, 38);
+  // Caches off their 16-byte alignment: bf16 8-byte (vector) and 2-byte (scalar), f32 4-byte.
+  CheckKvWrite<bf16>(37, 2, 512, 4096, 0, 4);
+  CheckKvWrite<bf16>(37, 2, 512, 4096, 0, 1);
+  CheckKvWrite<float>(37, 2, 512, 4096, 0, 1);
 
   // ---- attention: GQA 8:1 (E2B), 16:2 (26B full), window 512 / causal, hd 256 / 512 ----
   CheckAttention(1, 8, 1, 256, 548, 512, 1000, 0.1f);
@@ -1033,6 +1041,9 @@ int main(int argc, char** argv) {
   CheckAttention<bf16>(1, 32, 4, 512, long_ctx, 0, 1023, 0.05f, 8, 512);
   CheckAttention<bf16>(1, 32, 16, 256, 1535, 1024, 8000, 0.1f, 8, 512);
   CheckAttention<bf16>(3, 2, 1, 200, 400, 0, 390, 0.2f, 4, 16);
+  CheckAttention<bf16>(1, 8, 1, 256, 548, 512, 1000, 0.1f, 1, 0, 4);
+  CheckAttention<bf16>(1, 8, 1, 256, 548, 512, 1000, 0.1f, 1, 0, 1);
+  CheckAttention<float>(1, 8, 1, 256, 548, 512, 1000, 0.1f, 1, 0, 1);
 
   // ---- MoE: 26B-A4B router selection (128 experts, top-8), experts hidden 2816 x
   //      intermediate 704 ----

@@ -45,8 +45,10 @@ static cl::opt<int64_t> maxTokens("max-tokens",
                                   cl::init(64), cl::cat(sparkCompileCategory));
 static cl::opt<std::string>
     kvCacheDType("kv-cache-dtype",
-                 cl::desc("Element type of the KV caches: f32 (default) or bf16 (half the cache "
-                          "memory and attention's cache reads; K and V rounded to bf16)"),
+                 cl::desc("Element type of every KV cache: f32 or bf16 (half the cache memory "
+                          "and attention's cache reads; K and V rounded to bf16). Without it, "
+                          "each cache keeps the module's element_type (f32 when absent, as "
+                          "spark-import writes it)"),
                  cl::value_desc("f32|bf16"), cl::init("f32"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> ptxasPath("ptxas",
                                       cl::desc("ptxas to use (else SPARK_PTXAS, CUDA_HOME, "

@@ -173,7 +173,7 @@ TEST(MemoryEstimatorTest, Bf16KvCacheHalvesTheCacheAndFits31BFullContextOnDgxSpa
   EXPECT_TRUE(absl::StrContains(bf16.components[1].source, "; K and V in bf16; "));
   EXPECT_TRUE(StatusIs(CheckFits(f32), absl::StatusCode::kResourceExhausted,
                        absl::StrCat("  - recompile with spark-compile --kv-cache-dtype bf16: the "
-                                    "f32 KV cache takes 41.66 GiB; in bf16 (about 20.83 GiB) the "
+                                    "KV cache takes 41.66 GiB; in bf16 (about 20.83 GiB) the "
                                     "model would need ",
                                     FormatBytes(bf16.total), "\n")));
   // Already bf16, or bf16 too big to help: no such advice.

@@ -700,6 +700,20 @@ TEST(PlanTest, KvCacheDTypeMatchesItsSteps) {
   EXPECT_EQ(parsed->kv_caches[0].part_bytes(10), 10u * 1 * 4 * 4);
   plan.steps[3].args[9] = test::I32Arg(2);
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "cache_dtype 2 of kv_write does not match"));
+  plan.steps[3].args[9] = test::I32Arg(abi::kCacheBF16);
+  plan.steps.push_back(test::MakeStep(
+      "attention", 128,
+      {test::BufferArg(4), test::BufferArg(plan.input_positions),
+       test::KindArg(ArgRefKind::kKCache, 1), test::KindArg(ArgRefKind::kVCache, 1),
+       test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
+       test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1), test::I32Arg(1), test::I32Arg(4),
+       test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0), test::F32Arg(1.0f),
+       test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32)}));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "args[15]: cache_dtype 0 of attention does not match kv cache 1 "
+                       "(kv.layers.1), bf16 (cache_dtype 1)"));
+  plan.steps.back().args[15] = test::I32Arg(abi::kCacheBF16);
+  EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
   plan = TestPlan();
   plan.kv_caches[0].dtype = DType::kI32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
