@@ -168,7 +168,7 @@ SPK_DEVICE void attend_range(const float* q, const C* k_cache, const C* v_cache,
 #pragma unroll
       for (int w = 0; w < kWarps; ++w)
         if (f[w] != 0.0f) num = fmaf_(s_o[w][e], f[w], num);
-      y[e] = num * inv;
+      y[e] = act(num * inv);
     }
   } else {
     for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
@@ -361,7 +361,7 @@ SPK_EXPORT void spark_attention_merge(const float* partials, float* y, int num_t
       float num = 0.0f;
       for (int j = 0; j < splits; ++j)
         if (s_w[j] != 0.0f) num = fmaf_(ldg_f(recs + j * record_floats + e), s_w[j], num);
-      y[u * head_dim + e] = num * inv;
+      y[u * head_dim + e] = spk::act(num * inv);
     }
     __syncthreads();  // s_w is reused by the next unit
   }

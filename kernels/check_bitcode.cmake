@@ -3,7 +3,9 @@
 # Fails (non-zero exit, message naming the culprits) when the linked kernel library
 #   - declares an external function that is not an LLVM intrinsic (`@llvm.*`): nothing else can
 #     be resolved later, because no libdevice (`__nv_*`) or other library is linked; or
-#   - does not define every spark_* device function listed in kernel_abi.h.
+#   - does not define every spark_* device function listed in kernel_abi.h; or
+#   - defines the activation precision constant (kActivationPrecisionSymbol) instead of
+#     declaring it: spark-compile defines it in each generated module.
 foreach(_var BITCODE LLVM_DIS ABI_HEADER TARGET)
   if(NOT DEFINED ${_var})
     message(FATAL_ERROR "check_bitcode.cmake: -D${_var}=... is required")
@@ -43,6 +45,12 @@ endif()
 file(READ ${ABI_HEADER} _abi)
 string(REGEX MATCHALL "\"spark_[a-z0-9_]+\"" _symbols "${_abi}")
 list(REMOVE_DUPLICATES _symbols)
+list(REMOVE_ITEM _symbols "\"spark_activation_precision\"")
+if(NOT _ir MATCHES "\n@spark_activation_precision = external [^\n]*constant i32")
+  message(FATAL_ERROR
+    "kernels (${TARGET}): ${BITCODE} must declare (not define) the constant "
+    "spark_activation_precision (kernel_abi.h kActivationPrecisionSymbol)")
+endif()
 set(_missing)
 foreach(_s IN LISTS _symbols)
   string(REPLACE "\"" "" _s "${_s}")

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "math.cuh"
+#include "spark/runtime/kernel_abi.h"
 
 #define SPK_DEVICE static __device__ __forceinline__
 #define SPK_EXPORT extern "C" __device__
@@ -124,6 +125,30 @@ SPK_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 #endif
+}
+
+// ------------------------------------------------------------------------------------------------
+// Activation precision (kernel_abi.h, ActivationPrecision). spark-compile defines
+// `spark_activation_precision` as a constant of every generated module, so act_bf16() folds and
+// each kernel carries only its mode's code. Every store of an f32 output argument goes through
+// act() / act4(); workspaces (attention and MoE partials) do not. The nvcc test harnesses define
+// SPARK_ACTIVATION_PRECISION_VARIABLE and their own variable, which they set per case.
+// ------------------------------------------------------------------------------------------------
+#if defined(SPARK_ACTIVATION_PRECISION_VARIABLE)
+extern "C" __device__ int spark_activation_precision;
+#else
+extern "C" __device__ const int spark_activation_precision;
+#endif
+
+SPK_DEVICE bool act_bf16() {
+  return spark_activation_precision == spark::abi::kActivationBF16;
+}
+// v as an activation of this module's precision: itself, or rounded to bf16 (nearest even).
+SPK_DEVICE float act(float v) { return act_bf16() ? bf16lo_to_f32(pack_bf16x2(v, 0.0f)) : v; }
+SPK_DEVICE float4 act4(float4 v) {
+  if (!act_bf16()) return v;
+  const uint32_t a = pack_bf16x2(v.x, v.y), b = pack_bf16x2(v.z, v.w);
+  return make_float4(bf16lo_to_f32(a), bf16hi_to_f32(a), bf16lo_to_f32(b), bf16hi_to_f32(b));
 }
 
 // D = A * B + C for one warp: m16n8k16, A row-major bf16 (4 regs of bf16x2), B column-major

@@ -23,10 +23,10 @@ SPK_DEVICE void map2(const float* a, const float* b, float* y, int64_t n, F f) {
       r.y = f(va.y, vb.y);
       r.z = f(va.z, vb.z);
       r.w = f(va.w, vb.w);
-      reinterpret_cast<float4*>(y)[i] = r;
+      reinterpret_cast<float4*>(y)[i] = act4(r);
     }
   } else {
-    for (int64_t i = start; i < n; i += stride) y[i] = f(a[i], b != nullptr ? b[i] : 0.0f);
+    for (int64_t i = start; i < n; i += stride) y[i] = act(f(a[i], b != nullptr ? b[i] : 0.0f));
   }
 }
 
@@ -121,13 +121,14 @@ SPK_EXPORT void spark_select_group(const float* x, float* y, int num_tokens, int
     const int64_t n = static_cast<int64_t>(num_tokens) * c4;
     for (int64_t i = start; i < n; i += stride) {
       const int64_t t = i / c4, c = i % c4;
-      reinterpret_cast<float4*>(y)[i] = reinterpret_cast<const float4*>(src + t * x_pitch)[c];
+      reinterpret_cast<float4*>(y)[i] =
+          spk::act4(reinterpret_cast<const float4*>(src + t * x_pitch)[c]);
     }
   } else {
     const int64_t n = static_cast<int64_t>(num_tokens) * cols;
     for (int64_t i = start; i < n; i += stride) {
       const int64_t t = i / cols, c = i % cols;
-      y[i] = src[t * x_pitch + c];
+      y[i] = spk::act(src[t * x_pitch + c]);
     }
   }
 }
@@ -146,7 +147,7 @@ SPK_EXPORT void spark_scatter_rows(float* dest, const int* indices, const float*
       const int row = indices[u];
       if (row < 0 || row >= num_tokens) continue;
       reinterpret_cast<float4*>(dest + static_cast<int64_t>(row) * cols)[c] =
-          reinterpret_cast<const float4*>(updates)[i];
+          spk::act4(reinterpret_cast<const float4*>(updates)[i]);
     }
   } else {
     const int64_t n = static_cast<int64_t>(num_updates) * cols;
@@ -154,7 +155,7 @@ SPK_EXPORT void spark_scatter_rows(float* dest, const int* indices, const float*
       const int64_t u = i / cols, c = i % cols;
       const int row = indices[u];
       if (row < 0 || row >= num_tokens) continue;
-      dest[static_cast<int64_t>(row) * cols + c] = updates[i];
+      dest[static_cast<int64_t>(row) * cols + c] = spk::act(updates[i]);
     }
   }
 }

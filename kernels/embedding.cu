@@ -20,8 +20,8 @@ SPK_EXPORT void spark_embedding(const int* ids, const unsigned short* table, flo
         for (int j = 0; j < 8; ++j) f[j] *= scale;
       }
       float4* dst = reinterpret_cast<float4*>(y + t * dim + c * 8);
-      dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-      dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+      dst[0] = spk::act4(make_float4(f[0], f[1], f[2], f[3]));
+      dst[1] = spk::act4(make_float4(f[4], f[5], f[6], f[7]));
     }
   } else {
     const int64_t n = static_cast<int64_t>(num_tokens) * dim;
@@ -30,7 +30,7 @@ SPK_EXPORT void spark_embedding(const int* ids, const unsigned short* table, flo
       const int id = spk::ldg_i(ids + t);
       float v = 0.0f;
       if (id >= 0 && id < vocab) v = spk::ldg_bf16(table + static_cast<int64_t>(id) * dim + c) * scale;
-      y[i] = v;
+      y[i] = spk::act(v);
     }
   }
 }

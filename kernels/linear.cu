@@ -68,7 +68,7 @@ SPK_DEVICE void gemv_row_vec(const float* x, const unsigned short* w, float* y, 
 #pragma unroll
   for (int j = 0; j < TT; ++j) {
     const float s = warp_sum(acc[j]);
-    if (lane == 0 && j < nt) y[static_cast<int64_t>(t0 + j) * out + r] = s;
+    if (lane == 0 && j < nt) y[static_cast<int64_t>(t0 + j) * out + r] = act(s);
   }
 }
 
@@ -89,7 +89,7 @@ SPK_DEVICE void gemv_row_scalar(const float* x, const unsigned short* w, float* 
 #pragma unroll
   for (int j = 0; j < TT; ++j) {
     const float s = warp_sum(acc[j]);
-    if (lane == 0 && j < nt) y[static_cast<int64_t>(t0 + j) * out + r] = s;
+    if (lane == 0 && j < nt) y[static_cast<int64_t>(t0 + j) * out + r] = act(s);
   }
 }
 
@@ -142,8 +142,8 @@ SPK_DEVICE void gemm_mma(const float* x, const unsigned short* w, float* y, int 
       const int t = m0 + r, col = n0 + c;
       if (t >= T) return;
       float* yr = y + static_cast<int64_t>(t) * out;
-      if (col < out) yr[col] = c0;
-      if (col + 1 < out) yr[col + 1] = c1;
+      if (col < out) yr[col] = act(c0);
+      if (col + 1 < out) yr[col + 1] = act(c1);
     });
   }
 }

@@ -165,7 +165,7 @@ SPK_DEVICE void gate_up_grouped(const float* x, const unsigned short* gate_up, c
       mma::for_each_pair(acc, [&](int r, int c, float gate, float up) {
         const int i = i0 + (c >> 1);
         if (r < nrows && i < intermediate) {
-          act[static_cast<int64_t>(s_rows[r]) * intermediate + i] = spk_gelu(gate) * up;
+          act[static_cast<int64_t>(s_rows[r]) * intermediate + i] = spk::act(spk_gelu(gate) * up);
         }
       });
     }
@@ -329,7 +329,8 @@ SPK_EXPORT void spark_moe_topk(const float* logits, const unsigned short* per_ex
       for (int k = 0; k < top_k; ++k) {
         const int e = indices[t * top_k + k];
         const float w = weights[t * top_k + k];
-        weights[t * top_k + k] = e >= 0 ? w / total * spk::ldg_bf16(per_expert_scale + e) : 0.0f;
+        weights[t * top_k + k] =
+            e >= 0 ? spk::act(w / total * spk::ldg_bf16(per_expert_scale + e)) : 0.0f;
       }
     }
     __syncthreads();
@@ -369,7 +370,7 @@ SPK_EXPORT_INLINE void spark_moe_gate_up(const float* x, const unsigned short* g
       pu = spk::warp_sum(pu);
       result = spk::spk_gelu(pg) * pu;
     }
-    if (lane == 0) act[u] = result;
+    if (lane == 0) act[u] = spk::act(result);
   }
 }
 
@@ -452,7 +453,7 @@ SPK_EXPORT_INLINE void spark_moe_down(const float* act, const unsigned short* do
       }
     }
     acc = spk::warp_sum(acc);
-    if (lane == 0) y[u] = acc;
+    if (lane == 0) y[u] = spk::act(acc);
   }
 }
 
@@ -465,6 +466,6 @@ SPK_EXPORT void spark_moe_combine(const float* partials, float* y, int num_token
     const float* p = partials + t * top_k * hidden + h;
     float sum = 0.0f;  // in k order, adds only: the host reference's order
     for (int k = 0; k < top_k; ++k) sum += spk::ldg_f(p + static_cast<int64_t>(k) * hidden);
-    y[i] = sum;
+    y[i] = spk::act(sum);
   }
 }

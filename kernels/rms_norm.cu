@@ -63,10 +63,10 @@ SPK_EXPORT void spark_rms_norm(const float* x, const unsigned short* weight, flo
     const float inv = spk::row_inverse_rms(xr, cols, vec, epsilon, scratch);
     if (vec) {
       for (int c = tid; c < cols / 4; c += nt) {
-        reinterpret_cast<float4*>(yr)[c] = spk::normalized4(xr, c, inv, weight, wvec);
+        reinterpret_cast<float4*>(yr)[c] = spk::act4(spk::normalized4(xr, c, inv, weight, wvec));
       }
     } else {
-      for (int c = tid; c < cols; c += nt) yr[c] = spk::normalized1(xr, c, inv, weight);
+      for (int c = tid; c < cols; c += nt) yr[c] = spk::act(spk::normalized1(xr, c, inv, weight));
     }
     // The reduction ended with a barrier; the next row's reduction reuses `scratch` safely.
   }
@@ -101,12 +101,12 @@ SPK_EXPORT void spark_residual_rms_norm(const float* x, const unsigned short* we
         v.y = r.y + v.y;
         v.z = r.z + v.z;
         v.w = r.w + v.w;
-        reinterpret_cast<float4*>(yr)[c] = v;
+        reinterpret_cast<float4*>(yr)[c] = spk::act4(v);
       }
     } else {
       for (int c = tid; c < cols; c += nt) {
         const float v = spk::normalized1(xr, c, inv, weight);
-        yr[c] = rr[c] + v;
+        yr[c] = spk::act(rr[c] + v);
       }
     }
     // The reduction ended with a barrier; the next row's reduction reuses `scratch` safely.

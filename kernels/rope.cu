@@ -80,18 +80,18 @@ SPK_EXPORT void spark_rope(const float* x, const int* positions, float* y, int n
         const float x0 = xt[off], x1 = xt[off + half];
         if (pair < rot) {
           const float c = s_cos[i], s = s_sin[i];
-          yt[off] = x0 * c - x1 * s;
-          yt[off + half] = x1 * c + x0 * s;
+          yt[off] = spk::act(x0 * c - x1 * s);
+          yt[off + half] = spk::act(x1 * c + x0 * s);
         } else {
-          yt[off] = x0;
-          yt[off + half] = x1;
+          yt[off] = spk::act(x0);
+          yt[off + half] = spk::act(x1);
         }
       }
     }
     if (head_dim & 1) {  // odd head_dim: the last element has no partner and passes through
       for (int h = tid; h < heads; h += nt) {
         const int64_t off = static_cast<int64_t>(h) * head_dim + head_dim - 1;
-        yt[off] = xt[off];
+        yt[off] = spk::act(xt[off]);
       }
     }
   }
@@ -147,11 +147,11 @@ SPK_EXPORT void spark_rms_norm_rope(const float* x, const unsigned short* weight
           }
           if (pair < rot) {
             const float c = s_cos[i], s = s_sin[i];
-            yt[off] = x0 * c - x1 * s;
-            yt[off + half] = x1 * c + x0 * s;
+            yt[off] = spk::act(x0 * c - x1 * s);
+            yt[off + half] = spk::act(x1 * c + x0 * s);
           } else {
-            yt[off] = x0;
-            yt[off + half] = x1;
+            yt[off] = spk::act(x0);
+            yt[off + half] = spk::act(x1);
           }
         }
       }
@@ -161,7 +161,7 @@ SPK_EXPORT void spark_rms_norm_rope(const float* x, const unsigned short* weight
           const int64_t off = static_cast<int64_t>(h0 + j) * head_dim + head_dim - 1;
           float v = xt[off] * s_inv[j];
           if (weight != nullptr) v *= spk::ldg_bf16(weight + head_dim - 1);
-          yt[off] = v;
+          yt[off] = spk::act(v);
         }
       }
     }

@@ -201,6 +201,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
     KernelPipelineOptions kernel;
     kernel.maxTokens = options.maxTokens;
     kernel.kvCacheDType = options.kvCacheDType;
+    kernel.activationPrecision = options.activationPrecision;
     if (failed(runPipeline(module, options,
                            [&](OpPassManager &pm) { buildKernelPipeline(pm, kernel); })))
       return failure();

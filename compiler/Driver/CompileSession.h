@@ -19,6 +19,7 @@ struct CompileOptions {
   EmitKind emit = EmitKind::Cubin;
   int64_t maxTokens = 64;
   std::string kvCacheDType;  // "f32", "bf16", or empty: as the module declares (f32)
+  std::string activationPrecision = "f32";  // "f32" or "bf16" (kernel_abi.h ActivationPrecision)
   std::string output = "model.cubin";
   std::string ptxas;                        // --ptxas
   std::vector<std::string> kernelLibraryDirs; // --kernel-library-dir

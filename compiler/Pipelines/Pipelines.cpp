@@ -21,6 +21,7 @@ void spark::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &
   SparkLowerToKernelsPassOptions lowerOptions;
   lowerOptions.maxTokens = options.maxTokens;
   lowerOptions.kvCacheDType = options.kvCacheDType;
+  lowerOptions.activationPrecision = options.activationPrecision;
   pm.addPass(createSparkLowerToKernelsPass(lowerOptions));
 }
 
@@ -45,6 +46,7 @@ void spark::buildSparkCompilePipeline(OpPassManager &pm,
   KernelPipelineOptions kernel;
   kernel.maxTokens = options.maxTokens;
   kernel.kvCacheDType = options.kvCacheDType;
+  kernel.activationPrecision = options.activationPrecision;
   buildKernelPipeline(pm, kernel);
   NVVMPipelineOptions nvvm;
   nvvm.chip = options.chip;

@@ -26,6 +26,10 @@ struct KernelPipelineOptions : mlir::PassPipelineOptions<KernelPipelineOptions> 
       *this, "kv-cache-dtype",
       llvm::cl::desc("Element type of every KV cache: f32 or bf16 (empty: as the module says)"),
       llvm::cl::init("")};
+  Option<std::string> activationPrecision{
+      *this, "activation-precision",
+      llvm::cl::desc("What activation buffers hold: f32, or bf16 (every kernel output rounded)"),
+      llvm::cl::init("f32")};
 };
 
 struct NVVMPipelineOptions : mlir::PassPipelineOptions<NVVMPipelineOptions> {
@@ -51,6 +55,10 @@ struct CompilePipelineOptions : mlir::PassPipelineOptions<CompilePipelineOptions
       *this, "kv-cache-dtype",
       llvm::cl::desc("Element type of every KV cache: f32 or bf16 (empty: as the module says)"),
       llvm::cl::init("")};
+  Option<std::string> activationPrecision{
+      *this, "activation-precision",
+      llvm::cl::desc("What activation buffers hold: f32, or bf16 (every kernel output rounded)"),
+      llvm::cl::init("f32")};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("NVPTX chip, e.g. sm_121a"),
                            llvm::cl::init("sm_121a")};
   Option<std::string> features{*this, "features",

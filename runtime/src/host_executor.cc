@@ -55,6 +55,9 @@ class HostExecutor final : public Executor {
                    const SoftTokenChunk* soft);
   absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t first_position);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
+  // bf16 activations (Plan::activation_precision): rounds the f32 outputs of step `step_index`
+  // (its first num_tokens rows) to bf16, as the kernels round each value they store.
+  void RoundOutputsToBf16(int step_index, int32_t num_tokens);
 
   const Plan& plan_;
   std::vector<WeightData> weights_;
@@ -141,9 +144,22 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
       return absl::Status(status.code(), absl::StrCat(DescribeStep(static_cast<int>(i), step), ": ",
                                                       status.message()));
     }
+    if (plan_.activation_precision == DType::kBF16) {
+      RoundOutputsToBf16(static_cast<int>(i), num_tokens);
+    }
     if (step_observer()) SPARK_RETURN_IF_ERROR(ObserveStep(static_cast<int>(i), num_tokens));
   }
   return absl::OkStatus();
+}
+
+void HostExecutor::RoundOutputsToBf16(int step_index, int32_t num_tokens) {
+  for (const OutputBuffer& output : StepOutputBuffers(step_index, plan_.steps[step_index])) {
+    const BufferInfo& buffer = plan_.buffers[output.buffer];
+    if (buffer.dtype != DType::kF32) continue;  // token ids, expert indices
+    float* data = reinterpret_cast<float*>(BufferData(output.buffer));
+    const int64_t n = static_cast<int64_t>(num_tokens) * buffer.row_bytes() / sizeof(float);
+    for (int64_t i = 0; i < n; ++i) data[i] = Bf16ToF32(F32ToBf16(data[i]));
+  }
 }
 
 absl::Status HostExecutor::ObserveStep(int step_index, int32_t num_tokens) {

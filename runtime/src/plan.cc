@@ -454,6 +454,16 @@ absl::StatusOr<Plan> PlanFromJson(const Json& json, absl::string_view origin) {
   plan.target = root.String("target");
   plan.max_tokens = root.Int("max_tokens", kInt64Min, kInt64Max);
   plan.arena_bytes = static_cast<uint64_t>(root.Int("arena_bytes", 0, kInt64Max));
+  {
+    const std::string name = root.String("activation_precision");
+    absl::StatusOr<DType> precision = ParseDType(name);
+    if (!precision.ok() || *precision == DType::kI32) {
+      errors.Fail(root.Child("activation_precision"),
+                  absl::StrCat("expected \"f32\" or \"bf16\", found \"", name, "\""));
+    } else {
+      plan.activation_precision = *precision;
+    }
+  }
   plan.model = ReadModel(root.Object("model"));
   ReadEntryPoints(root.Object("inputs"), root.Object("outputs"), &plan);
   plan.buffers = ReadObjects<BufferInfo>(root, "buffers", &errors, ReadBuffer);
@@ -502,6 +512,11 @@ absl::Status ValidateTopLevel(const Plan& plan, absl::string_view origin) {
   if (plan.arena_bytes > static_cast<uint64_t>(kInt64Max)) {
     return PlanError(origin, "arena_bytes",
                      absl::StrCat("expected at most ", kInt64Max, ", found ", plan.arena_bytes));
+  }
+  if (plan.activation_precision != DType::kF32 && plan.activation_precision != DType::kBF16) {
+    return PlanError(origin, "activation_precision",
+                     absl::StrCat("expected \"f32\" or \"bf16\", found \"",
+                                  DTypeName(plan.activation_precision), "\""));
   }
   return absl::OkStatus();
 }
@@ -865,6 +880,8 @@ Json PlanJson(const Plan& plan) {
   json.Add("target", Json::String(plan.target));
   json.Add("max_tokens", Json::Int(plan.max_tokens));
   json.Add("arena_bytes", Json::Int(static_cast<int64_t>(plan.arena_bytes)));
+  json.Add("activation_precision",
+           Json::String(std::string(DTypeName(plan.activation_precision))));
   json.Add("model", ModelJson(plan.model));
   json.Add("inputs", InputsJson(plan));
   json.Add("outputs", Json::MakeObject({{"logits", Json::Int(plan.output_logits)}}));

@@ -22,6 +22,8 @@
 //          (f32 accumulation over up to a few thousand bf16 x f32 products vs the reference's
 //          double accumulation; linear with T >= 16 runs the tensor-core path with split-bf16
 //          activations, ~1e-5).
+//   8e-3   [act=bf16] cases: the module's activations are bf16 values (common.cuh act()); the
+//          reference is the host output rounded to bf16 and every output must be a bf16 value.
 //   moe_topk indices must match exactly, except that a token whose selection differs only
 //   between experts whose probabilities are within 1e-5 (relative) of each other is reported as
 //   a near-tie and not counted as a failure (its weights are then not compared).
@@ -345,6 +347,92 @@ void CheckResidualRmsNorm(int T, int cols, bool weight, Alias alias, int misalig
              (misalign & kMisActivations) ? " misaligned" : "",
              (misalign & kMisWeight) ? " misaligned-weight" : ""),
          e, 1e-5);
+}
+
+// ---- bf16 activations (kernel_abi.h ActivationPrecision) ----
+void SetActivationPrecision(int precision) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spark_activation_precision = precision;
+#else
+  CK(cudaMemcpyToSymbol(spark_activation_precision, &precision, sizeof(precision)));
+#endif
+}
+std::vector<float> RoundedToBf16(std::vector<float> v) {
+  for (float& f : v) f = spark::rt::Bf16ToF32(spark::rt::F32ToBf16(f));
+  return v;
+}
+// Elements of `got` that are not bf16 values (low 16 bits set): every f32 output must be one.
+int64_t NonBf16Count(const std::vector<float>& got) {
+  int64_t n = 0;
+  for (float f : got) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof(bits));
+    n += (bits & 0xffffu) != 0 ? 1 : 0;
+  }
+  return n;
+}
+// A bf16-activation case: the kernel's inputs are bf16 values (as every activation of such a
+// module is) and its reference is the host kernel's output rounded to bf16. Outputs near a
+// rounding boundary may land one bf16 step apart (2^-8 of the element, <= 3.9e-3 of max|ref|):
+// threshold 8e-3. A single output that is not a bf16 value fails the case.
+void ReportBf16(const char* op, const std::string& shape, const std::vector<float>& got,
+                const std::vector<float>& ref) {
+  const int64_t stray = NonBf16Count(got);
+  Err e = Compare(got, RoundedToBf16(ref));
+  if (stray != 0) e.abs = INFINITY;
+  Report(op, shape + " [act=bf16]", e, 8e-3,
+         stray != 0 ? Fmt("%lld outputs are not bf16 values", static_cast<long long>(stray)) : "");
+}
+
+void CheckLinearBf16Act(int T, int out, int in) {
+  if (!Enabled("linear")) return;
+  const auto x = RoundedToBf16(Normals(static_cast<size_t>(T) * in));
+  const auto w = Bf16Uniform(static_cast<size_t>(out) * in, -0.05f, 0.05f);
+  std::vector<float> ref(static_cast<size_t>(T) * out);
+  host::Linear(x.data(), w.data(), ref.data(), T, out, in);
+  Dev<float> d_x(x);
+  Dev<bf16> d_w(w);
+  Dev<float> d_y(ref.size());
+  const bool mma = T >= 16 && in % 8 == 0;
+  d_y.Poison();
+  SetActivationPrecision(spark::abi::kActivationBF16);
+  Launch("linear", check_linear, static_cast<int>(mma ? Ceil(T, 64) * Ceil(out, 128) : Ceil(out, 8)),
+         d_x.p, d_w.p, d_y.p, T, out, in);
+  SetActivationPrecision(spark::abi::kActivationF32);
+  ReportBf16("linear", Fmt("T=%d out=%d in=%d [%s]", T, out, in, mma ? "mma" : "gemv"),
+             d_y.Download(), ref);
+}
+
+void CheckResidualRmsNormBf16Act(int T, int cols) {
+  if (!Enabled("residual_rms_norm")) return;
+  const auto x = RoundedToBf16(Normals(static_cast<size_t>(T) * cols));
+  const auto res = RoundedToBf16(Normals(static_cast<size_t>(T) * cols));
+  const auto w = Bf16Uniform(cols, 0.5f, 1.5f);
+  std::vector<float> ref(x.size());
+  host::ResidualRmsNorm(x.data(), w.data(), res.data(), ref.data(), T, cols, 1e-6f);
+  Dev<float> d_x(x), d_res(res), d_y(ref.size());
+  Dev<bf16> d_w(w);
+  d_y.Poison();
+  SetActivationPrecision(spark::abi::kActivationBF16);
+  Launch("residual_rms_norm", check_residual_rms_norm, T, d_x.p, d_w.p, d_res.p, d_y.p, T, cols,
+         1e-6f);
+  SetActivationPrecision(spark::abi::kActivationF32);
+  ReportBf16("residual_rms_norm", Fmt("T=%d cols=%d", T, cols), d_y.Download(), ref);
+}
+
+void CheckGeluMulBf16Act(int T, int cols) {
+  if (!Enabled("gelu_mul")) return;
+  const auto a = RoundedToBf16(Normals(static_cast<size_t>(T) * cols));
+  const auto b = RoundedToBf16(Normals(static_cast<size_t>(T) * cols));
+  std::vector<float> ref(a.size());
+  host::GeluMul(a.data(), b.data(), ref.data(), T, cols);
+  Dev<float> d_a(a), d_b(b), d_y(ref.size());
+  d_y.Poison();
+  SetActivationPrecision(spark::abi::kActivationBF16);
+  Launch("gelu_mul", check_gelu_mul, static_cast<int>(Ceil(static_cast<int64_t>(T) * cols, 1024)),
+         d_a.p, d_b.p, d_y.p, T, cols);
+  SetActivationPrecision(spark::abi::kActivationF32);
+  ReportBf16("gelu_mul", Fmt("T=%d cols=%d", T, cols), d_y.Download(), ref);
 }
 
 void CheckLinear(int T, int out, int in, bool misaligned, bool small_grids = true) {
@@ -962,6 +1050,13 @@ int main(int argc, char** argv) {
   CheckLinear(37, 2816, 2112, false);
   CheckLinear(37, 1536, 6144, false);
   CheckLinear(37, 4096, 2816, false);
+  // bf16 activations: rounded outputs; the tensor-core path multiplies the bf16 inputs once
+  CheckLinearBf16Act(1, 2048, 1536);
+  CheckLinearBf16Act(5, 1024, 2816);
+  CheckLinearBf16Act(37, 2048, 1536);
+  CheckLinearBf16Act(100, 520, 704);
+  CheckResidualRmsNormBf16Act(17, 5376);
+  CheckGeluMulBf16Act(17, 2112);
   CheckLinear(100, 520, 704, false);
   CheckLinear(3, 257, 1001, false);
   CheckLinear(37, 130, 1001, false);

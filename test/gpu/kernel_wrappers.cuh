@@ -5,6 +5,9 @@
 #ifndef SPARK_TEST_GPU_KERNEL_WRAPPERS_CUH_
 #define SPARK_TEST_GPU_KERNEL_WRAPPERS_CUH_
 
+// The kernels' activation precision (common.cuh) is a variable here, which a case may set
+// (kernel_check.cu: SetActivationPrecision); spark-compile makes it a constant of each module.
+#define SPARK_ACTIVATION_PRECISION_VARIABLE
 #include "kernels/attention.cu"
 #include "kernels/elementwise.cu"
 #include "kernels/embedding.cu"
@@ -12,6 +15,10 @@
 #include "kernels/moe.cu"
 #include "kernels/rms_norm.cu"
 #include "kernels/rope.cu"
+
+extern "C" {
+__device__ int spark_activation_precision = 0;  // spark::abi::kActivationF32
+}
 
 typedef unsigned short bf16_t;
 

@@ -50,6 +50,13 @@ static cl::opt<std::string>
                           "each cache keeps the module's element_type (f32 when absent, as "
                           "spark-import writes it)"),
                  cl::value_desc("f32|bf16"), cl::init("f32"), cl::cat(sparkCompileCategory));
+static cl::opt<std::string> activationPrecision(
+    "activation-precision",
+    cl::desc("What activations hold: f32 (default), or bf16: every kernel output is rounded to "
+             "bf16 as it is stored and the prefill GEMMs multiply the bf16 activations once "
+             "(half the tensor-core work). Buffers stay f32 in memory: the same memory, "
+             "bf16 numerics (docs/precision.md)"),
+    cl::value_desc("f32|bf16"), cl::init("f32"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> ptxasPath("ptxas",
                                       cl::desc("ptxas to use (else SPARK_PTXAS, CUDA_HOME, "
                                                "CUDA_PATH, /usr/local/cuda, PATH)"),
@@ -120,6 +127,13 @@ int main(int argc, char **argv) {
   // Only an explicit flag overrides what the module declares (spark-import declares none: f32).
   if (kvCacheDType.getNumOccurrences() > 0)
     options.kvCacheDType = kvCacheDType;
+  if (activationPrecision != "f32" && activationPrecision != "bf16") {
+    WithColor::error(errs(), "spark-compile")
+        << "unknown --activation-precision value '" << activationPrecision
+        << "' (expected f32 or bf16)\n";
+    return 1;
+  }
+  options.activationPrecision = activationPrecision;
   for (const std::string &target : options.targets)
     if (Expected<spark::CudaTarget> parsed = spark::parseCudaTarget(target); !parsed) {
       WithColor::error(errs(), "spark-compile") << toString(parsed.takeError()) << "\n";

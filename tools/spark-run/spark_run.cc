@@ -394,6 +394,17 @@ void ReportPlacement(const Placement& placement, const Artifact& artifact) {
   if (absl::GetFlag(FLAGS_v)) std::fprintf(stderr, "%s\n", ExplainResolution(r).c_str());
 }
 
+// The image's number formats, when it departs from the default (f32 activations and KV caches).
+void ReportPrecision(const Plan& plan) {
+  bool bf16_cache = false;
+  for (const KvCacheInfo& cache : plan.kv_caches) bf16_cache |= cache.dtype == DType::kBF16;
+  if (plan.activation_precision != DType::kBF16 && !bf16_cache) return;
+  Note(absl::StrCat("precision: weights bf16, activations ",
+                    plan.activation_precision == DType::kBF16 ? "bf16 (rounded, in f32 buffers)"
+                                                              : "f32",
+                    ", KV cache ", bf16_cache ? "bf16" : "f32"));
+}
+
 // Weight upload progress, drawn on a terminal only.
 void ShowProgress(uint64_t done, uint64_t total) {
   static int last_percent = -1;
@@ -560,6 +571,7 @@ absl::Status GenerateCommand(const std::string& model) {
   status = CheckPlanWeights(image.plan, **checkpoint);
   if (!status.ok()) return status;
   ReportPlacement(*placement, *artifact);
+  ReportPrecision(image.plan);
   absl::StatusOr<DeviceMemory> memory =
       placement->cuda ? MeasureDeviceMemory(placement->device) : HostMemory();
   if (!memory.ok()) return memory.status();

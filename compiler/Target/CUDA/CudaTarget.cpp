@@ -261,6 +261,9 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   plan.target = target.name;
   plan.max_tokens = program.getMaxTokens();
   plan.arena_bytes = program.getArenaBytes();
+  plan.activation_precision = program.getActivationPrecision().value_or("f32") == "bf16"
+                                  ? rt::DType::kBF16
+                                  : rt::DType::kF32;
 
   mlir::DictionaryAttr model = program.getModel();
   plan.model.variant = stringOr(model, "variant", "unknown");

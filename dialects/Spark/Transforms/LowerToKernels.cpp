@@ -767,7 +767,8 @@ void Lowering::buildProgram() {
   auto program = ProgramOp::create(
       b, entry.getLoc(), entry.getSymName(), maxTokens, arenaBytes, b.getArrayAttr(bufferAttrs),
       b.getArrayAttr(weightAttrs), b.getDictionaryAttr(inputAttrs),
-      b.getDictionaryAttr(b.getNamedAttr("logits", b.getI64IntegerAttr(logits))), model);
+      b.getDictionaryAttr(b.getNamedAttr("logits", b.getI64IntegerAttr(logits))), model,
+      /*activation_precision=*/StringAttr());
   program.getBody().emplaceBlock();
   b.setInsertionPointToStart(&program.getBody().front());
   for (auto [l, entryName] : llvm::zip(launches, launchEntry)) {
@@ -800,6 +801,24 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
   std::set<std::string> distinct(launchEntry.begin(), launchEntry.end());
   numEntries = distinct.size();
   return success();
+}
+
+/// Records the activation precision on the program (bf16 only: absent means f32) and defines the
+/// kernel library's `spark_activation_precision` (kernel_abi.h ActivationPrecision) as an i32
+/// constant of the gpu.module, so that code generation folds every kernel's rounding and its
+/// GEMM precision. Every gpu.module defines it: the library declares it and cannot link without.
+void defineActivationPrecision(ModuleOp module, bool bf16) {
+  OpBuilder b(module.getContext());
+  if (bf16)
+    for (ProgramOp program : module.getOps<ProgramOp>())
+      program.setActivationPrecisionAttr(b.getStringAttr("bf16"));
+  for (gpu::GPUModuleOp kernels : module.getOps<gpu::GPUModuleOp>()) {
+    b.setInsertionPointToStart(kernels.getBody());
+    LLVM::GlobalOp::create(b, module.getLoc(), b.getI32Type(), /*isConstant=*/true,
+                           LLVM::Linkage::External, abi::kActivationPrecisionSymbol,
+                           b.getI32IntegerAttr(bf16 ? abi::kActivationBF16 : abi::kActivationF32),
+                           /*alignment=*/4, /*addrSpace=*/1);
+  }
 }
 
 struct SparkLowerToKernelsPass
@@ -841,10 +860,16 @@ struct SparkLowerToKernelsPass
       for (KvCacheOp cache : module.getOps<KvCacheOp>())
         cache.setElementType(element);
     }
+    if (activationPrecision != "f32" && activationPrecision != "bf16") {
+      module.emitError("activation-precision must be f32 or bf16, got '")
+          << activationPrecision << "'";
+      return signalPassFailure();
+    }
     int64_t launches = 0, entries = 0;
     Lowering lowering(module, entryFunc, maxTokens);
     if (failed(lowering.run(launches, entries)))
       return signalPassFailure();
+    defineActivationPrecision(module, activationPrecision == "bf16");
     numLaunches = launches;
     numEntries = entries;
   }

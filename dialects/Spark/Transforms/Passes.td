@@ -55,7 +55,11 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
            "Name of the entry function to lower">,
     Option<"kvCacheDType", "kv-cache-dtype", "std::string", /*default=*/"\"\"",
            "Element type of every KV cache, f32 or bf16 (sets element_type on each "
-           "spark.kv_cache; empty: as the module declares, f32 when absent)">
+           "spark.kv_cache; empty: as the module declares, f32 when absent)">,
+    Option<"activationPrecision", "activation-precision", "std::string", /*default=*/"\"f32\"",
+           "What activation buffers hold: f32, or bf16 (every f32 output of a kernel rounded to "
+           "bf16 as it is stored; the program records it, the gpu.module defines the kernels' "
+           "spark_activation_precision constant)">
   ];
   let statistics = [
     Statistic<"numLaunches", "num-launches", "Number of kernel launches in the plan">,

@@ -243,6 +243,30 @@ TEST_F(HostExecutorTest, StepObserverSeesEveryOutputBuffer) {
   ExpectNear(embed_output, {1, 1, -1, 2});
 }
 
+TEST_F(HostExecutorTest, Bf16ActivationsRoundEveryF32StepOutput) {
+  Plan plan = TinyPlan(KvKind::kFull, 0);
+  plan.activation_precision = DType::kBF16;
+  std::unique_ptr<Executor> executor = Make(std::move(plan));
+  int outputs = 0;
+  executor->set_step_observer([&](const StepOutput& output) {
+    if (output.dtype != DType::kF32) return absl::OkStatus();
+    ++outputs;
+    const float* data = static_cast<const float*>(output.data);
+    for (uint64_t i = 0; i < output.num_bytes / sizeof(float); ++i) {
+      EXPECT_EQ(Bf16ToF32(F32ToBf16(data[i])), data[i]) << output.name << " element " << i;
+    }
+    return absl::OkStatus();
+  });
+  std::vector<float> logits;
+  ASSERT_TRUE(executor->RunStep({0, 1, 2}, {0, 1, 2}, nullptr, &logits).ok());
+  EXPECT_EQ(outputs, 4);  // embed, merge, attention, lm_head
+  // Token 2 attends to the mean of rows {1,0}, {0,1}, {1,1}: (2/3, 2/3), stored as bf16
+  // 0.66796875 (f32 keeps 0.6666667, see PrefillComputesEveryRow); the logits are its products
+  // with the table rows, rounded again.
+  EXPECT_EQ(Row(logits, 2), (std::vector<float>{0.66796875f, 0.66796875f, 1.3359375f,
+                                                0.66796875f}));
+}
+
 TEST_F(HostExecutorTest, StepDumpWritesOneSafetensorsFilePerCall) {
   const std::string dir = ::testing::TempDir();
   std::unique_ptr<Executor> executor = WithStepDump(Make(TinyPlan(KvKind::kFull, 0)), dir);

@@ -126,7 +126,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 4u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 5u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -169,11 +169,11 @@ TEST(PlanTest, RejectsNewerVersion) {
   section[8] = 7;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
                        "model.cubin: plan version 7 is not supported (this runtime reads version "
-                       "4); recompile the model with this release's spark-compile"));
-  section[8] = 3;  // version 3: KV caches had no dtype, kv_write and attention no cache_dtype
+                       "5); recompile the model with this release's spark-compile"));
+  section[8] = 4;  // version 4: no activation_precision (activations were always f32)
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 3 is not supported (this runtime reads version "
-                       "4)"));
+                       "model.cubin: plan version 4 is not supported (this runtime reads version "
+                       "5)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -231,7 +231,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 4); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 5); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -265,6 +265,28 @@ TEST(PlanTest, RejectsUnknownDTypeAndKvKind) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("kind":"full")", R"("kind":"global")"), kInvalid,
                        "m.cubin: plan kv_caches[1].kind: expected \"full\" or \"sliding\", found "
                        "\"global\""));
+}
+
+TEST(PlanTest, ActivationPrecisionRoundTripsAndIsF32OrBf16) {
+  Plan plan = TestPlan();
+  plan.activation_precision = DType::kBF16;
+  const std::string section = SerializePlanSection(plan);
+  EXPECT_NE(section.find(R"("activation_precision":"bf16")"), std::string::npos);
+  const absl::StatusOr<Plan> parsed = ParsePlanSection(section, "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->activation_precision, DType::kBF16);
+  EXPECT_TRUE(StatusIs(
+      ParseEditedJson(R"("activation_precision":"f32")", R"("activation_precision":"i32")"),
+      kInvalid, "m.cubin: plan activation_precision: expected \"f32\" or \"bf16\", found \"i32\""));
+  EXPECT_TRUE(StatusIs(
+      ParseEditedJson(R"("activation_precision":"f32")", R"("activation_precision":"f16")"),
+      kInvalid, "m.cubin: plan activation_precision: expected \"f32\" or \"bf16\", found \"f16\""));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("activation_precision":"f32",)", ""), kInvalid,
+                       "activation_precision"));
+  plan.activation_precision = DType::kI32;
+  EXPECT_TRUE(StatusIs(ValidatePlan(plan, "m.cubin"), kInvalid,
+                       "m.cubin: plan activation_precision: expected \"f32\" or \"bf16\", found "
+                       "\"i32\""));
 }
 
 TEST(PlanTest, RejectsMalformedArguments) {
@@ -665,7 +687,7 @@ TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kF32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 4 weights are bf16, found "
+                       "m.cubin: plan weights[1].dtype: plan version 5 weights are bf16, found "
                        "f32"));
   plan = TestPlan();
   plan.weights[1].name = plan.weights[0].name;

@@ -196,6 +196,19 @@ constexpr int KvCacheElementBytes(int cache_dtype) {
   return cache_dtype == kCacheF32 ? 4 : cache_dtype == kCacheBF16 ? 2 : 0;
 }
 
+// ---- Activation precision ----
+// What the values in activation buffers are. kActivationF32: f32 as computed. kActivationBF16:
+// every f32 output of a step (the `output` arguments above; not workspaces, not int32 outputs)
+// is rounded to bf16 (nearest even) as it is stored; storage stays f32. The compiler defines
+// the kernels' `spark_activation_precision` (an i32 constant of the generated module, so that
+// each kernel's rounding and its GEMM's precision fold at code generation); the plan records it
+// and the host reference executor rounds the same outputs.
+enum ActivationPrecision : int {
+  kActivationF32 = 0,
+  kActivationBF16 = 1,
+};
+inline constexpr const char* kActivationPrecisionSymbol = "spark_activation_precision";
+
 // ---- Attention split over the KV length (flash-decoding) ----
 // The partial result of one (token, query head, split) is a record of AttentionRecordFloats
 // floats: o[head_dim] (sum of exp(score - m) * v over the split's keys), then m (the split's

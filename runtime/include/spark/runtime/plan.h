@@ -115,6 +115,9 @@ struct Plan {
   std::string target;         // e.g. "sm_121a"
   int64_t max_tokens = 0;     // rows every activation buffer has room for (prefill chunk)
   uint64_t arena_bytes = 0;   // size of the activation arena
+  // What the f32 activation buffers hold: kF32, or kBF16 (every f32 output of a step rounded to
+  // bf16 as it is stored: kernel_abi.h ActivationPrecision). Storage is f32 either way.
+  DType activation_precision = DType::kF32;
   ModelInfo model;
   // Entry point buffers. soft_embeddings/soft_indices are -1 if the model has no merge.
   int64_t input_ids = -1;        // i32 [T]

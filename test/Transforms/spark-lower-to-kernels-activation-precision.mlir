@@ -1,0 +1,34 @@
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=bf16" | FileCheck %s --check-prefix=BF16
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" | FileCheck %s --check-prefix=F32
+// RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=f16" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: spark-compile %s --target sm_90a --activation-precision bf16 --emit llvm -o - | FileCheck %s --check-prefix=LLVM
+// RUN: spark-compile %s --target sm_90a --emit ptx -o - | FileCheck %s --check-prefix=PTX-F32
+
+// The activation precision (kernel_abi.h ActivationPrecision): the program records bf16 (absent:
+// f32) and the gpu.module defines the constant the kernel library declares, 1 for bf16 and 0 for
+// f32. Every gpu.module defines it: the library cannot link without it. Once linked, the loads of
+// the constant fold away: the kernels carry only their mode's code.
+
+// BF16: spark.program @forward attributes {activation_precision = "bf16", arena_bytes
+// BF16: gpu.module @kernels {
+// BF16-NEXT: llvm.mlir.global external constant @spark_activation_precision(1 : i32) {addr_space = 1 : i32, alignment = 4 : i64} : i32
+
+// F32: spark.program @forward attributes {arena_bytes
+// F32: gpu.module @kernels {
+// F32-NEXT: llvm.mlir.global external constant @spark_activation_precision(0 : i32) {addr_space = 1 : i32, alignment = 4 : i64} : i32
+
+// BAD: error: activation-precision must be f32 or bf16, got 'f16'
+
+// LLVM: @spark_activation_precision = {{.*}}addrspace(1) constant i32 1
+// LLVM-NOT: load {{.*}}@spark_activation_precision
+
+// PTX-F32: .visible .global .align 4 .u32 spark_activation_precision;
+
+module {
+func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x32xf32> {
+  %table = spark.weight "model.embed_tokens.weight" : tensor<32x8xbf16>
+  %e = spark.embedding %ids, %table {scale = 4.0 : f32} : (tensor<?xi32>, tensor<32x8xbf16>) -> tensor<?x8xf32>
+  %logits = spark.linear %e, %table : (tensor<?x8xf32>, tensor<32x8xbf16>) -> tensor<?x32xf32>
+  return %logits : tensor<?x32xf32>
+}
+}
