@@ -6,11 +6,11 @@
 // (the tokens routed to one expert) and B rows interleaved (an expert's gate and up rows). The
 // f32 A is split into two bf16 terms, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), both
 // multiplied with the exact bf16 B: ~16 mantissa bits of a per product (relative error ~2^-17)
-// instead of 2^-9 for a plain bf16 cast, at 2x the MMA work. With bf16 activations (act_bf16(),
-// common.cuh) every A element is already a bf16 value: lo is zero, so only hi is stored and
-// multiplied (half the MMA work, the exact product of the bf16 inputs). K is staged through shared memory
-// 32 at a time with a register prefetch of the next step. 256 threads (8 warps, 2 x 4, each
-// 32 x 32 of the tile); K % 8 == 0 and 16-byte aligned rows are the caller's to check.
+// instead of 2^-9 for a plain bf16 cast, at 2x the MMA work. (With bf16 activations every A
+// element is already a bf16 value, lo is 0, and the tile is the exact product of the bf16
+// inputs.) K is staged through shared memory 32 at a time with a register prefetch of the next
+// step. 256 threads (8 warps, 2 x 4, each 32 x 32 of the tile); K % 8 == 0 and 16-byte aligned
+// rows are the caller's to check.
 #ifndef SPARK_KERNELS_MMA_TILE_CUH_
 #define SPARK_KERNELS_MMA_TILE_CUH_
 
@@ -74,10 +74,9 @@ SPK_DEVICE void store(const TileRegs& g, Smem& s) {
     const int row = idx >> 3, c4 = idx & 7;
     const float4 v = g.a[i];
     const uint32_t h01 = pack_bf16x2(v.x, v.y), h23 = pack_bf16x2(v.z, v.w);
-    *reinterpret_cast<uint2*>(&s.a_hi[row][c4 * 4]) = make_uint2(h01, h23);
-    if (act_bf16()) continue;
     const uint32_t l01 = pack_bf16x2(v.x - bf16lo_to_f32(h01), v.y - bf16hi_to_f32(h01));
     const uint32_t l23 = pack_bf16x2(v.z - bf16lo_to_f32(h23), v.w - bf16hi_to_f32(h23));
+    *reinterpret_cast<uint2*>(&s.a_hi[row][c4 * 4]) = make_uint2(h01, h23);
     *reinterpret_cast<uint2*>(&s.a_lo[row][c4 * 4]) = make_uint2(l01, l23);
   }
 #pragma unroll
@@ -127,7 +126,6 @@ SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, const BRow& b_row, int k_si
         ah[i][1] = detail::lds32(&s.a_hi[r0 + 8][c0]);
         ah[i][2] = detail::lds32(&s.a_hi[r0][c0 + 8]);
         ah[i][3] = detail::lds32(&s.a_hi[r0 + 8][c0 + 8]);
-        if (act_bf16()) continue;
         al[i][0] = detail::lds32(&s.a_lo[r0][c0]);
         al[i][1] = detail::lds32(&s.a_lo[r0 + 8][c0]);
         al[i][2] = detail::lds32(&s.a_lo[r0][c0 + 8]);
@@ -140,7 +138,7 @@ SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, const BRow& b_row, int k_si
         const uint32_t b1 = detail::lds32(&s.b[n][kk + tig * 2 + 8]);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          if (!act_bf16()) mma_bf16_16816(acc.v[i][j], al[i], b0, b1);
+          mma_bf16_16816(acc.v[i][j], al[i], b0, b1);
           mma_bf16_16816(acc.v[i][j], ah[i], b0, b1);
         }
       }

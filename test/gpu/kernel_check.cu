@@ -1050,7 +1050,7 @@ int main(int argc, char** argv) {
   CheckLinear(37, 2816, 2112, false);
   CheckLinear(37, 1536, 6144, false);
   CheckLinear(37, 4096, 2816, false);
-  // bf16 activations: rounded outputs; the tensor-core path multiplies the bf16 inputs once
+  // bf16 activations: every output rounded to bf16 (GEMV, tensor-core tiles, norm, gate)
   CheckLinearBf16Act(1, 2048, 1536);
   CheckLinearBf16Act(5, 1024, 2816);
   CheckLinearBf16Act(37, 2048, 1536);

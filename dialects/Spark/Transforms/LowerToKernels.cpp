@@ -805,8 +805,8 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
 
 /// Records the activation precision on the program (bf16 only: absent means f32) and defines the
 /// kernel library's `spark_activation_precision` (kernel_abi.h ActivationPrecision) as an i32
-/// constant of the gpu.module, so that code generation folds every kernel's rounding and its
-/// GEMM precision. Every gpu.module defines it: the library declares it and cannot link without.
+/// constant of the gpu.module, so that code generation folds every kernel's rounding. Every
+/// gpu.module defines it: the library declares it and cannot link without.
 void defineActivationPrecision(ModuleOp module, bool bf16) {
   OpBuilder b(module.getContext());
   if (bf16)

@@ -201,8 +201,8 @@ constexpr int KvCacheElementBytes(int cache_dtype) {
 // every f32 output of a step (the `output` arguments above; not workspaces, not int32 outputs)
 // is rounded to bf16 (nearest even) as it is stored; storage stays f32. The compiler defines
 // the kernels' `spark_activation_precision` (an i32 constant of the generated module, so that
-// each kernel's rounding and its GEMM's precision fold at code generation); the plan records it
-// and the host reference executor rounds the same outputs.
+// each kernel's rounding folds at code generation); the plan records it and the host reference
+// executor rounds the same outputs.
 enum ActivationPrecision : int {
   kActivationF32 = 0,
   kActivationBF16 = 1,
