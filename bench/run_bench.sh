@@ -22,6 +22,12 @@
 #       bench/pytorch_llm.py on the same checkpoint (MODE eager or compile; compile runs under
 #       timeout -s INT ${SPARK_BENCH_COMPILE_SECONDS:-500} so that what was measured is kept).
 #   bench/run_bench.sh clean MODEL   removes the checkpoint (the disk holds one model at a time).
+#   bench/run_bench.sh kernels OUTDIR [BASE_DIR]
+#       bench/kernel_bench.cu (built with nvcc for this GPU): the dense GEMM and decode GEMV at 31B
+#       shapes and the grouped MoE experts at 26B-A4B shapes, against the measured copy bandwidth
+#       and the GEMM ceiling (SPARK_GEMM_TFLOPS, default 781: bench/ceilings.py on the H200). With
+#       BASE_DIR (a directory holding another copy of kernels/), the same program is also built
+#       from that copy, so that two kernel variants are timed in one run.
 #   bench/run_bench.sh all OUTDIR IMAGEDIR SPARK_RUN
 #       every stage in one run, for a machine without a per-command time limit (about 45 minutes
 #       on the H200): ceilings, tiny, then for 26b-a4b and 31b: spark, pytorch eager, pytorch
@@ -122,6 +128,26 @@ case "$stage" in
       > "$out/pytorch_${model}_$mode.log" 2>&1
     echo "pytorch $model $mode: exit $?"
     tail -25 "$out/pytorch_${model}_$mode.log"
+    ;;
+  kernels)
+    out=$1
+    base=${2:-}
+    mkdir -p "$out"
+    tflops=${SPARK_GEMM_TFLOPS:-781}
+    arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')a
+    build() {  # build <include-dir-first> <binary>
+      nvcc -arch="$arch" -std=c++17 -O3 -I "$1" -I . -I runtime/include \
+        bench/kernel_bench.cu -o "$2" || exit 1
+    }
+    build . "$out/kernel_bench"
+    "$out/kernel_bench" --gemm-tflops="$tflops" --label="kernels/ of the working tree" \
+      | tee "$out/kernels.md"
+    if [[ -n "$base" ]]; then
+      build "$base" "$out/kernel_bench_base"
+      echo | tee -a "$out/kernels.md"
+      "$out/kernel_bench_base" --gemm-tflops="$tflops" --label="kernels/ of $base" \
+        | tee -a "$out/kernels.md"
+    fi
     ;;
   clean)
     rm -rf "/tmp/gemma4-$1-random"

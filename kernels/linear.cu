@@ -5,7 +5,8 @@
 //   1. num_tokens >= kMmaMinTokens, in % 8 == 0, 16-byte aligned x and w, blockDim.x == 256:
 //      tensor-core tiles with `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+, including
 //      sm_121a; mma_tile.cuh). A block computes a 64-token x 128-row tile of y, K in steps of 32
-//      staged through shared memory (register prefetch of the next step overlaps the MMAs). The
+//      through two shared-memory stages (weights by cp.async, activations through registers,
+//      fragments by ldmatrix; the loads of the next steps overlap the MMAs). The
 //      f32 activations are split into two bf16 terms, x = hi + lo, both multiplied with the
 //      (exact) bf16 weights: relative error ~2^-17 per product instead of 2^-9 for a plain bf16
 //      cast, at 2x the MMA work, which prefill (memory- and latency-bound here) hides.

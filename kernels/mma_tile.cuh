@@ -8,9 +8,14 @@
 // multiplied with the exact bf16 B: ~16 mantissa bits of a per product (relative error ~2^-17)
 // instead of 2^-9 for a plain bf16 cast, at 2x the MMA work. (With bf16 activations every A
 // element is already a bf16 value, lo is 0, and the tile is the exact product of the bf16
-// inputs.) K is staged through shared memory 32 at a time with a register prefetch of the next
-// step. 256 threads (8 warps, 2 x 4, each 32 x 32 of the tile); K % 8 == 0 and 16-byte aligned
-// rows are the caller's to check.
+// inputs.)
+//
+// Pipeline: K runs in steps of 32 through two shared-memory buffers. B goes from global to
+// shared memory with cp.async (no registers), A through registers (it is converted to hi + lo
+// on the way); while the warps multiply step k, B of step k + 1 is in flight and A of step k + 2
+// is being loaded, with one barrier per step. Fragments come from shared memory with ldmatrix.
+// 256 threads (8 warps, 2 x 4, each 32 x 32 of the tile); K % 8 == 0 and 16-byte aligned rows are
+// the caller's to check. Shared memory: 40 KiB (Smem).
 #ifndef SPARK_KERNELS_MMA_TILE_CUH_
 #define SPARK_KERNELS_MMA_TILE_CUH_
 
@@ -23,13 +28,14 @@ constexpr int kThreads = 256;
 constexpr int kBM = 64;    // A rows (tokens) per tile
 constexpr int kBN = 128;   // B rows (outputs) per tile
 constexpr int kBK = 32;    // K per shared-memory stage
-constexpr int kPad = 8;    // bf16 padding per shared row (conflict-free fragment loads)
+constexpr int kPad = 8;    // bf16 padding per shared row (conflict-free ldmatrix)
 constexpr int kLds = kBK + kPad;  // 40 bf16 = 80 bytes per shared row
+constexpr int kStages = 2;
 
 struct Smem {
-  uint16_t a_hi[kBM][kLds];
-  uint16_t a_lo[kBM][kLds];
-  uint16_t b[kBN][kLds];
+  uint16_t a_hi[kStages][kBM][kLds];
+  uint16_t a_lo[kStages][kBM][kLds];
+  uint16_t b[kStages][kBN][kLds];
 };
 
 struct Accum {
@@ -38,15 +44,15 @@ struct Accum {
 
 namespace detail {
 
-struct TileRegs {
-  float4 a[2];  // two float4 of the A tile (64 x 32 f32 = 512 float4 / 256 threads)
-  uint4 b[2];   // two uint4 of the B tile (128 x 32 bf16 = 512 uint4 / 256 threads)
+// A of one K step in registers: two float4 per thread (64 x 32 f32 = 512 float4 / 256 threads).
+struct ARegs {
+  float4 v[2];
 };
 
-// Loads the K step starting at k0 into registers; rows whose pointer is null and columns at or
-// past k_size are zeros.
-template <class ARow, class BRow>
-SPK_DEVICE void load(TileRegs& g, const ARow& a_row, const BRow& b_row, int k_size, int k0) {
+// Loads A of the K step starting at k0; rows whose pointer is null and columns at or past k_size
+// are zeros.
+template <class ARow>
+SPK_DEVICE void load_a(ARegs& g, const ARow& a_row, int k_size, int k0) {
   const int tid = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -54,50 +60,56 @@ SPK_DEVICE void load(TileRegs& g, const ARow& a_row, const BRow& b_row, int k_si
     const int row = idx >> 3, c4 = idx & 7;
     const int k = k0 + c4 * 4;
     const float* p = a_row(row);
-    g.a[i] = (p != nullptr && k < k_size) ? ldg_f4(p + k) : make_float4(0.f, 0.f, 0.f, 0.f);
+    g.v[i] = (p != nullptr && k < k_size) ? ldg_f4(p + k) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
+}
+
+// Stores A as hi and lo bf16 halves into stage `st`.
+SPK_DEVICE void store_a(const ARegs& g, Smem& s, int st) {
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int idx = tid + i * kThreads;
+    const int row = idx >> 3, c4 = idx & 7;
+    const float4 v = g.v[i];
+    const uint32_t h01 = pack_bf16x2(v.x, v.y), h23 = pack_bf16x2(v.z, v.w);
+    const uint32_t l01 = pack_bf16x2(v.x - bf16lo_to_f32(h01), v.y - bf16hi_to_f32(h01));
+    const uint32_t l23 = pack_bf16x2(v.z - bf16lo_to_f32(h23), v.w - bf16hi_to_f32(h23));
+    *reinterpret_cast<uint2*>(&s.a_hi[st][row][c4 * 4]) = make_uint2(h01, h23);
+    *reinterpret_cast<uint2*>(&s.a_lo[st][row][c4 * 4]) = make_uint2(l01, l23);
+  }
+}
+
+// Starts the copy of B of the K step at k0 into stage `st` (two 16-byte chunks per thread of the
+// 128 x 32 bf16 tile); rows whose pointer is null and columns at or past k_size are stored as
+// zeros directly. The caller commits the group.
+template <class BRow>
+SPK_DEVICE void copy_b_async(Smem& s, int st, const BRow& b_row, int k_size, int k0) {
+  const int tid = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int idx = tid + i * kThreads;
     const int row = idx >> 2, c8 = idx & 3;
     const int k = k0 + c8 * 8;
     const unsigned short* p = b_row(row);
-    g.b[i] = (p != nullptr && k < k_size) ? ldg_u4(p + k) : make_uint4(0u, 0u, 0u, 0u);
+    uint16_t* dst = &s.b[st][row][c8 * 8];
+    if (p != nullptr && k < k_size) {
+      cp_async16(dst, p + k);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+    }
   }
 }
-
-SPK_DEVICE void store(const TileRegs& g, Smem& s) {
-  const int tid = threadIdx.x;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int idx = tid + i * kThreads;
-    const int row = idx >> 3, c4 = idx & 7;
-    const float4 v = g.a[i];
-    const uint32_t h01 = pack_bf16x2(v.x, v.y), h23 = pack_bf16x2(v.z, v.w);
-    const uint32_t l01 = pack_bf16x2(v.x - bf16lo_to_f32(h01), v.y - bf16hi_to_f32(h01));
-    const uint32_t l23 = pack_bf16x2(v.z - bf16lo_to_f32(h23), v.w - bf16hi_to_f32(h23));
-    *reinterpret_cast<uint2*>(&s.a_hi[row][c4 * 4]) = make_uint2(h01, h23);
-    *reinterpret_cast<uint2*>(&s.a_lo[row][c4 * 4]) = make_uint2(l01, l23);
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int idx = tid + i * kThreads;
-    const int row = idx >> 2, c8 = idx & 3;
-    *reinterpret_cast<uint4*>(&s.b[row][c8 * 8]) = g.b[i];
-  }
-}
-
-SPK_DEVICE uint32_t lds32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 }  // namespace detail
 
 // acc = A_tile @ B_tile^T over K = k_size. a_row(r) (r < 64) and b_row(n) (n < 128) return the
 // row's address or null; they are called again at every K step, so they should be cheap (e.g. a
-// lookup in shared memory). Every thread of the block must call this.
+// lookup in shared memory). Every thread of the block must call this; it may be called again at
+// once for the next tile (it begins with a barrier).
 template <class ARow, class BRow>
 SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, const BRow& b_row, int k_size, Accum& acc) {
   const int lane = lane_id(), warp = warp_id();
-  const int g = lane >> 2, tig = lane & 3;
   const int wm = (warp >> 2) * 32;  // warp's 32 A rows within the tile
   const int wn = (warp & 3) * 32;   // warp's 32 B rows within the tile
   const int ksteps = (k_size + kBK - 1) / kBK;
@@ -108,38 +120,49 @@ SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, const BRow& b_row, int k_si
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc.v[i][j][e] = 0.0f;
 
-  detail::TileRegs regs;
-  detail::load(regs, a_row, b_row, k_size, 0);
+  // ldmatrix row addresses of this lane (see ldmatrix_x4): A matrices 0..3 are (rows 0-7, k 0-7),
+  // (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) of a 16 x 16 block = a0..a3; B
+  // matrices are (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) of 16 B rows
+  // = b0, b1 of one 8-column block, then b0, b1 of the next.
+  const int a_r = lane & 15, a_k = (lane >> 4) * 8;
+  const int b_n = (lane >> 4) * 8 + (lane & 7), b_k = ((lane >> 3) & 1) * 8;
+
+  __syncthreads();  // a previous call's last step is consumed by every warp
+  detail::ARegs regs;
+  detail::load_a(regs, a_row, k_size, 0);
+  detail::copy_b_async(s, 0, b_row, k_size, 0);
+  cp_async_commit();
+  detail::store_a(regs, s, 0);
+  if (ksteps > 1) detail::load_a(regs, a_row, k_size, kBK);
   for (int ks = 0; ks < ksteps; ++ks) {
-    __syncthreads();  // previous step's fragments are consumed
-    detail::store(regs, s);
-    __syncthreads();
-    if (ks + 1 < ksteps) detail::load(regs, a_row, b_row, k_size, (ks + 1) * kBK);
+    const int st = ks & 1;
+    cp_async_wait_all();
+    __syncthreads();  // stage st holds step ks; every warp is done with step ks - 1 (stage st ^ 1)
+    if (ks + 1 < ksteps) {
+      detail::copy_b_async(s, st ^ 1, b_row, k_size, (ks + 1) * kBK);
+      cp_async_commit();
+      detail::store_a(regs, s, st ^ 1);
+      if (ks + 2 < ksteps) detail::load_a(regs, a_row, k_size, (ks + 2) * kBK);
+    }
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
       uint32_t ah[2][4], al[2][4];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int r0 = wm + i * 16 + g;
-        const int c0 = kk + tig * 2;
-        ah[i][0] = detail::lds32(&s.a_hi[r0][c0]);
-        ah[i][1] = detail::lds32(&s.a_hi[r0 + 8][c0]);
-        ah[i][2] = detail::lds32(&s.a_hi[r0][c0 + 8]);
-        ah[i][3] = detail::lds32(&s.a_hi[r0 + 8][c0 + 8]);
-        al[i][0] = detail::lds32(&s.a_lo[r0][c0]);
-        al[i][1] = detail::lds32(&s.a_lo[r0 + 8][c0]);
-        al[i][2] = detail::lds32(&s.a_lo[r0][c0 + 8]);
-        al[i][3] = detail::lds32(&s.a_lo[r0 + 8][c0 + 8]);
+        ldmatrix_x4(ah[i], &s.a_hi[st][wm + i * 16 + a_r][kk + a_k]);
+        ldmatrix_x4(al[i], &s.a_lo[st][wm + i * 16 + a_r][kk + a_k]);
       }
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int n = wn + j * 8 + g;
-        const uint32_t b0 = detail::lds32(&s.b[n][kk + tig * 2]);
-        const uint32_t b1 = detail::lds32(&s.b[n][kk + tig * 2 + 8]);
+      for (int jj = 0; jj < 2; ++jj) {
+        uint32_t b[4];
+        ldmatrix_x4(b, &s.b[st][wn + jj * 16 + b_n][kk + b_k]);
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          mma_bf16_16816(acc.v[i][j], al[i], b0, b1);
-          mma_bf16_16816(acc.v[i][j], ah[i], b0, b1);
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            mma_bf16_16816(acc.v[i][2 * jj + h], al[i], b[2 * h], b[2 * h + 1]);
+            mma_bf16_16816(acc.v[i][2 * jj + h], ah[i], b[2 * h], b[2 * h + 1]);
+          }
         }
       }
     }

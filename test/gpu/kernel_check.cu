@@ -184,6 +184,7 @@ std::vector<int> Grids(int64_t natural, bool small_too = true) {
 }
 int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int kAllTokens = 0x7fffffff;  // tokens_to of an op that runs for every step size
+constexpr int kMaxGrid = 2048;  // the cap of spark-compile's launch grids (LowerToKernels.cpp)
 
 // ---- comparison and the result table ----
 struct Err {
@@ -796,10 +797,12 @@ std::vector<int> RandomIndices(int T, int E, int K, bool invalid) {
   return idx;
 }
 
+// bf16_act: the module's activations are bf16 (inputs bf16 values, outputs rounded; one launch).
 void CheckMoeGateUp(int T, int hidden, int inter, int E, int K, const std::vector<bf16>& gate_up,
-                    bool small_grids) {
+                    bool small_grids, bool bf16_act = false) {
   if (!Enabled("moe_gate_up")) return;
-  const auto x = Normals(static_cast<size_t>(T) * hidden);
+  auto x = Normals(static_cast<size_t>(T) * hidden);
+  if (bf16_act) x = RoundedToBf16(std::move(x));
   const auto idx = RandomIndices(T, E, K, T > 1);
   std::vector<float> ref(static_cast<size_t>(T) * K * inter);
   host::MoeGateUp(x.data(), gate_up.data(), idx.data(), ref.data(), T, hidden, inter, E, K, 1,
@@ -807,6 +810,19 @@ void CheckMoeGateUp(int T, int hidden, int inter, int E, int K, const std::vecto
   Dev<float> d_x(x), d_act(ref.size());
   Dev<bf16> d_gu(gate_up);
   Dev<int> d_idx(idx);
+  const bool grouped = T >= 16 && hidden % 8 == 0;  // the tensor-core path of moe.cu
+  const std::string shape = Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s%s", T, hidden,
+                                inter, E, K, T > 1 ? " +invalid idx" : "",
+                                grouped ? " grouped" : "");
+  if (bf16_act) {
+    d_act.Poison();
+    SetActivationPrecision(spark::abi::kActivationBF16);
+    Launch("moe_gate_up", check_moe_gate_up, kMaxGrid, d_x.p, d_gu.p, d_idx.p, d_act.p, T, hidden,
+           inter, E, K, 1, kAllTokens);
+    SetActivationPrecision(spark::abi::kActivationF32);
+    ReportBf16("moe_gate_up", shape, d_act.Download(), ref);
+    return;
+  }
   Err e;
   for (int g : Grids(Ceil(static_cast<int64_t>(T) * K * inter, 8), small_grids)) {
     d_act.Poison();
@@ -821,19 +837,18 @@ void CheckMoeGateUp(int T, int hidden, int inter, int E, int K, const std::vecto
   for (float v : d_act.Download()) {
     if (!std::isnan(v)) e.abs = INFINITY;
   }
-  const bool grouped = T >= 16 && hidden % 8 == 0;  // the tensor-core path of moe.cu
-  Report("moe_gate_up", Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s%s", T, hidden, inter,
-                            E, K, T > 1 ? " +invalid idx" : "", grouped ? " grouped" : ""),
-         e, 1e-4);
+  Report("moe_gate_up", shape, e, 1e-4);
 }
 
 // grouped: with a workspace (kernel_abi.h MoeDownGrouped for T >= 16): the slot rows against the
 // host's, moe_combine of the GPU's rows against the host's combine of the same rows (bit-exact:
-// both add in k order), and against the ungrouped host result.
+// both add in k order), and against the ungrouped host result. bf16_act (grouped only): bf16
+// activations; the partials (a workspace) are not rounded, moe_combine's output is.
 void CheckMoeDown(int T, int hidden, int inter, int E, int K, const std::vector<bf16>& down,
-                  bool small_grids, bool with_partials = false) {
+                  bool small_grids, bool with_partials = false, bool bf16_act = false) {
   if (!Enabled("moe_down") && !Enabled("moe_combine")) return;
-  const auto act = Normals(static_cast<size_t>(T) * K * inter);
+  auto act = Normals(static_cast<size_t>(T) * K * inter);
+  if (bf16_act) act = RoundedToBf16(std::move(act));
   const auto idx = RandomIndices(T, E, K, T > 1);
   const auto w = Uniforms(static_cast<size_t>(T) * K, 0.0f, 0.3f);
   std::vector<float> ref(static_cast<size_t>(T) * hidden);
@@ -863,6 +878,21 @@ void CheckMoeDown(int T, int hidden, int inter, int E, int K, const std::vector<
   host::MoeDown(act.data(), down.data(), w.data(), idx.data(), nullptr, ref_parts.data(), T,
                 hidden, inter, E, K, 1, kAllTokens);
   Err e_parts, e_combine, e_whole;
+  if (bf16_act) {
+    d_parts.Poison();
+    SetActivationPrecision(spark::abi::kActivationBF16);
+    Launch("moe_down", check_moe_down, kMaxGrid, d_act.p, d_down.p, d_w.p, d_idx.p, d_y.p, parts,
+           T, hidden, inter, E, K, 1, kAllTokens);
+    const std::vector<float> got = d_parts.Download();
+    e_parts.Merge(Compare(got, ref_parts));
+    host::MoeCombine(got.data(), combined.data(), T, hidden, K);
+    d_y.Poison();
+    Launch("moe_combine", check_moe_combine, kMaxGrid, d_parts.p, d_y.p, T, hidden, K);
+    SetActivationPrecision(spark::abi::kActivationF32);
+    Report("moe_down", shape + " partials [act=bf16]", e_parts, 1e-4);
+    ReportBf16("moe_combine", shape, d_y.Download(), combined);
+    return;
+  }
   for (int g : Grids(Ceil(static_cast<int64_t>(T) * hidden, 8), small_grids)) {
     d_parts.Poison();
     Launch("moe_down", check_moe_down, g, d_act.p, d_down.p, d_w.p, d_idx.p, d_y.p, parts, T,
@@ -1155,6 +1185,7 @@ int main(int argc, char** argv) {
       CheckMoeGateUp(15, H, I, E, K, gate_up, false);   // the last GEMV size
       CheckMoeGateUp(37, H, I, E, K, gate_up, false);   // grouped by expert (tensor cores)
       CheckMoeGateUp(g_quick ? 64 : 128, H, I, E, K, gate_up, false);
+      CheckMoeGateUp(g_quick ? 64 : 512, H, I, E, K, gate_up, false, /*bf16_act=*/true);
     }
     if (Enabled("moe_down")) {
       const auto down = Bf16Uniform(static_cast<size_t>(E) * H * I, -0.05f, 0.05f);
@@ -1163,6 +1194,7 @@ int main(int argc, char** argv) {
       CheckMoeDown(1, H, I, E, K, down, true, true);     // decode: ungrouped despite a workspace
       CheckMoeDown(37, H, I, E, K, down, false, true);   // grouped by expert (tensor cores)
       CheckMoeDown(g_quick ? 64 : 128, H, I, E, K, down, false, true);
+      CheckMoeDown(g_quick ? 64 : 512, H, I, E, K, down, false, true, /*bf16_act=*/true);
     }
     const auto gu_small = Bf16Uniform(static_cast<size_t>(6) * 2 * 100 * 1001, -0.05f, 0.05f);
     CheckMoeGateUp(5, 1001, 100, 6, 2, gu_small, true);

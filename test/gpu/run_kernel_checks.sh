@@ -8,7 +8,8 @@
 #      and the host reference runtime/src/host_kernels.cc with g++;
 #   2. run it: every op of kernel_abi.h vs the host reference, realistic Gemma 4 shapes;
 #   3. compile the kernels for sm_121a and sm_90a to cubin with nvcc and check with cuobjdump that
-#      spark_linear's tensor-core path became HMMA instructions; print register/spill usage;
+#      spark_linear's tensor-core path became HMMA instructions fed by ldmatrix (LDSM) and
+#      cp.async (LDGSTS); print register/spill usage;
 #   4. compute-sanitizer memcheck on the harness (--quick shapes), racecheck and synccheck on the
 #      ops that use shared memory.
 # Exits non-zero when any step fails. Usage:
@@ -126,6 +127,12 @@ for sass_arch in "${SASS_ARCHS[@]}"; do
   grep -o 'HMMA[.A-Z0-9]*' "$BUILD/linear_${sass_arch}.sass" | sort | uniq -c || true
   [[ "$hmma" -gt 0 ]]
   record "spark_linear has HMMA on $sass_arch ($hmma)" $?
+  # The tile's fragments come from ldmatrix (LDSM) and its weights through cp.async (LDGSTS).
+  ldsm=$(grep -c 'LDSM' "$BUILD/linear_${sass_arch}.sass" || true)
+  ldgsts=$(grep -c 'LDGSTS' "$BUILD/linear_${sass_arch}.sass" || true)
+  echo "check_linear: $ldsm LDSM, $ldgsts LDGSTS instructions"
+  [[ "$ldsm" -gt 0 && "$ldgsts" -gt 0 ]]
+  record "spark_linear has LDSM and LDGSTS on $sass_arch ($ldsm, $ldgsts)" $?
   echo "resource usage (REG = registers/thread, STACK/LOCAL > 0 means spills):"
   "$CUOBJDUMP" -res-usage "$cubin" 2>&1 | grep -E 'Function|REG' | paste - - |
     sed -E 's/[[:space:]]+/ /g' || true

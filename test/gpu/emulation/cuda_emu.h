@@ -229,6 +229,20 @@ inline uint32_t spk_emu_pack_bf16x2(float lo, float hi) {
   return cvt(lo) | (cvt(hi) << 16);
 }
 
+// Warp-collective ldmatrix .x4 (common.cuh): every lane reads its words of the four matrices from
+// the row addresses the lanes gave.
+inline void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row) {
+  uint64_t* slots = spk_emu::Slots();
+  const int lane = spk_emu::Lane();
+  spk_emu::WarpSync();  // previous readers of the slots are done
+  slots[lane] = reinterpret_cast<uintptr_t>(row);
+  spk_emu::WarpSync();
+  for (int m = 0; m < 4; ++m) {
+    const char* r = reinterpret_cast<const char*>(slots[m * 8 + lane / 4]);
+    std::memcpy(&d[m], r + (lane % 4) * 4, 4);
+  }
+}
+
 // Warp-collective m16n8k16 bf16 MMA with the fragment layout documented in common.cuh.
 inline void spk_emu_mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   uint64_t* slots = spk_emu::Slots();

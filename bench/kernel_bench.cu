@@ -1,0 +1,218 @@
+// Per-kernel timings of the kernel library on a CUDA GPU, at the shapes of the released models:
+// the dense GEMM (spark_linear, tensor-core path, 31B projections at a 512-token prefill chunk),
+// the decode GEMV (spark_linear at 1 token) and the grouped MoE experts (spark_moe_gate_up /
+// spark_moe_down at a 512-token chunk of 26B-A4B, random top-8 routing). Each figure is set
+// against the ceiling of the same GPU: the device-to-device copy bandwidth this program measures,
+// and a bf16 GEMM throughput given on the command line (bench/ceilings.py measures it with
+// torch.matmul).
+//
+// The kernels are compiled here by nvcc (through test/gpu/kernel_wrappers.cuh, as the GPU check
+// harness does), not by spark-compile's clang/LLVM path, so the figures compare kernel variants
+// with each other; end-to-end figures come from bench/run_bench.sh. To compare the working tree's
+// kernels with another copy, compile twice with that copy's parent directory first on the include
+// path (bench/run_kernel_bench.sh --base=DIR does it).
+//
+// Method: 3 warm-up launches, then 20 timed with CUDA events around each launch; the median is
+// printed. Inputs are random, outputs are not checked here (test/gpu/kernel_check.cu
+// checks these kernels against the host reference).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test/gpu/kernel_wrappers.cuh"
+
+namespace {
+
+void Check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "kernel_bench: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+template <typename T>
+T* DeviceRandom(size_t n, std::mt19937& rng, float scale) {
+  std::vector<T> h(n);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (size_t i = 0; i < n; ++i) {
+    const float v = u(rng);
+    if constexpr (sizeof(T) == 2) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      h[i] = static_cast<T>(bits >> 16);
+    } else {
+      h[i] = static_cast<T>(v);
+    }
+  }
+  T* d = nullptr;
+  Check(cudaMalloc(&d, n * sizeof(T)), "cudaMalloc");
+  Check(cudaMemcpy(d, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  return d;
+}
+
+// Median milliseconds of `launch` over 20 timed runs after 3 warm-ups.
+template <typename F>
+double MedianMs(const F& launch) {
+  cudaEvent_t a, b;
+  Check(cudaEventCreate(&a), "cudaEventCreate");
+  Check(cudaEventCreate(&b), "cudaEventCreate");
+  for (int i = 0; i < 3; ++i) launch();
+  Check(cudaDeviceSynchronize(), "warm-up");
+  std::vector<float> ms;
+  for (int i = 0; i < 20; ++i) {
+    Check(cudaEventRecord(a), "cudaEventRecord");
+    launch();
+    Check(cudaEventRecord(b), "cudaEventRecord");
+    Check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float t = 0.0f;
+    Check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
+    ms.push_back(t);
+  }
+  Check(cudaGetLastError(), "launch");
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return 0.5 * (ms[9] + ms[10]);
+}
+
+double CopyBandwidthGBs() {
+  const size_t bytes = size_t{4} << 30;
+  void *src = nullptr, *dst = nullptr;
+  Check(cudaMalloc(&src, bytes), "cudaMalloc");
+  Check(cudaMalloc(&dst, bytes), "cudaMalloc");
+  Check(cudaMemset(src, 1, bytes), "cudaMemset");
+  const double ms = MedianMs([&] { cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice); });
+  cudaFree(src);
+  cudaFree(dst);
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;  // read + write
+}
+
+int LinearGrid(int out) { return std::clamp((out + 7) / 8, 1, 2048); }  // LowerToKernels.cpp
+
+struct Figures {
+  double copy_gbs;
+  double gemm_tflops;
+};
+
+void Row(const char* kernel, const std::string& shape, double ms, double flops, double bytes,
+         const Figures& f) {
+  const double tflops = flops / (ms * 1e-3) / 1e12, gbs = bytes / (ms * 1e-3) / 1e9;
+  std::printf("| %s | %s | %.3f | %.1f (%.1f %% of GEMM) | %.0f (%.1f %% of copy) |\n", kernel,
+              shape.c_str(), ms, tflops, 100.0 * tflops / f.gemm_tflops, gbs,
+              100.0 * gbs / f.copy_gbs);
+  std::fflush(stdout);
+}
+
+void BenchLinear(int T, int out, int in, const char* what, std::mt19937& rng, const Figures& f) {
+  float* x = DeviceRandom<float>(static_cast<size_t>(T) * in, rng, 1.0f);
+  bf16_t* w = DeviceRandom<bf16_t>(static_cast<size_t>(out) * in, rng, 0.05f);
+  float* y = nullptr;
+  Check(cudaMalloc(&y, static_cast<size_t>(T) * out * sizeof(float)), "cudaMalloc");
+  const int grid = LinearGrid(out);
+  const double ms = MedianMs([&] { check_linear<<<grid, 256>>>(x, w, y, T, out, in); });
+  const double flops = 2.0 * T * out * in;
+  const double bytes = 2.0 * out * in + 4.0 * T * (in + out);
+  Row("linear", std::string(what) + " T=" + std::to_string(T) + " " + std::to_string(out) + "x" +
+                    std::to_string(in),
+      ms, flops, bytes, f);
+  cudaFree(x);
+  cudaFree(w);
+  cudaFree(y);
+}
+
+// Random top-k routing: K distinct experts per token.
+int* DeviceRouting(int T, int E, int K, std::mt19937& rng) {
+  std::vector<int> idx(static_cast<size_t>(T) * K);
+  std::vector<int> perm(E);
+  for (int t = 0; t < T; ++t) {
+    for (int e = 0; e < E; ++e) perm[e] = e;
+    for (int k = 0; k < K; ++k) {
+      std::uniform_int_distribution<int> pick(k, E - 1);
+      std::swap(perm[k], perm[pick(rng)]);
+      idx[static_cast<size_t>(t) * K + k] = perm[k];
+    }
+  }
+  int* d = nullptr;
+  Check(cudaMalloc(&d, idx.size() * sizeof(int)), "cudaMalloc");
+  Check(cudaMemcpy(d, idx.data(), idx.size() * sizeof(int), cudaMemcpyHostToDevice), "cudaMemcpy");
+  return d;
+}
+
+void BenchMoe(int T, int hidden, int inter, int E, int K, std::mt19937& rng, const Figures& f) {
+  const int slots = T * K;
+  float* x = DeviceRandom<float>(static_cast<size_t>(T) * hidden, rng, 1.0f);
+  bf16_t* gu = DeviceRandom<bf16_t>(static_cast<size_t>(E) * 2 * inter * hidden, rng, 0.05f);
+  bf16_t* down = DeviceRandom<bf16_t>(static_cast<size_t>(E) * hidden * inter, rng, 0.05f);
+  float* w = DeviceRandom<float>(slots, rng, 1.0f);
+  int* idx = DeviceRouting(T, E, K, rng);
+  float *act = nullptr, *y = nullptr, *parts = nullptr;
+  Check(cudaMalloc(&act, static_cast<size_t>(slots) * inter * sizeof(float)), "cudaMalloc");
+  Check(cudaMalloc(&y, static_cast<size_t>(T) * hidden * sizeof(float)), "cudaMalloc");
+  Check(cudaMalloc(&parts, static_cast<size_t>(slots) * hidden * sizeof(float)), "cudaMalloc");
+  // Grids and token ranges as LowerToKernels.cpp gives the grouped (prefill) entries.
+  const int from = spark::abi::kMoeGroupMinTokens, to = 0x7fffffff;
+  const int grid_gu = std::clamp(static_cast<int>((int64_t{T} * K * inter + 7) / 8), 1, 2048);
+  const int grid_dn = std::clamp(static_cast<int>((int64_t{T} * hidden + 7) / 8), 1, 2048);
+  const std::string shape = "T=" + std::to_string(T) + " hidden=" + std::to_string(hidden) +
+                            " inter=" + std::to_string(inter) + " E=" + std::to_string(E) +
+                            " K=" + std::to_string(K);
+  const double gu_ms = MedianMs([&] {
+    check_moe_gate_up<<<grid_gu, 256>>>(x, gu, idx, act, T, hidden, inter, E, K, from, to);
+  });
+  // Every expert is selected at this size, so every expert's weights are read.
+  Row("moe_gate_up (grouped)", shape, gu_ms, 2.0 * slots * hidden * 2.0 * inter,
+      2.0 * E * 2 * inter * hidden, f);
+  const double dn_ms = MedianMs([&] {
+    check_moe_down<<<grid_dn, 256>>>(act, down, w, idx, y, parts, T, hidden, inter, E, K, from,
+                                     to);
+  });
+  Row("moe_down (grouped)", shape, dn_ms, 2.0 * slots * inter * hidden, 2.0 * E * hidden * inter,
+      f);
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(gu), static_cast<void*>(down),
+                  static_cast<void*>(w), static_cast<void*>(idx), static_cast<void*>(act),
+                  static_cast<void*>(y), static_cast<void*>(parts)}) {
+    cudaFree(p);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Figures f{0.0, 781.0};
+  const char* label = "working tree";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--gemm-tflops=", 14) == 0) {
+      f.gemm_tflops = std::atof(argv[i] + 14);
+    } else if (std::strncmp(argv[i], "--label=", 8) == 0) {
+      label = argv[i] + 8;
+    } else {
+      std::fprintf(stderr, "usage: %s [--gemm-tflops=X] [--label=TEXT]\n", argv[0]);
+      return 2;
+    }
+  }
+  cudaDeviceProp prop{};
+  Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  f.copy_gbs = CopyBandwidthGBs();
+  std::printf("kernel_bench: %s; GPU %s (sm_%d%d); copy %.0f GB/s (measured), GEMM ceiling %.0f "
+              "TFLOP/s (given)\n\n",
+              label, prop.name, prop.major, prop.minor, f.copy_gbs, f.gemm_tflops);
+  std::printf("| kernel | shape | ms (median of 20) | TFLOP/s | weight+activation GB/s |\n");
+  std::printf("| --- | --- | --- | --- | --- |\n");
+  std::mt19937 rng(1234);
+  // 31B (hidden 5376, MLP 21504, 32 x 256 query heads): a 512-token prefill chunk and decode.
+  for (int T : {512, 1}) {
+    BenchLinear(T, 21504, 5376, "31B mlp up", rng, f);
+    BenchLinear(T, 5376, 21504, "31B mlp down", rng, f);
+    BenchLinear(T, 8192, 5376, "31B q", rng, f);
+  }
+  // 26B-A4B experts (hidden 2816, expert MLP 704, 128 experts, top 8), a 512-token chunk.
+  BenchMoe(512, 2816, 704, 128, 8, rng, f);
+  return 0;
+}
