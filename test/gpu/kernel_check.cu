@@ -1080,6 +1080,11 @@ int main(int argc, char** argv) {
   CheckLinear(37, 2816, 2112, false);
   CheckLinear(37, 1536, 6144, false);
   CheckLinear(37, 4096, 2816, false);
+  // E2B-like small projections: K below one 32-wide step (per-layer inputs), narrow outputs.
+  CheckLinear(24, 128, 16, false);
+  CheckLinear(24, 16, 128, false);
+  CheckLinear(24, 96, 128, false);
+  CheckLinear(24, 128, 64, false);
   // bf16 activations: every output rounded to bf16 (GEMV, tensor-core tiles, norm, gate)
   CheckLinearBf16Act(1, 2048, 1536);
   CheckLinearBf16Act(5, 1024, 2816);
