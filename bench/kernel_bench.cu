@@ -10,7 +10,7 @@
 // harness does), not by spark-compile's clang/LLVM path, so the figures compare kernel variants
 // with each other; end-to-end figures come from bench/run_bench.sh. To compare the working tree's
 // kernels with another copy, compile twice with that copy's parent directory first on the include
-// path (bench/run_kernel_bench.sh --base=DIR does it).
+// path (`bench/run_bench.sh kernels OUTDIR BASE_DIR` does it).
 //
 // Method: 3 warm-up launches, then 20 timed with CUDA events around each launch; the median is
 // printed. Inputs are random, outputs are not checked here (test/gpu/kernel_check.cu
