@@ -238,14 +238,14 @@ std::vector<MemoryComponent> FixedComponents(const PlanSizes& sizes, const Devic
                                             "checkpoint's memory mapping (counted once)")
           : absl::StrCat(sizes.num_weights, " plan weights in bf16, copied to device memory");
   return {
-      {"weights", sizes.weight_bytes, weights_source},
-      {"activations", sizes.arena_bytes,
+      {MemoryComponentKind::kWeights, "weights", sizes.weight_bytes, weights_source},
+      {MemoryComponentKind::kActivations, "activations", sizes.arena_bytes,
        absl::StrCat("the plan's activation arena (", sizes.max_tokens, " tokens per step)")},
-      {"workspace", workspace,
+      {MemoryComponentKind::kWorkspace, "workspace", workspace,
        absl::StrCat("logits copy (", sizes.max_tokens, " x ", sizes.vocab_size,
                     " f32) and sampler scratch (", options.batch, " x ", sizes.vocab_size,
                     " x 8 bytes)")},
-      {"CUDA context and runtime", kContextOverheadBytes,
+      {MemoryComponentKind::kContext, "CUDA context and runtime", kContextOverheadBytes,
        "documented constant: CUDA context, module, streams, runtime heap"},
   };
 }
@@ -287,9 +287,9 @@ const MemoryComponent& Largest(const MemoryEstimate& estimate) {
       [](const MemoryComponent& a, const MemoryComponent& b) { return a.bytes < b.bytes; });
 }
 
-uint64_t ComponentBytes(const MemoryEstimate& estimate, absl::string_view name) {
+uint64_t ComponentBytes(const MemoryEstimate& estimate, MemoryComponentKind kind) {
   for (const MemoryComponent& component : estimate.components) {
-    if (component.name == name) return component.bytes;
+    if (component.kind == kind) return component.bytes;
   }
   return 0;
 }
@@ -299,13 +299,14 @@ std::string LengthAdvice(const MemoryEstimate& estimate) {
     return absl::StrCat("use --max-length ", estimate.max_fitting_length,
                         " or less (now ", estimate.options.max_length, ")");
   }
+  const uint64_t kv = ComponentBytes(estimate, MemoryComponentKind::kKvCache);
   return absl::StrCat("a shorter --max-length cannot make it fit: without the KV cache it still "
                       "needs ",
-                      FormatBytes(estimate.total - ComponentBytes(estimate, "KV cache")));
+                      FormatBytes(estimate.total - kv));
 }
 
 std::string QuantizationAdvice(const MemoryEstimate& estimate) {
-  const uint64_t weights = ComponentBytes(estimate, "weights");
+  const uint64_t weights = ComponentBytes(estimate, MemoryComponentKind::kWeights);
   const uint64_t others = estimate.total - weights;
   for (const auto& [bits, divisor] : {std::pair<int, uint64_t>{8, 2}, {4, 4}}) {
     const uint64_t needed = others + weights / divisor;
@@ -322,7 +323,7 @@ std::string QuantizationAdvice(const MemoryEstimate& estimate) {
 
 // Only when some cache is f32 and bf16 caches would make it fit.
 absl::optional<std::string> KvDTypeAdvice(const MemoryEstimate& estimate) {
-  const uint64_t kv = ComponentBytes(estimate, "KV cache");
+  const uint64_t kv = ComponentBytes(estimate, MemoryComponentKind::kKvCache);
   if (estimate.kv_bytes_as_bf16 >= kv) return absl::nullopt;
   const uint64_t needed = estimate.total - kv + estimate.kv_bytes_as_bf16;
   if (needed > estimate.budget.bytes) return absl::nullopt;
@@ -462,7 +463,8 @@ absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemo
   estimate.components = FixedComponents(sizes, device, options, *workspace);
   const uint64_t fixed = Sum(estimate.components);
   estimate.components.insert(estimate.components.begin() + 1,
-                             {"KV cache", *kv, KvSource(sizes, options)});
+                             {MemoryComponentKind::kKvCache, "KV cache", *kv,
+                              KvSource(sizes, options)});
   estimate.total = SaturatingAdd(fixed, *kv);
   estimate.budget = Budget(device, options);
   estimate.fits = estimate.total <= estimate.budget.bytes;
@@ -535,14 +537,16 @@ std::string Versus(uint64_t measured, uint64_t estimated) {
 
 MemoryComparison CompareWithUsage(const MemoryEstimate& estimate, const MemoryUsage& usage) {
   MemoryComparison comparison;
-  comparison.estimated_allocations = ComponentBytes(estimate, "KV cache") +
-                                     ComponentBytes(estimate, "activations") +
-                                     (usage.weight_bytes > 0 ? ComponentBytes(estimate, "weights")
-                                                             : 0);
+  const auto bytes = [&estimate](MemoryComponentKind kind) {
+    return ComponentBytes(estimate, kind);
+  };
+  comparison.estimated_allocations =
+      bytes(MemoryComponentKind::kKvCache) + bytes(MemoryComponentKind::kActivations) +
+      (usage.weight_bytes > 0 ? bytes(MemoryComponentKind::kWeights) : 0);
   comparison.measured_allocations = usage.peak_allocated_bytes;
   if (usage.driver_used_bytes > 0) {
     comparison.estimated_driver =
-        estimate.total - std::min(estimate.total, ComponentBytes(estimate, "CUDA context and runtime"));
+        estimate.total - std::min(estimate.total, bytes(MemoryComponentKind::kContext));
     comparison.measured_driver = usage.driver_used_bytes;
   }
   return comparison;

@@ -450,11 +450,12 @@ TEST(FormatTest, EstimateLineAndTable) {
 
 TEST(CompareWithUsageTest, AllocationsAgainstTheComponentsTheExecutorAllocates) {
   MemoryEstimate estimate;
-  estimate.components = {{"weights", 1000, ""},
-                         {"KV cache", 200, ""},
-                         {"activations", 30, ""},
-                         {"workspace", 4, ""},
-                         {"CUDA context and runtime", 500, ""}};
+  using Kind = MemoryComponentKind;
+  estimate.components = {{Kind::kWeights, "weights", 1000, ""},
+                         {Kind::kKvCache, "KV cache", 200, ""},
+                         {Kind::kActivations, "activations", 30, ""},
+                         {Kind::kWorkspace, "workspace", 4, ""},
+                         {Kind::kContext, "CUDA context and runtime", 500, ""}};
   estimate.total = 1734;
 
   // Host: weights in place, no driver figure.
@@ -479,6 +480,12 @@ TEST(CompareWithUsageTest, AllocationsAgainstTheComponentsTheExecutorAllocates) 
   EXPECT_EQ(FormatMemoryComparison(compared),
             "measured: runtime allocations peak 1.2 KiB (estimated 1.2 KiB, +1.63%); driver used "
             "+1.3 KiB (estimated 1.2 KiB, +5.35%) since the context was created");
+
+  // Components are found by kind: their display names do not matter.
+  for (MemoryComponent& component : estimate.components) component.name += " (renamed)";
+  compared = CompareWithUsage(estimate, device);
+  EXPECT_EQ(compared.estimated_allocations, 1230u);
+  EXPECT_EQ(compared.estimated_driver, 1234u);
 }
 
 }  // namespace

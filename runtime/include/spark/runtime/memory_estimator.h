@@ -98,7 +98,12 @@ struct EstimateOptions {
   bool use_swap = false;     // integrated GPUs: count free swap in the pool
 };
 
+// What a component of the estimate counts; code looks components up by kind, the name is for
+// people (and the JSON report).
+enum class MemoryComponentKind { kWeights, kKvCache, kActivations, kWorkspace, kContext };
+
 struct MemoryComponent {
+  MemoryComponentKind kind = MemoryComponentKind::kWeights;
   std::string name;
   uint64_t bytes = 0;
   std::string source;
