@@ -94,7 +94,11 @@ double CopyBandwidthGBs() {
   return 2.0 * bytes / (ms * 1e-3) / 1e9;  // read + write
 }
 
-int LinearGrid(int out) { return std::clamp((out + 7) / 8, 1, 2048); }  // LowerToKernels.cpp
+// Launch grids as LowerToKernels.cpp sizes them, capped as every launch is.
+int Grid(int64_t blocks) {
+  return static_cast<int>(std::clamp<int64_t>(blocks, 1, spark::abi::kMaxLaunchBlocks));
+}
+int LinearGrid(int out) { return Grid((out + 7) / 8); }
 
 struct Figures {
   double copy_gbs;
@@ -158,8 +162,8 @@ void BenchMoe(int T, int hidden, int inter, int E, int K, std::mt19937& rng, con
   Check(cudaMalloc(&parts, static_cast<size_t>(slots) * hidden * sizeof(float)), "cudaMalloc");
   // Grids and token ranges as LowerToKernels.cpp gives the grouped (prefill) entries.
   const int from = spark::abi::kMoeGroupMinTokens, to = 0x7fffffff;
-  const int grid_gu = std::clamp(static_cast<int>((int64_t{T} * K * inter + 7) / 8), 1, 2048);
-  const int grid_dn = std::clamp(static_cast<int>((int64_t{T} * hidden + 7) / 8), 1, 2048);
+  const int grid_gu = Grid((int64_t{T} * K * inter + 7) / 8);
+  const int grid_dn = Grid((int64_t{T} * hidden + 7) / 8);
   const std::string shape = "T=" + std::to_string(T) + " hidden=" + std::to_string(hidden) +
                             " inter=" + std::to_string(inter) + " E=" + std::to_string(E) +
                             " K=" + std::to_string(K);

@@ -170,10 +170,6 @@ SPK_DEVICE void mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uin
 #endif
 }
 
-// Four 8 x 8 bf16 matrices from shared memory into mma fragments (ldmatrix .x4): lane l gives the
-// 16-byte-aligned address of row l % 8 of matrix l / 8; d[m] receives matrix m's elements
-// (row lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1), the layout of an mma operand
-// register. Warp-collective: all 32 lanes take part.
 #if !defined(SPARK_KERNEL_EMULATION)
 // The 32-bit shared-window address of a generic pointer into shared memory.
 SPK_DEVICE uint32_t shared_addr(const void* p) {
@@ -182,6 +178,11 @@ SPK_DEVICE uint32_t shared_addr(const void* p) {
   return a;
 }
 #endif
+
+// Four 8 x 8 bf16 matrices from shared memory into mma fragments (ldmatrix .x4): lane l gives the
+// 16-byte-aligned address of row l % 8 of matrix l / 8; d[m] receives matrix m's elements
+// (row lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1), the layout of an mma operand
+// register. Warp-collective: all 32 lanes take part.
 SPK_DEVICE void ldmatrix_x4(uint32_t d[4], const void* row) {
 #if defined(SPARK_KERNEL_EMULATION)
   spk_emu_ldmatrix_x4(d, row);

@@ -184,7 +184,7 @@ std::vector<int> Grids(int64_t natural, bool small_too = true) {
 }
 int64_t Ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int kAllTokens = 0x7fffffff;  // tokens_to of an op that runs for every step size
-constexpr int kMaxGrid = 2048;  // the cap of spark-compile's launch grids (LowerToKernels.cpp)
+constexpr int kMaxGrid = spark::abi::kMaxLaunchBlocks;  // spark-compile's cap on launch grids
 
 // ---- comparison and the result table ----
 struct Err {
@@ -351,13 +351,24 @@ void CheckResidualRmsNorm(int T, int cols, bool weight, Alias alias, int misalig
 }
 
 // ---- bf16 activations (kernel_abi.h ActivationPrecision) ----
-void SetActivationPrecision(int precision) {
+// The kernels' activation precision is bf16 while one of these lives (launches made in its scope
+// round their f32 outputs), f32 again after.
+class Bf16Activations {
+ public:
+  Bf16Activations() { Set(spark::abi::kActivationBF16); }
+  ~Bf16Activations() { Set(spark::abi::kActivationF32); }
+  Bf16Activations(const Bf16Activations&) = delete;
+  Bf16Activations& operator=(const Bf16Activations&) = delete;
+
+ private:
+  static void Set(int precision) {
 #if defined(SPARK_KERNEL_EMULATION)
-  spark_activation_precision = precision;
+    spark_activation_precision = precision;
 #else
-  CK(cudaMemcpyToSymbol(spark_activation_precision, &precision, sizeof(precision)));
+    CK(cudaMemcpyToSymbol(spark_activation_precision, &precision, sizeof(precision)));
 #endif
-}
+  }
+};
 std::vector<float> RoundedToBf16(std::vector<float> v) {
   for (float& f : v) f = spark::rt::Bf16ToF32(spark::rt::F32ToBf16(f));
   return v;
@@ -396,10 +407,11 @@ void CheckLinearBf16Act(int T, int out, int in) {
   Dev<float> d_y(ref.size());
   const bool mma = T >= 16 && in % 8 == 0;
   d_y.Poison();
-  SetActivationPrecision(spark::abi::kActivationBF16);
-  Launch("linear", check_linear, static_cast<int>(mma ? Ceil(T, 64) * Ceil(out, 128) : Ceil(out, 8)),
-         d_x.p, d_w.p, d_y.p, T, out, in);
-  SetActivationPrecision(spark::abi::kActivationF32);
+  {
+    const Bf16Activations bf16_activations;
+    const int grid = static_cast<int>(mma ? Ceil(T, 64) * Ceil(out, 128) : Ceil(out, 8));
+    Launch("linear", check_linear, grid, d_x.p, d_w.p, d_y.p, T, out, in);
+  }
   ReportBf16("linear", Fmt("T=%d out=%d in=%d [%s]", T, out, in, mma ? "mma" : "gemv"),
              d_y.Download(), ref);
 }
@@ -414,10 +426,11 @@ void CheckResidualRmsNormBf16Act(int T, int cols) {
   Dev<float> d_x(x), d_res(res), d_y(ref.size());
   Dev<bf16> d_w(w);
   d_y.Poison();
-  SetActivationPrecision(spark::abi::kActivationBF16);
-  Launch("residual_rms_norm", check_residual_rms_norm, T, d_x.p, d_w.p, d_res.p, d_y.p, T, cols,
-         1e-6f);
-  SetActivationPrecision(spark::abi::kActivationF32);
+  {
+    const Bf16Activations bf16_activations;
+    Launch("residual_rms_norm", check_residual_rms_norm, T, d_x.p, d_w.p, d_res.p, d_y.p, T, cols,
+           1e-6f);
+  }
   ReportBf16("residual_rms_norm", Fmt("T=%d cols=%d", T, cols), d_y.Download(), ref);
 }
 
@@ -429,10 +442,11 @@ void CheckGeluMulBf16Act(int T, int cols) {
   host::GeluMul(a.data(), b.data(), ref.data(), T, cols);
   Dev<float> d_a(a), d_b(b), d_y(ref.size());
   d_y.Poison();
-  SetActivationPrecision(spark::abi::kActivationBF16);
-  Launch("gelu_mul", check_gelu_mul, static_cast<int>(Ceil(static_cast<int64_t>(T) * cols, 1024)),
-         d_a.p, d_b.p, d_y.p, T, cols);
-  SetActivationPrecision(spark::abi::kActivationF32);
+  {
+    const Bf16Activations bf16_activations;
+    const int grid = static_cast<int>(Ceil(static_cast<int64_t>(T) * cols, 1024));
+    Launch("gelu_mul", check_gelu_mul, grid, d_a.p, d_b.p, d_y.p, T, cols);
+  }
   ReportBf16("gelu_mul", Fmt("T=%d cols=%d", T, cols), d_y.Download(), ref);
 }
 
@@ -816,10 +830,11 @@ void CheckMoeGateUp(int T, int hidden, int inter, int E, int K, const std::vecto
                                 grouped ? " grouped" : "");
   if (bf16_act) {
     d_act.Poison();
-    SetActivationPrecision(spark::abi::kActivationBF16);
-    Launch("moe_gate_up", check_moe_gate_up, kMaxGrid, d_x.p, d_gu.p, d_idx.p, d_act.p, T, hidden,
-           inter, E, K, 1, kAllTokens);
-    SetActivationPrecision(spark::abi::kActivationF32);
+    {
+      const Bf16Activations bf16_activations;
+      Launch("moe_gate_up", check_moe_gate_up, kMaxGrid, d_x.p, d_gu.p, d_idx.p, d_act.p, T,
+             hidden, inter, E, K, 1, kAllTokens);
+    }
     ReportBf16("moe_gate_up", shape, d_act.Download(), ref);
     return;
   }
@@ -880,15 +895,16 @@ void CheckMoeDown(int T, int hidden, int inter, int E, int K, const std::vector<
   Err e_parts, e_combine, e_whole;
   if (bf16_act) {
     d_parts.Poison();
-    SetActivationPrecision(spark::abi::kActivationBF16);
-    Launch("moe_down", check_moe_down, kMaxGrid, d_act.p, d_down.p, d_w.p, d_idx.p, d_y.p, parts,
-           T, hidden, inter, E, K, 1, kAllTokens);
-    const std::vector<float> got = d_parts.Download();
-    e_parts.Merge(Compare(got, ref_parts));
-    host::MoeCombine(got.data(), combined.data(), T, hidden, K);
-    d_y.Poison();
-    Launch("moe_combine", check_moe_combine, kMaxGrid, d_parts.p, d_y.p, T, hidden, K);
-    SetActivationPrecision(spark::abi::kActivationF32);
+    {
+      const Bf16Activations bf16_activations;
+      Launch("moe_down", check_moe_down, kMaxGrid, d_act.p, d_down.p, d_w.p, d_idx.p, d_y.p, parts,
+             T, hidden, inter, E, K, 1, kAllTokens);
+      const std::vector<float> got = d_parts.Download();
+      e_parts.Merge(Compare(got, ref_parts));
+      host::MoeCombine(got.data(), combined.data(), T, hidden, K);
+      d_y.Poison();
+      Launch("moe_combine", check_moe_combine, kMaxGrid, d_parts.p, d_y.p, T, hidden, K);
+    }
     Report("moe_down", shape + " partials [act=bf16]", e_parts, 1e-4);
     ReportBf16("moe_combine", shape, d_y.Download(), combined);
     return;

@@ -40,16 +40,13 @@ using namespace spark;
 namespace {
 
 constexpr int64_t kAlignment = 256;
-/// The most blocks a launch gets. Every kernel grid-strides over its work (kernel_abi.h), and the
-/// plan's grid is sized for max_tokens, so a decode step (one token) of a large grid mostly
-/// schedules blocks with nothing to do (e.g. 43,008 for the 31B gelu_mul at max-tokens 512, of
-/// which 84 have work). 2048 blocks fill the GPUs Spark targets several times over (H200: 132
-/// SMs; GB10: 48) at up to 16 resident blocks per SM, and bound that waste.
-constexpr int64_t kMaxGrid = 2048;
 
 int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t clampGrid(int64_t blocks) { return std::clamp<int64_t>(blocks, 1, kMaxGrid); }
+/// The most blocks a launch gets: kernel_abi.h kMaxLaunchBlocks says why.
+int64_t clampGrid(int64_t blocks) {
+  return std::clamp<int64_t>(blocks, 1, abi::kMaxLaunchBlocks);
+}
 
 /// Blocks a decode step's attention should run at least (about two per SM on a 132-SM H200, five
 /// on the 48-SM GB10): a layer with q query heads splits each head's keys into up to

@@ -252,6 +252,14 @@ SPARK_ABI_HD constexpr KeyRange AttentionSplitRange(int n, int s, int j) {
   return {static_cast<int>(begin), static_cast<int>(rest < per ? rest : per)};
 }
 
+// ---- Launch grids ----
+// The most blocks spark-compile gives a launch (every kernel grid-strides, so any grid is
+// correct). Grids are sized for max_tokens, so a decode step of a large grid mostly schedules
+// blocks with nothing to do (e.g. 43,008 for the 31B gelu_mul at max-tokens 512, of which 84 have
+// work); 2048 blocks fill the GPUs Spark targets several times over (H200: 132 SMs; GB10: 48) at
+// up to 16 resident blocks per SM, and bound that waste. The GPU harnesses launch with it too.
+inline constexpr int kMaxLaunchBlocks = 2048;
+
 // ---- MoE experts grouped by expert ----
 // Steps of at least this many tokens run the experts grouped by expert on tensor cores
 // (moe_gate_up always; moe_down when given a workspace, then moe_combine sums its rows).
