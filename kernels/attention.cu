@@ -6,8 +6,10 @@
 // elements to f32 as it loads them (16-byte f32 or 8-byte bf16 loads per lane).
 //
 // spark_attention: one block (128 threads = 4 warps) per (token, query head, split), grid-stride
-// over T * q_heads * s. The query at position p sees keys j in [lo, p], lo = max(0, p - window + 1)
-// when window > 0 (sliding: `window` keys including itself), else 0 (causal). Split over the KV
+// over T * q_heads * s. The query at position p sees keys j in [lo, hi], lo = max(0, p - window + 1)
+// when window > 0 (sliding: `window` keys including itself), else 0 (causal); hi = p, or
+// max(p, last_visible[t]) when last_visible is given (the vision-bidirectional mask of Gemma 4
+// 26B/31B: a soft token also sees the later tokens of its image block). Split over the KV
 // length (flash-decoding, kernel_abi.h): with s = AttentionSplits(T, max_splits, split_rows) > 1,
 // each of the s key ranges of a (token, head) is one block that writes an unnormalised partial
 // record (o, m, l) to `partials`, and spark_attention_merge combines the s records into y; a
@@ -239,8 +241,8 @@ template <typename C>
 SPK_DEVICE void attention(const float* q, const int* positions, const C* k_cache,
                           const C* v_cache, float* y, float* partials, int num_tokens,
                           int q_heads, int kv_heads, int head_dim, int capacity, int window,
-                          float scale, int max_splits, int split_rows, float* s_m, float* s_l,
-                          float (*s_o)[kMaxHeadDim]) {
+                          float scale, int max_splits, int split_rows, const int* last_visible,
+                          float* s_m, float* s_l, float (*s_o)[kMaxHeadDim]) {
   const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
   const int splits =
       partials == nullptr ? 1 : spark::abi::AttentionSplits(num_tokens, max_splits, split_rows);
@@ -256,9 +258,10 @@ SPK_DEVICE void attention(const float* q, const int* positions, const C* k_cache
     int kvh = h / group;
     if (kvh >= kv_heads) kvh = kv_heads - 1;
     const int p = ldg_i(positions + t);
-    const int lo = window > 0 ? (p - window + 1 > 0 ? p - window + 1 : 0) : 0;
-    const int n = p >= 0 ? p - lo + 1 : 0;
-    const spark::abi::KeyRange range = spark::abi::AttentionSplitRange(n, splits, split);
+    const spark::abi::KeyRange keys = spark::abi::AttentionKeys(
+        p, window, last_visible != nullptr ? ldg_i(last_visible + t) : p);
+    const int lo = keys.begin;
+    const spark::abi::KeyRange range = spark::abi::AttentionSplitRange(keys.count, splits, split);
     const int64_t off = th * head_dim;  // q and y: [T, q_heads, head_dim]
     float* record = splits > 1 ? partials + u * record_floats : nullptr;
     if (vec && head_dim <= 256) {
@@ -301,7 +304,8 @@ SPK_EXPORT void spark_kv_write(const float* k, const float* v, const int* positi
 SPK_EXPORT void spark_attention(const float* q, const int* positions, const void* k_cache,
                                 const void* v_cache, float* y, float* partials, int num_tokens,
                                 int q_heads, int kv_heads, int head_dim, int capacity, int window,
-                                float scale, int max_splits, int split_rows, int cache_dtype) {
+                                float scale, int max_splits, int split_rows, int cache_dtype,
+                                const int* last_visible) {
   using namespace spk::attn;
   __shared__ float s_m[kWarps];
   __shared__ float s_l[kWarps];
@@ -310,11 +314,13 @@ SPK_EXPORT void spark_attention(const float* q, const int* positions, const void
   if (cache_dtype == spark::abi::kCacheF32) {
     attention(q, positions, static_cast<const float*>(k_cache),
               static_cast<const float*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
-              head_dim, capacity, window, scale, max_splits, split_rows, s_m, s_l, s_o);
+              head_dim, capacity, window, scale, max_splits, split_rows, last_visible, s_m, s_l,
+              s_o);
   } else if (cache_dtype == spark::abi::kCacheBF16) {
     attention(q, positions, static_cast<const unsigned short*>(k_cache),
               static_cast<const unsigned short*>(v_cache), y, partials, num_tokens, q_heads,
-              kv_heads, head_dim, capacity, window, scale, max_splits, split_rows, s_m, s_l, s_o);
+              kv_heads, head_dim, capacity, window, scale, max_splits, split_rows, last_visible,
+              s_m, s_l, s_o);
   } else {
     const int64_t n = static_cast<int64_t>(num_tokens) * q_heads * head_dim;
     for (int64_t i = spk::global_thread(); i < n; i += spk::grid_threads()) y[i] = spk::nanf_();

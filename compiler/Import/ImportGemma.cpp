@@ -99,6 +99,8 @@ private:
   OpBuilder b;
   Location fileLoc = UnknownLoc::get(ctx);
   Value positions;
+  /// The entry's last_visible input (vision-bidirectional models only), else null.
+  Value lastVisible;
   /// K/V values of each non-shared layer, for the layers that share them.
   DenseMap<int64_t, std::pair<Value, Value>> layerKv;
 };
@@ -185,8 +187,11 @@ Value GraphBuilder::attention(Value a, const LayerConfig &l) {
     layerKv[l.index] = {k, v};
     cache = formatv("kv.layers.{0}", l.index).str();
   }
+  // Section 6.5: with use_bidirectional_attention "vision", the soft tokens of one image see
+  // each other on sliding layers (last_visible); full layers stay causal.
+  Value lastVisibleOperand = l.full ? Value() : lastVisible;
   auto attn = AttentionOp::create(
-      b, loc(p + ".attention"), q.getType(), q, k, v, positions,
+      b, loc(p + ".attention"), q.getType(), q, k, v, positions, lastVisibleOperand,
       FlatSymbolRefAttr::get(ctx, cache), b.getI64IntegerAttr(l.full ? 0 : c.slidingWindow),
       b.getF32FloatAttr(1.0f), l.kvShared ? b.getUnitAttr() : UnitAttr());
   Value o = reshape(attn, {nq * d}, p + ".attention.reshape");
@@ -267,16 +272,21 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
 
   Type hiddenRows = act({c.hiddenSize});
   SmallVector<Type> inputs{idsType(), idsType(), hiddenRows, idsType()};
+  SmallVector<StringRef> inputNames{"ids", "positions", "soft_embeddings", "soft_indices"};
+  if (c.bidirectionalVision) {
+    inputs.push_back(idsType());
+    inputNames.push_back("last_visible");
+  }
   auto fn = func::FuncOp::create(b, loc("forward"), "forward",
                                  b.getFunctionType(inputs, {act({c.vocabSize})}));
-  static constexpr const char *kInputNames[] = {"ids", "positions", "soft_embeddings",
-                                                "soft_indices"};
-  for (auto [i, name] : llvm::enumerate(kInputNames))
+  for (auto [i, name] : llvm::enumerate(inputNames))
     fn.setArgAttr(i, "spark.input", b.getStringAttr(name));
   Block *body = fn.addEntryBlock();
   b.setInsertionPointToStart(body);
   Value ids = body->getArgument(0);
   positions = body->getArgument(1);
+  if (c.bidirectionalVision)
+    lastVisible = body->getArgument(4);
 
   // Section 10: placeholder ids embed as the pad id, then the soft tokens replace those rows.
   Value maskedIds = ids;
@@ -370,6 +380,9 @@ void printSummary(const GemmaConfig &c, llvm::raw_ostream &os) {
   if (c.numKvSharedLayers > 0)
     os << llvm::formatv("kv sharing: last {0} layers read earlier layers' caches\n",
                         c.numKvSharedLayers);
+  if (c.bidirectionalVision)
+    os << "vision:     bidirectional within each image on sliding layers "
+          "(use_bidirectional_attention \"vision\"); full layers and decode causal\n";
   os << "layer  type     heads  kv  head_dim  rope_pairs  k=v  kv_cache     mlp\n";
   for (const LayerConfig &l : c.layers) {
     std::string cache = l.kvShared ? llvm::formatv("<- layer {0}", l.kvSource).str()

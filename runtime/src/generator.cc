@@ -165,14 +165,24 @@ absl::Status Generation::Run(absl::Span<const int32_t> ids, int64_t first_positi
 
 absl::Status Generation::Prefill(absl::Span<const int32_t> prompt, const SoftTokens* soft) {
   const absl::Time start = absl::Now();
-  const int64_t chunk = plan_.max_tokens;
-  for (int64_t begin = 0; begin < static_cast<int64_t>(prompt.size()); begin += chunk) {
-    const int64_t count = std::min<int64_t>(chunk, prompt.size() - begin);
+  const int64_t length = static_cast<int64_t>(prompt.size());
+  // Image blocks matter only to a model with vision-bidirectional attention.
+  std::vector<int32_t> last_visible;
+  if (soft != nullptr && plan_.input_last_visible >= 0) {
+    last_visible = LastVisiblePositions(length, *soft);
+  }
+  SPARK_ASSIGN_OR_RETURN(const std::vector<PrefillChunk> chunks,
+                         PlanPrefillChunks(length, plan_.max_tokens, last_visible));
+  for (const PrefillChunk& chunk : chunks) {
+    const int64_t count = chunk.end - chunk.begin;
     SoftChunkRows rows;
-    if (soft != nullptr) rows = SelectSoftRows(*soft, begin, count);
-    const SoftTokenChunk soft_chunk{rows.embeddings, rows.indices};
-    SPARK_RETURN_IF_ERROR(
-        Run(prompt.subspan(begin, count), begin, rows.indices.empty() ? nullptr : &soft_chunk));
+    if (soft != nullptr) rows = SelectSoftRows(*soft, chunk.begin, count);
+    SoftTokenChunk soft_chunk{rows.embeddings, rows.indices};
+    if (!last_visible.empty() && !rows.indices.empty()) {
+      soft_chunk.last_visible = absl::MakeConstSpan(last_visible).subspan(chunk.begin, count);
+    }
+    SPARK_RETURN_IF_ERROR(Run(prompt.subspan(chunk.begin, count), chunk.begin,
+                              rows.indices.empty() ? nullptr : &soft_chunk));
   }
   SampleNext();
   result_.prefill_tokens = static_cast<int64_t>(prompt.size());
@@ -208,6 +218,51 @@ double GenerateResult::prefill_tokens_per_second() const {
 
 double GenerateResult::decode_tokens_per_second() const {
   return Rate(decode_tokens, decode_seconds);
+}
+
+std::vector<int32_t> LastVisiblePositions(int64_t prompt_length, const SoftTokens& soft) {
+  std::vector<bool> is_soft(static_cast<size_t>(prompt_length), false);
+  for (const int64_t p : soft.positions) {
+    if (p >= 0 && p < prompt_length) is_soft[p] = true;
+  }
+  std::vector<int32_t> last(static_cast<size_t>(prompt_length));
+  for (int64_t p = prompt_length - 1; p >= 0; --p) {
+    const bool continues = is_soft[p] && p + 1 < prompt_length && is_soft[p + 1];
+    last[p] = continues ? last[p + 1] : static_cast<int32_t>(p);
+  }
+  return last;
+}
+
+absl::StatusOr<std::vector<PrefillChunk>> PlanPrefillChunks(
+    int64_t prompt_length, int64_t max_tokens, absl::Span<const int32_t> last_visible) {
+  if (max_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the plan's max_tokens must be positive, got ", max_tokens));
+  }
+  std::vector<PrefillChunk> chunks;
+  for (int64_t begin = 0; begin < prompt_length;) {
+    int64_t end = std::min(begin + max_tokens, prompt_length);
+    if (!last_visible.empty() && end < prompt_length && last_visible[end - 1] >= end) {
+      // Position end - 1 belongs to a block that goes on: end the chunk before the block.
+      const int32_t block_last = last_visible[end - 1];
+      int64_t block_begin = end - 1;
+      while (block_begin > 0 && last_visible[block_begin - 1] == block_last) --block_begin;
+      if (block_begin <= begin) {
+        const int64_t block_tokens = block_last - block_begin + 1;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the image block at prompt positions ", block_begin, "..", block_last, " has ",
+            block_tokens, " soft tokens, more than the ", max_tokens,
+            " tokens one step of this plan processes (its max_tokens); the tokens of an image "
+            "attend to each other and must be processed in one step: recompile with "
+            "spark-compile --max-tokens ",
+            block_tokens, " (or more)"));
+      }
+      end = block_begin;
+    }
+    chunks.push_back({begin, end});
+    begin = end;
+  }
+  return chunks;
 }
 
 absl::StatusOr<SoftTokens> LoadSoftTokens(const std::string& path, int64_t hidden) {

@@ -116,6 +116,12 @@ void HostExecutor::WriteInputs(absl::Span<const int32_t> ids, absl::Span<const i
   std::memcpy(BufferData(plan_.input_ids), ids.data(), ids.size() * sizeof(int32_t));
   std::memcpy(BufferData(plan_.input_positions), positions.data(),
               positions.size() * sizeof(int32_t));
+  if (plan_.input_last_visible >= 0) {
+    const bool blocks = soft != nullptr && !soft->last_visible.empty();
+    std::memcpy(BufferData(plan_.input_last_visible),
+                blocks ? soft->last_visible.data() : positions.data(),
+                positions.size() * sizeof(int32_t));
+  }
   if (soft == nullptr || soft->indices.empty()) return;
   std::memcpy(BufferData(plan_.soft_embeddings), soft->embeddings.data(),
               soft->embeddings.size() * sizeof(float));

@@ -277,7 +277,7 @@ template <typename C>
 void AttentionAs(const float* q, const int32_t* positions, const C* k_cache, const C* v_cache,
                  float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
                  int32_t head_dim, int32_t capacity, int32_t window, float scale,
-                 int32_t max_splits, int32_t split_rows) {
+                 int32_t max_splits, int32_t split_rows, const int32_t* last_visible) {
   const int32_t group = q_heads / kv_heads;
   const int64_t kv_row = static_cast<int64_t>(kv_heads) * head_dim;
   const int32_t splits =
@@ -286,9 +286,11 @@ void AttentionAs(const float* q, const int32_t* positions, const C* k_cache, con
   std::vector<double> scores;
   PartialAttention part;
   for (int32_t t = 0; t < num_tokens; ++t) {
-    const int64_t p = positions[t];
-    const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-    const int64_t n = std::max<int64_t>(0, p - first + 1);
+    const int32_t p = positions[t];
+    const abi::KeyRange keys =
+        abi::AttentionKeys(p, window, last_visible != nullptr ? last_visible[t] : p);
+    const int64_t first = keys.begin;
+    const int64_t n = keys.count;
     for (int32_t h = 0; h < q_heads; ++h) {
       const int64_t unit = static_cast<int64_t>(t) * q_heads + h;
       const float* qh = q + unit * head_dim;
@@ -321,15 +323,16 @@ void AttentionAs(const float* q, const int32_t* positions, const C* k_cache, con
 void Attention(const float* q, const int32_t* positions, const void* k_cache, const void* v_cache,
                float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
                int32_t head_dim, int32_t capacity, int32_t window, float scale,
-               int32_t max_splits, int32_t split_rows, int32_t cache_dtype) {
+               int32_t max_splits, int32_t split_rows, int32_t cache_dtype,
+               const int32_t* last_visible) {
   if (cache_dtype == abi::kCacheBF16) {
     AttentionAs(q, positions, static_cast<const uint16_t*>(k_cache),
                 static_cast<const uint16_t*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
-                head_dim, capacity, window, scale, max_splits, split_rows);
+                head_dim, capacity, window, scale, max_splits, split_rows, last_visible);
   } else {
     AttentionAs(q, positions, static_cast<const float*>(k_cache),
                 static_cast<const float*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
-                head_dim, capacity, window, scale, max_splits, split_rows);
+                head_dim, capacity, window, scale, max_splits, split_rows, last_visible);
   }
 }
 
@@ -628,7 +631,7 @@ constexpr HostKernel kHostKernels[] = {
   {"attention", CheckAttention, [](const Args& a) {
      host::Attention(a.P<f32>(0), a.P<i32>(1), a.P<const void>(2), a.P<const void>(3),
                      a.P<f32>(4), a.P<f32>(5), a.I(6), a.I(7), a.I(8), a.I(9), a.I(10), a.I(11),
-                     a.F(12), a.I(13), a.I(14), a.I(15)); }},
+                     a.F(12), a.I(13), a.I(14), a.I(15), a.P<i32>(16)); }},
   {"attention_merge", NoCheck, [](const Args& a) {
      host::AttentionMerge(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.I(4), a.I(5), a.I(6)); }},
   {"moe_topk", CheckMoeTopK, [](const Args& a) {

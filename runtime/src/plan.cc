@@ -290,6 +290,9 @@ void ReadEntryPoints(ObjectReader inputs, ObjectReader outputs, Plan* plan) {
   if (inputs.Has("soft_indices")) {
     plan->soft_indices = inputs.Int("soft_indices", kInt64Min, kInt64Max);
   }
+  if (inputs.Has("last_visible")) {
+    plan->input_last_visible = inputs.Int("last_visible", kInt64Min, kInt64Max);
+  }
   inputs.Finish();
   plan->output_logits = outputs.Int("logits", kInt64Min, kInt64Max);
   outputs.Finish();
@@ -647,6 +650,10 @@ absl::Status ValidateEntryPoints(const Plan& plan, absl::string_view origin) {
                                          DType::kI32, {}));
   SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "outputs.logits", plan.output_logits,
                                          DType::kF32, {plan.model.vocab_size}));
+  if (plan.input_last_visible >= 0) {
+    SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.last_visible",
+                                           plan.input_last_visible, DType::kI32, {}));
+  }
   if ((plan.soft_embeddings < 0) != (plan.soft_indices < 0)) {
     return PlanError(origin, "inputs",
                      "soft_embeddings and soft_indices must both be present or both absent");
@@ -807,6 +814,9 @@ Json InputsJson(const Plan& plan) {
   json.Add("positions", Json::Int(plan.input_positions));
   if (plan.soft_embeddings >= 0) json.Add("soft_embeddings", Json::Int(plan.soft_embeddings));
   if (plan.soft_indices >= 0) json.Add("soft_indices", Json::Int(plan.soft_indices));
+  if (plan.input_last_visible >= 0) {
+    json.Add("last_visible", Json::Int(plan.input_last_visible));
+  }
   return json;
 }
 

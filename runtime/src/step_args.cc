@@ -1,5 +1,6 @@
 #include "step_args.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -55,7 +56,30 @@ absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, absl::Span<co
                                                      ")"));
     }
   }
-  if (soft == nullptr || soft->indices.empty()) return absl::OkStatus();
+  if (soft == nullptr) return absl::OkStatus();
+  if (!soft->last_visible.empty()) {
+    if (plan.input_last_visible < 0) {
+      return absl::InvalidArgumentError(
+          "image blocks (last_visible) were given, but the model's attention is causal (it was "
+          "compiled without a last_visible input)");
+    }
+    if (static_cast<int64_t>(soft->last_visible.size()) != n) {
+      return absl::InvalidArgumentError(absl::StrCat("got ", n, " tokens but ",
+                                                     soft->last_visible.size(),
+                                                     " last_visible values"));
+    }
+    int32_t step_last = positions[0];
+    for (int64_t t = 1; t < n; ++t) step_last = std::max(step_last, positions[t]);
+    for (int64_t t = 0; t < n; ++t) {
+      if (soft->last_visible[t] < positions[t] || soft->last_visible[t] > step_last) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "last_visible ", soft->last_visible[t], " at step row ", t, " is outside [position ",
+            positions[t], ", the step's last position ", step_last,
+            "]: an image block must lie within one step"));
+      }
+    }
+  }
+  if (soft->indices.empty()) return absl::OkStatus();
   if (plan.soft_embeddings < 0) {
     return absl::InvalidArgumentError(
         "soft tokens were given, but the model was compiled without a soft-token merge");

@@ -164,6 +164,23 @@ class StepChecker {
                                  plan_.input_positions, ")"));
   }
 
+  // last_visible is null or the plan's last_visible input (the runtime checks its values: each
+  // in [position, last position of the step], CheckStepInputs).
+  absl::Status RequireLastVisible() {
+    const int i = SlotIndex("last_visible");
+    const StepArg& arg = step_.args[i];
+    if (arg.kind == ArgRefKind::kNull) return absl::OkStatus();
+    if (arg.kind == ArgRefKind::kBuffer && plan_.input_last_visible >= 0 &&
+        arg.index == plan_.input_last_visible) {
+      return absl::OkStatus();
+    }
+    return Error(i, absl::StrCat("last_visible of ", step_.op,
+                                 " must be null or the plan's last_visible input",
+                                 plan_.input_last_visible >= 0
+                                     ? absl::StrCat(" (buffer ", plan_.input_last_visible, ")")
+                                     : std::string(" (the plan has none)")));
+  }
+
   // k_cache, v_cache and capacity name the same cache, whose rows are kv_heads x head_dim and
   // whose element type is cache_dtype.
   absl::Status RequireCache(int64_t kv_heads, int64_t head_dim) {
@@ -292,6 +309,7 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
     SPARK_RETURN_IF_ERROR(c.RequirePositions());
     SPARK_RETURN_IF_ERROR(c.Require({"y", row}));
     SPARK_RETURN_IF_ERROR(c.RequireAttentionWorkspace("partials", /*optional=*/true));
+    SPARK_RETURN_IF_ERROR(c.RequireLastVisible());
     return c.RequireCache(kv_heads, head_dim);
   }
   if (op == "attention_merge") {

@@ -31,7 +31,7 @@ func.func private @forward(tensor<?xi32> {spark.input = "ids"}, tensor<?xi32> {s
 // -----
 
 // An entry argument without a spark.input attribute.
-// expected-error @+1 {{'func.func' op expects every argument to carry spark.input = "ids", "positions", "soft_embeddings" or "soft_indices"; argument 1 does not}}
+// expected-error @+1 {{'func.func' op expects every argument to carry spark.input = "ids", "positions", "soft_embeddings", "soft_indices" or "last_visible"; argument 1 does not}}
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32>) -> tensor<?xi32> {
   return %ids : tensor<?xi32>
 }
@@ -39,7 +39,7 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // -----
 
 // An entry argument whose spark.input names no known input.
-// expected-error @+1 {{'func.func' op expects every argument to carry spark.input = "ids", "positions", "soft_embeddings" or "soft_indices"; argument 0 does not}}
+// expected-error @+1 {{'func.func' op expects every argument to carry spark.input = "ids", "positions", "soft_embeddings", "soft_indices" or "last_visible"; argument 0 does not}}
 func.func @forward(%ids: tensor<?xi32> {spark.input = "tokens"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?xi32> {
   return %ids : tensor<?xi32>
 }

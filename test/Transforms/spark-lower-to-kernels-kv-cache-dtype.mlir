@@ -3,7 +3,7 @@
 // RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=f32" | FileCheck %s --check-prefix=F32
 // RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=f16" 2>&1 | FileCheck %s --check-prefix=BAD
 
-// The element type of the KV caches: kv_write and attention take it as their last argument
+// The element type of the KV caches: kv_write takes it as its last argument, attention before last_visible
 // (cache_dtype, kernel_abi.h: 0 = f32, 1 = bf16), a literal folded into their entries.
 // kv-cache-dtype sets element_type on every spark.kv_cache; without it each cache keeps what the
 // module declares (f32 when absent).
@@ -11,9 +11,9 @@
 // BF16: spark.kv_cache @kv.layers.0 sliding {element_type = bf16,
 // BF16: spark.kv_cache @kv.layers.1 full {element_type = bf16,
 // BF16: spark.launch "kv_write" {{.*}} {kv_capacity = 0 : i64}, {i32 = 1 : i32}] {source = "layers.0.self_attn.kv_write"}
-// BF16: spark.launch "attention" {{.*}} {i32 = 1 : i32}] {source = "layers.0.self_attn"}
+// BF16: spark.launch "attention" {{.*}} {i32 = 1 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
 // BF16: spark.launch "kv_write" {{.*}} {kv_capacity = 1 : i64}, {i32 = 1 : i32}] {source = "layers.1.self_attn.kv_write"}
-// BF16: spark.launch "attention" {{.*}} {i32 = 1 : i32}] {source = "layers.1.self_attn"}
+// BF16: spark.launch "attention" {{.*}} {i32 = 1 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
 // BF16: gpu.func @spark_kv_write__0(
 // BF16-NEXT: llvm.mlir.constant(1 : i32) : i32
 // BF16-NEXT: llvm.mlir.constant(8 : i32) : i32
@@ -23,9 +23,9 @@
 // ASIS: spark.kv_cache @kv.layers.0 sliding {head_dim
 // ASIS: spark.kv_cache @kv.layers.1 full {element_type = bf16,
 // ASIS: spark.launch "kv_write" {{.*}} {kv_capacity = 0 : i64}, {i32 = 0 : i32}] {source = "layers.0.self_attn.kv_write"}
-// ASIS: spark.launch "attention" {{.*}} {i32 = 0 : i32}] {source = "layers.0.self_attn"}
+// ASIS: spark.launch "attention" {{.*}} {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
 // ASIS: spark.launch "kv_write" {{.*}} {kv_capacity = 1 : i64}, {i32 = 1 : i32}] {source = "layers.1.self_attn.kv_write"}
-// ASIS: spark.launch "attention" {{.*}} {i32 = 1 : i32}] {source = "layers.1.self_attn"}
+// ASIS: spark.launch "attention" {{.*}} {i32 = 1 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
 
 // F32: spark.kv_cache @kv.layers.1 full {element_type = f32,
 // F32: spark.launch "kv_write" {{.*}} {kv_capacity = 1 : i64}, {i32 = 0 : i32}] {source = "layers.1.self_attn.kv_write"}

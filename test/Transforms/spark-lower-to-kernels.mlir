@@ -28,9 +28,9 @@
 // CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
 // CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__1 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[K]] : i64}, {buffer = 1 : i64}, {buffer = [[KR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
 // CHECK-NEXT: spark.launch "kv_write" @kernels::@spark_kv_write__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[KR]] : i64}, {buffer = [[V]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}] {source = "layers.0.self_attn.kv_write"}
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O0:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}] {source = "layers.0.self_attn"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O0:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
 // The kv_shared attention writes nothing and reuses the entry of the first one.
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O1:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O1:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[O0]] : i64}, {buffer = [[O1]] : i64}, {buffer = [[O:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
 // CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[O]] : i64}, {weight = 4 : i64}, {buffer = [[ATTN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {buffer = [[ATTN]] : i64}, {buffer = [[H:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
@@ -49,7 +49,7 @@
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.func @spark_rms_norm(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, f32)
 // CHECK-DAG: llvm.func @spark_kv_write(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
-// CHECK-DAG: llvm.func @spark_attention(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, f32, i32, i32, i32)
+// CHECK-DAG: llvm.func @spark_attention(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, f32, i32, i32, i32, !llvm.ptr)
 // CHECK: gpu.func @spark_rms_norm__0(%[[X:[a-z0-9]+]]: !llvm.ptr, %[[W:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
 // CHECK-DAG: %[[GROUPS:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[COLS:.*]] = llvm.mlir.constant(16 : i32) : i32
@@ -64,7 +64,7 @@
 // CHECK-DAG: %[[DT:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK: llvm.call @spark_kv_write(%[[K]], %[[V]], %[[P]], %[[KC]], %[[VC]], %[[T]], %[[KVH]], %[[HD]], %[[CAP]], %[[DT]])
 // CHECK-NEXT: gpu.return
-// CHECK: gpu.func @spark_attention__0(%[[Q:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[PART:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+// CHECK: gpu.func @spark_attention__0(%[[Q:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[PART:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32, %[[LV:[a-z0-9]+]]: !llvm.ptr) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
 // CHECK-DAG: %[[QH:.*]] = llvm.mlir.constant(2 : i32) : i32
 // CHECK-DAG: %[[KVH:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[HD:.*]] = llvm.mlir.constant(8 : i32) : i32
@@ -73,7 +73,7 @@
 // CHECK-DAG: %[[NOSPLIT:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[ROWS:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-DAG: %[[ADT:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK: llvm.call @spark_attention(%[[Q]], %[[P]], %[[KC]], %[[VC]], %[[Y]], %[[PART]], %[[T]], %[[QH]], %[[KVH]], %[[HD]], %[[CAP]], %[[WIN]], %[[SCALE]], %[[NOSPLIT]], %[[ROWS]], %[[ADT]])
+// CHECK: llvm.call @spark_attention(%[[Q]], %[[P]], %[[KC]], %[[VC]], %[[Y]], %[[PART]], %[[T]], %[[QH]], %[[KVH]], %[[HD]], %[[CAP]], %[[WIN]], %[[SCALE]], %[[NOSPLIT]], %[[ROWS]], %[[ADT]], %[[LV]])
 // CHECK-NEXT: gpu.return
 // CHECK-NOT: gpu.func @spark_rms_norm__2
 // CHECK-NOT: gpu.func @spark_attention__1
@@ -129,11 +129,11 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: {dtype = "f32", name = "layers.0.self_attn.partials", offset = {{[0-9]+}} : i64, row_shape = [16, 2, 12]}
 // CHECK-SAME: {dtype = "f32", name = "layers.1.self_attn.partials", offset = {{[0-9]+}} : i64, row_shape = [1, 2, 12]}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__0 grid [128, 1, 1] block [128, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[Y0:[0-9]+]] : i64}, {buffer = [[P0:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 64 : i32}, {i32 = 64 : i32}, {i32 = 0 : i32}] {source = "layers.0.self_attn"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__0 grid [128, 1, 1] block [128, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[Y0:[0-9]+]] : i64}, {buffer = [[P0:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 64 : i32}, {i32 = 64 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
 // CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[P0]] : i64}, {buffer = [[Y0]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 64 : i32}, {i32 = 64 : i32}] {source = "layers.0.self_attn.merge"}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__1 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {k_cache = 1 : i64}, {v_cache = 1 : i64}, {buffer = [[Y1:[0-9]+]] : i64}, {buffer = [[P1:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 1 : i64}, {i32 = 200 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 0 : i32}] {source = "layers.1.self_attn"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__1 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {k_cache = 1 : i64}, {v_cache = 1 : i64}, {buffer = [[Y1:[0-9]+]] : i64}, {buffer = [[P1:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 1 : i64}, {i32 = 200 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
 // CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__1 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[P1]] : i64}, {buffer = [[Y1]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 4 : i32}] {source = "layers.1.self_attn.merge"}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__2 {{.*}} {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 2 : i64}, {i32 = 64 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}] {source = "layers.2.self_attn"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__2 {{.*}} {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 2 : i64}, {i32 = 64 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.2.self_attn"}
 // CHECK-NOT: attention_merge
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.func @spark_attention_merge(!llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)

@@ -653,10 +653,16 @@ void CheckKvWrite(int T, int kv_heads, int head_dim, int capacity, int pos0, int
 // max_splits > 1: the split path (flash-decoding): the partial records of attention against the
 // host's, the merge of the GPU's records against the host's merge, and that merge against the
 // unsplit host result (the split changes only rounding). C: the cache element (float or bf16).
+// Block: step rows [begin, end) form an image block of the vision-bidirectional mask (each sees
+// up to the block's last position: last_visible); begin < 0: causal (last_visible null).
+struct Block {
+  int begin = -1;
+  int end = -1;
+};
 template <typename C = float>
 void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity, int window,
                     int pos0, float q_sigma, int max_splits = 1, int split_rows = 0,
-                    int cache_offset = 0) {
+                    int cache_offset = 0, Block block = {}) {
   if (!Enabled("attention") && !Enabled("attention_merge")) return;
   const size_t kv_n = static_cast<size_t>(capacity) * kv_heads * head_dim;
   const size_t q_n = static_cast<size_t>(T) * q_heads * head_dim;
@@ -665,27 +671,32 @@ void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity
   const int cache_dtype = CacheDType<C>();
   std::vector<int> pos(T);
   for (int t = 0; t < T; ++t) pos[t] = pos0 + t;
+  std::vector<int> last(pos);
+  for (int t = std::max(block.begin, 0); t < block.end; ++t) last[t] = pos[block.end - 1];
+  const int* h_last = block.begin >= 0 ? last.data() : nullptr;
   const float scale = 1.0f;
   const int splits = spark::abi::AttentionSplits(T, max_splits, split_rows);
   const size_t rec = spark::abi::AttentionRecordFloats(head_dim);
   const size_t used = static_cast<size_t>(T) * q_heads * splits * rec;
   std::vector<float> ref(q_n), ref_parts(max_splits > 1 ? split_rows * q_heads * rec : 0, NAN);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), ref.data(), nullptr, T, q_heads,
-                  kv_heads, head_dim, capacity, window, scale, 1, 0, cache_dtype);
+                  kv_heads, head_dim, capacity, window, scale, 1, 0, cache_dtype, h_last);
   const std::string shape =
-      Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. qs=%g%s%s", T, q_heads, kv_heads,
+      Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. qs=%g%s%s%s", T, q_heads, kv_heads,
           head_dim, capacity, window, pos0, q_sigma, CacheName<C>(),
-          cache_offset ? Fmt(" cache+%d", cache_offset).c_str() : "");
+          cache_offset ? Fmt(" cache+%d", cache_offset).c_str() : "",
+          block.begin >= 0 ? Fmt(" block=%d..%d", block.begin, block.end - 1).c_str() : "");
   Dev<float> d_q(q), d_y(q_n), d_parts(std::max<size_t>(ref_parts.size(), 1));
   Dev<C> d_kc(kc, cache_offset), d_vc(vc, cache_offset);
-  Dev<int> d_pos(pos);
+  Dev<int> d_pos(pos), d_last(last);
+  const int* d_lastp = block.begin >= 0 ? d_last.p : nullptr;
   if (max_splits <= 1) {
     Err e;
     for (int g : Grids(static_cast<int64_t>(T) * q_heads)) {
       d_y.Poison();
       Launch("attention", check_attention, g, d_q.p, d_pos.p, d_kc.p, d_vc.p, d_y.p,
              static_cast<float*>(nullptr), T, q_heads, kv_heads, head_dim, capacity, window,
-             scale, 1, 0, cache_dtype);
+             scale, 1, 0, cache_dtype, d_lastp);
       e.Merge(Compare(d_y.Download(), ref));
     }
     Report("attention", shape, e, 1e-4);
@@ -694,14 +705,14 @@ void CheckAttention(int T, int q_heads, int kv_heads, int head_dim, int capacity
   std::vector<float> merged_ref(q_n);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), nullptr, ref_parts.data(), T,
                   q_heads, kv_heads, head_dim, capacity, window, scale, max_splits, split_rows,
-                  cache_dtype);
+                  cache_dtype, h_last);
   const std::vector<float> ref_used(ref_parts.begin(), ref_parts.begin() + used);
   Err e_parts, e_merge, e_whole;
   for (int g : Grids(static_cast<int64_t>(T) * q_heads * splits)) {
     d_parts.Poison();
     Launch("attention", check_attention, g, d_q.p, d_pos.p, d_kc.p, d_vc.p, d_y.p, d_parts.p, T,
            q_heads, kv_heads, head_dim, capacity, window, scale, max_splits, split_rows,
-           cache_dtype);
+           cache_dtype, d_lastp);
     std::vector<float> parts = d_parts.Download();
     e_parts.Merge(Compare(std::vector<float>(parts.begin(), parts.begin() + used), ref_used));
     host::AttentionMerge(parts.data(), merged_ref.data(), T, q_heads, head_dim, max_splits,
@@ -1190,6 +1201,14 @@ int main(int argc, char** argv) {
   CheckAttention<bf16>(1, 8, 1, 256, 548, 512, 1000, 0.1f, 1, 0, 4);
   CheckAttention<bf16>(1, 8, 1, 256, 548, 512, 1000, 0.1f, 1, 0, 1);
   CheckAttention<float>(1, 8, 1, 256, 548, 512, 1000, 0.1f, 1, 0, 1);
+  // Vision-bidirectional blocks (last_visible): 26B/31B sliding shapes with an image block inside
+  // the step and one covering it, a window shorter than the block (keys p-7 .. block end), the
+  // split path, a bf16 cache with scalar loads.
+  CheckAttention(37, 16, 8, 256, 548, 512, 700, 0.1f, 1, 0, 0, {5, 30});
+  CheckAttention(37, 32, 16, 256, 1060, 1024, 1500, 0.1f, 1, 0, 0, {0, 37});
+  CheckAttention(20, 4, 2, 128, 40, 8, 100, 0.2f, 1, 0, 0, {3, 17});
+  CheckAttention(5, 4, 2, 128, 300, 64, 250, 0.2f, 64, 64, 0, {1, 4});
+  CheckAttention<bf16>(20, 4, 2, 200, 40, 8, 100, 0.2f, 1, 0, 0, {3, 17});
 
   // ---- MoE: 26B-A4B router selection (128 experts, top-8), experts hidden 2816 x
   //      intermediate 704 ----

@@ -74,9 +74,9 @@ SPK_ENTRY(256) check_kv_write(const float* k, const float* v, const int* pos, vo
 SPK_ENTRY(128) check_attention(const float* q, const int* pos, const void* kc, const void* vc,
                                float* y, float* partials, int T, int qh, int kvh, int hd, int cap,
                                int window, float scale, int max_splits, int split_rows,
-                               int cache_dtype) {
+                               int cache_dtype, const int* last_visible) {
   spark_attention(q, pos, kc, vc, y, partials, T, qh, kvh, hd, cap, window, scale, max_splits,
-                  split_rows, cache_dtype);
+                  split_rows, cache_dtype, last_visible);
 }
 SPK_ENTRY(128) check_attention_merge(const float* partials, float* y, int T, int qh, int hd,
                                      int max_splits, int split_rows) {

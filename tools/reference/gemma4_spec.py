@@ -397,7 +397,7 @@ def placeholder_mask(geom: Geometry, ids):
 
 
 def reference_forward(tensors: dict, geom: Geometry, ids, soft_positions=None, soft_embeddings=None,
-                      prefix: str = "model."):
+                      prefix: str = "model.", vision_blocks=None):
     """fp32 forward of one sequence (positions 0..S-1, no cache) from checkpoint tensors.
 
     Returns {"logits": [S, V], "hidden": [embeddings, layer0 out, ..., layer L-1 out],
@@ -405,6 +405,9 @@ def reference_forward(tensors: dict, geom: Geometry, ids, soft_positions=None, s
              "router_min_gap": smallest log-prob gap between the k-th and (k+1)-th expert (MoE)}.
     Soft tokens (spec 10): rows with position < 0 or >= S are skipped; every placeholder position
     must receive exactly one row.
+    vision_blocks (spec 6.5, only with use_bidirectional_attention "vision"): a block id per
+    position (-1: not an image token); on sliding layers a query also sees the later keys of its
+    own block (the window bound stays one-sided); full layers stay causal.
     """
     import torch
     import torch.nn.functional as F
@@ -480,6 +483,11 @@ def reference_forward(tensors: dict, geom: Geometry, ids, soft_positions=None, s
         vv = v.repeat_interleave(rep, dim=1)
         scores = torch.einsum("qhd,khd->hqk", q, kk)  # scale 1.0 (spec 6.3)
         allowed = positions[None, :] <= positions[:, None]
+        if lg.type == SLIDING and vision_blocks is not None:
+            if geom.use_bidirectional_attention != "vision":
+                raise ValueError("vision_blocks given for a model without the vision mask")
+            blk = torch.as_tensor(vision_blocks, dtype=torch.long)
+            allowed |= (blk[:, None] == blk[None, :]) & (blk[:, None] >= 0)  # spec 6.5
         if lg.type == SLIDING:
             allowed &= positions[None, :] > positions[:, None] - W  # spec 6.4: W keys incl. self
         scores = scores.masked_fill(~allowed, float("-inf"))

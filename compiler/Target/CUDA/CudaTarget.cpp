@@ -284,6 +284,7 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   plan.input_positions = intOr(inputs, "positions", -1);
   plan.soft_embeddings = intOr(inputs, "soft_embeddings", -1);
   plan.soft_indices = intOr(inputs, "soft_indices", -1);
+  plan.input_last_visible = intOr(inputs, "last_visible", -1);
   plan.output_logits = intOr(program.getOutputs(), "logits", -1);
 
   for (Attribute a : program.getBuffers()) {

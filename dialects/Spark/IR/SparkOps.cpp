@@ -266,6 +266,11 @@ LogicalResult AttentionOp::verify() {
       failed(verifySameTokens(q, k, "query", "key", emit)) ||
       failed(verifySameTokens(q, getPositions().getType(), "query", "positions", emit)))
     return failure();
+  if (Value last = getLastVisible())
+    if (failed(verifyActivation(cast<RankedTensorType>(last.getType()), 1, "last_visible", emit)) ||
+        failed(verifySameTokens(q, cast<RankedTensorType>(last.getType()), "query",
+                                "last_visible", emit)))
+      return failure();
   if (k != v)
     return emitOpError("expects key and value of the same type, got ")
            << formatShape(k.getShape()) << " and " << formatShape(v.getShape());

@@ -359,16 +359,25 @@ def Spark_AttentionOp : Spark_Op<"attention",
     A KV-shared layer (E2B/E4B) names the cache of its source layer, passes the source layer's
     k/v values and sets `kv_shared`: it reads the cache and writes nothing.
 
+    `last_visible` (optional, `[T]` i32, the entry's `last_visible` input) widens the causal
+    bound: the query of token t sees keys `j <= max(p, last_visible[t])`, the window bound
+    unchanged. It is Gemma 4's vision-bidirectional mask (`use_bidirectional_attention:
+    "vision"`, 26B/31B, sliding layers only): a soft token of an image also sees the image's later
+    tokens, which are keys of the same step.
+
     ```mlir
     %o = spark.attention %q, %k, %v, %pos {cache = @kv.layers.0, window = 512 : i64, scale = 1.0 : f32} : (tensor<?x8x256xf32>, tensor<?x1x256xf32>, tensor<?x1x256xf32>, tensor<?xi32>) -> tensor<?x8x256xf32>
+    %b = spark.attention %q, %k, %v, %pos last_visible %last {cache = @kv.layers.0, window = 512 : i64, scale = 1.0 : f32} : (tensor<?x8x256xf32>, tensor<?x1x256xf32>, tensor<?x1x256xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x256xf32>
     ```
   }];
   let arguments = (ins Spark_Activation:$query, Spark_Activation:$key, Spark_Activation:$value,
-                       Spark_IndexTensor:$positions, FlatSymbolRefAttr:$cache,
-                       Spark_I64Attr:$window, F32Attr:$scale, UnitAttr:$kv_shared);
+                       Spark_IndexTensor:$positions, Optional<Spark_IndexTensor>:$last_visible,
+                       FlatSymbolRefAttr:$cache, Spark_I64Attr:$window, F32Attr:$scale,
+                       UnitAttr:$kv_shared);
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $positions attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value `,` $positions (`last_visible` $last_visible^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -239,13 +239,13 @@ LogicalResult Lowering::collectCaches() {
 
 LogicalResult Lowering::assignBuffers() {
   static constexpr StringLiteral kInputNames[] = {"ids", "positions", "soft_embeddings",
-                                                  "soft_indices"};
+                                                  "soft_indices", "last_visible"};
   for (BlockArgument arg : entry.getArguments()) {
     auto name = entry.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "spark.input");
     if (!name || !llvm::is_contained(kInputNames, name.getValue()))
       return entry.emitOpError("expects every argument to carry spark.input = \"ids\", "
-                               "\"positions\", \"soft_embeddings\" or \"soft_indices\"; "
-                               "argument ")
+                               "\"positions\", \"soft_embeddings\", \"soft_indices\" or "
+                               "\"last_visible\"; argument ")
              << arg.getArgNumber() << " does not";
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type)
@@ -480,6 +480,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                  ceilDiv(maxTokens * rowElements(k), 256), "kv_write");
         }
         Arg query = buf(a.getQuery());
+        Arg lastVisible = a.getLastVisible() ? buf(a.getLastVisible()) : Arg::null();
         const int64_t qHeads = q.getDimSize(1), headDim = q.getDimSize(2);
         const int64_t maxSplits = attentionMaxSplits(qHeads, a.getWindow());
         if (maxSplits <= 1) {
@@ -487,7 +488,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                  {query, pos, Arg::kCache(cache), Arg::vCache(cache), out(a.getResult()),
                   Arg::null(), Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
                   Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(1), i32(0),
-                  cacheDType},
+                  cacheDType, lastVisible},
                  maxTokens * qHeads);
           return success();
         }
@@ -506,7 +507,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                {query, pos, Arg::kCache(cache), Arg::vCache(cache), y, Arg::buffer(partials),
                 Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
                 Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(maxSplits),
-                i32(splitRows), cacheDType},
+                i32(splitRows), cacheDType, lastVisible},
                std::max(maxTokens * qHeads, maxSplits * qHeads));
         nextLaunchReads({partials}, {a.getResult()}); // the merge writes the result
         launch(op, "attention_merge",

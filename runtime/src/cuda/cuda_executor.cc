@@ -350,6 +350,13 @@ absl::Status CudaExecutor::CopyInputs(absl::Span<const int32_t> ids,
   SPARK_CU_RETURN_IF_ERROR(
       api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_positions), positions.data(),
                                     positions.size() * 4, stream_));
+  if (plan_.input_last_visible >= 0) {
+    const bool blocks = soft != nullptr && !soft->last_visible.empty();
+    SPARK_CU_RETURN_IF_ERROR(
+        api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_last_visible),
+                                      blocks ? soft->last_visible.data() : positions.data(),
+                                      positions.size() * 4, stream_));
+  }
   if (soft == nullptr || soft->indices.empty()) return absl::OkStatus();
   SPARK_CU_RETURN_IF_ERROR(
       api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.soft_embeddings), soft->embeddings.data(),

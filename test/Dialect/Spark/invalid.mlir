@@ -558,6 +558,34 @@ func.func @attention_query_dynamic(%q: tensor<?x?x8xf32>, %k: tensor<?x1x8xf32>,
 
 // -----
 
+// last_visible is one i32 per token, as many tokens as the query.
+spark.kv_cache @kv sliding {window = 4 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_last_visible_rank(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %pos: tensor<?xi32>, %last: tensor<?x2xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects last_visible of rank 1, got [?, 2]}}
+  %0 = spark.attention %q, %k, %k, %pos last_visible %last {cache = @kv, window = 4 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>, tensor<?x2xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+spark.kv_cache @kv sliding {window = 4 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_last_visible_tokens(%q: tensor<3x2x8xf32>, %k: tensor<3x1x8xf32>, %pos: tensor<3xi32>, %last: tensor<4xi32>) -> tensor<3x2x8xf32> {
+  // expected-error @+1 {{'spark.attention' op expects query and last_visible to have the same token dimension, got [3, 2, 8] and [4]}}
+  %0 = spark.attention %q, %k, %k, %pos last_visible %last {cache = @kv, window = 4 : i64, scale = 1.0 : f32} : (tensor<3x2x8xf32>, tensor<3x1x8xf32>, tensor<3x1x8xf32>, tensor<3xi32>, tensor<4xi32>) -> tensor<3x2x8xf32>
+  return %0 : tensor<3x2x8xf32>
+}
+
+// -----
+
+spark.kv_cache @kv sliding {window = 4 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
+func.func @attention_last_visible_type(%q: tensor<?x2x8xf32>, %k: tensor<?x1x8xf32>, %pos: tensor<?xi32>, %last: tensor<?xf32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{operand #4 must be ranked tensor of 32-bit signless integer values}}
+  %0 = spark.attention %q, %k, %k, %pos last_visible %last {cache = @kv, window = 4 : i64, scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x1x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>, tensor<?xf32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
 // The key is [T, kv_heads, head_dim].
 spark.kv_cache @kv full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
 func.func @attention_key_rank(%q: tensor<?x2x8xf32>, %k: tensor<?x8xf32>, %v: tensor<?x1x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {

@@ -39,6 +39,8 @@ func.func @every_op(%ids: tensor<?xi32>, %pos: tensor<?xi32>, %soft: tensor<?x64
   %kr = spark.rope %k3, %pos {theta = 10000.0 : f32, rotated_pairs = 16 : i64, factor = 1.0 : f32} : (tensor<?x2x32xf32>, tensor<?xi32>) -> tensor<?x2x32xf32>
   // CHECK: spark.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {cache = @kv.layers.0, scale = 1.000000e+00 : f32, window = 8 : i64}
   %o = spark.attention %qr, %kr, %v3, %pos {cache = @kv.layers.0, window = 8 : i64, scale = 1.0 : f32} : (tensor<?x4x32xf32>, tensor<?x2x32xf32>, tensor<?x2x32xf32>, tensor<?xi32>) -> tensor<?x4x32xf32>
+  // CHECK: spark.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} last_visible %{{.*}} {cache = @kv.layers.0
+  %ob = spark.attention %qr, %kr, %v3, %pos last_visible %pos {cache = @kv.layers.0, window = 8 : i64, scale = 1.0 : f32} : (tensor<?x4x32xf32>, tensor<?x2x32xf32>, tensor<?x2x32xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x4x32xf32>
   // CHECK: spark.attention {{.*}} kv_shared
   %o2 = spark.attention %qr, %kr, %v3, %pos {cache = @kv.layers.0, window = 8 : i64, scale = 1.0 : f32, kv_shared} : (tensor<?x4x32xf32>, tensor<?x2x32xf32>, tensor<?x2x32xf32>, tensor<?xi32>) -> tensor<?x4x32xf32>
   %o2d = spark.reshape %o2 : tensor<?x4x32xf32> to tensor<?x128xf32>

@@ -41,16 +41,18 @@ class FakeExecutor : public Executor {
     std::vector<int32_t> positions;
     std::vector<int32_t> soft_indices;
     std::vector<float> soft_embeddings;
+    std::vector<int32_t> last_visible;
   };
 
   absl::Status Prepare(int64_t) override { return absl::OkStatus(); }
   MemoryUsage memory_usage() const override { return MemoryUsage(); }
   absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                        const SoftTokenChunk* soft, std::vector<float>* logits) override {
-    Call call{{ids.begin(), ids.end()}, {positions.begin(), positions.end()}, {}, {}};
+    Call call{{ids.begin(), ids.end()}, {positions.begin(), positions.end()}, {}, {}, {}};
     if (soft != nullptr) {
       call.soft_indices.assign(soft->indices.begin(), soft->indices.end());
       call.soft_embeddings.assign(soft->embeddings.begin(), soft->embeddings.end());
+      call.last_visible.assign(soft->last_visible.begin(), soft->last_visible.end());
     }
     calls.push_back(call);
     logits->clear();
@@ -203,6 +205,81 @@ TEST_F(GeneratorTest, SoftTokensAreRebasedPerChunkAndOutOfRangeRowsSkipped) {
   EXPECT_EQ(executor_.calls[2].soft_indices, (std::vector<int32_t>{1}));
   EXPECT_EQ(executor_.calls[2].soft_embeddings, (std::vector<float>{90, 91}));
   EXPECT_TRUE(executor_.calls[3].soft_indices.empty());  // decode never merges
+}
+
+SoftTokens SoftAt(std::vector<int64_t> positions) {
+  SoftTokens soft;
+  soft.hidden = kHidden;
+  soft.positions = std::move(positions);
+  soft.embeddings.assign(soft.positions.size() * kHidden, 0.5f);
+  return soft;
+}
+
+TEST(LastVisiblePositionsTest, EachRunOfSoftPositionsIsOneBlock) {
+  // Two images (2..4 and 6..7), a lone soft token at 9, rows outside the prompt ignored.
+  const SoftTokens soft = SoftAt({3, 2, 4, 6, 7, 9, -1, 12});
+  EXPECT_EQ(LastVisiblePositions(11, soft),
+            (std::vector<int32_t>{0, 1, 4, 4, 4, 5, 7, 7, 8, 9, 10}));
+  // A block cut by the end of the prompt ends there.
+  EXPECT_EQ(LastVisiblePositions(4, SoftAt({2, 3, 4, 5})), (std::vector<int32_t>{0, 1, 3, 3}));
+  EXPECT_EQ(LastVisiblePositions(3, SoftAt({})), (std::vector<int32_t>{0, 1, 2}));
+}
+
+std::vector<std::pair<int64_t, int64_t>> Chunks(int64_t length, int64_t max_tokens,
+                                                const std::vector<int32_t>& last) {
+  absl::StatusOr<std::vector<PrefillChunk>> chunks = PlanPrefillChunks(length, max_tokens, last);
+  EXPECT_TRUE(chunks.ok()) << chunks.status();
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (chunks.ok()) {
+    for (const PrefillChunk& c : *chunks) out.push_back({c.begin, c.end});
+  }
+  return out;
+}
+
+TEST(PlanPrefillChunksTest, ChunksNeverSplitAnImageBlock) {
+  using V = std::vector<std::pair<int64_t, int64_t>>;
+  EXPECT_EQ(Chunks(10, 4, {}), (V{{0, 4}, {4, 8}, {8, 10}}));  // causal: plain chunks
+  // Block 2..4 would be cut at 4: the first chunk ends before it.
+  const std::vector<int32_t> last = LastVisiblePositions(10, SoftAt({2, 3, 4}));
+  EXPECT_EQ(Chunks(10, 4, last), (V{{0, 2}, {2, 6}, {6, 10}}));
+  // A block that ends exactly at a chunk boundary, and one that fills a whole chunk.
+  EXPECT_EQ(Chunks(10, 4, LastVisiblePositions(10, SoftAt({1, 2, 3}))), (V{{0, 4}, {4, 8}, {8, 10}}));
+  EXPECT_EQ(Chunks(9, 4, LastVisiblePositions(9, SoftAt({3, 4, 5, 6}))),
+            (V{{0, 3}, {3, 7}, {7, 9}}));
+}
+
+TEST(PlanPrefillChunksTest, ABlockLongerThanAStepIsAnErrorWithTheFix) {
+  const std::vector<int32_t> last = LastVisiblePositions(10, SoftAt({1, 2, 3, 4, 5}));
+  EXPECT_TRUE(ErrorContains(PlanPrefillChunks(10, 4, last).status(),
+                            "the image block at prompt positions 1..5 has 5 soft tokens, more "
+                            "than the 4 tokens one step of this plan processes"));
+  EXPECT_TRUE(ErrorContains(PlanPrefillChunks(10, 4, last).status(),
+                            "recompile with spark-compile --max-tokens 5"));
+}
+
+TEST_F(GeneratorTest, VisionBlocksReachTheExecutorWithTheirChunk) {
+  plan_.input_last_visible = 7;
+  const SoftTokens soft = SoftAt({2, 3, 4});
+  absl::StatusOr<GenerateResult> result = Run({0, 1, 2, 3, 4, 5, 6, 7}, Options(2), &soft);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(executor_.calls.size(), 4u);
+  EXPECT_EQ(executor_.calls[0].positions, (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(executor_.calls[0].last_visible.empty());  // no soft rows: causal
+  EXPECT_EQ(executor_.calls[1].positions, (std::vector<int32_t>{2, 3, 4, 5}));
+  EXPECT_EQ(executor_.calls[1].soft_indices, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(executor_.calls[1].last_visible, (std::vector<int32_t>{4, 4, 4, 5}));
+  EXPECT_EQ(executor_.calls[2].positions, (std::vector<int32_t>{6, 7}));
+  EXPECT_TRUE(executor_.calls[3].last_visible.empty());  // decode is causal
+}
+
+TEST_F(GeneratorTest, CausalModelsChunkAcrossSoftRuns) {
+  // Without a last_visible input the blocks do not matter: plain chunks, no last_visible.
+  const SoftTokens soft = SoftAt({2, 3, 4});
+  absl::StatusOr<GenerateResult> result = Run({0, 1, 2, 3, 4, 5, 6, 7}, Options(1), &soft);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(executor_.calls.size(), 2u);
+  EXPECT_EQ(executor_.calls[0].positions, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(executor_.calls[0].last_visible.empty());
 }
 
 TEST_F(GeneratorTest, RejectsSoftTokensOfTheWrongWidth) {

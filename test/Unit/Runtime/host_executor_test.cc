@@ -50,7 +50,8 @@ Step MakeStep(const std::string& op, const std::string& source, std::vector<Step
 // A one-layer "model": embed, merge soft tokens, write K = V = the embedding into the cache,
 // attend with scale 0 (so the output is the mean of the visible embeddings), project with the
 // tied embedding table. ValidatePlan checks it by the plan reader's rules.
-Plan TinyPlan(KvKind kind, int window, bool soft_merge = true) {
+// vision_mask: the attention reads a last_visible input (use_bidirectional_attention "vision").
+Plan TinyPlan(KvKind kind, int window, bool soft_merge = true, bool vision_mask = false) {
   Plan plan;
   plan.version = plan_format::kPlanVersion;
   plan.target = "sm_90a";
@@ -75,6 +76,7 @@ Plan TinyPlan(KvKind kind, int window, bool soft_merge = true) {
   };
   plan.input_ids = add_buffer("%ids", DType::kI32, {});
   plan.input_positions = add_buffer("%positions", DType::kI32, {});
+  if (vision_mask) plan.input_last_visible = add_buffer("%last_visible", DType::kI32, {});
   const int64_t h = add_buffer("%h", DType::kF32, {kHidden});
   const int64_t attn = add_buffer("%attn", DType::kF32, {kHidden});
   plan.output_logits = add_buffer("%logits", DType::kF32, {kVocab});
@@ -105,7 +107,8 @@ Plan TinyPlan(KvKind kind, int window, bool soft_merge = true) {
       {Buffer(h), Buffer(plan.input_positions), Cache(ArgRefKind::kKCache),
        Cache(ArgRefKind::kVCache), Buffer(attn), Null(), NumTokens(), I32(1), I32(1),
        I32(kHidden), Cache(ArgRefKind::kKvCapacity), I32(kind == KvKind::kSliding ? window : 0),
-       F32(0.0f), I32(1), I32(0), I32(abi::kCacheF32)}));
+       F32(0.0f), I32(1), I32(0), I32(abi::kCacheF32),
+       vision_mask ? Buffer(plan.input_last_visible) : Null()}));
   plan.steps.push_back(MakeStep("linear", "lm_head",
                                 {Buffer(attn), Weight(0), Buffer(plan.output_logits), NumTokens(),
                                  I32(kVocab), I32(kHidden)}));
@@ -321,6 +324,51 @@ TEST_F(HostExecutorTest, RejectsBadStepInputs) {
   const SoftTokenChunk soft{rows, indices};
   EXPECT_TRUE(ErrorContains(executor->RunStep({0, 1}, {0, 1}, &soft, &logits),
                             "2 soft-token rows of width 2 need 4 floats, got 3"));
+}
+
+TEST_F(HostExecutorTest, LastVisibleLetsABlockSeeItsLaterTokens) {
+  const std::vector<int32_t> ids = {0, 1, 2};
+  const std::vector<float> rows = {1, 0, 0, 1};  // the embeddings of ids 0 and 1 (kTable)
+  const std::vector<int32_t> indices = {0, 1};
+  const std::vector<int32_t> block = {1, 1, 2};  // rows 0 and 1: one image
+  SoftTokenChunk soft{rows, indices, block};
+  std::vector<float> logits;
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0, true, true));
+  ASSERT_TRUE(executor->RunStep(ids, {0, 1, 2}, &soft, &logits).ok());
+  ExpectNear(Row(logits, 0), Expected(ids, 1, 0));  // row 0 sees row 1 too
+  ExpectNear(Row(logits, 1), Expected(ids, 1, 0));
+  ExpectNear(Row(logits, 2), Expected(ids, 2, 0));
+  // No blocks (empty last_visible, or no soft tokens at all): causal, as decode is.
+  soft.last_visible = {};
+  ASSERT_TRUE(executor->RunStep(ids, {0, 1, 2}, &soft, &logits).ok());
+  ExpectNear(Row(logits, 0), Expected(ids, 0, 0));
+  ASSERT_TRUE(executor->RunStep({2}, {3}, nullptr, &logits).ok());
+  ExpectNear(Row(logits, 0), Expected({0, 1, 2, 2}, 3, 0));
+}
+
+TEST_F(HostExecutorTest, RejectsLastVisibleOutsideTheStepOrWithoutTheMask) {
+  const std::vector<float> rows = {1, 0};
+  const std::vector<int32_t> indices = {0};
+  std::vector<float> logits;
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0, true, true));
+  const std::vector<int32_t> ahead = {3, 1};  // key 3 is not in this step
+  const SoftTokenChunk past_step{rows, indices, ahead};
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0, 1}, {0, 1}, &past_step, &logits),
+                            "last_visible 3 at step row 0 is outside [position 0, the step's last "
+                            "position 1]: an image block must lie within one step"));
+  const std::vector<int32_t> behind = {0, 0};
+  const SoftTokenChunk before{rows, indices, behind};
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0, 1}, {0, 1}, &before, &logits),
+                            "last_visible 0 at step row 1 is outside [position 1"));
+  const std::vector<int32_t> one = {1};
+  const SoftTokenChunk short_block{rows, indices, one};
+  EXPECT_TRUE(ErrorContains(executor->RunStep({0, 1}, {0, 1}, &short_block, &logits),
+                            "got 2 tokens but 1 last_visible values"));
+  std::unique_ptr<Executor> causal = Make(TinyPlan(KvKind::kFull, 0));
+  const std::vector<int32_t> block = {1, 1};
+  const SoftTokenChunk blocks{rows, indices, block};
+  EXPECT_TRUE(ErrorContains(causal->RunStep({0, 1}, {0, 1}, &blocks, &logits),
+                            "the model's attention is causal"));
 }
 
 TEST_F(HostExecutorTest, RejectsSoftTokensWithoutAMerge) {

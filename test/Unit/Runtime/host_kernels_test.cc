@@ -295,7 +295,7 @@ TEST(RunHostKernelTest, CacheOpsRejectAnUnknownCacheDType) {
       HostArg::Ptr(x), HostArg::Ptr(positions), HostArg::Ptr(cache), HostArg::Ptr(cache),
       HostArg::Ptr(y), HostArg::Ptr(nullptr), HostArg::I32(1), HostArg::I32(1), HostArg::I32(1),
       HostArg::I32(4), HostArg::I32(1), HostArg::I32(0), HostArg::F32(1.0f), HostArg::I32(1),
-      HostArg::I32(0), HostArg::I32(7)};
+      HostArg::I32(0), HostArg::I32(7), HostArg::Ptr(nullptr)};
   EXPECT_TRUE(ErrorContains(RunHostKernel("attention", attend),
                             "cache_dtype 7 is neither 0 (f32) nor 1 (bf16)"));
 }
@@ -381,6 +381,84 @@ TEST(HostKernelsTest, AttentionTokensOfOneStepSeeEachOtherCausally) {
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, 2, 1, 1, 1, 2, 0,
                   1.0f, 1, 0, abi::kCacheF32);
   ExpectNear(y, {2, 3});
+}
+
+// The vision-bidirectional mask (gemma4-architecture.md 6.5, transformers'
+// get_block_sequence_ids_for_mask): key j is visible to the query at p iff j > p - W (sliding;
+// no bound for W = 0) and (j <= p or block[p] == block[j] >= 0). With q = 0 every visible key
+// weighs the same, so the output is the mean of the visible values; the values are the key
+// positions. `block` holds one id per position 0..T-1 (-1: text).
+std::vector<float> MeanOfVisiblePositions(const std::vector<int>& block, int window) {
+  const int n = static_cast<int>(block.size());
+  std::vector<float> mean(n);
+  for (int p = 0; p < n; ++p) {
+    double sum = 0.0;
+    int count = 0;
+    for (int j = 0; j < n; ++j) {
+      const bool in_window = window == 0 || j > p - window;
+      const bool same_block = block[p] >= 0 && block[p] == block[j];
+      if (in_window && (j <= p || same_block)) sum += j, ++count;
+    }
+    mean[p] = static_cast<float>(sum / count);
+  }
+  return mean;
+}
+
+// Spark's encoding of the same blocks: last_visible[t] = the last position of t's block (t itself
+// outside blocks), as generator.h's LastVisiblePositions computes it from soft-token positions.
+std::vector<float> AttendWithBlocks(const std::vector<int>& block, int window, bool with_blocks) {
+  const int n = static_cast<int>(block.size());
+  std::vector<int32_t> pos(n), last(n);
+  for (int t = 0; t < n; ++t) pos[t] = last[t] = t;
+  for (int t = n - 1; t >= 0; --t) {
+    if (block[t] >= 0 && t + 1 < n && block[t + 1] == block[t]) last[t] = last[t + 1];
+  }
+  std::vector<float> q(n, 0.0f), kc(n), vc(n), y(n, -1.0f);
+  for (int t = 0; t < n; ++t) vc[t] = static_cast<float>(t);
+  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, n, 1, 1, 1, n,
+                  window, 1.0f, 1, 0, abi::kCacheF32, with_blocks ? last.data() : nullptr);
+  return y;
+}
+
+TEST(HostKernelsTest, VisionBlockTokensSeeTheirWholeBlockOnSlidingLayers) {
+  // text, text, image (4 tokens), text, text; a window larger than the prompt.
+  const std::vector<int> block = {-1, -1, 0, 0, 0, 0, -1, -1};
+  const std::vector<float> y = AttendWithBlocks(block, 16, true);
+  ExpectNear(y, MeanOfVisiblePositions(block, 16));
+  EXPECT_NEAR(y[2], (0 + 1 + 2 + 3 + 4 + 5) / 6.0f, kTol);  // the block's first token: all of it
+  EXPECT_NEAR(y[1], 0.5f, kTol);                             // text before the block: causal
+}
+
+TEST(HostKernelsTest, VisionBlockKeepsTheSlidingWindowOneSided) {
+  // A window of 3 shorter than the block: the block's last tokens no longer see its first ones,
+  // its first tokens see its last ones.
+  const std::vector<int> block = {-1, 0, 0, 0, 0, 0, 0, -1};
+  ExpectNear(AttendWithBlocks(block, 3, true), MeanOfVisiblePositions(block, 3));
+}
+
+TEST(HostKernelsTest, TwoVisionBlocksDoNotSeeEachOther) {
+  // Two images separated by a text token (the processor puts boi/eoi tokens between them).
+  const std::vector<int> block = {-1, 0, 0, 0, -1, 1, 1, 1, -1};
+  ExpectNear(AttendWithBlocks(block, 8, true), MeanOfVisiblePositions(block, 8));
+}
+
+TEST(HostKernelsTest, AttentionWithoutLastVisibleIsCausalOverBlocks) {
+  // Full-attention layers (no last_visible) and models without the vision mask: causal.
+  const std::vector<int> block = {-1, 0, 0, 0, -1};
+  const std::vector<int> causal(block.size(), -1);
+  ExpectNear(AttendWithBlocks(block, 0, false), MeanOfVisiblePositions(causal, 0));
+  ExpectNear(AttendWithBlocks(block, 2, false), MeanOfVisiblePositions(causal, 2));
+}
+
+TEST(HostKernelsTest, AttentionKeysOfTheMask) {
+  EXPECT_EQ(abi::AttentionKeys(5, 0, 5).begin, 0);   // causal
+  EXPECT_EQ(abi::AttentionKeys(5, 0, 5).count, 6);
+  EXPECT_EQ(abi::AttentionKeys(5, 3, 5).begin, 3);   // sliding: 3 keys including itself
+  EXPECT_EQ(abi::AttentionKeys(5, 3, 5).count, 3);
+  EXPECT_EQ(abi::AttentionKeys(5, 3, 9).begin, 3);   // block end 9: keys 3..9
+  EXPECT_EQ(abi::AttentionKeys(5, 3, 9).count, 7);
+  EXPECT_EQ(abi::AttentionKeys(5, 3, 2).count, 3);   // a last below p does not shrink it
+  EXPECT_EQ(abi::AttentionKeys(-1, 3, 4).count, 0);  // no token
 }
 
 TEST(HostKernelsTest, AttentionSplitsAsManyAsTheWorkspaceHolds) {
@@ -658,7 +736,8 @@ TEST(RunHostKernelTest, RejectsInconsistentAttentionHeads) {
       HostArg::Ptr(buf), HostArg::Ptr(&pos), HostArg::Ptr(buf), HostArg::Ptr(buf),
       HostArg::Ptr(buf), HostArg::Ptr(nullptr), HostArg::I32(1), HostArg::I32(3),
       HostArg::I32(2),   HostArg::I32(1),    HostArg::I32(1),   HostArg::I32(0),
-      HostArg::F32(1),   HostArg::I32(1),    HostArg::I32(0),   HostArg::I32(abi::kCacheF32)};
+      HostArg::F32(1),   HostArg::I32(1),    HostArg::I32(0),   HostArg::I32(abi::kCacheF32),
+      HostArg::Ptr(nullptr)};
   EXPECT_TRUE(ErrorContains(RunHostKernel("attention", args),
                             "q_heads 3 is not a positive multiple of kv_heads 2"));
 }

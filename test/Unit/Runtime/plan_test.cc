@@ -126,7 +126,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 5u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 6u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -169,11 +169,11 @@ TEST(PlanTest, RejectsNewerVersion) {
   section[8] = 7;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
                        "model.cubin: plan version 7 is not supported (this runtime reads version "
-                       "5); recompile the model with this release's spark-compile"));
-  section[8] = 4;  // version 4: no activation_precision (activations were always f32)
+                       "6); recompile the model with this release's spark-compile"));
+  section[8] = 5;  // version 5: attention without last_visible (16 arguments)
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 4 is not supported (this runtime reads version "
-                       "5)"));
+                       "model.cubin: plan version 5 is not supported (this runtime reads version "
+                       "6)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -231,7 +231,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 5); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 6); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -417,6 +417,39 @@ TEST(PlanTest, RejectsStepsThatOverrunWhatTheyAreGiven) {
 }
 
 // The workspace of attention split over the KV length (flash-decoding) and of its merge must
+// last_visible of attention (vision-bidirectional models) is null or the plan's last_visible
+// input, an i32 entry buffer; the input round-trips.
+TEST(PlanTest, AttentionLastVisibleIsThePlansInput) {
+  const auto attention = [](StepArg last_visible) {
+    return test::MakeStep(
+        "attention", 128,
+        {test::BufferArg(4), test::BufferArg(TestPlan().input_positions),
+         test::KindArg(ArgRefKind::kKCache, 1), test::KindArg(ArgRefKind::kVCache, 1),
+         test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
+         test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1), test::I32Arg(1),
+         test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0),
+         test::F32Arg(1.0f), test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32),
+         last_visible});
+  };
+  Plan plan = TestPlan();
+  plan.steps.push_back(attention(test::BufferArg(plan.input_positions)));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "last_visible of attention must be null or the plan's last_visible input "
+                       "(the plan has none)"));
+  // An i32 input buffer appended to the arena.
+  plan.buffers.push_back({"%last_visible", DType::kI32, {}, plan.arena_bytes});
+  plan.arena_bytes += 4 * plan.max_tokens;
+  plan.input_last_visible = static_cast<int64_t>(plan.buffers.size()) - 1;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       absl::StrCat("(buffer ", plan.input_last_visible, ")")));
+  plan.steps.back() = attention(test::BufferArg(plan.input_last_visible));
+  const absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->input_last_visible, plan.input_last_visible);
+  plan.buffers.back().dtype = DType::kF32;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "inputs.last_visible"));
+}
+
 // hold split_rows x q_heads records when the step may split (max_splits > 1).
 TEST(PlanTest, ChecksTheAttentionWorkspace) {
   const StepArg num_tokens = test::KindArg(ArgRefKind::kNumTokens);
@@ -428,7 +461,7 @@ TEST(PlanTest, ChecksTheAttentionWorkspace) {
          test::BufferArg(5), partials, num_tokens, test::I32Arg(1), test::I32Arg(1),
          test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0),
          test::F32Arg(1.0f), test::I32Arg(max_splits), test::I32Arg(split_rows),
-         test::I32Arg(abi::kCacheF32)});
+         test::I32Arg(abi::kCacheF32), test::KindArg(ArgRefKind::kNull)});
   };
   const auto merge = [&](StepArg partials, int32_t max_splits, int32_t split_rows) {
     return test::MakeStep("attention_merge", 128,
@@ -533,7 +566,8 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
        test::KindArg(ArgRefKind::kVCache, 1), test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
        num_tokens, test::I32Arg(3), test::I32Arg(2), test::I32Arg(4),
        test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0), test::F32Arg(1.0f),
-       test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32)}));
+       test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32),
+       test::KindArg(ArgRefKind::kNull)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "attention needs q_heads to be a multiple of kv_heads >= 1"));
   plan = TestPlan();
@@ -687,7 +721,7 @@ TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kF32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 5 weights are bf16, found "
+                       "m.cubin: plan weights[1].dtype: plan version 6 weights are bf16, found "
                        "f32"));
   plan = TestPlan();
   plan.weights[1].name = plan.weights[0].name;
@@ -730,7 +764,8 @@ TEST(PlanTest, KvCacheDTypeMatchesItsSteps) {
        test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
        test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1), test::I32Arg(1), test::I32Arg(4),
        test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0), test::F32Arg(1.0f),
-       test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32)}));
+       test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32),
+       test::KindArg(ArgRefKind::kNull)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "args[15]: cache_dtype 0 of attention does not match kv cache 1 "
                        "(kv.layers.1), bf16 (cache_dtype 1)"));

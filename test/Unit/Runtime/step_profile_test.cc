@@ -82,7 +82,8 @@ TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
        test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
        test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1), test::I32Arg(1), test::I32Arg(4),
        test::KindArg(ArgRefKind::kKvCapacity, 0), test::I32Arg(3), test::F32Arg(1.0f),
-       test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32)});
+       test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32),
+       test::KindArg(ArgRefKind::kNull)});
   // Positions 5 and 6 with a window of 3 see 3 keys each; K and V rows of 1 x 4 f32.
   StepCost cost = EstimateStepCost(plan, attention, 2, 5);
   EXPECT_EQ(cost.kv_bytes, 2 * (3 + 3) * 4 * 4);

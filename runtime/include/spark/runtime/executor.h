@@ -27,6 +27,11 @@ struct SoftTokenChunk {
   // Row of the step each embedding replaces, relative to the step's first token. Rows outside
   // [0, num_tokens) are skipped by the merge.
   absl::Span<const int32_t> indices;
+  // For a plan with a last_visible input (Plan::input_last_visible: vision-bidirectional
+  // attention, Gemma 4 26B/31B): one value per token of the step, the last position it sees on
+  // those layers, in [its position, the step's last position] (the end of its image block, or its
+  // own position). Empty: every token sees up to its own position (causal).
+  absl::Span<const int32_t> last_visible;
 };
 
 // One output buffer of a step, for dumps (`spark-run --dump`).

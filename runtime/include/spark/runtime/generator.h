@@ -1,5 +1,6 @@
 // Text generation over an Executor: validates the prompt, runs the prefill in chunks of at most
-// plan.max_tokens tokens, then decodes one token at a time until an EOS token or max_new_tokens.
+// plan.max_tokens tokens (never splitting an image block of a vision-bidirectional model), then
+// decodes one token at a time until an EOS token or max_new_tokens.
 #ifndef SPARK_RUNTIME_GENERATOR_H_
 #define SPARK_RUNTIME_GENERATOR_H_
 
@@ -42,6 +43,28 @@ absl::StatusOr<int64_t> ResolveMaxLength(const ModelInfo& model, int64_t request
 // error names the index and the value).
 absl::Status ValidatePrompt(const ModelInfo& model, absl::Span<const int32_t> prompt,
                             int64_t max_length);
+
+// Vision-bidirectional attention (a plan with a last_visible input: Gemma 4 26B/31B, config
+// use_bidirectional_attention "vision"): each maximal run of consecutive soft-token positions of
+// the prompt is one image block, whose tokens also see each other's later keys on sliding layers
+// (gemma4-architecture.md 6.5). Returns, for each of the prompt_length positions, the last
+// position of its block, or the position itself outside blocks. Soft rows outside the prompt are
+// ignored.
+std::vector<int32_t> LastVisiblePositions(int64_t prompt_length, const SoftTokens& soft);
+
+// A prefill chunk: prompt positions [begin, end).
+struct PrefillChunk {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+// Splits a prompt into chunks of at most max_tokens tokens. With last_visible (one value per
+// prompt position, LastVisiblePositions) no chunk ends inside an image block: a chunk that would
+// is shortened to end before the block. INVALID_ARGUMENT, with the fix, when a block alone is
+// longer than max_tokens.
+absl::StatusOr<std::vector<PrefillChunk>> PlanPrefillChunks(int64_t prompt_length,
+                                                            int64_t max_tokens,
+                                                            absl::Span<const int32_t> last_visible);
 
 struct GenerateOptions {
   int64_t max_new_tokens = 32;  // >= 1; capped so that prompt + new tokens <= max_length

@@ -65,11 +65,13 @@ void KvWrite(const float* k, const float* v, const int32_t* positions, void* k_c
              void* v_cache, int32_t num_tokens, int32_t kv_heads, int32_t head_dim,
              int32_t capacity, int32_t cache_dtype);
 // With partials null (or AttentionSplits(...) == 1) y is written; otherwise the partial records
-// (kernel_abi.h) are, and AttentionMerge writes y from them.
+// (kernel_abi.h) are, and AttentionMerge writes y from them. Token t sees the keys
+// abi::AttentionKeys(positions[t], window, last_visible ? last_visible[t] : positions[t]).
 void Attention(const float* q, const int32_t* positions, const void* k_cache, const void* v_cache,
                float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
                int32_t head_dim, int32_t capacity, int32_t window, float scale,
-               int32_t max_splits, int32_t split_rows, int32_t cache_dtype);
+               int32_t max_splits, int32_t split_rows, int32_t cache_dtype,
+               const int32_t* last_visible = nullptr);
 void AttentionMerge(const float* partials, float* y, int32_t num_tokens, int32_t q_heads,
                     int32_t head_dim, int32_t max_splits, int32_t split_rows);
 void MoeTopK(const float* logits, const uint16_t* per_expert_scale, float* weights,

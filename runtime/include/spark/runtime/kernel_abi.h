@@ -39,7 +39,7 @@ struct ArgSpec {
                           // attention workspace: scratch)
 };
 
-inline constexpr int kMaxArgs = 16;
+inline constexpr int kMaxArgs = 17;
 
 struct KernelSpec {
   const char* op;          // plan step op name, e.g. "rms_norm"
@@ -116,17 +116,22 @@ inline constexpr KernelSpec kKernels[] = {
     SPARK_I("cache_dtype")}},
   // Causal (window == 0) or sliding-window (keys p-window < j <= p) grouped-query attention of
   // q [T, q_heads, head_dim] at positions[T] over the cache (which already holds these tokens).
+  // last_visible (i32 [T], may be null): the last key position token t sees, in place of its own
+  // position p when larger (keys p-window < j <= max(p, last_visible[t])): the end of the image
+  // block a soft token belongs to on the vision-bidirectional sliding layers of Gemma 4 26B/31B
+  // (those keys are tokens of the same step, written by its kv_write). Null: causal.
   // scores = q.k * scale, softmax in f32; query head h reads kv head h / (q_heads / kv_heads).
   // Split over the KV length (flash-decoding): with s = AttentionSplits(num_tokens, max_splits,
   // split_rows) > 1 (partials not null), each (token, head) is computed as s key ranges
   // (AttentionSplitRange) whose unnormalised partial results go to `partials` and y is not
   // written; attention_merge combines them into y. With s == 1, y is written directly.
   // cache_dtype: the element type of the caches (KvCacheDType); scores and softmax stay f32.
-  {"attention", "spark_attention", 128, 16,
+  {"attention", "spark_attention", 128, 17,
    {SPARK_P("q"), SPARK_P("positions"), SPARK_P("k_cache"), SPARK_P("v_cache"), SPARK_O("y"),
     SPARK_PN("partials"), SPARK_I("num_tokens"), SPARK_I("q_heads"), SPARK_I("kv_heads"),
     SPARK_I("head_dim"), SPARK_I("capacity"), SPARK_I("window"), SPARK_F("scale"),
-    SPARK_I("max_splits"), SPARK_I("split_rows"), SPARK_I("cache_dtype")}},
+    SPARK_I("max_splits"), SPARK_I("split_rows"), SPARK_I("cache_dtype"),
+    SPARK_PN("last_visible")}},
   // y[t, h] = the softmax-weighted combination of the s partial results of attention above
   // (same num_tokens, max_splits and split_rows); nothing is written when s == 1.
   {"attention_merge", "spark_attention_merge", 128, 7,
@@ -237,13 +242,25 @@ SPARK_ABI_HD constexpr int AttentionSplits(int num_tokens, int max_splits, int s
   return s > kMaxAttentionSplits ? kMaxAttentionSplits : s;
 }
 
-// The keys of split j out of s, for a query that sees n keys: [begin, begin + count) relative to
-// its first key. Splits are whole multiples of 16 keys (the kernel's 4 warps x 4 keys per step)
-// except the last; trailing splits may be empty (count 0).
+// A range of keys: [begin, begin + count).
 struct KeyRange {
   int begin;
   int count;
 };
+
+// The keys the query at position p sees in attention: [begin, begin + count) in absolute
+// positions. begin = max(0, p - window + 1) for a sliding window (window > 0), else 0; the last
+// key is p, or `last` when larger (last_visible: a soft token's image block end). Empty for p < 0.
+SPARK_ABI_HD constexpr KeyRange AttentionKeys(int p, int window, int last) {
+  if (p < 0) return {0, 0};
+  const int begin = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+  const int end = last > p ? last : p;
+  return {begin, end - begin + 1};
+}
+
+// The keys of split j out of s, for a query that sees n keys: [begin, begin + count) relative to
+// its first key. Splits are whole multiples of 16 keys (the kernel's 4 warps x 4 keys per step)
+// except the last; trailing splits may be empty (count 0).
 SPARK_ABI_HD constexpr KeyRange AttentionSplitRange(int n, int s, int j) {
   if (n <= 0 || s <= 0 || j < 0) return {0, 0};
   const long long per = ((static_cast<long long>(n) + s - 1) / s + 15) / 16 * 16;

@@ -124,6 +124,10 @@ struct Plan {
   int64_t input_positions = -1;  // i32 [T]
   int64_t soft_embeddings = -1;  // f32 [max_tokens, hidden]
   int64_t soft_indices = -1;     // i32 [max_tokens]
+  // i32 [T]: the last key position each token sees on vision-bidirectional attention layers (its
+  // own position, or the end of its image block: kernel_abi.h attention). -1 when the model's
+  // attention is causal everywhere (use_bidirectional_attention not "vision").
+  int64_t input_last_visible = -1;
   int64_t output_logits = -1;    // f32 [T, vocab]
   std::vector<BufferInfo> buffers;
   std::vector<WeightInfo> weights;

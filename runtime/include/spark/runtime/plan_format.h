@@ -22,7 +22,7 @@ namespace plan_format {
 
 inline constexpr char kSectionName[] = ".spark.plan";
 inline constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'L', 'A', 'N', '\0'};
-inline constexpr uint32_t kPlanVersion = 5;
+inline constexpr uint32_t kPlanVersion = 6;
 inline constexpr size_t kHeaderSize = 32;
 // A plan larger than this is rejected before parsing (a real Gemma 4 plan is well under 4 MiB).
 inline constexpr uint64_t kMaxJsonSize = 256ull << 20;

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Compiles the images test/gpu/run_e2e.sh runs, for every tiny model of test/data/models, into
+# ART (on this machine: the GPU machine has no LLVM/MLIR):
+#   <m>.sm_121a.cubin, <m>.sm_90a.cubin, <m>.compute_90.{ptx,plan}   (default options)
+#   <m>.kv-bf16.sm_90a.cubin                                          (--kv-cache-dtype bf16)
+#   <m>.act-bf16.sm_90a.cubin                                         (--activation-precision bf16)
+#   tiny-vision.chunk12.sm_90a.cubin                                  (--max-tokens 12: an image
+#                                                                      across a chunk boundary)
+#
+#   test/gpu/make_artifacts.sh ART [BUILD_DIR]
+set -euo pipefail
+ART=$1
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=${2:-$ROOT/build}/bin
+MODELS=$ROOT/test/data/models
+mkdir -p "$ART"
+for dir in "$MODELS"/tiny-*/; do
+  m=$(basename "$dir")
+  "$BIN/spark-import" "$dir" -o "$ART/$m.mlir"
+  "$BIN/spark-compile" "$ART/$m.mlir" --target sm_121a --target sm_90a --target compute_90 \
+    -o "$ART/$m.cubin"
+  "$BIN/spark-compile" "$ART/$m.mlir" --target sm_90a --kv-cache-dtype bf16 \
+    -o "$ART/$m.kv-bf16.sm_90a.cubin"
+  "$BIN/spark-compile" "$ART/$m.mlir" --target sm_90a --activation-precision bf16 \
+    -o "$ART/$m.act-bf16.sm_90a.cubin"
+  rm -f "$ART/$m.mlir"
+done
+if [ -d "$MODELS/tiny-vision" ]; then
+  "$BIN/spark-import" "$MODELS/tiny-vision" -o "$ART/tiny-vision.mlir"
+  "$BIN/spark-compile" "$ART/tiny-vision.mlir" --target sm_90a --max-tokens 12 \
+    -o "$ART/tiny-vision.chunk12.sm_90a.cubin"
+  rm -f "$ART/tiny-vision.mlir"
+fi
+ls -l "$ART"
