@@ -18,7 +18,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-MODELS = ["tiny-dense", "tiny-moe", "tiny-e2b"]
+MODELS = ["tiny-dense", "tiny-moe", "tiny-e2b", "tiny-vision"]
 OBJCOPY = "/usr/lib/llvm-22/bin/llvm-objcopy"
 
 

@@ -18,6 +18,9 @@
 #   7. when python3 has torch and transformers: transformers itself in bf16 on this GPU against its
 #      own f32 golden (prompt logits), the scale a bf16 tolerance is judged against (an INFO row:
 #      never a failure).
+#   8. tiny-vision (use_bidirectional_attention "vision"), when ARTIFACT_DIR has its images: the
+#      one- and two-image prompts against their goldens, also compiled with --max-tokens 12
+#      (tiny-vision.chunk12.sm_90a.cubin: images across a plain chunk boundary); memcheck.
 # A check whose inputs are missing prints a SKIP row (not counted as passed or failed).
 # Tolerance: 1e-3 of the row's largest |logit| (the CI host test's bound). Activations are f32 in
 # the default images, on the GPU too; what differs from the host is summation order and the tensor-core GEMM path for
@@ -116,7 +119,40 @@ for m in tiny-dense tiny-moe tiny-e2b; do
     row $m "transformers bf16 vs its f32 golden" "SKIP  (python3 has no torch/transformers)"
   fi
 done
+# tiny-vision (use_bidirectional_attention "vision"): the prompts with one and two images, greedy
+# ids and logits vs goldens made with transformers' vision mask; the same with
+# tiny-vision.chunk12 (--max-tokens 12: the generator ends chunks before an image).
+vprompt() { python3 -c "import json;d=json.load(open('$MODELS/tiny-vision/golden_info.json'));print(','.join(map(str,d['prompts']['$1']['prompt_ids'])))"; }
+vision() { # image prompt dir
+  local img=$1 n=$2 d=$3 ids
+  ids=$($RUN "$img" --weights "$MODELS/tiny-vision" --device cuda --prompt-ids "$(vprompt $n)" \
+        --soft-tokens "$MODELS/tiny-vision/soft_tokens_$n.safetensors" --max-new-tokens 8 \
+        --logits-out "$d/v.safetensors" 2>"$d/err") || { cat "$d/err"; return 1; }
+  $CMP "$d/v.safetensors" "$MODELS/tiny-vision/golden_$n.safetensors" --golden-tensor greedy_logits \
+       --rtol 1e-3 --tokens "$ids"
+}
+if [ -f "$ART/tiny-vision.sm_90a.cubin" ] && [ -d "$MODELS/tiny-vision" ]; then
+  v=$TMP/tiny-vision; mkdir -p $v; cp "$ART/tiny-vision.sm_90a.cubin" $v/
+  for n in one two; do
+    check tiny-vision "sm_90a: $n image(s), vision mask" vision $v/tiny-vision.sm_90a.cubin $n $v
+  done
+  if [ -f "$ART/tiny-vision.chunk12.sm_90a.cubin" ]; then
+    c=$TMP/tiny-vision-chunk12; mkdir -p $c
+    cp "$ART/tiny-vision.chunk12.sm_90a.cubin" $c/tiny-vision.sm_90a.cubin
+    for n in one two; do
+      check tiny-vision "max-tokens 12: $n image(s), whole" vision $c/tiny-vision.sm_90a.cubin $n $c
+    done
+  fi
+else
+  row tiny-vision "vision mask" "SKIP  (no tiny-vision.sm_90a.cubin in $ART or no test/data/models/tiny-vision)"
+fi
 if [ "$SAN" = "--sanitizer" ]; then
+  if [ -f "$TMP/tiny-vision/tiny-vision.sm_90a.cubin" ]; then
+    check tiny-vision "compute-sanitizer memcheck" compute-sanitizer --tool memcheck --error-exitcode 9 \
+      $RUN $TMP/tiny-vision/tiny-vision.sm_90a.cubin --weights $MODELS/tiny-vision --device cuda \
+      --prompt-ids "$(vprompt two)" --soft-tokens $MODELS/tiny-vision/soft_tokens_two.safetensors \
+      --max-new-tokens 4
+  fi
   for tool in memcheck racecheck; do
     check tiny-e2b "compute-sanitizer $tool" compute-sanitizer --tool $tool --error-exitcode 9 \
       $RUN $TMP/tiny-e2b/tiny-e2b.sm_90a.cubin --weights $MODELS/tiny-e2b --device cuda \
