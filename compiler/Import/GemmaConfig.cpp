@@ -1,6 +1,8 @@
 //===- GemmaConfig.cpp - a Gemma 4 config.json, parsed and derived --------===//
 #include "compiler/Import/GemmaConfig.h"
 
+#include "compiler/Support/InputFile.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -9,7 +11,16 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+// The compiler is built without exceptions (LLVM style): nlohmann reports through the SAX
+// handler instead of throwing.
+#define JSON_NOEXCEPTION
+#include <nlohmann/json.hpp>
+
 #include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
 
 using namespace llvm;
 
@@ -67,8 +78,13 @@ public:
         return *fallback;
       return error("missing required field '" + key(name) + "'");
     }
-    if (std::optional<double> d = v->getAsNumber())
+    if (std::optional<double> d = v->getAsNumber()) {
+      // The graph holds every number as an f32 attribute: 1e39 would become +inf.
+      if (!std::isfinite(static_cast<float>(*d)))
+        return error(formatv("field '{0}' is {1:e}, which is not a finite 32-bit float", key(name),
+                             *d));
       return *d;
+    }
     return error("field '" + key(name) + "' must be a number");
   }
   Expected<bool> boolean(StringRef name, bool fallback) {
@@ -233,7 +249,93 @@ std::string GemmaConfig::variant() const {
   return formatv("gemma4-{0}-h{1}-l{2}", kind, hiddenSize, numLayers).str();
 }
 
+namespace {
+
+/// The structure of config.json before llvm::json reads it: llvm::json::parse recurses once per
+/// nesting level (a 35,000-deep array overflows the stack) and keeps the last of two equal keys.
+/// nlohmann's SAX parser is iterative, so this check itself cannot overflow; it stops at the
+/// first problem. Syntax errors are left to llvm::json, whose messages the importer reports.
+class ConfigStructureCheck final : public nlohmann::json_sax<nlohmann::json> {
+public:
+  /// A real config nests 3 levels (text_config.rope_parameters.full_attention).
+  static constexpr size_t kMaxDepth = 32;
+
+  const std::string &problem() const { return problem_; }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t &) override { return true; }
+  bool string(string_t &) override { return true; }
+  bool binary(binary_t &) override { return true; }
+  bool start_object(std::size_t) override {
+    scopes_.push_back({true, {}, ""});
+    return withinDepth();
+  }
+  bool key(string_t &name) override {
+    Scope &scope = scopes_.back();
+    if (!scope.keys.insert(name).second) {
+      problem_ = formatv("key '{0}' appears twice in {1}; a config must name each field once",
+                         name, path())
+                     .str();
+      return false;
+    }
+    scope.lastKey = name;
+    return true;
+  }
+  bool end_object() override {
+    scopes_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    scopes_.push_back({false, {}, ""});
+    return withinDepth();
+  }
+  bool end_array() override {
+    scopes_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override {
+    return false;
+  }
+
+private:
+  struct Scope {
+    bool object;
+    std::set<std::string> keys;
+    std::string lastKey;
+  };
+  bool withinDepth() {
+    if (scopes_.size() <= kMaxDepth)
+      return true;
+    problem_ = formatv("the JSON nests more than {0} levels deep (no config comes near that; the "
+                       "file is damaged or hostile)",
+                       kMaxDepth)
+                   .str();
+    return false;
+  }
+  /// "the top-level object", "object 'text_config'", ...
+  std::string path() const {
+    std::string p;
+    for (size_t i = 0; i + 1 < scopes_.size(); ++i)
+      if (scopes_[i].object)
+        p += (p.empty() ? "" : ".") + scopes_[i].lastKey;
+    return p.empty() ? "the top-level object" : "object '" + p + "'";
+  }
+
+  std::vector<Scope> scopes_;
+  std::string problem_;
+};
+
+} // namespace
+
 Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
+  ConfigStructureCheck structure;
+  nlohmann::json::sax_parse(source.begin(), source.end(), &structure);
+  if (!structure.problem().empty())
+    return createStringError(inconvertibleErrorCode(), "%s: %s", origin.str().c_str(),
+                             structure.problem().c_str());
   Expected<json::Value> root = json::parse(source);
   if (!root)
     return createStringError(inconvertibleErrorCode(), "%s: not valid JSON: %s",
@@ -376,8 +478,12 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
   if (config.numKvSharedLayers < 0 || config.numKvSharedLayers >= config.numLayers)
     return text.error(formatv("num_kv_shared_layers ({0}) must be in [0, num_hidden_layers = {1})",
                               config.numKvSharedLayers, config.numLayers));
-  if (config.pleDim < 0)
-    return text.error("hidden_size_per_layer_input must be >= 0");
+  if (config.pleDim < 0 || config.pleDim > kMaxConfigSize)
+    return text.error(formatv("hidden_size_per_layer_input must be in [0, {0}]", kMaxConfigSize));
+  if (config.pleDim * config.numLayers > std::numeric_limits<int32_t>::max())
+    return text.error(formatv("hidden_size_per_layer_input x num_hidden_layers = {0} does not fit "
+                              "the kernels' 32-bit sizes",
+                              config.pleDim * config.numLayers));
   if (numHeads % numKvHeads != 0)
     return text.error(formatv("num_attention_heads ({0}) is not a multiple of "
                               "num_key_value_heads ({1})", numHeads, numKvHeads));
@@ -436,12 +542,36 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
 
   // Explicit per-layer overrides (transformers 5.17), by layer index or layer type.
   const json::Object *perLayer = textObject->getObject("per_layer_config");
+  if (!perLayer && text.has("per_layer_config"))
+    return text.error("per_layer_config must be an object");
+  if (perLayer) {
+    // Keys are layer indices (transformers may zero-pad them) or layer types; anything else
+    // would be silently ignored.
+    for (const auto &[key, value] : *perLayer) {
+      StringRef k = key;
+      unsigned long long index = 0;
+      bool isType = k == "full_attention" || k == "sliding_attention";
+      if (!isType && (k.getAsInteger(10, index) || index >= uint64_t(config.numLayers)))
+        return text.error(formatv("per_layer_config key '{0}' is neither a layer index in [0, "
+                                  "{1}) nor full_attention / sliding_attention",
+                                  k, config.numLayers));
+      if (!value.getAsObject())
+        return text.error(formatv("per_layer_config['{0}'] must be an object", k));
+    }
+  }
   auto overrideOf = [&](int64_t i, bool isFull, StringRef k) -> std::optional<int64_t> {
     if (!perLayer)
       return std::nullopt;
-    for (std::string key : {std::to_string(i),
-                            std::string(isFull ? "full_attention" : "sliding_attention")})
-      if (const json::Object *o = perLayer->getObject(key))
+    // The layer's own entry (its index, maybe zero-padded) first, then its type's.
+    const json::Object *byIndex = nullptr;
+    for (const auto &[key, value] : *perLayer) {
+      unsigned long long index = 0;
+      if (!StringRef(key).getAsInteger(10, index) && index == uint64_t(i))
+        byIndex = value.getAsObject();
+    }
+    for (const json::Object *o :
+         {byIndex, perLayer->getObject(isFull ? "full_attention" : "sliding_attention")})
+      if (o)
         if (const json::Value *v = o->get(k))
           if (std::optional<int64_t> n = v->getAsInteger())
             return *n;
@@ -478,6 +608,16 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     if (layer.intermediate <= 0 || layer.intermediate > kMaxConfigSize)
       return text.error(formatv("layer {0}: intermediate_size must be in [1, {2}], got {1}", i,
                                 layer.intermediate, kMaxConfigSize));
+    // The projections' widths are 32-bit kernel arguments (each factor is below 2^24, so the
+    // products fit int64).
+    for (auto [what, width] :
+         {std::pair<const char *, int64_t>{"num_attention_heads x head_dim",
+                                           layer.numHeads * layer.headDim},
+          {"num_key_value_heads x head_dim", layer.numKvHeads * layer.headDim}})
+      if (width > std::numeric_limits<int32_t>::max())
+        return text.error(formatv("layer {0}: {1} = {2} does not fit the kernels' 32-bit sizes "
+                                  "(no Gemma 4 size comes near it; the config is damaged)",
+                                  i, what, width));
     if (layer.headDim <= 0 || layer.headDim > kMaxConfigSize || layer.headDim % 2 ||
         layer.numKvHeads <= 0 || layer.numKvHeads > kMaxConfigSize ||
         layer.numHeads % layer.numKvHeads)
@@ -510,10 +650,9 @@ Expected<GemmaConfig> parseGemmaConfig(StringRef pathOrDir) {
   SmallString<256> path(pathOrDir);
   if (sys::fs::is_directory(path))
     sys::path::append(path, "config.json");
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer = readInputFile(path, kConfigJsonInput);
   if (!buffer)
-    return createStringError(buffer.getError(), "cannot read %s: %s", path.c_str(),
-                             buffer.getError().message().c_str());
+    return buffer.takeError();
   return parseGemmaConfigText((*buffer)->getBuffer(), path);
 }
 

@@ -327,6 +327,12 @@ OwningOpRef<ModuleOp> importGemma(const GemmaConfig &config, const ImportOptions
 }
 
 bool hasSafetensors(llvm::StringRef dir) {
+  // An index alone (its shards missing) is a checkpoint too: the check must report the missing
+  // shards, not be skipped.
+  llvm::SmallString<256> index(dir);
+  llvm::sys::path::append(index, "model.safetensors.index.json");
+  if (llvm::sys::fs::exists(index))
+    return true;
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec))
     if (llvm::sys::path::extension(it->path()) == ".safetensors")

@@ -25,7 +25,7 @@ mlir::OwningOpRef<mlir::ModuleOp> importGemma(const GemmaConfig &config,
 /// present, same shape, same dtype. The error names the tensor, the expected and the found.
 llvm::Error checkWeightsAgainstCheckpoint(mlir::ModuleOp module, llvm::StringRef dir);
 
-/// True when `dir` holds at least one *.safetensors file.
+/// True when `dir` holds model.safetensors.index.json or at least one *.safetensors file.
 bool hasSafetensors(llvm::StringRef dir);
 
 /// The --summary report: variant, layer table, parameter counts.

@@ -7,7 +7,10 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Driver/CompileSession.h"
 #include "compiler/InitAll.h"
+#include "compiler/Support/InputFile.h"
 #include "compiler/Target/CUDA/CudaTarget.h"
+#include "spark/runtime/kernel_abi.h"
+#include "llvm/Support/FileSystem.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -113,9 +116,10 @@ int main(int argc, char **argv) {
   }
   options.maxTokens = maxTokens;
   // Command-line mistakes are reported before the input is read, without a source location.
-  if (maxTokens <= 0) {
+  if (maxTokens <= 0 || maxTokens > spark::abi::kMaxStepTokens) {
     WithColor::error(errs(), "spark-compile")
-        << "--max-tokens must be positive, got " << maxTokens << "\n";
+        << "--max-tokens must be in [1, " << spark::abi::kMaxStepTokens << "], got " << maxTokens
+        << " (a longer prefill runs in several steps)\n";
     return 1;
   }
   if (kvCacheDType != "f32" && kvCacheDType != "bf16") {
@@ -146,6 +150,13 @@ int main(int argc, char **argv) {
     options.output = kDefaultName[static_cast<int>(options.emit)];
   }
   options.ptxas = ptxasPath;
+  for (const std::string &dir : kernelDirs)
+    if (!sys::fs::is_directory(dir)) {
+      WithColor::error(errs(), "spark-compile")
+          << "--kernel-library-dir " << dir << " is not a directory (it should hold "
+          << "kernels/<target>/spark_kernels.bc)\n";
+      return 1;
+    }
   options.kernelLibraryDirs.assign(kernelDirs.begin(), kernelDirs.end());
   options.keepTempsDir = keepTemps;
   options.dumpPtx = dumpPtx;
@@ -165,14 +176,18 @@ int main(int argc, char **argv) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
-  std::string error;
-  std::unique_ptr<MemoryBuffer> input = mlir::openInputFile(inputPath, &error);
+  Expected<std::unique_ptr<MemoryBuffer>> input =
+      spark::readInputFile(inputPath, spark::kMlirModuleInput);
+  if (input) {
+    if (Error deep = spark::checkMlirNesting((*input)->getBuffer(), inputPath))
+      input = std::move(deep);
+  }
   if (!input) {
-    WithColor::error(errs(), "spark-compile") << error << "\n";
+    WithColor::error(errs(), "spark-compile") << toString(input.takeError()) << "\n";
     return 1;
   }
   SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(input), SMLoc());
+  sourceMgr.AddNewSourceBuffer(std::move(*input), SMLoc());
 
   if (verifyDiagnostics) {
     context.printOpOnDiagnostic(false); // as mlir-opt does: expected-* lines match messages only

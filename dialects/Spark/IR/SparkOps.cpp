@@ -1,6 +1,8 @@
 //===- SparkOps.cpp - spark dialect ops ------------------------------------===//
 #include "dialects/Spark/IR/SparkOps.h"
 
+#include <cmath>
+
 #include "dialects/Spark/IR/TypeInference.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -59,6 +61,8 @@ LogicalResult EmbeddingOp::verify() {
   if (table.getRank() != 2)
     return emitOpError("expects a table of rank 2 ([vocab, dim]), got ")
            << formatShape(table.getShape());
+  if (!std::isfinite(getScale().convertToFloat()))
+    return emitOpError("expects a finite scale, got ") << getScale().convertToFloat();
   if (failed(verifyShape(getResult().getType(), {ids.getDimSize(0), table.getDimSize(1)},
                          "result", emit)))
     return failure();
@@ -106,8 +110,9 @@ static LogicalResult verifyNormWeightAndEpsilon(NormOp op, int64_t cols) {
   if (Value weight = op.getWeight())
     if (failed(verifyShape(tensorType(weight), {cols}, "weight", emit)))
       return failure();
-  if (op.getEpsilon().convertToFloat() < 0.0f)
-    return op.emitOpError("expects a non-negative epsilon");
+  float epsilon = op.getEpsilon().convertToFloat();
+  if (!(epsilon >= 0.0f) || !std::isfinite(epsilon))
+    return op.emitOpError("expects a finite, non-negative epsilon, got ") << epsilon;
   return success();
 }
 
@@ -153,6 +158,8 @@ LogicalResult MulOp::verify() {
   return verifyRows(getType(), "result", [&] { return emitOpError(); });
 }
 LogicalResult ScaleOp::verify() {
+  if (!std::isfinite(getFactor().convertToFloat()))
+    return emitOpError("expects a finite factor, got ") << getFactor().convertToFloat();
   return verifyRows(getType(), "result", [&] { return emitOpError(); });
 }
 LogicalResult GeluOp::verify() {
@@ -181,8 +188,9 @@ LogicalResult ScalarMulOp::verify() {
 LogicalResult SoftcapOp::verify() {
   if (failed(verifyRows(getType(), "result", [&] { return emitOpError(); })))
     return failure();
-  if (!(getCap().convertToFloat() > 0.0f))
-    return emitOpError("expects a positive cap, got ") << getCap().convertToFloat();
+  float cap = getCap().convertToFloat();
+  if (!(cap > 0.0f) || !std::isfinite(cap))
+    return emitOpError("expects a finite, positive cap, got ") << cap;
   return success();
 }
 
@@ -241,8 +249,10 @@ static LogicalResult verifyRotary(RotaryOp op) {
   if (op.getRotatedPairs() < 0 || op.getRotatedPairs() > headDim / 2)
     return op.emitOpError("expects rotated_pairs in [0, ")
            << headDim / 2 << "] (head_dim / 2), got " << op.getRotatedPairs();
-  if (!(op.getTheta().convertToFloat() > 0.0f) || !(op.getFactor().convertToFloat() > 0.0f))
-    return op.emitOpError("expects positive theta and factor");
+  float theta = op.getTheta().convertToFloat(), factor = op.getFactor().convertToFloat();
+  if (!(theta > 0.0f) || !(factor > 0.0f) || !std::isfinite(theta) || !std::isfinite(factor))
+    return op.emitOpError("expects finite, positive theta and factor, got ")
+           << theta << " and " << factor;
   if (op.getResult().getType() != in)
     return op.emitOpError("expects the result type to equal the input type");
   return success();
@@ -282,6 +292,8 @@ LogicalResult AttentionOp::verify() {
            << q.getDimSize(1) << ") to be a multiple of kv_heads (" << k.getDimSize(1) << ")";
   if (getWindow() < 0)
     return emitOpError("expects window >= 0 (0 = full attention), got ") << getWindow();
+  if (!std::isfinite(getScale().convertToFloat()))
+    return emitOpError("expects a finite scale, got ") << getScale().convertToFloat();
   if (getResult().getType() != q)
     return emitOpError("expects the result type to equal the query type");
   return success();
@@ -323,6 +335,9 @@ LogicalResult MoeRouterOp::verify() {
     return failure();
   if (getTopK() <= 0 || getTopK() > experts)
     return emitOpError("expects top_k in [1, ") << experts << "], got " << getTopK();
+  float epsilon = getEpsilon().convertToFloat();
+  if (!(epsilon >= 0.0f) || !std::isfinite(epsilon))
+    return emitOpError("expects a finite, non-negative epsilon, got ") << epsilon;
   SmallVector<int64_t> outShape{in.getDimSize(0), getTopK()};
   if (failed(verifyShape(getWeights().getType(), outShape, "weights", emit)) ||
       failed(verifyShape(getIndices().getType(), outShape, "indices", emit)))

@@ -19,6 +19,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -27,6 +28,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace spark {
@@ -293,7 +295,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return v ? weightArg(v) : FailureOr<Arg>(Arg::null());
   };
   auto elementwiseGrid = [&](Value v) { return ceilDiv(maxTokens * rowElements(shapeOf(v)), 256); };
-  auto i32 = [](int64_t v) { return Arg::i32v(v); };
+  // A size the kernels take as a 32-bit argument; one that does not fit fails the op below.
+  std::optional<int64_t> oversized;
+  auto i32 = [&](int64_t v) {
+    if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+      oversized = v;
+    return Arg::i32v(v);
+  };
   auto f32 = [](APFloat v) { return Arg::f32v(v.convertToFloat()); };
 
   LogicalResult result = llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -603,6 +611,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Default([](Operation *op) {
         return op->emitOpError("cannot be lowered to a kernel: no kernel implements it");
       });
+  if (succeeded(result) && oversized)
+    return op->emitOpError("has a size of ")
+           << *oversized << ", which does not fit the kernels' 32-bit size arguments";
   if (succeeded(result) && unbuffered)
     return op->emitOpError("expects operand #")
            << llvm::find(op->getOperands(), unbuffered) - op->operand_begin()
@@ -611,6 +622,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
 }
 
 LogicalResult Lowering::planOffsets() {
+  // Every buffer's bytes (max_tokens rows) in int64 without overflow, and far below what any
+  // device holds (2^40 bytes).
+  for (const LogicalBuffer &buffer : buffers) {
+    int64_t bytes = 4 * maxTokens;
+    for (int64_t d : buffer.rowShape)
+      if (d < 0 || llvm::MulOverflow(bytes, d, bytes) || bytes > (int64_t{1} << 40))
+        return entry.emitOpError("needs a buffer '")
+               << buffer.name << "' of more than 2^40 bytes (" << maxTokens
+               << " tokens x row " << formatShape(buffer.rowShape) << ")";
+  }
   // Inputs and the logits stay live for the whole step.
   for (auto &[name, id] : inputs)
     buffers[id].lastUse = std::numeric_limits<int64_t>::max();
@@ -830,8 +851,9 @@ struct SparkLowerToKernelsPass
       module.emitError("no entry function @") << entry << " to lower";
       return signalPassFailure();
     }
-    if (maxTokens <= 0) {
-      module.emitError("max-tokens must be positive, got ") << static_cast<int64_t>(maxTokens);
+    if (maxTokens <= 0 || maxTokens > abi::kMaxStepTokens) {
+      module.emitError("max-tokens must be in [1, ")
+          << abi::kMaxStepTokens << "], got " << static_cast<int64_t>(maxTokens);
       return signalPassFailure();
     }
     if (entryFunc.isExternal()) {

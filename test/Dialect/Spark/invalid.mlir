@@ -273,7 +273,7 @@ func.func @rms_norm_weight(%x: tensor<?x2x8xf32>, %w: tensor<16xbf16>) -> tensor
 
 // epsilon must not be negative.
 func.func @rms_norm_epsilon(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
-  // expected-error @+1 {{'spark.rms_norm' op expects a non-negative epsilon}}
+  // expected-error @+1 {{'spark.rms_norm' op expects a finite, non-negative epsilon, got -1.000000e-06}}
   %0 = spark.rms_norm %x {epsilon = -1.0e-6 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
@@ -362,7 +362,7 @@ func.func @scalar_mul_result(%x: tensor<?x8xf32>, %s: tensor<1xbf16>) -> tensor<
 
 // The softcap must be positive.
 func.func @softcap_cap(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
-  // expected-error @+1 {{'spark.softcap' op expects a positive cap, got -3.000000e+01}}
+  // expected-error @+1 {{'spark.softcap' op expects a finite, positive cap, got -3.000000e+01}}
   %0 = spark.softcap %x {cap = -30.0 : f32} : tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
@@ -509,7 +509,7 @@ func.func @rope_rotated_pairs(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> ten
 
 // theta must be positive.
 func.func @rope_theta(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
-  // expected-error @+1 {{'spark.rope' op expects positive theta and factor}}
+  // expected-error @+1 {{'spark.rope' op expects finite, positive theta and factor, got 0.000000e+00 and 1.000000e+00}}
   %0 = spark.rope %x, %pos {theta = 0.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
   return %0 : tensor<?x2x8xf32>
 }
@@ -518,7 +518,7 @@ func.func @rope_theta(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x
 
 // factor must be positive.
 func.func @rope_factor(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
-  // expected-error @+1 {{'spark.rope' op expects positive theta and factor}}
+  // expected-error @+1 {{'spark.rope' op expects finite, positive theta and factor, got 1.000000e+04 and -1.000000e+00}}
   %0 = spark.rope %x, %pos {theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = -1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
   return %0 : tensor<?x2x8xf32>
 }
@@ -1094,7 +1094,7 @@ func.func @rms_norm_rope_pairs(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> te
 
 // A negative epsilon is rejected.
 func.func @rms_norm_rope_epsilon(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> tensor<?x2x8xf32> {
-  // expected-error @+1 {{'spark.rms_norm_rope' op expects a non-negative epsilon}}
+  // expected-error @+1 {{'spark.rms_norm_rope' op expects a finite, non-negative epsilon, got -1.000000e+00}}
   %0 = spark.rms_norm_rope %x, %pos {epsilon = -1.0 : f32, theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
   return %0 : tensor<?x2x8xf32>
 }

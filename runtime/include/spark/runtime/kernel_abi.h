@@ -269,6 +269,12 @@ SPARK_ABI_HD constexpr KeyRange AttentionSplitRange(int n, int s, int j) {
   return {static_cast<int>(begin), static_cast<int>(rest < per ? rest : per)};
 }
 
+// ---- Step size ----
+// The most tokens one step may process (a plan's max_tokens): sizes stay far inside the kernels'
+// 32-bit arguments (65536 tokens x 262144 vocabulary = 2^34 logits per buffer is int64 only in the
+// arena), and a longer prefill runs in several steps.
+inline constexpr int kMaxStepTokens = 65536;
+
 // ---- Launch grids ----
 // The most blocks spark-compile gives a launch (every kernel grid-strides, so any grid is
 // correct). Grids are sized for max_tokens, so a decode step of a large grid mostly schedules
