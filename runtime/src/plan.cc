@@ -17,6 +17,7 @@
 #include "checked_math.h"
 #include "little_endian.h"
 #include "spark/runtime/json.h"
+#include "spark/runtime/entry_point.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan_format.h"
 #include "spark/runtime/target.h"
@@ -737,6 +738,21 @@ absl::Status CheckLaunch(const Step& step, const abi::KernelSpec& spec,
                     kInt32Max);
 }
 
+}  // namespace
+
+std::string EntryPointOf(const Step& step) {
+  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
+  if (spec == nullptr) return std::string();
+  std::string name = EntryPointPrefix(spec->symbol);
+  for (const StepArg& arg : step.args) {
+    if (arg.kind == ArgRefKind::kI32) AppendEntryLiteral(&name, arg.i32);
+    if (arg.kind == ArgRefKind::kF32) AppendEntryLiteral(&name, arg.f32);
+  }
+  return name;
+}
+
+namespace {
+
 absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
                           absl::string_view origin) {
   const std::string path = IndexPath("steps", index);
@@ -767,7 +783,17 @@ absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
     }
     SPARK_RETURN_IF_ERROR(CheckArgTarget(arg, plan, origin, arg_path));
   }
-  return CheckStepBounds(plan, step, *spec, path, origin);
+  SPARK_RETURN_IF_ERROR(CheckStepBounds(plan, step, *spec, path, origin));
+  const std::string entry = EntryPointOf(step);
+  if (step.kernel != entry) {
+    return PlanError(origin, absl::StrCat(path, ".kernel"),
+                     absl::StrCat("the step names kernel \"", step.kernel, "\", but its op and ",
+                                  "literal arguments are those of \"", entry,
+                                  "\" (an entry runs the sizes it was compiled for: the plan was "
+                                  "edited or damaged); ",
+                                  kRecompile));
+  }
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ std::vector<OutputBuffer> StepOutputBuffers(int step_index, const Step& step);
 StepOutput MakeStepOutput(const Plan& plan, int step_index, const OutputBuffer& output,
                           int32_t num_tokens, const void* data);
 
-// "step 12 (layers.0.attention, op attention, kernel spark_attention__3)", for error messages.
+// "step 12 (layers.0.attention, op attention, kernel spark_attention__i8_i1_...)", for error messages.
 std::string DescribeStep(int step_index, const Step& step);
 
 // The value of the i32 argument of `step` that kernel_abi.h calls `name`: its literal, or

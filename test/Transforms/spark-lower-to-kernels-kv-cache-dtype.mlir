@@ -14,7 +14,7 @@
 // BF16: spark.launch "attention" {{.*}} {i32 = 1 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
 // BF16: spark.launch "kv_write" {{.*}} {kv_capacity = 1 : i64}, {i32 = 1 : i32}] {source = "layers.1.self_attn.kv_write"}
 // BF16: spark.launch "attention" {{.*}} {i32 = 1 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
-// BF16: gpu.func @spark_kv_write__0(
+// BF16: gpu.func @spark_kv_write__{{[a-z0-9_]+}}(
 // BF16-NEXT: llvm.mlir.constant(1 : i32) : i32
 // BF16-NEXT: llvm.mlir.constant(8 : i32) : i32
 // BF16-NEXT: %[[DT:.*]] = llvm.mlir.constant(1 : i32) : i32

@@ -19,52 +19,53 @@
 // CHECK-SAME: model = {}
 // CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64}
 // CHECK-SAME: weights = [{dtype = "bf16", name = "model.embed_tokens.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.input_layernorm.weight", shape = [16]}, {dtype = "bf16", name = "model.layers.0.self_attn.q_proj.weight", shape = [16, 16]}, {dtype = "bf16", name = "model.layers.0.self_attn.k_proj.weight", shape = [8, 16]}, {dtype = "bf16", name = "model.layers.0.self_attn.o_proj.weight", shape = [16, 16]}, {dtype = "bf16", name = "model.layers.0.pre_feedforward_layernorm.weight", shape = [16]}, {dtype = "bf16", name = "model.layers.0.mlp.gate_proj.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.mlp.up_proj.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.mlp.down_proj.weight", shape = [16, 32]}, {dtype = "bf16", name = "model.layers.0.layer_scalar", shape = [1]}]} {
-// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[EMB:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}] {source = "embedding"}
-// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {weight = 1 : i64}, {buffer = [[A:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[A]] : i64}, {weight = 2 : i64}, {buffer = [[Q:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__1 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[A]] : i64}, {weight = 3 : i64}, {buffer = [[K:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 8 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[EMB:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}] {source = "embedding"}
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {weight = 1 : i64}, {buffer = [[A:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[A]] : i64}, {weight = 2 : i64}, {buffer = [[Q:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[A]] : i64}, {weight = 3 : i64}, {buffer = [[K:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 8 : i32}, {i32 = 16 : i32}]
 // The reshapes of q and k launch nothing: the next launches read the linear outputs directly.
-// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__1 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[K]] : i64}, {null = 1 : i64}, {buffer = [[V:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {f32 = 9.99999997E-7 : f32}]
-// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
-// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__1 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[K]] : i64}, {buffer = 1 : i64}, {buffer = [[KR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
-// CHECK-NEXT: spark.launch "kv_write" @kernels::@spark_kv_write__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[KR]] : i64}, {buffer = [[V]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}] {source = "layers.0.self_attn.kv_write"}
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O0:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[K]] : i64}, {null = 1 : i64}, {buffer = [[V:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__{{[a-z0-9_]+}} grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
+// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[K]] : i64}, {buffer = 1 : i64}, {buffer = [[KR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
+// CHECK-NEXT: spark.launch "kv_write" @kernels::@spark_kv_write__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[KR]] : i64}, {buffer = [[V]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}] {source = "layers.0.self_attn.kv_write"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O0:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
 // The kv_shared attention writes nothing and reuses the entry of the first one.
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O1:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
-// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[O0]] : i64}, {buffer = [[O1]] : i64}, {buffer = [[O:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[O]] : i64}, {weight = 4 : i64}, {buffer = [[ATTN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {buffer = [[ATTN]] : i64}, {buffer = [[H:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-// The second weighted rms_norm has the first one's literals: same entry, other weight.
-// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[H]] : i64}, {weight = 5 : i64}, {buffer = [[N:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__2 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[N]] : i64}, {weight = 6 : i64}, {buffer = [[GATE:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__2 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[N]] : i64}, {weight = 7 : i64}, {buffer = [[UP:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "gelu_mul" @kernels::@spark_gelu_mul__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[GATE]] : i64}, {buffer = [[UP]] : i64}, {buffer = [[GM:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__3 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[GM]] : i64}, {weight = 8 : i64}, {buffer = [[MLP:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 32 : i32}]
-// CHECK-NEXT: spark.launch "scalar_mul" @kernels::@spark_scalar_mul__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[MLP]] : i64}, {weight = 9 : i64}, {buffer = [[H2:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O1:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[O0]] : i64}, {buffer = [[O1]] : i64}, {buffer = [[O:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[O]] : i64}, {weight = 4 : i64}, {buffer = [[ATTN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {buffer = [[ATTN]] : i64}, {buffer = [[H:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// The second weighted rms_norm has the first one's literals: same entry, other weight. Entries
+// are named after their literals (entry_point.h): groups 1, cols 16, epsilon 1e-6.
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__i1_i16_f358637bd grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[H]] : i64}, {weight = 5 : i64}, {buffer = [[N:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[N]] : i64}, {weight = 6 : i64}, {buffer = [[GATE:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[N]] : i64}, {weight = 7 : i64}, {buffer = [[UP:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "gelu_mul" @kernels::@spark_gelu_mul__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[GATE]] : i64}, {buffer = [[UP]] : i64}, {buffer = [[GM:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[GM]] : i64}, {weight = 8 : i64}, {buffer = [[MLP:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 32 : i32}]
+// CHECK-NEXT: spark.launch "scalar_mul" @kernels::@spark_scalar_mul__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[MLP]] : i64}, {weight = 9 : i64}, {buffer = [[H2:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
 // The tied LM head reads weight 0, the embedding table.
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__2 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[H2]] : i64}, {weight = 0 : i64}, {buffer = [[LG:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "softcap" @kernels::@spark_softcap__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[LG]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {f32 = 3.000000e+01 : f32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[H2]] : i64}, {weight = 0 : i64}, {buffer = [[LG:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "softcap" @kernels::@spark_softcap__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[LG]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {f32 = 3.000000e+01 : f32}]
 // CHECK-NEXT: {{^ *}$}}
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.func @spark_rms_norm(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, f32)
 // CHECK-DAG: llvm.func @spark_kv_write(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
 // CHECK-DAG: llvm.func @spark_attention(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, f32, i32, i32, i32, !llvm.ptr)
-// CHECK: gpu.func @spark_rms_norm__0(%[[X:[a-z0-9]+]]: !llvm.ptr, %[[W:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+// CHECK: gpu.func @spark_rms_norm__{{[a-z0-9_]+}}(%[[X:[a-z0-9]+]]: !llvm.ptr, %[[W:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
 // CHECK-DAG: %[[GROUPS:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[COLS:.*]] = llvm.mlir.constant(16 : i32) : i32
 // CHECK-DAG: %[[EPS:.*]] = llvm.mlir.constant(9.99999997E-7 : f32) : f32
 // CHECK: llvm.call @spark_rms_norm(%[[X]], %[[W]], %[[Y]], %[[T]], %[[GROUPS]], %[[COLS]], %[[EPS]])
 // CHECK-NEXT: gpu.return
-// CHECK: gpu.func @spark_rms_norm__1(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+// CHECK: gpu.func @spark_rms_norm__{{[a-z0-9_]+}}(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
 // CHECK: llvm.mlir.constant(8 : i32) : i32
-// CHECK: gpu.func @spark_kv_write__0(%[[K:[a-z0-9]+]]: !llvm.ptr, %[[V:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+// CHECK: gpu.func @spark_kv_write__{{[a-z0-9_]+}}(%[[K:[a-z0-9]+]]: !llvm.ptr, %[[V:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
 // CHECK-DAG: %[[KVH:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[HD:.*]] = llvm.mlir.constant(8 : i32) : i32
 // CHECK-DAG: %[[DT:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK: llvm.call @spark_kv_write(%[[K]], %[[V]], %[[P]], %[[KC]], %[[VC]], %[[T]], %[[KVH]], %[[HD]], %[[CAP]], %[[DT]])
 // CHECK-NEXT: gpu.return
-// CHECK: gpu.func @spark_attention__0(%[[Q:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[PART:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32, %[[LV:[a-z0-9]+]]: !llvm.ptr) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+// CHECK: gpu.func @spark_attention__{{[a-z0-9_]+}}(%[[Q:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[PART:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32, %[[LV:[a-z0-9]+]]: !llvm.ptr) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
 // CHECK-DAG: %[[QH:.*]] = llvm.mlir.constant(2 : i32) : i32
 // CHECK-DAG: %[[KVH:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[HD:.*]] = llvm.mlir.constant(8 : i32) : i32
@@ -75,8 +76,8 @@
 // CHECK-DAG: %[[ADT:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK: llvm.call @spark_attention(%[[Q]], %[[P]], %[[KC]], %[[VC]], %[[Y]], %[[PART]], %[[T]], %[[QH]], %[[KVH]], %[[HD]], %[[CAP]], %[[WIN]], %[[SCALE]], %[[NOSPLIT]], %[[ROWS]], %[[ADT]], %[[LV]])
 // CHECK-NEXT: gpu.return
-// CHECK-NOT: gpu.func @spark_rms_norm__2
-// CHECK-NOT: gpu.func @spark_attention__1
+// CHECK-NOT: gpu.func @spark_rms_norm__{{[a-z0-9_]+}}
+// CHECK-NOT: gpu.func @spark_attention__{{[a-z0-9_]+}}
 // CHECK: {{^// -{5}$}}
 
 spark.kv_cache @kv.layers.0 sliding {window = 16 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
@@ -129,11 +130,11 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: {dtype = "f32", name = "layers.0.self_attn.partials", offset = {{[0-9]+}} : i64, row_shape = [16, 2, 12]}
 // CHECK-SAME: {dtype = "f32", name = "layers.1.self_attn.partials", offset = {{[0-9]+}} : i64, row_shape = [1, 2, 12]}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__0 grid [128, 1, 1] block [128, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[Y0:[0-9]+]] : i64}, {buffer = [[P0:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 64 : i32}, {i32 = 64 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
-// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__0 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[P0]] : i64}, {buffer = [[Y0]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 64 : i32}, {i32 = 64 : i32}] {source = "layers.0.self_attn.merge"}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__1 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {k_cache = 1 : i64}, {v_cache = 1 : i64}, {buffer = [[Y1:[0-9]+]] : i64}, {buffer = [[P1:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 1 : i64}, {i32 = 200 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
-// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__1 grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[P1]] : i64}, {buffer = [[Y1]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 4 : i32}] {source = "layers.1.self_attn.merge"}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__2 {{.*}} {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 2 : i64}, {i32 = 64 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.2.self_attn"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid [128, 1, 1] block [128, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[Y0:[0-9]+]] : i64}, {buffer = [[P0:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 64 : i32}, {i32 = 64 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
+// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[P0]] : i64}, {buffer = [[Y0]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 64 : i32}, {i32 = 64 : i32}] {source = "layers.0.self_attn.merge"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {k_cache = 1 : i64}, {v_cache = 1 : i64}, {buffer = [[Y1:[0-9]+]] : i64}, {buffer = [[P1:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 1 : i64}, {i32 = 200 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[P1]] : i64}, {buffer = [[Y1]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 4 : i32}] {source = "layers.1.self_attn.merge"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} {{.*}} {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 2 : i64}, {i32 = 64 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.2.self_attn"}
 // CHECK-NOT: attention_merge
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.func @spark_attention_merge(!llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
@@ -168,35 +169,35 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // CHECK-SAME: inputs = {ids = 0 : i64, positions = 3 : i64, soft_embeddings = 2 : i64, soft_indices = 1 : i64}
 // CHECK-SAME: max_tokens = 4 : i64
 // CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64}
-// CHECK-NEXT: spark.launch "mask_tokens" @kernels::@spark_mask_tokens__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 30 : i32}, {i32 = 31 : i32}, {i32 = -1 : i32}, {i32 = 0 : i32}]
-// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[M]] : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
-// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = 1 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
+// CHECK-NEXT: spark.launch "mask_tokens" @kernels::@spark_mask_tokens__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 30 : i32}, {i32 = 31 : i32}, {i32 = -1 : i32}, {i32 = 0 : i32}]
+// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[M]] : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
+// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = 1 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
 // With max-tokens >= 16 (kMoeGroupMinTokens) the experts get a decode launch pair for steps of
 // 1..15 tokens and a grouped pair for 16 or more (literal token ranges: separate entries), the
 // grouped moe_down a workspace of top_k x hidden floats per token, and moe_combine sums its rows.
 // GROUPED: {dtype = "f32", name = "moe_experts.partials", offset = {{[0-9]+}} : i64, row_shape = [2, 16]}
-// GROUPED: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__0 {{.*}} {i32 = 1 : i32}, {i32 = 15 : i32}] {source = "moe_experts.gate_up"}
-// GROUPED-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__1 {{.*}} {i32 = 16 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.gate_up_grouped"}
-// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__0 {{.*}} {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {{.*}} {i32 = 1 : i32}, {i32 = 15 : i32}] {source = "moe_experts.down"}
-// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__1 {{.*}} {buffer = [[Y]] : i64}, {buffer = [[P:[0-9]+]] : i64}, {{.*}} {i32 = 16 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.down_grouped"}
-// GROUPED-NEXT: spark.launch "moe_combine" @kernels::@spark_moe_combine__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[P]] : i64}, {buffer = [[Y]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 2 : i32}] {source = "moe_experts.combine"}
+// GROUPED: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} {{.*}} {i32 = 1 : i32}, {i32 = 15 : i32}] {source = "moe_experts.gate_up"}
+// GROUPED-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} {{.*}} {i32 = 16 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.gate_up_grouped"}
+// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} {{.*}} {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {{.*}} {i32 = 1 : i32}, {i32 = 15 : i32}] {source = "moe_experts.down"}
+// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} {{.*}} {buffer = [[Y]] : i64}, {buffer = [[P:[0-9]+]] : i64}, {{.*}} {i32 = 16 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.down_grouped"}
+// GROUPED-NEXT: spark.launch "moe_combine" @kernels::@spark_moe_combine__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[P]] : i64}, {buffer = [[Y]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 2 : i32}] {source = "moe_experts.combine"}
 // The router: rms_norm with the router scale as weight, the logits as a linear over proj, then
 // moe_topk with logit_scale = hidden^-0.5 (16^-0.5).
-// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 1 : i64}, {buffer = [[RN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}] {source = "moe_router.norm"}
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[RN]] : i64}, {weight = 2 : i64}, {buffer = [[RL:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 16 : i32}] {source = "moe_router.logits"}
-// CHECK-NEXT: spark.launch "moe_topk" @kernels::@spark_moe_topk__0 grid [4, 1, 1] block [128, 1, 1] args [{buffer = [[RL]] : i64}, {weight = 3 : i64}, {buffer = [[RW:[0-9]+]] : i64}, {buffer = [[RI:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 2 : i32}, {f32 = 2.500000e-01 : f32}] {source = "moe_router"}
-// CHECK-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 4 : i64}, {buffer = [[RI]] : i64}, {buffer = [[ACT:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.gate_up"}
-// CHECK-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[ACT]] : i64}, {weight = 5 : i64}, {buffer = [[RW]] : i64}, {buffer = [[RI]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.down"}
-// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[Y]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 1 : i64}, {buffer = [[RN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}] {source = "moe_router.norm"}
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[RN]] : i64}, {weight = 2 : i64}, {buffer = [[RL:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 16 : i32}] {source = "moe_router.logits"}
+// CHECK-NEXT: spark.launch "moe_topk" @kernels::@spark_moe_topk__{{[a-z0-9_]+}} grid [4, 1, 1] block [128, 1, 1] args [{buffer = [[RL]] : i64}, {weight = 3 : i64}, {buffer = [[RW:[0-9]+]] : i64}, {buffer = [[RI:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 2 : i32}, {f32 = 2.500000e-01 : f32}] {source = "moe_router"}
+// CHECK-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 4 : i64}, {buffer = [[RI]] : i64}, {buffer = [[ACT:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.gate_up"}
+// CHECK-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} grid [8, 1, 1] block [256, 1, 1] args [{buffer = [[ACT]] : i64}, {weight = 5 : i64}, {buffer = [[RW]] : i64}, {buffer = [[RI]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 2147483647 : i32}] {source = "moe_experts.down"}
+// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[Y]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
 // CHECK-NEXT: {{^ *}$}}
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.func @spark_moe_gate_up(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, i32)
 // CHECK-DAG: llvm.func @spark_moe_down(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, i32)
 // CHECK-DAG: llvm.func @spark_moe_topk(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, f32)
-// CHECK: gpu.func @spark_moe_topk__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
-// CHECK: gpu.func @spark_moe_gate_up__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
-// CHECK: gpu.func @spark_moe_down__0(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// CHECK: gpu.func @spark_moe_topk__{{[a-z0-9_]+}}(%{{.*}}) kernel attributes {known_block_size = array<i32: 128, 1, 1>}
+// CHECK: gpu.func @spark_moe_gate_up__{{[a-z0-9_]+}}(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// CHECK: gpu.func @spark_moe_down__{{[a-z0-9_]+}}(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
 // CHECK: {{^// -{5}$}}
 
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %soft_idx: tensor<?xi32> {spark.input = "soft_indices"}, %soft: tensor<?x16xf32> {spark.input = "soft_embeddings"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
@@ -221,14 +222,14 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %soft_idx: tensor<
 // lower to their kernels, the reshape between them to nothing.
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64}
-// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
-// CHECK-NEXT: spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[S:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd.copy"}
-// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = 3 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
-// CHECK-NEXT: spark.launch "gelu" @kernels::@spark_gelu__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = [[G:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "mul" @kernels::@spark_mul__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[G]] : i64}, {buffer = [[E]] : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "scale" @kernels::@spark_scale__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[M]] : i64}, {buffer = [[SC:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {f32 = 5.000000e-01 : f32}]
-// CHECK-NEXT: spark.launch "select_group" @kernels::@spark_select_group__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[SC]] : i64}, {buffer = [[P:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 3 : i32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__0 grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[P]] : i64}, {weight = 1 : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 4 : i32}]
+// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
+// CHECK-NEXT: spark.launch "copy" @kernels::@spark_copy__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[S:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd.copy"}
+// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = 3 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
+// CHECK-NEXT: spark.launch "gelu" @kernels::@spark_gelu__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = [[G:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "mul" @kernels::@spark_mul__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[G]] : i64}, {buffer = [[E]] : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "scale" @kernels::@spark_scale__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[M]] : i64}, {buffer = [[SC:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {f32 = 5.000000e-01 : f32}]
+// CHECK-NEXT: spark.launch "select_group" @kernels::@spark_select_group__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[SC]] : i64}, {buffer = [[P:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 3 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[P]] : i64}, {weight = 1 : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 4 : i32}]
 // CHECK-NEXT: {{^ *}$}}
 // CHECK: {{^// -{5}$}}
 
@@ -316,11 +317,11 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // The fused norms (spark-fuse-norms): residual_rms_norm and rms_norm_rope lower to one launch
 // each, arguments in kernel_abi.h order (a weight-less norm passes null).
 // CHECK-LABEL: spark.program @forward
-// CHECK: spark.launch "rms_norm_rope" @kernels::@spark_rms_norm_rope__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {weight = {{[0-9]+}} : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}, {f32 = 9.99999997E-7 : f32}]
-// CHECK: spark.launch "residual_rms_norm" @kernels::@spark_residual_rms_norm__0 grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[X:[0-9]+]] : i64}, {null = 1 : i64}, {buffer = [[R:[0-9]+]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
-// CHECK: gpu.func @spark_rms_norm_rope__0(
+// CHECK: spark.launch "rms_norm_rope" @kernels::@spark_rms_norm_rope__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {weight = {{[0-9]+}} : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK: spark.launch "residual_rms_norm" @kernels::@spark_residual_rms_norm__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[X:[0-9]+]] : i64}, {null = 1 : i64}, {buffer = [[R:[0-9]+]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK: gpu.func @spark_rms_norm_rope__{{[a-z0-9_]+}}(
 // CHECK: llvm.call @spark_rms_norm_rope(
-// CHECK: gpu.func @spark_residual_rms_norm__0(
+// CHECK: gpu.func @spark_residual_rms_norm__{{[a-z0-9_]+}}(
 // CHECK: llvm.call @spark_residual_rms_norm(
 
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {

@@ -23,6 +23,7 @@
 
 #include <cmath>
 
+#include "spark/runtime/entry_point.h"
 #include "spark/runtime/kernel_abi.h"
 
 #include <algorithm>
@@ -677,20 +678,21 @@ void Lowering::buildEntries() {
     return kind == abi::ArgKind::kPtr ? ptr : kind == abi::ArgKind::kI32 ? i32 : f32;
   };
   llvm::StringMap<LLVM::LLVMFuncOp> declarations;
-  std::map<std::string, std::string> entryByKey;
-  llvm::StringMap<int64_t> counters;
+  std::set<std::string> built;
 
   for (PendingLaunch &l : launches) {
-    std::string key = l.spec->op;
-    for (const Arg &arg : l.args)
-      key += arg.kind == Arg::I32   ? "|i" + std::to_string(arg.i32)
-             : arg.kind == Arg::F32 ? "|f" + std::to_string(llvm::bit_cast<uint32_t>(arg.f32))
-                                    : "|p";
-    auto found = entryByKey.find(key);
-    if (found != entryByKey.end()) {
-      launchEntry.push_back(found->second);
-      continue;
+    // One entry per (op, literal arguments), named after them (entry_point.h): the runtime
+    // recomputes the name from each step and refuses a step that names another entry.
+    std::string name = EntryPointPrefix(l.spec->symbol);
+    for (const Arg &arg : l.args) {
+      if (arg.kind == Arg::I32)
+        AppendEntryLiteral(&name, arg.i32);
+      else if (arg.kind == Arg::F32)
+        AppendEntryLiteral(&name, arg.f32);
     }
+    launchEntry.push_back(name);
+    if (!built.insert(name).second)
+      continue;
     LLVM::LLVMFuncOp &decl = declarations[l.spec->symbol];
     if (!decl) {
       SmallVector<Type> params;
@@ -702,8 +704,6 @@ void Lowering::buildEntries() {
           b, module.getLoc(), l.spec->symbol,
           LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), params));
     }
-    std::string name = std::string(l.spec->symbol) + "__" +
-                       std::to_string(counters[l.spec->symbol]++);
     SmallVector<Type> entryParams;
     for (int i = 0; i < l.spec->num_args; ++i)
       if (!l.args[i].isLiteral())
@@ -731,8 +731,6 @@ void Lowering::buildEntries() {
       LLVM::CallOp::create(b, module.getLoc(), decl, callArgs);
       gpu::ReturnOp::create(b, module.getLoc());
     }
-    entryByKey[key] = name;
-    launchEntry.push_back(name);
   }
 }
 

@@ -40,10 +40,10 @@ StepArg Null() { return {ArgRefKind::kNull, 0, 0, 0.0f}; }
 Step MakeStep(const std::string& op, const std::string& source, std::vector<StepArg> args) {
   Step step;
   step.op = op;
-  step.kernel = "spark_" + op + "__0";
   step.source = source;
   step.block[0] = abi::FindKernel(op.c_str())->block_size;
   step.args = std::move(args);
+  step.kernel = EntryPointOf(step);
   return step;
 }
 
@@ -405,7 +405,7 @@ TEST_F(HostExecutorTest, KernelErrorsNameTheStep) {
   std::unique_ptr<Executor> executor = Make(plan);
   std::vector<float> logits;
   EXPECT_TRUE(ErrorContains(executor->RunStep({0}, {0}, nullptr, &logits),
-                            "step 4 (lm_head, op linear, kernel spark_linear__0)"));
+                            "step 4 (lm_head, op linear, kernel spark_linear__i4_i2)"));
 }
 
 TEST(KvCapacityTest, FullHoldsMaxLengthSlidingHoldsTheWindowPlusAChunk) {

@@ -146,11 +146,11 @@ inline StepArg F32Arg(float value) { return {ArgRefKind::kF32, 0, 0, value}; }
 inline Step MakeStep(const std::string& op, int block, std::vector<StepArg> args) {
   Step step;
   step.op = op;
-  step.kernel = absl::StrCat("spark_", op, "__0");
   step.source = absl::StrCat("test.", op);
   step.grid[0] = 4;
   step.block[0] = block;
   step.args = std::move(args);
+  step.kernel = EntryPointOf(step);  // the entry spark-compile would name
   return step;
 }
 

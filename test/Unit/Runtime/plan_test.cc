@@ -113,6 +113,7 @@ TEST(PlanTest, FloatsRoundTripBitExactInShortestForm) {
                           std::numeric_limits<float>::denorm_min(), -0.0f, 30.0f};
   for (const float value : values) {
     plan.steps[0].args[6].f32 = value;
+    plan.steps[0].kernel = EntryPointOf(plan.steps[0]);
     const absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     const float back = parsed->steps[0].args[6].f32;
@@ -223,8 +224,31 @@ TEST(PlanTest, RejectsNonObjectDocument) {
                        "m.cubin: plan: expected an object, found an array"));
 }
 
+// A step's kernel is the entry compiled for its op and literals (entry_point.h): pointing a step
+// at another entry (one compiled for other sizes) is refused, with or without also editing the
+// literals.
+TEST(PlanTest, StepKernelMustBeTheEntryOfItsOpAndLiterals) {
+  Plan plan = TestPlan();
+  EXPECT_EQ(plan.steps[4].kernel, "spark_linear__i16_i4");
+  EXPECT_EQ(plan.steps[0].kernel, "spark_embedding__i16_i4_f40000000");  // 2.0f
+  plan.steps[4].kernel = "spark_linear__i512_i4";
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[4].kernel: the step names kernel "
+                       "\"spark_linear__i512_i4\", but its op and literal arguments are those of "
+                       "\"spark_linear__i16_i4\""));
+  plan.steps[4].kernel = "spark_rms_norm__i1_i4_f358637bd";  // another op's entry
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan steps[4].kernel"));
+  plan = TestPlan();
+  plan.steps[1].args[5] = test::I32Arg(3);  // scatter_rows cols 4 -> 3, kernel unchanged
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "\"spark_scatter_rows__i4\", but its op and literal arguments are those "
+                       "of \"spark_scatter_rows__i3\""));
+  Step negative = test::MakeStep("mask_tokens", 256, {test::I32Arg(7), test::I32Arg(-1)});
+  EXPECT_EQ(negative.kernel, "spark_mask_tokens__i7_m1");
+}
+
 TEST(PlanTest, RejectsMissingKey) {
-  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("kernel":"spark_linear__0",)", ""), kInvalid,
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("kernel":"spark_linear__i16_i4",)", ""), kInvalid,
                        "m.cubin: plan steps[4]: missing key \"kernel\""));
 }
 
@@ -749,6 +773,7 @@ TEST(PlanTest, KvCacheDTypeMatchesItsSteps) {
                        "steps[3].args[9]: cache_dtype 0 of kv_write does not match kv cache 1 "
                        "(kv.layers.1), bf16 (cache_dtype 1)"));
   plan.steps[3].args[9] = test::I32Arg(abi::kCacheBF16);
+  plan.steps[3].kernel = EntryPointOf(plan.steps[3]);
   absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->kv_caches[1].dtype, DType::kBF16);
@@ -770,6 +795,7 @@ TEST(PlanTest, KvCacheDTypeMatchesItsSteps) {
                        "args[15]: cache_dtype 0 of attention does not match kv cache 1 "
                        "(kv.layers.1), bf16 (cache_dtype 1)"));
   plan.steps.back().args[15] = test::I32Arg(abi::kCacheBF16);
+  plan.steps.back().kernel = EntryPointOf(plan.steps.back());
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
   plan = TestPlan();
   plan.kv_caches[0].dtype = DType::kI32;

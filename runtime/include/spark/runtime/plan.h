@@ -135,6 +135,11 @@ struct Plan {
   std::vector<Step> steps;
 };
 
+// The entry point spark-compile generates for `step` (entry_point.h): its op's device function
+// and its literal arguments. Empty for an op the kernel ABI does not know. ValidatePlan refuses a
+// step whose `kernel` is anything else.
+std::string EntryPointOf(const Step& step);
+
 // Parses and validates the contents of a `.spark.plan` section (header + JSON). `origin` names
 // the file in error messages.
 absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_view origin);
