@@ -28,7 +28,14 @@ for target in "${targets[@]}"; do
   if [ ! -x "$binary" ]; then echo "fuzz: $binary is missing; run scripts/sanitize.sh" >&2; exit 1; fi
   mkdir -p "$work"
   log=build-sanitize/fuzz-crashes/$target.log
+  # Inputs long enough for structure that matters: deep nesting (tens of KB), whole plans (60 KB).
+  case $target in
+    fuzz_gemma_config|fuzz_safetensors_index) max_len=65536 ;;
+    fuzz_plan_section|fuzz_plan_execution|fuzz_cubin) max_len=1048576 ;;
+    *) max_len=16384 ;;
+  esac
   "$binary" "$work" "$corpus" "${regressions[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=$max_len \
       -malloc_limit_mb=1024 -print_final_stats=1 \
       -artifact_prefix=build-sanitize/fuzz-crashes/"$target"- >"$log" 2>&1
   rc=$?

@@ -138,6 +138,19 @@ def config_seeds():
     for model in MODELS:
         shutil.copyfile(os.path.join(ROOT, "test", "data", "models", model, "config.json"),
                         os.path.join(HERE, "corpus", "fuzz_gemma_config", model + ".json"))
+    # Structure the readers must refuse: nesting just past the config check's limit (32), deep
+    # enough to overflow a recursive parser, and a key twice.
+    put("fuzz_gemma_config", "deep-33.json", b'{"junk": ' + b"[" * 33 + b"]" * 33 + b"}")
+    put("fuzz_gemma_config", "deep-4000.json", b'{"junk": ' + b"[" * 4000 + b"]" * 4000 + b"}")
+    put("fuzz_gemma_config", "duplicate-key.json",
+        b'{"model_type": "gemma4_text", "hidden_size": 64, "hidden_size": 128}')
+
+
+def deep_plan_seeds():
+    """Plan JSON nested past the runtime JSON reader's depth limit."""
+    deep = b'{"target": ' + b"[" * 4000 + b"]" * 4000 + b"}"
+    put("fuzz_plan_section", "deep-json", b"\1" + deep)
+    put("fuzz_plan_execution", "deep.json", deep)
 
 
 def main():
@@ -152,6 +165,7 @@ def main():
     safetensors_seeds()
     target_name_seeds()
     config_seeds()
+    deep_plan_seeds()
     total = 0
     for directory, _, files in os.walk(os.path.join(HERE, "corpus")):
         total += sum(os.path.getsize(os.path.join(directory, f)) for f in files)
