@@ -5,8 +5,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "file_util.h"
+#include "printable_text.h"
 #include "spark/runtime/elf_section.h"
 #include "spark/runtime/plan_format.h"
 #include "spark/runtime/target.h"
@@ -22,10 +24,10 @@ constexpr absl::string_view kPtxExtension = ".ptx";
 absl::Status CheckTargetKind(const Artifact& artifact) {
   SPARK_ASSIGN_OR_RETURN(const Target target, ParseTarget(artifact.plan.target));
   if (target.is_cubin() != artifact.is_ptx) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
+  return absl::InvalidArgumentError(PrintableText(absl::StrCat(
       artifact.path, " is ", artifact.is_ptx ? "PTX" : "a cubin", " but its plan names the ",
       artifact.is_ptx ? "cubin" : "PTX", " target ", artifact.plan.target,
-      "; the files do not belong together, recompile them with spark-compile"));
+      "; the files do not belong together, recompile them with spark-compile")));
 }
 
 absl::Status LoadCubin(Artifact* artifact) {
@@ -37,17 +39,17 @@ absl::Status LoadCubin(Artifact* artifact) {
 absl::Status LoadPtx(Artifact* artifact) {
   SPARK_ASSIGN_OR_RETURN(artifact->image, ReadFileToString(artifact->path));
   if (HasElfMagic(artifact->image)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        artifact->path, " is an ELF file, not PTX text; name cubins with the .cubin extension"));
+    return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+        artifact->path, " is an ELF file, not PTX text; name cubins with the .cubin extension")));
   }
   if (artifact->image.empty() || artifact->image.back() != '\0') artifact->image.push_back('\0');
   const std::string plan_path = PtxPlanPath(artifact->path);
   absl::StatusOr<std::string> section = ReadFileToString(plan_path);
   if (absl::IsNotFound(section.status())) {
-    return absl::NotFoundError(absl::StrCat(
+    return absl::NotFoundError(PrintableText(absl::StrCat(
         artifact->path, " needs its plan file ", plan_path,
         ", which does not exist; spark-compile --target compute_XX writes both files: keep them "
-        "in the same directory"));
+        "in the same directory")));
   }
   if (!section.ok()) return section.status();
   SPARK_ASSIGN_OR_RETURN(artifact->plan, ParsePlanSection(*section, plan_path));
@@ -58,11 +60,18 @@ absl::Status LoadPtx(Artifact* artifact) {
 
 absl::StatusOr<Plan> ReadCubinPlan(absl::string_view image, absl::string_view origin) {
   SPARK_ASSIGN_OR_RETURN(const ElfFile elf, ElfFile::Parse(image, origin));
+  const std::vector<size_t> plans = elf.SectionIndices(plan_format::kSectionName);
+  if (plans.size() > 1) {
+    return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+        origin, " has ", plans.size(), " ", plan_format::kSectionName, " sections (sections ",
+        absl::StrJoin(plans, ", "),
+        "); spark-compile writes one: the file was modified, recompile it with spark-compile")));
+  }
   const ElfSection* section = elf.FindSection(plan_format::kSectionName);
   if (section == nullptr) {
-    return absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(PrintableText(
         absl::StrCat(origin, " has no ", plan_format::kSectionName,
-                     " section: it is not a Spark artifact; compile it with spark-compile"));
+                     " section: it is not a Spark artifact; compile it with spark-compile")));
   }
   return ParsePlanSection(elf.SectionData(*section), origin);
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "checked_math.h"
 #include "little_endian.h"
+#include "printable_text.h"
 #include "status_macros.h"
 
 namespace spark {
@@ -19,6 +20,7 @@ constexpr size_t kHeaderSize = 64;         // Elf64_Ehdr
 constexpr size_t kSectionHeaderSize = 64;  // Elf64_Shdr
 constexpr uint8_t kElfClass64 = 2;
 constexpr uint8_t kElfDataLittleEndian = 1;
+constexpr uint32_t kElfVersionCurrent = 1;          // EV_CURRENT, the only ELF version
 constexpr uint16_t kSectionIndexExtended = 0xffff;  // SHN_XINDEX
 constexpr uint32_t kSectionNull = 0;                // SHT_NULL
 
@@ -42,15 +44,16 @@ std::string LeadingBytes(absl::string_view image) {
   return out.empty() ? "none: the file is empty" : out;
 }
 
+// "<origin>: <message>", printable (PrintableText: the file name may come from a directory).
 absl::Status Invalid(absl::string_view origin, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(origin, ": ", message));
+  return absl::InvalidArgumentError(PrintableText(absl::StrCat(origin, ": ", message)));
 }
 
 absl::Status CheckIdent(absl::string_view image, absl::string_view origin) {
   if (!HasElfMagic(image)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        origin, " is not an ELF file (expected the bytes 7f 45 4c 46, found ",
-        LeadingBytes(image), "); expected a cubin written by spark-compile"));
+    return absl::InvalidArgumentError(PrintableText(
+        absl::StrCat(origin, " is not an ELF file (expected the bytes 7f 45 4c 46, found ",
+                     LeadingBytes(image), "); expected a cubin written by spark-compile")));
   }
   if (image.size() < kIdentSize) {
     return Invalid(origin, absl::StrCat("truncated ELF file: ", image.size(),
@@ -62,9 +65,20 @@ absl::Status CheckIdent(absl::string_view image, absl::string_view origin) {
   if (static_cast<uint8_t>(image[5]) != kElfDataLittleEndian) {
     return Invalid(origin, "not a little-endian ELF file; cubins are little-endian");
   }
+  if (static_cast<uint8_t>(image[6]) != kElfVersionCurrent) {
+    return Invalid(origin,
+                   absl::StrCat("ELF identification version (e_ident[EI_VERSION]) is ",
+                                static_cast<int>(static_cast<uint8_t>(image[6])), ", expected ",
+                                kElfVersionCurrent, " (EV_CURRENT); the file is damaged"));
+  }
   if (image.size() < kHeaderSize) {
     return Invalid(origin, absl::StrCat("truncated ELF file: ", image.size(),
                                         " bytes, the ELF header needs ", kHeaderSize));
+  }
+  const uint32_t version = LoadLittleEndian<uint32_t>(image.data() + 20);
+  if (version != kElfVersionCurrent) {
+    return Invalid(origin, absl::StrCat("ELF version (e_version) is ", version, ", expected ",
+                                        kElfVersionCurrent, " (EV_CURRENT); the file is damaged"));
   }
   return absl::OkStatus();
 }
@@ -105,6 +119,12 @@ absl::StatusOr<RawHeader> ReadHeader(absl::string_view image, absl::string_view 
     const uint64_t table = header.section_table_offset;
     if (extended_count) header.section_count = SectionField<uint64_t>(image, table, 0, 32);
     if (extended_index) header.name_table_index = SectionField<uint32_t>(image, table, 0, 40);
+  }
+  if (extended_index && header.name_table_index == 0) {
+    return Invalid(origin,
+                   "ELF e_shstrndx is SHN_XINDEX (0xffff): the section name table index is in "
+                   "section 0's sh_link, which is 0 (no section), so no section has a name; the "
+                   "file is damaged");
   }
   return header;
 }
@@ -187,6 +207,14 @@ absl::StatusOr<ElfFile> ElfFile::Parse(absl::string_view image, absl::string_vie
     SPARK_ASSIGN_OR_RETURN(file.sections_[i].name, ReadName(names, name_offset, i, origin));
   }
   return file;
+}
+
+std::vector<size_t> ElfFile::SectionIndices(absl::string_view name) const {
+  std::vector<size_t> indices;
+  for (size_t i = 0; i < sections_.size(); ++i) {
+    if (sections_[i].name == name) indices.push_back(i);
+  }
+  return indices;
 }
 
 const ElfSection* ElfFile::FindSection(absl::string_view name) const {

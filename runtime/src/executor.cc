@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "file_util.h"
+#include "printable_text.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
 #include "status_macros.h"
@@ -78,7 +79,8 @@ absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan,
   for (const WeightInfo& info : plan.weights) {
     const TensorView* tensor = checkpoint.Find(info.name);
     if (tensor == nullptr) {
-      return absl::NotFoundError(absl::StrCat("weight ", info.name, " is not in the checkpoint"));
+      return absl::NotFoundError(
+          PrintableText(absl::StrCat("weight ", info.name, " is not in the checkpoint")));
     }
     weights.push_back({tensor->data, tensor->num_bytes});
   }

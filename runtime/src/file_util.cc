@@ -11,6 +11,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "printable_text.h"
+#include "status_macros.h"
 
 namespace spark {
 namespace rt {
@@ -30,22 +32,36 @@ class FdCloser {
   int fd_;
 };
 
+absl::Status NotRegularFileError(const std::string& path, mode_t mode) {
+  return absl::InvalidArgumentError(absl::StrCat(PrintableText(path), " is ", FileTypeName(mode),
+                                                 ", not a regular file; name a file"));
+}
+
 // Opens `path` for reading and checks that it is a regular file; returns the fd and its size.
+// The type is checked before the open and again on the open descriptor (the path may change in
+// between): open() of a FIFO blocks until a writer comes, of a device may act on it. The open is
+// non-blocking (O_NONBLOCK, cleared once the file is known to be regular) and takes no
+// controlling terminal (O_NOCTTY).
 absl::Status OpenRegularFile(const std::string& path, int* fd, uint64_t* size) {
-  *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  SPARK_RETURN_IF_ERROR(CheckRegularFile(path));
+  *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (*fd < 0) return PathErrnoStatus(errno, "open", path);
   struct stat st;
+  absl::Status status;
   if (::fstat(*fd, &st) != 0) {
-    const int error_number = errno;
-    ::close(*fd);
-    *fd = -1;
-    return PathErrnoStatus(error_number, "stat", path);
+    status = PathErrnoStatus(errno, "stat", path);
+  } else if (!S_ISREG(st.st_mode)) {
+    status = NotRegularFileError(path, st.st_mode);
+  } else {
+    const int flags = ::fcntl(*fd, F_GETFL);
+    if (flags < 0 || ::fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      status = PathErrnoStatus(errno, "clear O_NONBLOCK of", path);
+    }
   }
-  if (!S_ISREG(st.st_mode)) {
+  if (!status.ok()) {
     ::close(*fd);
     *fd = -1;
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a regular file (a directory or a device); name a file"));
+    return status;
   }
   *size = static_cast<uint64_t>(st.st_size);
   return absl::OkStatus();
@@ -53,9 +69,32 @@ absl::Status OpenRegularFile(const std::string& path, int* fd, uint64_t* size) {
 
 }  // namespace
 
+std::string FileTypeName(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a special file";
+}
+
+absl::StatusOr<mode_t> FileMode(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return PathErrnoStatus(errno, "open", path);
+  return st.st_mode;
+}
+
+absl::Status CheckRegularFile(const std::string& path) {
+  SPARK_ASSIGN_OR_RETURN(const mode_t mode, FileMode(path));
+  if (!S_ISREG(mode)) return NotRegularFileError(path, mode);
+  return absl::OkStatus();
+}
+
 absl::Status PathErrnoStatus(int error_number, absl::string_view what, absl::string_view path) {
   const std::string message =
-      absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(error_number));
+      absl::StrCat("cannot ", what, " ", PrintableText(path), ": ", std::strerror(error_number));
   switch (error_number) {
     case ENOENT:
     case ENOTDIR:

@@ -1,8 +1,11 @@
 // Small POSIX file helpers shared by the loaders. Internal to the runtime; every function returns
 // a status (kNotFound for a missing path, kPermissionDenied for EACCES, kInvalidArgument for a
-// directory where a file is expected, kInternal otherwise) whose message names the path.
+// directory, FIFO, device or socket where a file is expected, kInternal otherwise) whose message
+// names the path (printable: PrintableText).
 #ifndef SPARK_RUNTIME_SRC_FILE_UTIL_H_
 #define SPARK_RUNTIME_SRC_FILE_UTIL_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -19,7 +22,20 @@ namespace rt {
 // A status for a failed system call on `path` (`what` says which operation, e.g. "open").
 absl::Status PathErrnoStatus(int error_number, absl::string_view what, absl::string_view path);
 
-// The whole file.
+// What a file of type `mode` (stat's st_mode) is, for messages: "a directory", "a FIFO (named
+// pipe)", "a character device", "a block device", "a socket", "a symbolic link", "a regular file".
+std::string FileTypeName(mode_t mode);
+
+// The type and permission bits of `path` (stat(2), following symbolic links).
+absl::StatusOr<mode_t> FileMode(const std::string& path);
+
+// OK when `path` is a regular file (or a symbolic link to one); kInvalidArgument "<path> is a
+// FIFO (named pipe), not a regular file; name a file" (or a directory, a device, ...) otherwise.
+// Nothing is opened.
+absl::Status CheckRegularFile(const std::string& path);
+
+// The whole file. Like MappedFile::Open, refuses anything but a regular file before reading (a
+// FIFO or a device never blocks the reader or is read without end).
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // Creates or truncates `path` and writes `data`.

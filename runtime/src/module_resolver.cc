@@ -1,5 +1,7 @@
 #include "spark/runtime/module_resolver.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <tuple>
 #include <utility>
@@ -11,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 #include "file_util.h"
+#include "printable_text.h"
 #include "status_macros.h"
 
 namespace spark {
@@ -143,6 +146,7 @@ absl::Status CheckRequest(const ResolveRequest& request) {
   if (request.artifact_path.empty()) {
     return absl::InvalidArgumentError("no module to resolve: the artifact path is empty");
   }
+  SPARK_RETURN_IF_ERROR(CheckModulePath(request.module_path));
   if (request.cc_major <= 0 || request.cc_minor < 0 || request.cc_minor > 9) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot resolve a module for compute capability ",
@@ -178,6 +182,16 @@ absl::StatusOr<Decision> Decide(const ResolveRequest& request) {
        CandidatePaths(request, resolution.searched_dirs, resolution.stem)) {
     Candidate candidate;
     candidate.path = path;
+    // A FIFO would block the open, a device could be read without end: skipped unopened.
+    const absl::StatusOr<mode_t> mode = FileMode(path);
+    if (mode.ok() && !S_ISREG(*mode)) {
+      candidate.target = std::string(kUnreadableTarget);
+      candidate.reason =
+          absl::StrCat("not opened: it is ", FileTypeName(*mode), ", not a regular file");
+      kinds.push_back(ImageKind::kExact);
+      resolution.considered.push_back(std::move(candidate));
+      continue;
+    }
     absl::StatusOr<Artifact> artifact = LoadArtifact(path);
     if (!artifact.ok()) {
       candidate.target = std::string(kUnreadableTarget);
@@ -233,8 +247,11 @@ std::string FormatCandidates(const Resolution& resolution, absl::optional<size_t
     const absl::string_view verdict = chosen && i == *chosen ? "chosen"
                                       : candidate.accepted   ? "usable"
                                                              : "rejected";
-    absl::StrAppend(&out, "  ", candidate.path, ": ", candidate.target, ": ", verdict, ": ",
-                    candidate.reason, "\n");
+    // File names come from directory listings, reasons from the files: both made printable.
+    absl::StrAppend(&out, "  ",
+                    PrintableText(absl::StrCat(candidate.path, ": ", candidate.target, ": ",
+                                               verdict, ": ", candidate.reason)),
+                    "\n");
   }
   return out;
 }
@@ -271,6 +288,17 @@ std::string ModuleStem(absl::string_view artifact_path) {
     name = name.substr(0, dot);
   }
   return std::string(name);
+}
+
+absl::Status CheckModulePath(const std::vector<std::string>& module_path) {
+  for (size_t i = 0; i < module_path.size(); ++i) {
+    if (!module_path[i].empty()) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--module-path entry ", i + 1,
+                     " is empty (a trailing or doubled comma?); name a directory, or '.' for the "
+                     "current directory"));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<SearchDir> ModuleSearchPath(const ResolveRequest& request) {

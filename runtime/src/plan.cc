@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "checked_math.h"
 #include "little_endian.h"
+#include "printable_text.h"
 #include "spark/runtime/json.h"
 #include "spark/runtime/entry_point.h"
 #include "spark/runtime/kernel_abi.h"
@@ -40,11 +41,12 @@ constexpr absl::string_view kRecompile =
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-// "<origin>: plan <path>: <message>"; the top-level object has an empty path.
+// "<origin>: plan <path>: <message>"; the top-level object has an empty path. Names from the
+// plan in `message` (and the file name) are made printable (PrintableText).
 absl::Status PlanError(absl::string_view origin, absl::string_view path,
                        absl::string_view message) {
   return absl::InvalidArgumentError(
-      absl::StrCat(origin, ": plan", path.empty() ? "" : " ", path, ": ", message));
+      PrintableText(absl::StrCat(origin, ": plan", path.empty() ? "" : " ", path, ": ", message)));
 }
 
 // A scalar as written in JSON, or the type of a container, for "found ..." in messages.
@@ -66,6 +68,14 @@ std::string ExpectedInteger(int64_t min, int64_t max) {
   return absl::StrCat("expected an integer in [", min, ", ", max, "]");
 }
 
+// The message for an array of a plan longer than plan_format.h allows.
+std::string TooManyEntries(uint64_t count, uint64_t max_count) {
+  return absl::StrCat("expected at most ", max_count,
+                      " entries (this runtime's limit, over 15 times what the largest Gemma 4 "
+                      "plan has), found ",
+                      count, "; the file is damaged or was not written by spark-compile");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Section header
 
@@ -77,7 +87,8 @@ std::string HexBytes(absl::string_view bytes) {
 
 // Checks the 32-byte header and the padding; returns the JSON document it frames.
 absl::StatusOr<absl::string_view> ReadSectionJson(absl::string_view section,
-                                                  absl::string_view origin) {
+                                                  absl::string_view file) {
+  const std::string origin = PrintableText(file);
   if (section.size() < pf::kHeaderSize) {
     return absl::InvalidArgumentError(absl::StrCat(
         origin, ": the .spark.plan section is truncated: it has ", section.size(),
@@ -438,12 +449,17 @@ Step ReadStep(ObjectReader object, Errors* errors) {
   return step;
 }
 
-// Reads each element of the array `key` of `object` with `read_one`.
+// Reads each element of the array `key` of `object` with `read_one`; at most `max_count` of them
+// (plan_format.h's limits: what a hostile plan can make the reader allocate is bounded).
 template <typename T, typename ReadOne>
-std::vector<T> ReadObjects(ObjectReader& object, absl::string_view key, Errors* errors,
-                           ReadOne read_one) {
+std::vector<T> ReadObjects(ObjectReader& object, absl::string_view key, uint64_t max_count,
+                           Errors* errors, ReadOne read_one) {
   std::vector<T> out;
   const Json::Array& elements = object.Array(key);
+  if (elements.size() > max_count) {
+    errors->Fail(object.Child(key), TooManyEntries(elements.size(), max_count));
+    return out;
+  }
   for (size_t i = 0; i < elements.size(); ++i) {
     out.push_back(read_one(ObjectReader(elements[i], IndexPath(key, i), errors), errors));
   }
@@ -470,10 +486,11 @@ absl::StatusOr<Plan> PlanFromJson(const Json& json, absl::string_view origin) {
   }
   plan.model = ReadModel(root.Object("model"));
   ReadEntryPoints(root.Object("inputs"), root.Object("outputs"), &plan);
-  plan.buffers = ReadObjects<BufferInfo>(root, "buffers", &errors, ReadBuffer);
-  plan.weights = ReadObjects<WeightInfo>(root, "weights", &errors, ReadWeight);
-  plan.kv_caches = ReadObjects<KvCacheInfo>(root, "kv_caches", &errors, ReadKvCache);
-  plan.steps = ReadObjects<Step>(root, "steps", &errors, ReadStep);
+  plan.buffers = ReadObjects<BufferInfo>(root, "buffers", pf::kMaxBuffers, &errors, ReadBuffer);
+  plan.weights = ReadObjects<WeightInfo>(root, "weights", pf::kMaxWeights, &errors, ReadWeight);
+  plan.kv_caches =
+      ReadObjects<KvCacheInfo>(root, "kv_caches", pf::kMaxKvCaches, &errors, ReadKvCache);
+  plan.steps = ReadObjects<Step>(root, "steps", pf::kMaxSteps, &errors, ReadStep);
   root.Finish();
   if (!errors.status().ok()) return errors.status();
   return plan;
@@ -505,6 +522,29 @@ absl::Status CheckDims(absl::string_view origin, absl::string_view path,
                        const std::vector<int64_t>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) {
     SPARK_RETURN_IF_ERROR(CheckRange(origin, IndexPath(path, i), shape[i], 1, kInt64Max));
+  }
+  return absl::OkStatus();
+}
+
+// The limits of plan_format.h (ReadObjects applies them while reading).
+absl::Status ValidateCounts(const Plan& plan, absl::string_view origin) {
+  const struct {
+    const char* key;
+    size_t count;
+    uint64_t max_count;
+  } arrays[] = {{"buffers", plan.buffers.size(), pf::kMaxBuffers},
+                {"weights", plan.weights.size(), pf::kMaxWeights},
+                {"kv_caches", plan.kv_caches.size(), pf::kMaxKvCaches},
+                {"steps", plan.steps.size(), pf::kMaxSteps}};
+  for (const auto& array : arrays) {
+    if (array.count > array.max_count) {
+      return PlanError(origin, array.key, TooManyEntries(array.count, array.max_count));
+    }
+  }
+  if (plan.steps.empty()) {
+    return PlanError(origin, "steps",
+                     "expected at least one step, found none (a plan computes the logits in its "
+                     "steps); the file is damaged or was not written by spark-compile");
   }
   return absl::OkStatus();
 }
@@ -721,13 +761,22 @@ absl::Status CheckArgTarget(const StepArg& arg, const Plan& plan, absl::string_v
   }
 }
 
+// The launch spark-compile gives every step: a 1-D grid of 1 to kMaxLaunchBlocks blocks (every
+// kernel grid-strides: kernel_abi.h) of the ABI's block size, 1-D too. Anything else is beyond
+// what the kernels are written for (and [2^31-1, 65535, 65535] beyond what the GPU should run).
 absl::Status CheckLaunch(const Step& step, const abi::KernelSpec& spec,
                          absl::string_view origin, const std::string& path) {
-  for (int i = 0; i < 3; ++i) {
-    SPARK_RETURN_IF_ERROR(
-        CheckRange(origin, IndexPath(absl::StrCat(path, ".grid"), i), step.grid[i], 1, kInt32Max));
-    SPARK_RETURN_IF_ERROR(CheckRange(origin, IndexPath(absl::StrCat(path, ".block"), i),
-                                     step.block[i], 1, kInt32Max));
+  SPARK_RETURN_IF_ERROR(
+      CheckRange(origin, absl::StrCat(path, ".grid[0]"), step.grid[0], 1, abi::kMaxLaunchBlocks));
+  for (const char* field : {"grid", "block"}) {
+    const int* dims = std::strcmp(field, "grid") == 0 ? step.grid : step.block;
+    for (int i = 1; i < 3; ++i) {
+      if (dims[i] == 1) continue;
+      return PlanError(origin, IndexPath(absl::StrCat(path, ".", field), i),
+                       absl::StrCat("expected 1 (kernels are launched in 1-D grids of 1-D "
+                                    "blocks), found ",
+                                    dims[i]));
+    }
   }
   if (step.block[0] != spec.block_size) {
     return PlanError(origin, absl::StrCat(path, ".block[0]"),
@@ -792,6 +841,29 @@ absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
                                   "\" (an entry runs the sizes it was compiled for: the plan was "
                                   "edited or damaged); ",
                                   kRecompile));
+  }
+  return absl::OkStatus();
+}
+
+// Every KV cache is one a step reads or writes: the runtime allocates each for --max-length
+// tokens, so an unused one would only take memory (gigabytes at long lengths).
+absl::Status ValidateKvCachesUsed(const Plan& plan, absl::string_view origin) {
+  std::vector<bool> used(plan.kv_caches.size(), false);
+  for (const Step& step : plan.steps) {
+    for (const StepArg& arg : step.args) {
+      if (arg.kind == ArgRefKind::kKCache || arg.kind == ArgRefKind::kVCache ||
+          arg.kind == ArgRefKind::kKvCapacity) {
+        used[arg.index] = true;  // in range: ValidateStep
+      }
+    }
+  }
+  for (size_t i = 0; i < used.size(); ++i) {
+    if (used[i]) continue;
+    return PlanError(origin, IndexPath("kv_caches", i),
+                     absl::StrCat("kv cache ", plan.kv_caches[i].name,
+                                  " is used by no step, but would still be allocated for every "
+                                  "token of --max-length; the file is damaged or was not written "
+                                  "by spark-compile"));
   }
   return absl::OkStatus();
 }
@@ -976,6 +1048,7 @@ uint64_t WeightInfo::num_bytes() const {
 absl::string_view ArgRefKindName(ArgRefKind kind) { return ArgKindInfoOf(kind).key; }
 
 absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
+  SPARK_RETURN_IF_ERROR(ValidateCounts(plan, origin));
   SPARK_RETURN_IF_ERROR(ValidateTopLevel(plan, origin));
   SPARK_RETURN_IF_ERROR(ValidateModel(plan.model, origin));
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
@@ -989,16 +1062,16 @@ absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     SPARK_RETURN_IF_ERROR(ValidateStep(plan.steps[i], i, plan, origin));
   }
-  return absl::OkStatus();
+  return ValidateKvCachesUsed(plan, origin);
 }
 
 absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_view origin) {
   SPARK_ASSIGN_OR_RETURN(const absl::string_view text, ReadSectionJson(section, origin));
   absl::StatusOr<Json> json = Json::Parse(text);
   if (!json.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": the plan is not valid JSON: ", json.status().message(),
-        "; the file is damaged, recompile it with spark-compile"));
+    return absl::InvalidArgumentError(PrintableText(
+        absl::StrCat(origin, ": the plan is not valid JSON: ", json.status().message(),
+                     "; the file is damaged, recompile it with spark-compile")));
   }
   SPARK_ASSIGN_OR_RETURN(Plan plan, PlanFromJson(*json, origin));
   SPARK_RETURN_IF_ERROR(ValidatePlan(plan, origin));

@@ -1,5 +1,7 @@
 #include "spark/runtime/safetensors.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -7,11 +9,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "checked_math.h"
 #include "file_util.h"
 #include "little_endian.h"
+#include "printable_text.h"
 #include "spark/runtime/json.h"
 #include "status_macros.h"
 
@@ -48,13 +51,16 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
+// The errors below name tensors, dtypes and files from the checkpoint: made printable
+// (PrintableText).
 absl::Status FileError(absl::string_view path, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
+  return absl::InvalidArgumentError(PrintableText(absl::StrCat(path, ": ", message)));
 }
 
 absl::Status TensorError(absl::string_view path, absl::string_view name,
                          absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", name, ": ", message));
+  return absl::InvalidArgumentError(
+      PrintableText(absl::StrCat(path, ": tensor ", name, ": ", message)));
 }
 
 // A JSON array of integers >= 0, or nullopt.
@@ -85,7 +91,8 @@ absl::StatusOr<Json> ReadHeaderJson(absl::string_view path, const uint8_t* data,
   if (header_bytes > kMaxSafetensorsHeaderBytes) {
     return FileError(path, absl::StrCat("safetensors header length ", header_bytes,
                                         " is above the limit of ", kMaxSafetensorsHeaderBytes,
-                                        " bytes (100 MiB); the file is damaged"));
+                                        " bytes (16 MiB; real headers are about 100 KiB); the "
+                                        "file is damaged"));
   }
   const absl::string_view text(reinterpret_cast<const char*>(data) + kLengthBytes, header_bytes);
   absl::StatusOr<Json> header = Json::Parse(text);
@@ -268,10 +275,9 @@ class CheckpointBuilder {
     for (TensorView& tensor : tensors) {
       const auto inserted = checkpoint.index_.emplace(tensor.name, checkpoint.tensors_.size());
       if (!inserted.second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tensor ", tensor.name, " appears twice: in ",
-                         FileOf(inserted.first->second), " and in ", path,
-                         "; the checkpoint is inconsistent"));
+        return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+            "tensor ", tensor.name, " appears twice: in ", FileOf(inserted.first->second),
+            " and in ", path, "; the checkpoint is inconsistent")));
       }
       checkpoint.total_bytes_ += tensor.num_bytes;  // bounded by the mapped file sizes
       checkpoint.tensors_.push_back(std::move(tensor));
@@ -323,7 +329,8 @@ absl::Status AddIndexedDirectory(const std::string& dir, CheckpointBuilder* buil
 }
 
 absl::Status AddDirectory(const std::string& dir, CheckpointBuilder* builder) {
-  if (IsRegularFile(JoinPath(dir, kSafetensorsIndexName))) {
+  // An index that is not a regular file (a FIFO, a directory) is refused when read, not skipped.
+  if (FileMode(JoinPath(dir, kSafetensorsIndexName)).ok()) {
     return AddIndexedDirectory(dir, builder);
   }
   SPARK_ASSIGN_OR_RETURN(const std::vector<std::string> files, SafetensorsFilesIn(dir));
@@ -359,26 +366,26 @@ absl::Status CheckAllPresent(const Plan& plan, const Checkpoint& checkpoint,
     ++missing;
   }
   if (first_missing == nullptr) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat(
-      "weight ", first_missing->name, " is not in the checkpoint ", checkpoint.path(), " (",
-      missing, " of ", subject, "'s ", plan.weights.size(), " weights are missing)",
-      NotFoundHint(plan, first_missing->name, checkpoint)));
+  return absl::NotFoundError(PrintableText(
+      absl::StrCat("weight ", first_missing->name, " is not in the checkpoint ", checkpoint.path(),
+                   " (", missing, " of ", subject, "'s ", plan.weights.size(),
+                   " weights are missing)", NotFoundHint(plan, first_missing->name, checkpoint))));
 }
 
 absl::Status CheckWeight(const WeightInfo& weight, const TensorView& tensor,
                          absl::string_view subject) {
   const absl::string_view dtype = SafetensorsDTypeName(weight.dtype);
   if (tensor.dtype != dtype) {
-    return absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(PrintableText(
         absl::StrCat("weight ", weight.name, ": expected dtype ", dtype, ", found ", tensor.dtype,
                      "; ", subject, " expects ", DTypeName(weight.dtype),
-                     " weights (a quantized or converted checkpoint needs its own import)"));
+                     " weights (a quantized or converted checkpoint needs its own import)")));
   }
   if (tensor.shape != weight.shape) {
-    return absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(PrintableText(
         absl::StrCat("weight ", weight.name, ": expected shape ", ShapeText(weight.shape),
                      ", found ", ShapeText(tensor.shape),
-                     "; the checkpoint is not the model variant ", subject, " describes"));
+                     "; the checkpoint is not the model variant ", subject, " describes")));
   }
   return absl::OkStatus();
 }
@@ -386,23 +393,24 @@ absl::Status CheckWeight(const WeightInfo& weight, const TensorView& tensor,
 absl::Status CheckOwnedTensor(const OwnedTensor& tensor, absl::flat_hash_set<std::string>* names) {
   if (tensor.name.empty() || tensor.name == kMetadataKey) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot write a tensor named \"", tensor.name, "\""));
+        PrintableText(absl::StrCat("cannot write a tensor named \"", tensor.name, "\"")));
   }
   if (!names->insert(tensor.name).second) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.name, " is given twice"));
+    return absl::InvalidArgumentError(
+        PrintableText(absl::StrCat("tensor ", tensor.name, " is given twice")));
   }
   const int dtype_size = SafetensorsDTypeSize(tensor.dtype);
   if (dtype_size == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor ", tensor.name, ": unknown dtype \"",
-                                                   tensor.dtype, "\" (known: ", KnownDTypes(),
-                                                   ")"));
+    return absl::InvalidArgumentError(
+        PrintableText(absl::StrCat("tensor ", tensor.name, ": unknown dtype \"", tensor.dtype,
+                                   "\" (known: ", KnownDTypes(), ")")));
   }
   const absl::optional<uint64_t> expected = CheckedShapeBytes(tensor.shape, dtype_size);
   if (!expected || *expected != tensor.bytes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor ", tensor.name, ": ", tensor.bytes.size(), " bytes given, but ", tensor.dtype,
-        " ", ShapeText(tensor.shape), " needs ",
-        expected ? absl::StrCat(*expected) : "more than 2^64"));
+    return absl::InvalidArgumentError(PrintableText(
+        absl::StrCat("tensor ", tensor.name, ": ", tensor.bytes.size(), " bytes given, but ",
+                     tensor.dtype, " ", ShapeText(tensor.shape), " needs ",
+                     expected ? absl::StrCat(*expected) : "more than 2^64")));
   }
   return absl::OkStatus();
 }
@@ -435,14 +443,22 @@ Checkpoint::~Checkpoint() = default;
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir_or_file) {
   CheckpointBuilder builder(dir_or_file);
-  if (IsDirectory(dir_or_file)) {
+  const absl::StatusOr<mode_t> mode = FileMode(dir_or_file);
+  if (absl::IsNotFound(mode.status())) {
+    return absl::NotFoundError(PrintableText(
+        absl::StrCat("checkpoint ", dir_or_file,
+                     " does not exist; name the model's directory or a .safetensors file")));
+  }
+  if (!mode.ok()) return mode.status();
+  if (S_ISDIR(*mode)) {
     SPARK_RETURN_IF_ERROR(AddDirectory(dir_or_file, &builder));
-  } else if (IsRegularFile(dir_or_file)) {
+  } else if (S_ISREG(*mode)) {
     SPARK_RETURN_IF_ERROR(builder.AddFile(dir_or_file));
   } else {
-    return absl::NotFoundError(absl::StrCat(
-        "checkpoint ", dir_or_file,
-        " does not exist; name the model's directory or a .safetensors file"));
+    return absl::InvalidArgumentError(PrintableText(
+        absl::StrCat("checkpoint ", dir_or_file, " is ", FileTypeName(*mode),
+                     ", not a directory or a .safetensors file; name the model's directory or a "
+                     ".safetensors file")));
   }
   return builder.Finish();
 }

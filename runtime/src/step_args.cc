@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "printable_text.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan.h"
@@ -25,7 +26,7 @@ absl::Status CheckBoundWeights(const Plan& plan, absl::Span<const WeightData> we
     const WeightInfo& info = plan.weights[i];
     if (weights[i].num_bytes != info.num_bytes() ||
         (weights[i].data == nullptr && info.num_bytes() > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("weight ", info.name, " needs ",
+      return absl::InvalidArgumentError(absl::StrCat("weight ", PrintableText(info.name), " needs ",
                                                      info.num_bytes(), " bytes, bound ",
                                                      weights[i].num_bytes));
     }
@@ -179,8 +180,8 @@ StepOutput MakeStepOutput(const Plan& plan, int step_index, const OutputBuffer& 
 }
 
 std::string DescribeStep(int step_index, const Step& step) {
-  return absl::StrCat("step ", step_index, " (", step.source, ", op ", step.op, ", kernel ",
-                      step.kernel, ")");
+  return PrintableText(absl::StrCat("step ", step_index, " (", step.source, ", op ", step.op,
+                                    ", kernel ", step.kernel, ")"));
 }
 
 int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens) {

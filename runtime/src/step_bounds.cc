@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "checked_math.h"
+#include "printable_text.h"
 #include "status_macros.h"
 
 namespace spark {
@@ -93,6 +94,14 @@ class StepChecker {
           return Error(i, absl::StrCat(need.slot, " of ", step_.op, " must be a weight"));
         }
         const BufferInfo& buffer = plan_.buffers[arg.index];
+        const DType dtype = BufferDType(need.slot);
+        if (buffer.dtype != dtype) {
+          return Error(
+              i, absl::StrCat(need.slot, " of ", step_.op, " is ", DTypeName(dtype),
+                              dtype == DType::kI32 ? " (token ids or indices)" : " (activations)",
+                              ", buffer ", arg.index, " (", buffer.name, ") is ",
+                              DTypeName(buffer.dtype)));
+        }
         const uint64_t have = buffer.row_bytes() / DTypeSize(buffer.dtype);
         if (have < static_cast<uint64_t>(need.per_token)) {
           return Error(i, absl::StrCat(step_.op, " uses ", need.per_token, " elements per token of ",
@@ -209,17 +218,44 @@ class StepChecker {
     return absl::OkStatus();
   }
 
+  // The messages name buffers, weights and caches from the plan: made printable (PrintableText).
+  // The attention window literal is its cache's: W for a sliding cache of window W (the cache
+  // holds only the last window - 1 + max_tokens positions), 0 (causal) for a full one.
+  absl::Status RequireCacheWindow() {
+    const KvCacheInfo& info = plan_.kv_caches[step_.args[SlotIndex("k_cache")].index];
+    const int64_t expected = info.kind == KvKind::kSliding ? info.window : 0;
+    if (Size("window") == expected) return absl::OkStatus();
+    return Error(
+        SlotIndex("window"),
+        absl::StrCat("window ", Size("window"), " of ", step_.op, " does not match kv cache ",
+                     step_.args[SlotIndex("k_cache")].index, " (", info.name, "), ",
+                     info.kind == KvKind::kSliding
+                         ? absl::StrCat("a sliding cache of window ", info.window)
+                         : std::string("a full cache (window 0)")));
+  }
+
   absl::Status Error(int arg, absl::string_view message) const {
     return absl::InvalidArgumentError(
-        absl::StrCat(origin_, ": plan ", path_, ".args[", arg, "]: ", message));
+        PrintableText(absl::StrCat(origin_, ": plan ", path_, ".args[", arg, "]: ", message)));
   }
   absl::Status StepError(absl::string_view message) const {
-    return absl::InvalidArgumentError(absl::StrCat(origin_, ": plan ", path_, ": ", message));
+    return absl::InvalidArgumentError(
+        PrintableText(absl::StrCat(origin_, ": plan ", path_, ": ", message)));
   }
 
  private:
   // Every name the rules below use is in the op's ABI (kernel_abi.h).
   int SlotIndex(const char* name) const { return abi::FindArg(spec_, name); }
+
+  // What the buffer of pointer argument `slot` holds: i32 for token ids (ids, the output of
+  // mask_tokens) and indices (expert indices of the MoE ops, soft-token rows of scatter_rows;
+  // positions and last_visible are the plan's i32 inputs: RequirePositions, RequireLastVisible),
+  // f32 for everything else.
+  DType BufferDType(absl::string_view slot) const {
+    const bool i32 =
+        slot == "ids" || slot == "indices" || (step_.op == "mask_tokens" && slot == "y");
+    return i32 ? DType::kI32 : DType::kF32;
+  }
 
   const Plan& plan_;
   const Step& step_;
@@ -310,7 +346,8 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
     SPARK_RETURN_IF_ERROR(c.Require({"y", row}));
     SPARK_RETURN_IF_ERROR(c.RequireAttentionWorkspace("partials", /*optional=*/true));
     SPARK_RETURN_IF_ERROR(c.RequireLastVisible());
-    return c.RequireCache(kv_heads, head_dim);
+    SPARK_RETURN_IF_ERROR(c.RequireCache(kv_heads, head_dim));
+    return c.RequireCacheWindow();
   }
   if (op == "attention_merge") {
     SPARK_ASSIGN_OR_RETURN(const int64_t row, c.Product({c.Size("q_heads"), c.Size("head_dim")}));
@@ -328,6 +365,11 @@ absl::Status CheckOp(StepChecker& c, absl::string_view op) {
   if (op == "moe_gate_up" || op == "moe_down") {
     const int64_t hidden = c.Size("hidden"), inter = c.Size("intermediate");
     const int64_t experts = c.Size("num_experts"), top_k = c.Size("top_k");
+    if (c.Size("tokens_from") > c.Size("tokens_to")) {
+      return c.StepError(absl::StrCat(op, " needs tokens_from <= tokens_to, found ",
+                                      c.Size("tokens_from"), " > ", c.Size("tokens_to"),
+                                      " (the step would never run)"));
+    }
     SPARK_ASSIGN_OR_RETURN(const int64_t act, c.Product({top_k, inter}));
     SPARK_ASSIGN_OR_RETURN(const int64_t expert_weights,
                            c.Product({experts, op == "moe_gate_up" ? 2 : 1, inter, hidden}));

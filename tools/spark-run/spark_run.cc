@@ -35,11 +35,11 @@
 #include "spark/runtime/host_executor.h"
 #include "spark/runtime/json.h"
 #include "spark/runtime/memory_estimator.h"
-#include "spark/runtime/step_profile.h"
 #include "spark/runtime/module_resolver.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
 #include "spark/runtime/sampler.h"
+#include "spark/runtime/step_profile.h"
 
 ABSL_FLAG(std::string, weights, "", "checkpoint directory or .safetensors file");
 ABSL_FLAG(std::string, prompt_ids, "", "comma-separated prompt token ids, e.g. 2,818,5192");
@@ -611,6 +611,10 @@ absl::Status Run(const std::vector<char*>& positional) {
                                                          positional.size() - 1, " (see --help)"));
   }
   const std::string model = positional[1];
+  // Checked here, not only when resolving: --device auto falls back to the host on a resolution
+  // error, which would turn this mistake into a note.
+  const absl::Status module_path = CheckModulePath(absl::GetFlag(FLAGS_module_path));
+  if (!module_path.ok()) return module_path;
   if (absl::GetFlag(FLAGS_explain_resolution)) return ExplainCommand(model);
   if (absl::GetFlag(FLAGS_estimate)) return EstimateCommand(model);
   return GenerateCommand(model);

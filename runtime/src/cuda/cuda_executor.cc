@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "cuda/cuda_driver.h"
+#include "printable_text.h"
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/plan.h"
@@ -184,9 +185,9 @@ absl::Status CudaExecutor::LoadFunctions() {
     if (found == by_name.end()) {
       CUfunction function = nullptr;
       if (api_->cuModuleGetFunction(&function, module_, step.kernel.c_str()) != cu::kSuccess) {
-        return absl::NotFoundError(absl::StrCat(
+        return absl::NotFoundError(PrintableText(absl::StrCat(
             "kernel ", step.kernel, " of step ", i, " (", step.source, ", op ", step.op,
-            ") is not in ", artifact_.path, "; the image does not match its plan (recompile it)"));
+            ") is not in ", artifact_.path, "; the image does not match its plan (recompile it)")));
       }
       if (step.shared_bytes > kDefaultSharedBytes) {
         SPARK_CU_RETURN_IF_ERROR(
@@ -236,8 +237,8 @@ absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) 
       }
     }
     if (address == 0 && host[w].num_bytes > 0) {
-      return absl::InternalError(
-          absl::StrCat("weight ", plan_.weights[w].name, " is outside the mapped checkpoint"));
+      return absl::InternalError(PrintableText(
+          absl::StrCat("weight ", plan_.weights[w].name, " is outside the mapped checkpoint")));
     }
     bindings_.weights.push_back(address);
   }

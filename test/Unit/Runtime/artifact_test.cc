@@ -56,8 +56,16 @@ TEST(ArtifactTest, DirectoryIsNotAnArtifact) {
   TempDir dir;
   const std::string path = dir.MakeDir("model.cubin");
   EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
-                       absl::StrCat(path, " is not a regular file (a directory or a device); "
-                                          "name a file")));
+                       absl::StrCat(path, " is a directory, not a regular file; name a file")));
+}
+
+// A device is refused by what it is before it is opened (test/tools/spark-run/model-file.test
+// does the same for a FIFO, under a timeout).
+TEST(ArtifactTest, DeviceIsNotAnArtifact) {
+  EXPECT_TRUE(StatusIs(LoadArtifact("/dev/null").status(), kInvalid,
+                       "/dev/null is a character device, not a regular file; name a file"));
+  EXPECT_TRUE(StatusIs(ReadFileToString("/dev/zero").status(), kInvalid,
+                       "/dev/zero is a character device, not a regular file; name a file"));
 }
 
 TEST(ArtifactTest, RejectsNonElfCubin) {
@@ -74,6 +82,20 @@ TEST(ArtifactTest, RejectsCubinWithoutPlanSection) {
   EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
                        absl::StrCat(path, " has no .spark.plan section: it is not a Spark "
                                           "artifact; compile it with spark-compile")));
+}
+
+// Two plans in one file: refused, not the first silently taken.
+TEST(ArtifactTest, RejectsCubinWithTwoPlanSections) {
+  TempDir dir;
+  const std::string plan = SerializePlanSection(TestPlan());
+  const std::string path = dir.Write(
+      "model.cubin",
+      MakeElf64({{".spark.plan", plan}, {".text.spark_linear__0", "code"}, {".spark.plan", plan}}));
+  EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
+                       absl::StrCat(path,
+                                    " has 2 .spark.plan sections (sections 1, 3); "
+                                    "spark-compile writes one: the file was modified, "
+                                    "recompile it with spark-compile")));
 }
 
 TEST(ArtifactTest, InvalidPlanNamesTheFile) {

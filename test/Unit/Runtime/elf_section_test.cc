@@ -79,6 +79,26 @@ TEST(ElfSectionTest, ExtendedSectionNumbering) {
   ASSERT_NE(elf->FindSection(".spark.plan"), nullptr);
 }
 
+// e_shstrndx SHN_XINDEX sends the reader to section 0's sh_link; 0 there names no section:
+// the real reason, not "no .spark.plan section".
+TEST(ElfSectionTest, RejectsExtendedNameTableIndexOfZero) {
+  std::string image = TwoSectionElf();
+  Store<uint16_t>(&image, 62, 0xffff);  // section 0's sh_link stays 0
+  EXPECT_TRUE(StatusIs(ParseError(image), kInvalid,
+                       "x.cubin: ELF e_shstrndx is SHN_XINDEX (0xffff): the section name table "
+                       "index is in section 0's sh_link, which is 0 (no section), so no section "
+                       "has a name; the file is damaged"));
+}
+
+TEST(ElfSectionTest, SectionIndicesFindsEveryCopy) {
+  const std::string image =
+      MakeElf64({{".spark.plan", "A"}, {".text", "code"}, {".spark.plan", "B"}});
+  const absl::StatusOr<ElfFile> elf = ElfFile::Parse(image, "x.cubin");
+  ASSERT_TRUE(elf.ok()) << elf.status();
+  EXPECT_EQ(elf->SectionIndices(".spark.plan"), (std::vector<size_t>{1, 3}));
+  EXPECT_TRUE(elf->SectionIndices(".nv.info").empty());
+}
+
 TEST(ElfSectionTest, RejectsExtendedNumberingPastTheEnd) {
   std::string image = TwoSectionElf();
   Store<uint16_t>(&image, 60, 0);  // the count is in section 0, which is past the end
@@ -105,6 +125,23 @@ TEST(ElfSectionTest, Rejects32BitAndBigEndian) {
   image[5] = 2;
   EXPECT_TRUE(StatusIs(ParseError(image), kInvalid,
                        "x.cubin: not a little-endian ELF file; cubins are little-endian"));
+}
+
+// Both version fields must be EV_CURRENT (1), the only ELF version there is.
+TEST(ElfSectionTest, RejectsVersionOtherThanCurrent) {
+  std::string image = TwoSectionElf();
+  image[6] = 0;  // e_ident[EI_VERSION]
+  EXPECT_TRUE(StatusIs(ParseError(image), kInvalid,
+                       "x.cubin: ELF identification version (e_ident[EI_VERSION]) is 0, expected "
+                       "1 (EV_CURRENT); the file is damaged"));
+  image = TwoSectionElf();
+  Store<uint32_t>(&image, 20, 0);  // e_version
+  EXPECT_TRUE(StatusIs(ParseError(image), kInvalid,
+                       "x.cubin: ELF version (e_version) is 0, expected 1 (EV_CURRENT); the file "
+                       "is damaged"));
+  image = TwoSectionElf();
+  Store<uint32_t>(&image, 20, 2);
+  EXPECT_TRUE(StatusIs(ParseError(image), kInvalid, "ELF version (e_version) is 2, expected 1"));
 }
 
 TEST(ElfSectionTest, RejectsTruncatedHeader) {

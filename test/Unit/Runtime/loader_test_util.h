@@ -155,7 +155,8 @@ inline Step MakeStep(const std::string& op, int block, std::vector<StepArg> args
 }
 
 // A small valid plan that uses every argument kind: vocab 16, hidden 4, max_tokens 8, one sliding
-// and one full KV cache, soft-token inputs.
+// and one full KV cache, soft-token inputs. Steps: embedding, scatter_rows, rms_norm, kv_write
+// (full cache), linear (the logits), attention (sliding cache).
 inline Plan TestPlan(const std::string& target = "sm_90a") {
   Plan plan;
   plan.version = plan_format::kPlanVersion;
@@ -209,6 +210,14 @@ inline Plan TestPlan(const std::string& target = "sm_90a") {
                                 {BufferArg(hidden), WeightArg(0), BufferArg(plan.output_logits),
                                  num_tokens, I32Arg(16), I32Arg(4)}));
   plan.steps.back().shared_bytes = 1024;
+  // Attention over the sliding cache (every cache is used by a step: ValidatePlan).
+  plan.steps.push_back(
+      MakeStep("attention", 128,
+               {BufferArg(k), BufferArg(plan.input_positions), KindArg(ArgRefKind::kKCache, 0),
+                KindArg(ArgRefKind::kVCache, 0), BufferArg(v), KindArg(ArgRefKind::kNull),
+                num_tokens, I32Arg(1), I32Arg(1), I32Arg(4), KindArg(ArgRefKind::kKvCapacity, 0),
+                I32Arg(512), F32Arg(0.5f), I32Arg(1), I32Arg(0), I32Arg(::spark::abi::kCacheF32),
+                KindArg(ArgRefKind::kNull)}));
   return plan;
 }
 

@@ -253,6 +253,23 @@ TEST(ModuleResolverTest, UnreadableCandidateIsRejectedWithTheReason) {
                          "20); expected a cubin written by spark-compile"));
 }
 
+// A candidate that is not a regular file is rejected without being opened (a FIFO would block the
+// open: test/tools/spark-run/explain-resolution.test checks one under a timeout).
+TEST(ModuleResolverTest, NonRegularCandidateIsRejectedUnopened) {
+  TempDir temp;
+  const std::string dir = temp.MakeDir("model.sm_90a.cubin");
+  const std::string good = WriteImage(temp, "model.sm_90.cubin", "sm_90");
+  const absl::StatusOr<Resolution> resolution =
+      ResolveModule(Request(temp.Path("model.cubin"), 9, 0));
+  ASSERT_TRUE(resolution.ok()) << resolution.status();
+  EXPECT_EQ(resolution->artifact.path, good);
+  const Candidate* candidate = FindCandidate(*resolution, dir);
+  ASSERT_NE(candidate, nullptr);
+  EXPECT_EQ(candidate->target, "?");
+  EXPECT_FALSE(candidate->accepted);
+  EXPECT_EQ(candidate->reason, "not opened: it is a directory, not a regular file");
+}
+
 TEST(ModuleResolverTest, IgnoresFilesOfOtherStemsOrPatterns) {
   TempDir temp;
   WriteImage(temp, "other.sm_90a.cubin", "sm_90a");
@@ -373,6 +390,18 @@ TEST(ModuleResolverTest, FixUsesPlainTargetBelowHopper) {
                        absl::StrCat("fix: compile an image for this device: spark-compile "
                                     "model.mlir --target sm_89 -o ", temp.path(),
                                     "/model.sm_89.cubin")));
+}
+
+// An empty --module-path entry would be the current directory, searched before the directory of
+// the file named on the command line: refused (SPARK_MODULE_PATH skips empty entries instead).
+TEST(ModuleResolverTest, RejectsEmptyModulePathEntries) {
+  ResolveRequest request = Request("art/model.cubin", 9, 0);
+  request.module_path = {"lib", ""};
+  EXPECT_TRUE(StatusIs(ResolveModule(request).status(), kInvalid,
+                       "--module-path entry 2 is empty (a trailing or doubled comma?); name a "
+                       "directory, or '.' for the current directory"));
+  EXPECT_TRUE(StatusIs(CheckModulePath({""}), kInvalid, "--module-path entry 1 is empty"));
+  EXPECT_TRUE(CheckModulePath({".", "lib"}).ok());
 }
 
 TEST(ModuleResolverTest, RelativeArtifactSearchesTheCurrentDirectory) {

@@ -190,8 +190,62 @@ TEST(PlanTest, RejectsJsonSizeAboveLimit) {
   AppendLittleEndian<uint64_t>(plan_format::kMaxJsonSize + 1, &size);
   section.replace(16, 8, size);
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "m.cubin").status(), kInvalid,
-                       "m.cubin: the plan header announces 268435457 bytes of JSON, above the "
-                       "limit of 268435456"));
+                       "m.cubin: the plan header announces 33554433 bytes of JSON, above the "
+                       "limit of 33554432"));
+}
+
+// Each array is capped (plan_format.h), so that a plan of a million steps within the size limit
+// is refused before its steps are read into memory.
+TEST(PlanTest, RejectsMoreEntriesThanTheLimits) {
+  const std::string json = PlanJsonText(TestPlan());
+  const size_t steps = json.find("\"steps\":[") + 9;
+  const size_t end = json.rfind(']');
+  const std::string one_step = json.substr(steps, json.find("},{\"op\"", steps) + 1 - steps);
+  std::string many = one_step;
+  for (uint64_t i = 1; i <= plan_format::kMaxSteps; ++i) absl::StrAppend(&many, ",", one_step);
+  const std::string edited = absl::StrCat(json.substr(0, steps), many, json.substr(end));
+  EXPECT_TRUE(StatusIs(ParsePlanSection(SectionFromJson(edited), "m.cubin").status(), kInvalid,
+                       "m.cubin: plan steps: expected at most 32768 entries (this runtime's limit, "
+                       "over 15 times what the largest Gemma 4 plan has), found 32769; the file "
+                       "is damaged or was not written by spark-compile"));
+  Plan plan = TestPlan();
+  plan.weights.resize(plan_format::kMaxWeights + 1, plan.weights[1]);
+  EXPECT_TRUE(
+      StatusIs(ParsePlan(plan), kInvalid, "m.cubin: plan weights: expected at most 16384 entries"));
+  EXPECT_TRUE(StatusIs(ValidatePlan(plan, "m.cubin"), kInvalid,
+                       "m.cubin: plan weights: expected at most 16384 entries"));
+  plan = TestPlan();
+  plan.buffers.resize(plan_format::kMaxBuffers + 1, plan.buffers[0]);
+  EXPECT_TRUE(
+      StatusIs(ParsePlan(plan), kInvalid, "m.cubin: plan buffers: expected at most 32768 entries"));
+  plan = TestPlan();
+  plan.kv_caches.resize(plan_format::kMaxKvCaches + 1, plan.kv_caches[1]);
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan kv_caches: expected at most 1024 entries"));
+}
+
+TEST(PlanTest, RejectsAPlanWithoutSteps) {
+  Plan plan = TestPlan();
+  plan.steps.clear();
+  plan.kv_caches.clear();
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps: expected at least one step, found none (a plan "
+                       "computes the logits in its steps); the file is damaged or was not written "
+                       "by spark-compile"));
+}
+
+// A KV cache no step reads or writes would still be allocated for --max-length tokens.
+TEST(PlanTest, RejectsAKvCacheNoStepUses) {
+  Plan plan = TestPlan();
+  plan.kv_caches.push_back({"kv.unused", KvKind::kFull, 0, 8, 256});
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan kv_caches[2]: kv cache kv.unused is used by no step, but "
+                       "would still be allocated for every token of --max-length; the file is "
+                       "damaged or was not written by spark-compile"));
+  plan = TestPlan();
+  plan.steps.pop_back();  // the attention step, the only one over the sliding cache 0
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan kv_caches[0]: kv cache kv.layers.0 is used by no step"));
 }
 
 TEST(PlanTest, RejectsBadChecksum) {
@@ -403,7 +457,7 @@ TEST(PlanTest, RejectsStepsThatOverrunWhatTheyAreGiven) {
   plan = TestPlan();
   plan.steps[0].args[2] = test::BufferArg(plan.input_ids);  // f32 rows into an i32 buffer
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "embedding uses 4 elements per token of y, buffer 0 (%ids) has 1"));
+                       "y of embedding is f32 (activations), buffer 0 (%ids) is i32"));
   plan = TestPlan();
   plan.steps[2].args[4] = test::I32Arg(2);  // rms_norm groups 2: 8 elements per row
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "rms_norm uses 8 elements per token of x"));
@@ -503,7 +557,7 @@ TEST(PlanTest, ChecksTheAttentionWorkspace) {
   plan = TestPlan();
   plan.steps.push_back(attention(test::BufferArg(3), 4, 17));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "steps[5].args[5]: attention may write 136 floats of partials, buffer 3 "
+                       "steps[6].args[5]: attention may write 136 floats of partials, buffer 3 "
                        "(%logits) holds 128"));
   plan = TestPlan();
   plan.steps.push_back(merge(test::BufferArg(3), 4, 17));
@@ -534,10 +588,18 @@ TEST(PlanTest, ChecksTheMoeWorkspace) {
   Plan plan = TestPlan();
   plan.steps.push_back(combine(test::BufferArg(3)));
   EXPECT_TRUE(ParsePlan(plan).ok());
-  plan = TestPlan();
-  plan.steps.push_back(combine(test::BufferArg(plan.input_ids)));  // 1 element per token
+  // An f32 buffer of 1 element per token, at the end of the arena.
+  const auto with_small_buffer = [](Plan plan) {
+    plan.buffers.push_back({"%small", DType::kF32, {1}, plan.arena_bytes});
+    plan.arena_bytes += 4 * plan.max_tokens;
+    return plan;
+  };
+  const int64_t small = static_cast<int64_t>(TestPlan().buffers.size());
+  plan = with_small_buffer(TestPlan());
+  plan.steps.push_back(combine(test::BufferArg(small)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "moe_combine uses 4 elements per token of partials, buffer 0 (%ids) has 1"));
+                       "moe_combine uses 4 elements per token of partials, buffer 8 (%small) has "
+                       "1"));
   plan = TestPlan();
   plan.steps.push_back(combine(test::KindArg(ArgRefKind::kNull)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "partials of moe_combine may not be null"));
@@ -551,10 +613,10 @@ TEST(PlanTest, ChecksTheMoeWorkspace) {
   plan = TestPlan();
   plan.steps.push_back(down(test::KindArg(ArgRefKind::kNull)));  // never grouped
   EXPECT_TRUE(ParsePlan(plan).ok());
-  plan = TestPlan();
-  plan.steps.push_back(down(test::BufferArg(plan.input_ids)));
+  plan = with_small_buffer(TestPlan());
+  plan.steps.push_back(down(test::BufferArg(small)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "moe_down uses 2 elements per token of partials, buffer 0 (%ids) has 1"));
+                       "moe_down uses 2 elements per token of partials, buffer 8 (%small) has 1"));
 }
 
 // The other bounds rules, one rejection each: the argument's kind, and the ops' own limits.
@@ -581,8 +643,8 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
       "rope", 256,
       {test::BufferArg(4), positions, test::BufferArg(5), num_tokens, test::I32Arg(1),
        test::I32Arg(4), test::I32Arg(3), test::F32Arg(1e4f), test::F32Arg(1.0f)}));
-  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "steps[5]: rope rotates more pairs than head_dim / 2"));
+  EXPECT_TRUE(
+      StatusIs(ParsePlan(plan), kInvalid, "steps[6]: rope rotates more pairs than head_dim / 2"));
   plan = TestPlan();
   plan.steps.push_back(test::MakeStep(
       "attention", 128,
@@ -606,6 +668,106 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
       {test::BufferArg(2), test::WeightArg(1), test::BufferArg(4), test::BufferArg(plan.input_ids),
        num_tokens, test::I32Arg(2), test::I32Arg(3), test::F32Arg(0.5f)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "moe_topk needs 1 <= top_k <= num_experts"));
+}
+
+// A name from the plan reaches the message whole and printable: a NUL does not cut it, an escape
+// sequence does not reach the terminal (PrintableText).
+TEST(PlanTest, EscapesNamesInMessages) {
+  Plan plan = TestPlan();
+  constexpr char kName[] = "%ids\0\x1b]0;title\x07";
+  plan.buffers[plan.input_ids].name = std::string(kName, sizeof(kName) - 1);
+  plan.buffers[plan.input_ids].dtype = DType::kF32;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan inputs.ids: buffer 0 (%ids\\x00\\x1b]0;title\\x07) is f32 [] "
+                       "per row; the runtime uses it as i32 []"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("kind":"full")", R"("kind":"\u001b[2J")"), kInvalid,
+                       "plan kv_caches[1].kind: expected \"full\" or \"sliding\", found "
+                       "\"\\x1b[2J\""));
+}
+
+// An attention step's window is its cache's: the sliding cache 0 has window 512, the full cache 1
+// none. (A disagreeing window reads keys the cache no longer holds, or masks ones it should see.)
+TEST(PlanTest, AttentionWindowMatchesItsCache) {
+  Plan plan = TestPlan();
+  Step& attention = plan.steps[5];  // over the sliding cache 0
+  attention.args[11] = test::I32Arg(256);
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[5].args[11]: window 256 of attention does not match kv "
+                       "cache 0 (kv.layers.0), a sliding cache of window 512"));
+  attention.args[11] = test::I32Arg(0);
+  EXPECT_TRUE(
+      StatusIs(ParsePlan(plan), kInvalid, "window 0 of attention does not match kv cache 0"));
+  plan = TestPlan();
+  for (const int index : {2, 3, 10}) plan.steps[5].args[index].index = 1;  // the full cache
+  plan.steps[5].args[11] = test::I32Arg(512);
+  plan.kv_caches[0].kind = KvKind::kFull;  // cache 0 stays used: it is not the question here
+  plan.kv_caches[0].window = 0;
+  plan.steps[3].args[3].index = plan.steps[3].args[4].index = plan.steps[3].args[8].index = 0;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[5].args[11]: window 512 of attention does not match kv cache 1 "
+                       "(kv.layers.1), a full cache (window 0)"));
+  plan.steps[5].args[11] = test::I32Arg(0);
+  EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
+}
+
+// Token ids and indices are i32, everything else f32: a step may not write one into the other.
+TEST(PlanTest, BufferDTypesMatchWhatTheOpUses) {
+  Plan plan = TestPlan();
+  plan.steps[0].args[0] = test::BufferArg(2);  // embedding ids from the f32 %hidden
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[0].args[0]: ids of embedding is i32 (token ids or "
+                       "indices), buffer 2 (%hidden) is f32"));
+  plan = TestPlan();
+  plan.steps[2].args[2] = test::BufferArg(plan.soft_indices);  // rms_norm output into i32
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[2].args[2]: y of rms_norm is f32 (activations), buffer 7 "
+                       "(%soft_indices) is i32"));
+  plan = TestPlan();
+  plan.steps[1].args[1] = test::BufferArg(plan.soft_embeddings);  // scatter indices from f32
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[1].args[1]: indices of scatter_rows is i32 (token ids or indices), "
+                       "buffer 6 (%soft) is f32"));
+  // moe_topk writes expert indices: i32, never into an f32 buffer (buffer 4, %k, has 4 per row).
+  const auto topk = [](StepArg indices) {
+    return test::MakeStep("moe_topk", 128,
+                          {test::BufferArg(2), test::WeightArg(1), test::BufferArg(4), indices,
+                           test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(4), test::I32Arg(1),
+                           test::F32Arg(0.5f)});
+  };
+  plan = TestPlan();
+  plan.steps.push_back(topk(test::BufferArg(5)));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[6].args[3]: indices of moe_topk is i32 (token ids or indices), "
+                       "buffer 5 (%v) is f32"));
+  plan = TestPlan();
+  plan.steps.push_back(topk(test::BufferArg(plan.soft_indices)));
+  EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
+  // mask_tokens maps token ids to token ids: both i32.
+  plan = TestPlan();
+  plan.steps.push_back(test::MakeStep(
+      "mask_tokens", 256,
+      {test::BufferArg(plan.input_ids), test::BufferArg(2), test::KindArg(ArgRefKind::kNumTokens),
+       test::I32Arg(12), test::I32Arg(13), test::I32Arg(-1), test::I32Arg(0)}));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "steps[6].args[1]: y of mask_tokens is i32 (token ids or indices), buffer 2 "
+                       "(%hidden) is f32"));
+  plan.steps.back().args[1] = test::BufferArg(plan.soft_indices);
+  EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
+}
+
+// A MoE expert step with tokens_from > tokens_to would never run: its output would be stale.
+TEST(PlanTest, RejectsAnEmptyMoeTokenRange) {
+  Plan plan = TestPlan();
+  plan.steps.push_back(test::MakeStep(
+      "moe_gate_up", 256,
+      {test::BufferArg(2), test::WeightArg(0), test::BufferArg(plan.soft_indices),
+       test::BufferArg(4), test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(2), test::I32Arg(2),
+       test::I32Arg(2), test::I32Arg(1), test::I32Arg(16), test::I32Arg(8)}));
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[6]: moe_gate_up needs tokens_from <= tokens_to, found "
+                       "16 > 8 (the step would never run)"));
+  plan.steps.back().args[10] = test::I32Arg(16);
+  EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
 }
 
 TEST(PlanTest, RejectsUnknownOp) {
@@ -634,8 +796,31 @@ TEST(PlanTest, RejectsBadLaunchConfiguration) {
   plan = TestPlan();
   plan.steps[0].grid[1] = 0;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan steps[0].grid[1]: expected an integer in [1, 2147483647], "
-                       "found 0"));
+                       "m.cubin: plan steps[0].grid[1]: expected 1 (kernels are launched in 1-D "
+                       "grids of 1-D blocks), found 0"));
+  // The launch spark-compile writes: grid [1..kMaxLaunchBlocks, 1, 1], block [block_size, 1, 1].
+  plan = TestPlan();
+  plan.steps[0].grid[0] = abi::kMaxLaunchBlocks;
+  EXPECT_TRUE(ParsePlan(plan).ok());
+  plan.steps[0].grid[0] = abi::kMaxLaunchBlocks + 1;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[0].grid[0]: expected an integer in [1, 2048], found "
+                       "2049"));
+  plan = TestPlan();
+  plan.steps[0].grid[0] = 2147483647;  // the probe's [2^31-1, 65535, 65535]
+  plan.steps[0].grid[1] = plan.steps[0].grid[2] = 65535;
+  EXPECT_TRUE(
+      StatusIs(ParsePlan(plan), kInvalid, "steps[0].grid[0]: expected an integer in [1, 2048]"));
+  plan = TestPlan();
+  plan.steps[0].grid[2] = 2;
+  EXPECT_TRUE(StatusIs(
+      ParsePlan(plan), kInvalid,
+      "steps[0].grid[2]: expected 1 (kernels are launched in 1-D grids of 1-D blocks), found 2"));
+  plan = TestPlan();
+  plan.steps[0].block[1] = 2;
+  EXPECT_TRUE(StatusIs(
+      ParsePlan(plan), kInvalid,
+      "steps[0].block[1]: expected 1 (kernels are launched in 1-D grids of 1-D blocks), found 2"));
   plan = TestPlan();
   plan.steps[0].shared_bytes = -1;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan steps[0].shared_bytes: expected an "

@@ -208,8 +208,10 @@ TEST(SafetensorsTest, RejectsAbsurdHeaderLength) {
   const std::string path = dir.Write("huge.safetensors", length);
   std::filesystem::resize_file(path, kMaxSafetensorsHeaderBytes + 64);  // sparse
   EXPECT_TRUE(StatusIs(Checkpoint::Open(path).status(), kInvalid,
-                       absl::StrCat(path, ": safetensors header length 104857601 is above the "
-                                          "limit of 104857600 bytes (100 MiB)")));
+                       absl::StrCat(path,
+                                    ": safetensors header length 16777217 is above the "
+                                    "limit of 16777216 bytes (16 MiB; real headers are "
+                                    "about 100 KiB); the file is damaged")));
 }
 
 TEST(SafetensorsTest, RejectsNonObjectHeader) {
@@ -235,6 +237,29 @@ TEST(SafetensorsTest, RejectsMalformedEntries) {
                        kInvalid, "tensor w: \"data_offsets\" must be [begin, end], integers >= 0"));
   EXPECT_TRUE(StatusIs(OpenError(dir, R"({"__metadata__":{"n":1}})"), kInvalid,
                        "bad.safetensors: __metadata__ must be an object of string values"));
+}
+
+// Names from the file reach the message escaped (PrintableText), so that a tensor name cannot
+// colour the terminal or set its title.
+TEST(SafetensorsTest, EscapesControlCharactersOfTensorNames) {
+  TempDir dir;
+  EXPECT_TRUE(StatusIs(OpenError(dir, R"({"\u001b]0;pwned\u0007w": 3})"), kInvalid,
+                       "bad.safetensors: tensor \\x1b]0;pwned\\x07w: expected an object, found "
+                       "an integer"));
+  EXPECT_TRUE(StatusIs(OpenError(dir,
+                                 R"({"w":{"dtype":"\u001b[2J","shape":[1],)"
+                                 R"("data_offsets":[0,1]}})",
+                                 "a"),
+                       kInvalid, "tensor w: unknown dtype \"\\x1b[2J\""));
+  ASSERT_TRUE(WriteSafetensors(dir.Path("model.safetensors"), PlanTensors()).ok());
+  const auto checkpoint = Checkpoint::Open(dir.Path("model.safetensors"));
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  Plan plan = TestPlan();
+  constexpr char kName[] = "model.\x1b[8m\0hidden";  // ESC [8m (invisible text), then a NUL
+  plan.weights[0].name = std::string(kName, sizeof(kName) - 1);
+  const absl::Status missing = CheckPlanWeights(plan, **checkpoint);
+  EXPECT_TRUE(
+      StatusIs(missing, kNotFound, "weight model.\\x1b[8m\\x00hidden is not in the checkpoint"));
 }
 
 TEST(SafetensorsTest, RejectsUnknownDType) {

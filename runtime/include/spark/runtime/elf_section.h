@@ -1,6 +1,8 @@
-// A bounds-checked reader of ELF64 little-endian section headers (cubins are such files). Every
-// offset, size, index and name in the headers is checked against the image before use, so a
-// truncated or corrupt file gives kInvalidArgument naming the file, never a crash.
+// A bounds-checked reader of ELF64 little-endian section headers (cubins are such files). The
+// identification (magic, ELFCLASS64, little-endian, EI_VERSION and e_version EV_CURRENT) is
+// checked, and every offset, size, index and name in the headers against the image before use,
+// so a truncated or corrupt file gives kInvalidArgument naming the file, never a crash. Extended
+// section numbering (e_shnum 0, e_shstrndx SHN_XINDEX: the values in section 0) is read.
 #ifndef SPARK_RUNTIME_ELF_SECTION_H_
 #define SPARK_RUNTIME_ELF_SECTION_H_
 
@@ -35,6 +37,8 @@ class ElfFile {
 
   // The first section called `name`, or nullptr.
   const ElfSection* FindSection(absl::string_view name) const;
+  // The indices of every section called `name`, in order (to refuse a duplicate).
+  std::vector<size_t> SectionIndices(absl::string_view name) const;
   // The bytes of `section` (empty for SHT_NULL and SHT_NOBITS).
   absl::string_view SectionData(const ElfSection& section) const;
 

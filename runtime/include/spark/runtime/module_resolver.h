@@ -2,7 +2,7 @@
 //
 // Given the artifact named on the command line and the device's compute capability M.m, the
 // resolver looks in each directory of the search path, highest priority first:
-//   1. every --module-path flag, in order;
+//   1. every --module-path flag, in order (an empty entry is an error: CheckModulePath);
 //   2. every entry of SPARK_MODULE_PATH (colon-separated; empty entries are skipped);
 //   3. the directory of the artifact named on the command line;
 //   4. <install prefix>/lib/spark;
@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "spark/runtime/artifact.h"
@@ -68,8 +69,14 @@ struct Resolution {
   std::vector<SearchDir> searched_dirs;    // the search path, duplicates removed
 };
 
+// kInvalidArgument when an entry of the --module-path list is empty ("a,,b", a trailing comma):
+// it would put the current directory first, before the directory of the named file, without a
+// word. (SPARK_MODULE_PATH, a colon list in the environment, skips empty entries instead.)
+absl::Status CheckModulePath(const std::vector<std::string>& module_path);
+
 // Resolves the image to load. kInvalidArgument for a bad request (no compute capability or
-// artifact path); kNotFound, with the full decision chain, when no candidate fits.
+// artifact path, an empty --module-path entry: CheckModulePath); kNotFound, with the full
+// decision chain, when no candidate fits.
 absl::StatusOr<Resolution> ResolveModule(const ResolveRequest& request);
 
 // The decision chain of a successful resolution, one decision per line (for -v).

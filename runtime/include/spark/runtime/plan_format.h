@@ -24,8 +24,17 @@ inline constexpr char kSectionName[] = ".spark.plan";
 inline constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'L', 'A', 'N', '\0'};
 inline constexpr uint32_t kPlanVersion = 6;
 inline constexpr size_t kHeaderSize = 32;
-// A plan larger than this is rejected before parsing (a real Gemma 4 plan is well under 4 MiB).
-inline constexpr uint64_t kMaxJsonSize = 256ull << 20;
+// Limits that bound what a hostile plan can make the reader allocate (docs/security.md). The
+// largest real plan, Gemma 4 31B's, has 464 KiB of JSON, 1,136 steps, 1,080 buffers, 832 weights
+// and 60 KV caches (spark-compile --target compute_90, 2026-12-01). A plan whose JSON is larger
+// than this is rejected before parsing (70x the 31B plan; parsing takes about 20 bytes of memory
+// per byte of JSON, so at most about 700 MB).
+inline constexpr uint64_t kMaxJsonSize = 32ull << 20;
+// The most entries each array of a plan may have (15 to 30 times the 31B plan's).
+inline constexpr uint64_t kMaxSteps = 32768;
+inline constexpr uint64_t kMaxBuffers = 32768;
+inline constexpr uint64_t kMaxWeights = 16384;
+inline constexpr uint64_t kMaxKvCaches = 1024;
 
 struct Header {
   char magic[8];
