@@ -707,6 +707,7 @@ TEST(PlanTest, AttentionWindowMatchesItsCache) {
                        "steps[5].args[11]: window 512 of attention does not match kv cache 1 "
                        "(kv.layers.1), a full cache (window 0)"));
   plan.steps[5].args[11] = test::I32Arg(0);
+  plan.steps[5].kernel = EntryPointOf(plan.steps[5]);
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
 }
 
@@ -767,6 +768,7 @@ TEST(PlanTest, RejectsAnEmptyMoeTokenRange) {
                        "m.cubin: plan steps[6]: moe_gate_up needs tokens_from <= tokens_to, found "
                        "16 > 8 (the step would never run)"));
   plan.steps.back().args[10] = test::I32Arg(16);
+  plan.steps.back().kernel = EntryPointOf(plan.steps.back());
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
 }
 
