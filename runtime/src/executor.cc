@@ -38,7 +38,8 @@ class DumpingExecutor final : public Executor {
     const absl::Status run = inner_->RunStep(ids, positions, soft, logits);
     // Written even when a step failed: the outputs up to it are what one wants to look at.
     const std::string path = JoinPath(dir_, absl::StrFormat("run%03d.safetensors", calls_++));
-    const absl::Status write = WriteSafetensors(path, tensors_);
+    // Never through a file or link already there (the directory may be someone else's).
+    const absl::Status write = WriteSafetensors(path, tensors_, ExistingFile::kRefuse);
     tensors_.clear();
     return run.ok() ? write : run;
   }

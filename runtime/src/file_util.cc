@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "host_allocation.h"
 #include "printable_text.h"
 #include "status_macros.h"
 
@@ -116,23 +117,28 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   if (!status.ok()) return status;
   FdCloser closer(fd);
   std::string contents;
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return PathErrnoStatus(errno, "read", path);
-    }
-    if (n == 0) break;
-    contents.append(buffer, static_cast<size_t>(n));
-  }
+  SPARK_RETURN_IF_ERROR(
+      WithHostAllocation(absl::StrCat("the contents of ", PrintableText(path)), size, [&] {
+        contents.reserve(size);
+        char buffer[1 << 16];
+        while (true) {
+          const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+          if (n < 0) {
+            if (errno == EINTR) continue;
+            return PathErrnoStatus(errno, "read", path);
+          }
+          if (n == 0) break;
+          contents.append(buffer, static_cast<size_t>(n));
+        }
+        return absl::OkStatus();
+      }));
   return contents;
 }
 
-absl::Status WriteStringToFile(const std::string& path, absl::string_view data) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return PathErrnoStatus(errno, "create", path);
-  FdCloser closer(fd);
+namespace {
+
+// Writes `data` to the open `fd` of `path`.
+absl::Status WriteAll(int fd, const std::string& path, absl::string_view data) {
   size_t written = 0;
   while (written < data.size()) {
     const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
@@ -143,6 +149,30 @@ absl::Status WriteStringToFile(const std::string& path, absl::string_view data) 
     written += static_cast<size_t>(n);
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteStringToFile(const std::string& path, absl::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return PathErrnoStatus(errno, "create", path);
+  FdCloser closer(fd);
+  return WriteAll(fd, path, data);
+}
+
+absl::Status WriteNewFile(const std::string& path, absl::string_view data) {
+  // O_EXCL fails on any existing name, a symbolic link included (dangling or not); O_NOFOLLOW
+  // says the same to a reader of this line.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "cannot create ", PrintableText(path),
+        ": it already exists (a file, or a symbolic link, which is never followed); this file is "
+        "written only where nothing is: remove it or write elsewhere"));
+  }
+  if (fd < 0) return PathErrnoStatus(errno, "create", path);
+  FdCloser closer(fd);
+  return WriteAll(fd, path, data);
 }
 
 bool IsDirectory(const std::string& path) {

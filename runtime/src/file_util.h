@@ -41,6 +41,11 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // Creates or truncates `path` and writes `data`.
 absl::Status WriteStringToFile(const std::string& path, absl::string_view data);
 
+// Creates `path`, which must not exist (O_CREAT | O_EXCL | O_NOFOLLOW: an existing file or a
+// symbolic link, even one to nowhere, is kAlreadyExists), and writes `data`. For files written
+// into a directory someone else may have prepared (spark-run --dump).
+absl::Status WriteNewFile(const std::string& path, absl::string_view data);
+
 bool IsDirectory(const std::string& path);
 bool IsRegularFile(const std::string& path);
 

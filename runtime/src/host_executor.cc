@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "host_allocation.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/plan.h"
@@ -73,7 +74,10 @@ absl::Status HostExecutor::Prepare(int64_t max_length) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
   }
-  arena_.assign((plan_.arena_bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
+  max_length_ = 0;  // until everything is allocated
+  SPARK_RETURN_IF_ERROR(WithHostAllocation("the activation arena", plan_.arena_bytes, [&] {
+    arena_.assign((plan_.arena_bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
+  }));
   bindings_ = ArgBindings();
   bindings_.arena = AddressOf(arena_.data());
   for (const WeightData& w : weights_) bindings_.weights.push_back(AddressOf(w.data));
@@ -81,9 +85,13 @@ absl::Status HostExecutor::Prepare(int64_t max_length) {
   for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
     const KvCacheInfo& info = plan_.kv_caches[i];
     const int64_t capacity = KvCapacity(info, max_length, plan_.max_tokens);
-    const size_t words = static_cast<size_t>((info.part_bytes(capacity) + 7) / 8);
-    kv_caches_[i].k.assign(words, 0);
-    kv_caches_[i].v.assign(words, 0);
+    const uint64_t part_bytes = info.part_bytes(capacity);
+    SPARK_RETURN_IF_ERROR(WithHostAllocation(
+        absl::StrCat("kv cache ", i, " (K and V, ", capacity, " slots)"), 2 * part_bytes, [&] {
+          const size_t words = static_cast<size_t>((part_bytes + 7) / 8);
+          kv_caches_[i].k.assign(words, 0);
+          kv_caches_[i].v.assign(words, 0);
+        }));
     bindings_.k_caches.push_back(AddressOf(kv_caches_[i].k.data()));
     bindings_.v_caches.push_back(AddressOf(kv_caches_[i].v.data()));
     bindings_.kv_capacities.push_back(capacity);

@@ -1,5 +1,8 @@
 #include "spark/runtime/memory_estimator.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,6 +27,7 @@ namespace {
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr char kMeminfoPath[] = "/proc/meminfo";
+constexpr char kCgroupRoot[] = "/sys/fs/cgroup";  // the cgroup v2 hierarchy
 
 uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return CheckedAdd(a, b).value_or(kU64Max); }
 uint64_t SaturatingMul(uint64_t a, uint64_t b) { return CheckedMul(a, b).value_or(kU64Max); }
@@ -134,6 +138,15 @@ MemoryBudget HostBudget(const DeviceMemory& device, bool use_swap) {
       "host memory shared with the integrated GPU ", device.name, " (", device.host_source,
       "): ", what, " less a reserve of ", FormatBytes(reserve), " (max(4 GiB, 5% of MemTotal ",
       FormatBytes(host.mem_total), "))");
+  // A limit of this process (ulimit -v, a container's cgroup) below the machine's pool.
+  for (const HostLimit& limit : device.host_limits) {
+    if (limit.bytes_left >= budget.bytes) continue;
+    budget.bytes = limit.bytes_left;
+    budget.host_limit = limit.what;
+  }
+  if (!budget.host_limit.empty()) {
+    absl::StrAppend(&budget.source, ", capped by this process's limit: ", budget.host_limit);
+  }
   return budget;
 }
 
@@ -344,7 +357,12 @@ std::vector<std::string> Advice(const MemoryEstimate& estimate) {
     advice.push_back(absl::StrCat("raise --device-memory-utilization (now ",
                                   estimate.options.utilization, ")"));
   }
-  if (estimate.budget.integrated) {
+  if (!estimate.budget.host_limit.empty()) {
+    advice.push_back(absl::StrCat(
+        "raise this process's memory limit (ulimit -v, or the container's or cgroup's memory "
+        "limit): ",
+        estimate.budget.host_limit));
+  } else if (estimate.budget.integrated) {
     advice.push_back(absl::StrCat(
         "free host memory: close other programs, or drop the page cache (sync; echo 3 | sudo "
         "tee /proc/sys/vm/drop_caches); MemAvailable is now ",
@@ -414,7 +432,65 @@ absl::StatusOr<DeviceMemory> MeasureDeviceMemory(const DeviceInfo& info) {
   if (info.integrated) {
     SPARK_ASSIGN_OR_RETURN(meminfo, ReadFileToString(kMeminfoPath));
   }
-  return DeviceMemoryFromInfo(info, meminfo);
+  SPARK_ASSIGN_OR_RETURN(DeviceMemory device, DeviceMemoryFromInfo(info, meminfo));
+  if (info.integrated) device.host_limits = MeasureHostLimits();
+  return device;
+}
+
+absl::optional<HostLimit> AddressSpaceLimit(uint64_t limit, uint64_t in_use) {
+  if (limit == static_cast<uint64_t>(RLIM_INFINITY)) return absl::nullopt;
+  return HostLimit{absl::StrCat("RLIMIT_AS (ulimit -v) ", FormatBytes(limit), " less ",
+                                FormatBytes(in_use), " of address space in use"),
+                   limit > in_use ? limit - in_use : 0};
+}
+
+absl::optional<HostLimit> CgroupLimit(absl::string_view dir, absl::string_view memory_max,
+                                      absl::string_view memory_current) {
+  uint64_t max = 0, current = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(memory_max), &max) ||
+      !absl::SimpleAtoi(absl::StripAsciiWhitespace(memory_current), &current)) {
+    return absl::nullopt;  // "max": no limit
+  }
+  return HostLimit{absl::StrCat("cgroup ", dir, " memory.max ", FormatBytes(max), " less ",
+                                FormatBytes(current), " in use (memory.current)"),
+                   max > current ? max - current : 0};
+}
+
+std::vector<HostLimit> MeasureHostLimits() {
+  std::vector<HostLimit> limits;
+  struct rlimit address_space;
+  if (::getrlimit(RLIMIT_AS, &address_space) == 0) {
+    // /proc/self/statm: sizes in pages, the first the whole address space (VmSize).
+    const absl::StatusOr<std::string> statm = ReadFileToString("/proc/self/statm");
+    uint64_t pages = 0;
+    if (statm.ok()) {
+      const std::vector<absl::string_view> fields = absl::StrSplit(*statm, ' ');
+      if (!absl::SimpleAtoi(fields[0], &pages)) pages = 0;
+    }
+    const uint64_t in_use = pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    if (absl::optional<HostLimit> limit = AddressSpaceLimit(address_space.rlim_cur, in_use)) {
+      limits.push_back(*std::move(limit));
+    }
+  }
+  // cgroup v2: the line "0::<path>"; the limits of the cgroup and of each ancestor apply.
+  const absl::StatusOr<std::string> cgroup = ReadFileToString("/proc/self/cgroup");
+  if (!cgroup.ok()) return limits;
+  for (const absl::string_view line : absl::StrSplit(*cgroup, '\n', absl::SkipEmpty())) {
+    absl::string_view path = line;
+    if (!absl::ConsumePrefix(&path, "0::")) continue;
+    std::string dir = absl::StrCat(kCgroupRoot, path == "/" ? "" : path);
+    while (dir.size() > sizeof(kCgroupRoot) - 1) {
+      const absl::StatusOr<std::string> max = ReadFileToString(JoinPath(dir, "memory.max"));
+      const absl::StatusOr<std::string> current = ReadFileToString(JoinPath(dir, "memory.current"));
+      if (max.ok() && current.ok()) {
+        if (absl::optional<HostLimit> limit = CgroupLimit(dir, *max, *current)) {
+          limits.push_back(*std::move(limit));
+        }
+      }
+      dir = Dirname(dir);
+    }
+  }
+  return limits;
 }
 
 absl::StatusOr<DeviceMemory> DeviceProfile(absl::string_view name) {

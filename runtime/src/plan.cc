@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "checked_math.h"
+#include "host_allocation.h"
 #include "little_endian.h"
 #include "printable_text.h"
 #include "spark/runtime/json.h"
@@ -1065,7 +1066,10 @@ absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
   return ValidateKvCachesUsed(plan, origin);
 }
 
-absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_view origin) {
+namespace {
+
+// ParsePlanSection, which may throw std::bad_alloc when the host is short of memory.
+absl::StatusOr<Plan> ParsePlanSectionOrThrow(absl::string_view section, absl::string_view origin) {
   SPARK_ASSIGN_OR_RETURN(const absl::string_view text, ReadSectionJson(section, origin));
   absl::StatusOr<Json> json = Json::Parse(text);
   if (!json.ok()) {
@@ -1075,6 +1079,16 @@ absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_vi
   }
   SPARK_ASSIGN_OR_RETURN(Plan plan, PlanFromJson(*json, origin));
   SPARK_RETURN_IF_ERROR(ValidatePlan(plan, origin));
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_view origin) {
+  absl::StatusOr<Plan> plan;
+  SPARK_RETURN_IF_ERROR(
+      WithHostAllocation(PrintableText(absl::StrCat("the parsed plan of ", origin)), 0,
+                         [&] { plan = ParsePlanSectionOrThrow(section, origin); }));
   return plan;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "checked_math.h"
 #include "file_util.h"
+#include "host_allocation.h"
 #include "little_endian.h"
 #include "printable_text.h"
 #include "spark/runtime/json.h"
@@ -95,7 +96,10 @@ absl::StatusOr<Json> ReadHeaderJson(absl::string_view path, const uint8_t* data,
                                         "file is damaged"));
   }
   const absl::string_view text(reinterpret_cast<const char*>(data) + kLengthBytes, header_bytes);
-  absl::StatusOr<Json> header = Json::Parse(text);
+  absl::StatusOr<Json> header;
+  SPARK_RETURN_IF_ERROR(
+      WithHostAllocation(PrintableText(absl::StrCat("the parsed safetensors header of ", path)), 0,
+                         [&] { header = Json::Parse(text); }));
   if (!header.ok()) {
     return FileError(path, absl::StrCat("the safetensors header is not valid JSON: ",
                                         header.status().message()));
@@ -477,7 +481,8 @@ absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint,
   return absl::OkStatus();
 }
 
-absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTensor>& tensors) {
+absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTensor>& tensors,
+                              ExistingFile existing) {
   absl::flat_hash_set<std::string> names;
   Json header = Json::MakeObject();
   uint64_t offset = 0;
@@ -498,7 +503,8 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTe
   AppendLittleEndian<uint64_t>(header_text.size(), &file);
   file += header_text;
   for (const OwnedTensor& tensor : tensors) file += tensor.bytes;
-  return WriteStringToFile(path, file);
+  return existing == ExistingFile::kRefuse ? WriteNewFile(path, file)
+                                           : WriteStringToFile(path, file);
 }
 
 absl::StatusOr<std::vector<OwnedTensor>> ReadSafetensorsFile(const std::string& path) {

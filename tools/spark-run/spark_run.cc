@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -634,7 +635,16 @@ int main(int argc, char** argv) {
   for (std::string& arg : args) c_args.push_back(&arg[0]);
   const std::vector<char*> positional =
       absl::ParseCommandLine(static_cast<int>(c_args.size()), c_args.data());
-  const absl::Status status = spark::rt::Run(positional);
+  absl::Status status;
+  try {
+    status = spark::rt::Run(positional);
+  } catch (const std::bad_alloc&) {
+    // The runtime turns the allocations it sizes from its inputs into RESOURCE_EXHAUSTED; this
+    // catches any other one (a vector of the generated tokens, a message) the same way.
+    status = absl::ResourceExhaustedError(
+        "out of host memory (std::bad_alloc); free memory, or raise this process's limit "
+        "(ulimit -v, the container's or cgroup's memory limit)");
+  }
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", status.ToString().c_str());
     return 1;

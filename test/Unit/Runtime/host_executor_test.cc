@@ -1,5 +1,7 @@
 #include "spark/runtime/host_executor.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -8,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
+#include "loader_test_util.h"
 #include "runtime_test_util.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/host_kernels.h"
@@ -271,7 +274,8 @@ TEST_F(HostExecutorTest, Bf16ActivationsRoundEveryF32StepOutput) {
 }
 
 TEST_F(HostExecutorTest, StepDumpWritesOneSafetensorsFilePerCall) {
-  const std::string dir = ::testing::TempDir();
+  const test::TempDir temp;
+  const std::string& dir = temp.path();
   std::unique_ptr<Executor> executor = WithStepDump(Make(TinyPlan(KvKind::kFull, 0)), dir);
   std::vector<float> logits;
   ASSERT_TRUE(executor->RunStep({2, 3}, {0, 1}, nullptr, &logits).ok());
@@ -289,6 +293,42 @@ TEST_F(HostExecutorTest, StepDumpWritesOneSafetensorsFilePerCall) {
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ((*second)[3].shape, (std::vector<int64_t>{1, kVocab}));
   EXPECT_EQ(executor->name(), "host");
+}
+
+// A dump never writes through what is already in the directory: a symbolic link planted as the
+// next dump file (pointing at a file the attacker wants overwritten) or an existing file.
+TEST_F(HostExecutorTest, StepDumpRefusesExistingFilesAndLinks) {
+  const test::TempDir temp;
+  const std::string victim = temp.Write("victim.txt", "precious");
+  ASSERT_EQ(::symlink(victim.c_str(), temp.Path("run000.safetensors").c_str()), 0);
+  temp.Write("run001.safetensors", "old dump");
+  std::unique_ptr<Executor> executor = WithStepDump(Make(TinyPlan(KvKind::kFull, 0)), temp.path());
+  std::vector<float> logits;
+  const absl::Status status = executor->RunStep({2, 3}, {0, 1}, nullptr, &logits);
+  EXPECT_TRUE(test::StatusIs(status, absl::StatusCode::kAlreadyExists,
+                             absl::StrCat("cannot create ", temp.Path("run000.safetensors"),
+                                          ": it already exists (a file, or a symbolic link, "
+                                          "which is never followed)")));
+  EXPECT_EQ(*ReadFileToString(victim), "precious");
+  EXPECT_TRUE(test::StatusIs(executor->RunStep({1}, {2}, nullptr, &logits),
+                             absl::StatusCode::kAlreadyExists, "run001.safetensors"));
+  EXPECT_EQ(*ReadFileToString(temp.Path("run001.safetensors")), "old dump");
+}
+
+// An allocation the host cannot make (here a 4 EiB arena; in practice ulimit -v or a cgroup
+// limit) is RESOURCE_EXHAUSTED, not an abort on std::bad_alloc.
+TEST_F(HostExecutorTest, PrepareReportsAnAllocationFailure) {
+  Plan plan = TinyPlan(KvKind::kFull, 0);
+  plan.arena_bytes = uint64_t{1} << 62;
+  absl::StatusOr<std::unique_ptr<Executor>> executor = CreateHostExecutor(plan, Weights());
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  EXPECT_TRUE(test::StatusIs((*executor)->Prepare(32), absl::StatusCode::kResourceExhausted,
+                             "out of host memory: cannot allocate the activation arena "
+                             "(4611686018427387904 bytes); free memory, or raise this process's "
+                             "limit (ulimit -v, the container's or cgroup's memory limit)"));
+  std::vector<float> logits;
+  EXPECT_TRUE(test::StatusIs((*executor)->RunStep({0}, {0}, nullptr, &logits),
+                             absl::StatusCode::kFailedPrecondition, "Prepare must be called"));
 }
 
 TEST_F(HostExecutorTest, ObserverErrorStopsTheRun) {

@@ -1,5 +1,7 @@
 #include "spark/runtime/memory_estimator.h"
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <string>
 
@@ -195,6 +197,55 @@ TEST(MemoryEstimatorTest, PageCacheHeavyHostUsesMemAvailable) {
             "host memory shared with the integrated GPU NVIDIA GB10 (/proc/meminfo): "
             "MemAvailable 100.00 GiB less a reserve of 6.25 GiB (max(4 GiB, 5% of MemTotal "
             "125.00 GiB))");
+}
+
+// A limit of this process below the host's pool (ulimit -v, a cgroup's memory.max) is the budget,
+// and the estimate says which limit applied.
+TEST(MemoryEstimatorTest, ProcessLimitBelowTheHostPoolIsTheBudget) {
+  DeviceMemory device = Integrated(Meminfo(125 * kKiBPerGiB, 2 * kKiBPerGiB, 100 * kKiBPerGiB));
+  device.host_limits = {{"cgroup /sys/fs/cgroup/job memory.max 500.00 GiB less 1.00 GiB in use "
+                         "(memory.current)",
+                         499 * kGiB},  // above the pool: no effect
+                        *AddressSpaceLimit(9 * kGiB, kGiB)};
+  const MemoryEstimate estimate = MustEstimate(Gemma26B(), device, Options(1024));
+  EXPECT_EQ(estimate.budget.bytes, 8 * kGiB);
+  EXPECT_EQ(estimate.budget.host_limit,
+            "RLIMIT_AS (ulimit -v) 9.00 GiB less 1.00 GiB of address space in use");
+  EXPECT_TRUE(absl::EndsWith(estimate.budget.source,
+                             "(max(4 GiB, 5% of MemTotal 125.00 GiB)), capped by this process's "
+                             "limit: RLIMIT_AS (ulimit -v) 9.00 GiB less 1.00 GiB of address space "
+                             "in use"))
+      << estimate.budget.source;
+  EXPECT_FALSE(estimate.fits);
+  EXPECT_TRUE(StatusIs(CheckFits(estimate), absl::StatusCode::kResourceExhausted,
+                       "  - raise this process's memory limit (ulimit -v, or the container's or "
+                       "cgroup's memory limit): RLIMIT_AS (ulimit -v) 9.00 GiB less 1.00 GiB of "
+                       "address space in use"));
+  device.host_limits = {*CgroupLimit("/sys/fs/cgroup/job", "4294967296\n", "1073741824\n")};
+  const MemoryEstimate cgroup = MustEstimate(Gemma26B(), device, Options(1024));
+  EXPECT_EQ(cgroup.budget.bytes, 3 * kGiB);
+  EXPECT_EQ(cgroup.budget.host_limit,
+            "cgroup /sys/fs/cgroup/job memory.max 4.00 GiB less 1.00 GiB in use (memory.current)");
+}
+
+TEST(MemoryEstimatorTest, ReadsProcessLimits) {
+  EXPECT_FALSE(AddressSpaceLimit(RLIM_INFINITY, kGiB).has_value());
+  EXPECT_EQ(AddressSpaceLimit(kGiB, 2 * kGiB)->bytes_left, 0u);  // already beyond it
+  EXPECT_FALSE(CgroupLimit("/sys/fs/cgroup/a", "max\n", "123\n").has_value());
+  EXPECT_FALSE(CgroupLimit("/sys/fs/cgroup/a", "12x\n", "123\n").has_value());
+  // This process under a soft RLIMIT_AS of 64 GiB (restored after).
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_AS, &saved), 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 64 * kGiB) GTEST_SKIP();
+  struct rlimit lowered = saved;
+  lowered.rlim_cur = 64 * kGiB;
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &lowered), 0);
+  const std::vector<HostLimit> limits = MeasureHostLimits();
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &saved), 0);
+  ASSERT_FALSE(limits.empty());
+  EXPECT_TRUE(absl::StartsWith(limits[0].what, "RLIMIT_AS (ulimit -v) 64.00 GiB less "))
+      << limits[0].what;
+  EXPECT_LT(limits[0].bytes_left, 64 * kGiB);
 }
 
 TEST(MemoryEstimatorTest, DiscreteBudgetIsDriverFreeMemory) {

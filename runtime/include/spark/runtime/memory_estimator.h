@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
 #include "spark/runtime/device.h"
 #include "spark/runtime/plan.h"
 
@@ -51,6 +52,24 @@ struct MemInfo {
 // Parses /proc/meminfo text. MemTotal and MemAvailable are required; the others default to 0.
 absl::StatusOr<MemInfo> ParseMeminfo(absl::string_view text);
 
+// A limit on this process's memory below what the machine has: RLIMIT_AS (ulimit -v) less the
+// address space already in use, or a cgroup v2 memory.max less its memory.current.
+struct HostLimit {
+  std::string what;  // "RLIMIT_AS 8.00 GiB less 1.20 GiB of address space in use"
+  uint64_t bytes_left = 0;
+};
+
+// RLIMIT_AS `limit` (RLIM_INFINITY: none) for a process using `in_use` bytes of address space.
+absl::optional<HostLimit> AddressSpaceLimit(uint64_t limit, uint64_t in_use);
+// The cgroup v2 `dir`'s limit from the contents of its memory.max ("max": none) and
+// memory.current; nullopt when there is no limit or the text is not a number.
+absl::optional<HostLimit> CgroupLimit(absl::string_view dir, absl::string_view memory_max,
+                                      absl::string_view memory_current);
+// This process's limits: RLIMIT_AS (with VmSize from /proc/self/statm) and the memory.max of its
+// cgroup v2 and every ancestor (/proc/self/cgroup, /sys/fs/cgroup). Files it cannot read count as
+// no limit.
+std::vector<HostLimit> MeasureHostLimits();
+
 // What the estimator needs to know about a device.
 struct DeviceMemory {
   std::string name;    // "NVIDIA H200", or the profile's name
@@ -62,13 +81,17 @@ struct DeviceMemory {
   uint64_t free_bytes = 0;   // the driver's free device memory (the pool of a discrete GPU)
   MemInfo host;              // the host's memory (the pool of an integrated GPU)
   std::string host_source;   // "/proc/meminfo" or the profile
+  // Integrated (and the host): this process's limits (MeasureHostLimits); the budget is the
+  // smallest of the pool and these. Empty for a device profile: it describes another machine.
+  std::vector<HostLimit> host_limits;
 };
 
 // A device as the driver reports it; `meminfo_text` (the contents of /proc/meminfo) is parsed
 // when the device is integrated and ignored otherwise.
 absl::StatusOr<DeviceMemory> DeviceMemoryFromInfo(const DeviceInfo& info,
                                                   absl::string_view meminfo_text);
-// The same, reading /proc/meminfo for an integrated device.
+// The same, reading /proc/meminfo and this process's limits (MeasureHostLimits) for an
+// integrated device.
 absl::StatusOr<DeviceMemory> MeasureDeviceMemory(const DeviceInfo& info);
 
 // Named profiles, so that the estimator answers "does it fit on that machine" without a GPU:
@@ -113,6 +136,7 @@ struct MemoryBudget {
   uint64_t bytes = 0;
   std::string source;
   bool integrated = false;
+  std::string host_limit;  // the HostLimit::what that set the budget, empty when none did
 };
 
 struct MemoryEstimate {

@@ -133,7 +133,11 @@ struct OwnedTensor {
 // Writes `tensors` to `path` in order, data contiguous, the header padded with spaces to a
 // multiple of 8 bytes. kInvalidArgument for an unknown dtype, a size that does not match the
 // shape, an empty, reserved ("__metadata__") or repeated name.
-absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTensor>& tensors);
+// kReplace creates or truncates `path`; kRefuse creates it only where nothing is (an existing
+// file or symbolic link is kAlreadyExists: O_EXCL | O_NOFOLLOW).
+enum class ExistingFile { kReplace, kRefuse };
+absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTensor>& tensors,
+                              ExistingFile existing = ExistingFile::kReplace);
 
 // Reads a whole safetensors file into memory (validated as Checkpoint::Open does), tensors in
 // header order.
