@@ -2,6 +2,7 @@
 #include "compiler/Import/GemmaConfig.h"
 
 #include "compiler/Support/InputFile.h"
+#include "spark/runtime/printable_text.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -38,7 +39,10 @@ public:
     return createStringError(inconvertibleErrorCode(), "%s: %s", origin.c_str(),
                              message.str().c_str());
   }
-  std::string key(StringRef name) const { return scope.empty() ? name.str() : scope + "." + name.str(); }
+  /// The field's path for messages, control characters escaped (keys come from the file).
+  std::string key(StringRef name) const {
+    return rt::PrintableText(scope.empty() ? name.str() : scope + "." + name.str());
+  }
 
   bool has(StringRef name) const {
     const json::Value *v = object.get(name);
@@ -277,7 +281,7 @@ public:
     Scope &scope = scopes_.back();
     if (!scope.keys.insert(name).second) {
       problem_ = formatv("key '{0}' appears twice in {1}; a config must name each field once",
-                         name, path())
+                         rt::PrintableText(name), path())
                      .str();
       return false;
     }
@@ -321,7 +325,7 @@ private:
     for (size_t i = 0; i + 1 < scopes_.size(); ++i)
       if (scopes_[i].object)
         p += (p.empty() ? "" : ".") + scopes_[i].lastKey;
-    return p.empty() ? "the top-level object" : "object '" + p + "'";
+    return p.empty() ? "the top-level object" : "object '" + rt::PrintableText(p) + "'";
   }
 
   std::vector<Scope> scopes_;
@@ -554,9 +558,10 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
       if (!isType && (k.getAsInteger(10, index) || index >= uint64_t(config.numLayers)))
         return text.error(formatv("per_layer_config key '{0}' is neither a layer index in [0, "
                                   "{1}) nor full_attention / sliding_attention",
-                                  k, config.numLayers));
+                                  rt::PrintableText(k.str()), config.numLayers));
       if (!value.getAsObject())
-        return text.error(formatv("per_layer_config['{0}'] must be an object", k));
+        return text.error(
+            formatv("per_layer_config['{0}'] must be an object", rt::PrintableText(k.str())));
     }
   }
   auto overrideOf = [&](int64_t i, bool isFull, StringRef k) -> std::optional<int64_t> {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "file_util.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "spark/runtime/elf_section.h"
 #include "spark/runtime/plan_format.h"
 #include "spark/runtime/target.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "checked_math.h"
 #include "little_endian.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "status_macros.h"
 
 namespace spark {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "file_util.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
 #include "status_macros.h"

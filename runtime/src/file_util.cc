@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "host_allocation.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "status_macros.h"
 
 namespace spark {

@@ -13,7 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 #include "file_util.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "status_macros.h"
 
 namespace spark {

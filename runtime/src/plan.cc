@@ -17,7 +17,7 @@
 #include "checked_math.h"
 #include "host_allocation.h"
 #include "little_endian.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "spark/runtime/json.h"
 #include "spark/runtime/entry_point.h"
 #include "spark/runtime/kernel_abi.h"

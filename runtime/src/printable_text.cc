@@ -1,8 +1,7 @@
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 
 #include <cstdint>
 
-#include "absl/strings/str_format.h"
 
 namespace spark {
 namespace rt {
@@ -58,7 +57,10 @@ std::string PrintableText(absl::string_view text) {
       i += length;
       continue;
     }
-    absl::StrAppendFormat(&out, "\\x%02x", c);
+    static const char kHex[] = "0123456789abcdef";
+    out += "\\x";
+    out.push_back(kHex[(c >> 4) & 0xf]);
+    out.push_back(kHex[c & 0xf]);
     ++i;
   }
   return out;

@@ -15,7 +15,7 @@
 #include "file_util.h"
 #include "host_allocation.h"
 #include "little_endian.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "spark/runtime/json.h"
 #include "status_macros.h"
 

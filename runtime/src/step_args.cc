@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan.h"

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "checked_math.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "status_macros.h"
 
 namespace spark {

@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "cuda/cuda_driver.h"
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/plan.h"

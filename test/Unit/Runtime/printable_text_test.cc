@@ -1,4 +1,4 @@
-#include "printable_text.h"
+#include "spark/runtime/printable_text.h"
 
 #include <string>
 

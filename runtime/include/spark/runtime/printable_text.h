@@ -1,7 +1,8 @@
 // Text from input files (plan and tensor names, JSON keys, file names from directory listings and
-// index files) made safe to put in an error message. Internal to the runtime.
-#ifndef SPARK_RUNTIME_SRC_PRINTABLE_TEXT_H_
-#define SPARK_RUNTIME_SRC_PRINTABLE_TEXT_H_
+// index files, config.json keys) made safe to put in an error message. Shared by the runtime and
+// the compiler tools.
+#ifndef SPARK_RUNTIME_PRINTABLE_TEXT_H_
+#define SPARK_RUNTIME_PRINTABLE_TEXT_H_
 
 #include <string>
 
@@ -19,4 +20,4 @@ std::string PrintableText(absl::string_view text);
 }  // namespace rt
 }  // namespace spark
 
-#endif  // SPARK_RUNTIME_SRC_PRINTABLE_TEXT_H_
+#endif  // SPARK_RUNTIME_PRINTABLE_TEXT_H_
