@@ -249,10 +249,16 @@ def full_logits(model, geom, ids, positions=None, embeddings=None):
 
 def greedy_cached(model, prompt, n):
     """Greedy decoding with transformers' KV cache: prefill, then one token per step."""
+    dev = rr.model_device(model)
+    return greedy_from(model, model(input_ids=prompt[None].to(dev), use_cache=True), n)
+
+
+def greedy_from(model, out, n):
+    """Greedy decoding after a prefill whose output (with its KV cache) is `out`: n tokens and the
+    logits each was chosen from."""
     import torch
 
     dev = rr.model_device(model)
-    out = model(input_ids=prompt[None].to(dev), use_cache=True)
     past = out.past_key_values
     logits = out.logits[0, -1].float().cpu()
     tokens, steps = [], []

@@ -146,19 +146,8 @@ def hf_forward(model, ids, soft_rows, image_token, with_types, cache=None, use_c
 
 def greedy(model, ids, soft_rows, image_token, n):
     """Prefill with the vision mask and transformers' cache, then causal decode (spec 6.5)."""
-    import torch
-
     out = hf_forward(model, ids, soft_rows, image_token, True, use_cache=True)
-    past, logits = out.past_key_values, out.logits[0, -1].float().cpu()
-    tokens, steps = [], []
-    for i in range(n):
-        steps.append(logits)
-        tokens.append(int(torch.argmax(logits)))
-        if i + 1 == n:
-            break
-        out = model(input_ids=torch.tensor([[tokens[-1]]]), past_key_values=past, use_cache=True)
-        past, logits = out.past_key_values, out.logits[0, -1].float().cpu()
-    return tokens, torch.stack(steps)
+    return tiny.greedy_from(model, out, n)
 
 
 def spec_logits(weights, geom, ids, positions, rows, blocks):
