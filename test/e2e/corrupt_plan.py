@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Damages the execution plan inside a cubin from spark-compile, for the loader's error tests.
 
-  corrupt_plan.py IN.cubin OUT.cubin checksum|magic|version|flags|arena
+  corrupt_plan.py IN.cubin OUT.cubin checksum|magic|version|flags|arena|kernel
 
 Finds the plan header (magic "SPKPLAN\\0", docs/plan-format.md) and changes one thing, keeping the
 file's size and ELF structure: `checksum` flips a bit of the first JSON byte (the header's FNV-1a
 checksum no longer matches), `magic` overwrites the magic's first byte, `version` sets the version
 to 7, `flags` sets the flags to 1, `arena` sets the JSON's arena_bytes to 1 (padded with spaces
-to the same length) and updates the checksum, so that only the plan's own checks can reject it.
+to the same length) and updates the checksum, so that only the plan's own checks can reject it;
+`kernel` points the first linear step at another linear step's entry whose name has the same
+length (an entry compiled for other sizes, e.g. a 128-output projection at the 512-output LM
+head's entry) and updates the checksum.
 Truncating the section changes its size: use `llvm-objcopy --dump-section` / `--update-section`.
 """
+import re
 import struct
 import sys
 
@@ -28,7 +32,8 @@ def fnv1a64(data, basis):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[3] not in ("checksum", "magic", "version", "flags", "arena"):
+    if len(sys.argv) != 4 or sys.argv[3] not in ("checksum", "magic", "version", "flags", "arena",
+                                                 "kernel"):
         sys.exit(__doc__)
     src, dst, what = sys.argv[1:]
     data = bytearray(open(src, "rb").read())
@@ -51,14 +56,25 @@ def main():
         basis = [b for b in BASES if fnv1a64(json, b) == checksum]
         if not basis:
             sys.exit(f"{src}: the plan checksum matches no known FNV-1a variant")
-        key = b'"arena_bytes":'
-        k = json.find(key) + len(key)
-        end = k
-        while json[end:end + 1].isdigit():
-            end += 1
-        if k < len(key) or end == k:
-            sys.exit(f"{src}: no arena_bytes number in the plan")
-        json = json[:k] + b"1".rjust(end - k) + json[end:]
+        if what == "arena":
+            key = b'"arena_bytes":'
+            k = json.find(key) + len(key)
+            end = k
+            while json[end:end + 1].isdigit():
+                end += 1
+            if k < len(key) or end == k:
+                sys.exit(f"{src}: no arena_bytes number in the plan")
+            json = json[:k] + b"1".rjust(end - k) + json[end:]
+        else:
+            names = re.findall(rb'"kernel":"(spark_linear__[a-z0-9_]+)"', json)
+            def out_features(name):  # spark_linear__i<out>_i<in>
+                return int(re.match(rb"spark_linear__i([0-9]+)_", name).group(1))
+            a = names[0] if names else b""
+            others = [b for b in names if b != a and len(b) == len(a)]
+            if not others:
+                sys.exit(f"{src}: no two linear entries with names of one length")
+            b = max(others, key=out_features)  # the widest: the most out of bounds
+            json = json.replace(b'"kernel":"' + a + b'"', b'"kernel":"' + b + b'"', 1)
         data[begin:begin + size] = json
         data[at + 24:at + 32] = struct.pack("<Q", fnv1a64(json, basis[0]))
     open(dst, "wb").write(data)
