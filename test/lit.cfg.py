@@ -40,6 +40,10 @@ if os.path.exists(os.path.join(config.cuda_root, "bin", "ptxas")):
     config.available_features.add("ptxas")
 if os.path.exists(os.path.join(config.cuda_root, "bin", "nvcc")):
     config.available_features.add("nvcc")
+# The AddressSanitizer build (scripts/sanitize.sh): it reserves terabytes of address space, so
+# tests of `ulimit -v` cannot run under it.
+if "address" in getattr(config, "spark_sanitize", ""):
+    config.available_features.add("asan")
 # One feature per target whose kernel library is built (kernels/CMakeLists.txt).
 for target in getattr(config, "spark_kernel_targets", "").split(";"):
     if target:
