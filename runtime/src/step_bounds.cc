@@ -218,7 +218,6 @@ class StepChecker {
     return absl::OkStatus();
   }
 
-  // The messages name buffers, weights and caches from the plan: made printable (PrintableText).
   // The attention window literal is its cache's: W for a sliding cache of window W (the cache
   // holds only the last window - 1 + max_tokens positions), 0 (causal) for a full one.
   absl::Status RequireCacheWindow() {
@@ -234,6 +233,7 @@ class StepChecker {
                          : std::string("a full cache (window 0)")));
   }
 
+  // The messages name buffers, weights and caches from the plan: made printable (PrintableText).
   absl::Status Error(int arg, absl::string_view message) const {
     return absl::InvalidArgumentError(
         PrintableText(absl::StrCat(origin_, ": plan ", path_, ".args[", arg, "]: ", message)));
