@@ -372,3 +372,5 @@ SPK_EXPORT void spark_attention_merge(const float* partials, float* y, int num_t
     __syncthreads();  // s_w is reused by the next unit
   }
 }
+
+SPARK_CHECK_KERNEL_SIGNATURES()

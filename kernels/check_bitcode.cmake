@@ -1,9 +1,9 @@
-# cmake -DBITCODE=<linked .bc> -DLLVM_DIS=<llvm-dis> -DABI_HEADER=<kernel_abi.h> -DTARGET=<t>
+# cmake -DBITCODE=<linked .bc> -DLLVM_DIS=<llvm-dis> -DABI_HEADER=<kernel_ops.def> -DTARGET=<t>
 #       -P check_bitcode.cmake
 # Fails (non-zero exit, message naming the culprits) when the linked kernel library
 #   - declares an external function that is not an LLVM intrinsic (`@llvm.*`): nothing else can
 #     be resolved later, because no libdevice (`__nv_*`) or other library is linked; or
-#   - does not define every spark_* device function listed in kernel_abi.h; or
+#   - does not define every spark_<op> device function of the op registry (kernel_ops.def); or
 #   - defines the activation precision constant (kActivationPrecisionSymbol) instead of
 #     declaring it: spark-compile defines it in each generated module.
 foreach(_var BITCODE LLVM_DIS ABI_HEADER TARGET)
@@ -41,11 +41,16 @@ if(_bad)
     "sinf, fmaf, sqrtf, __expf, __uint_as_float, ...).")
 endif()
 
-# Every ABI symbol is defined (not just declared).
+# Every op of the registry has its device function defined (not just declared): the entries
+# OP(Name, op, ...) of SPARK_KERNEL_OPS.
 file(READ ${ABI_HEADER} _abi)
-string(REGEX MATCHALL "\"spark_[a-z0-9_]+\"" _symbols "${_abi}")
+string(REGEX MATCHALL "\n  OP\\([A-Za-z0-9]+, [a-z0-9_]+," _entries "${_abi}")
+set(_symbols)
+foreach(_e IN LISTS _entries)
+  string(REGEX REPLACE "\n  OP\\([A-Za-z0-9]+, ([a-z0-9_]+)," "spark_\\1" _s "${_e}")
+  list(APPEND _symbols ${_s})
+endforeach()
 list(REMOVE_DUPLICATES _symbols)
-list(REMOVE_ITEM _symbols "\"spark_activation_precision\"")
 if(NOT _ir MATCHES "\n@spark_activation_precision = external [^\n]*constant i32")
   message(FATAL_ERROR
     "kernels (${TARGET}): ${BITCODE} must declare (not define) the constant "
@@ -53,7 +58,6 @@ if(NOT _ir MATCHES "\n@spark_activation_precision = external [^\n]*constant i32"
 endif()
 set(_missing)
 foreach(_s IN LISTS _symbols)
-  string(REPLACE "\"" "" _s "${_s}")
   string(REGEX MATCH "\ndefine [^\n]*@${_s}\\(" _def "${_ir}")
   if(NOT _def)
     list(APPEND _missing ${_s})

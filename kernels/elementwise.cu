@@ -159,3 +159,5 @@ SPK_EXPORT void spark_scatter_rows(float* dest, const int* indices, const float*
     }
   }
 }
+
+SPARK_CHECK_KERNEL_SIGNATURES()

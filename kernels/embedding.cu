@@ -34,3 +34,5 @@ SPK_EXPORT void spark_embedding(const int* ids, const unsigned short* table, flo
     }
   }
 }
+
+SPARK_CHECK_KERNEL_SIGNATURES()

@@ -171,3 +171,5 @@ SPK_EXPORT void spark_linear(const float* x, const unsigned short* w, float* y, 
     gemv_dispatch<false>(x, w, y, num_tokens, out_features, in_features);
   }
 }
+
+SPARK_CHECK_KERNEL_SIGNATURES()

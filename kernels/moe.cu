@@ -469,3 +469,5 @@ SPK_EXPORT void spark_moe_combine(const float* partials, float* y, int num_token
     y[i] = spk::act(sum);
   }
 }
+
+SPARK_CHECK_KERNEL_SIGNATURES()

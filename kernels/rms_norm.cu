@@ -112,3 +112,5 @@ SPK_EXPORT void spark_residual_rms_norm(const float* x, const unsigned short* we
     // The reduction ended with a barrier; the next row's reduction reuses `scratch` safely.
   }
 }
+
+SPARK_CHECK_KERNEL_SIGNATURES()

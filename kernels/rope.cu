@@ -167,3 +167,5 @@ SPK_EXPORT void spark_rms_norm_rope(const float* x, const unsigned short* weight
     }
   }
 }
+
+SPARK_CHECK_KERNEL_SIGNATURES()

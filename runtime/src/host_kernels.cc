@@ -6,11 +6,14 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "op_rules.h"
 #include "spark/runtime/kernel_abi.h"
 
 namespace spark {
@@ -495,172 +498,44 @@ void Copy(const float* x, float* y, int32_t num_tokens, int32_t cols) {
 
 namespace {
 
-// Typed view of a validated argument list.
-class Args {
- public:
-  explicit Args(absl::Span<const HostArg> args) : args_(args) {}
-  template <typename T>
-  T* P(int i) const {
-    return static_cast<T*>(args_[i].ptr);
+// A validated argument as the C type of its parameter.
+template <typename T>
+T FromHostArg(const HostArg& arg) {
+  if constexpr (std::is_pointer<T>::value) {
+    return static_cast<T>(arg.ptr);
+  } else if constexpr (std::is_same<T, float>::value) {
+    return arg.f32;
+  } else {
+    static_assert(std::is_same<T, int>::value, "registry arguments are pointers, int or float");
+    return arg.i32;
   }
-  int32_t I(int i) const { return args_[i].i32; }
-  float F(int i) const { return args_[i].f32; }
+}
 
- private:
-  absl::Span<const HostArg> args_;
-};
+// Calls `kernel` with `args` converted to its parameter types, in order.
+template <typename... A, size_t... I>
+void CallWith(void (*kernel)(A...), absl::Span<const HostArg> args, std::index_sequence<I...>) {
+  kernel(FromHostArg<A>(args[I])...);
+}
+template <typename... A>
+void Call(void (*kernel)(A...), absl::Span<const HostArg> args) {
+  CallWith(kernel, args, std::index_sequence_for<A...>());
+}
 
-using f32 = float;
-using i32 = int32_t;
-using bf16 = const uint16_t;
+// The host reference of every op, by OpId. Each definition above must have the registry's type:
+// one that differs is a second overload, and `&host::Name` then does not deduce.
+using HostKernel = void (*)(absl::Span<const HostArg>);
+#define SPARK_HOST_KERNEL_ENTRY(Name, op, block_size, skip, flops) \
+  [](absl::Span<const HostArg> args) {                                \
+    Call(&host::Name, args);                                          \
+  },
+constexpr HostKernel kHostKernels[] = {SPARK_KERNEL_OPS(SPARK_HOST_KERNEL_ENTRY)};
+#undef SPARK_HOST_KERNEL_ENTRY
+static_assert(sizeof(kHostKernels) / sizeof(kHostKernels[0]) ==
+                  static_cast<size_t>(abi::OpId::kCount),
+              "one host kernel per op");
 
 absl::Status Invalid(const char* op, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("host kernel '", op, "': ", what));
-}
-
-absl::Status NoCheck(const Args&) { return absl::OkStatus(); }
-
-// Op-specific consistency checks, beyond the generic ones in RunHostKernel.
-absl::Status CheckPositiveCols(const Args& a) {
-  return a.I(5) > 0 ? absl::OkStatus() : Invalid("rms_norm", "cols must be positive");
-}
-
-// rope's arguments from `first` on: head_dim, rotated_pairs, theta, factor.
-absl::Status CheckRopeArgs(const char* op, const Args& a, int first) {
-  const int32_t head_dim = a.I(first), rotated = a.I(first + 1);
-  if (head_dim % 2 != 0) return Invalid(op, absl::StrCat("head_dim ", head_dim, " is odd"));
-  if (rotated > head_dim / 2) {
-    return Invalid(op, absl::StrCat("rotated_pairs ", rotated, " exceeds head_dim/2 = ",
-                                    head_dim / 2));
-  }
-  if (!(a.F(first + 2) > 0.0f) || a.F(first + 3) == 0.0f) {
-    return Invalid(op, "theta must be positive and factor non-zero");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckRope(const Args& a) { return CheckRopeArgs("rope", a, 5); }
-
-absl::Status CheckRmsNormRope(const Args& a) {
-  if (a.I(6) <= 0) return Invalid("rms_norm_rope", "head_dim must be positive");
-  return CheckRopeArgs("rms_norm_rope", a, 6);
-}
-
-absl::Status CheckCacheDType(const char* op, int32_t cache_dtype) {
-  if (abi::KvCacheElementBytes(cache_dtype) == 0) {
-    return Invalid(op, absl::StrCat("cache_dtype ", cache_dtype, " is neither ",
-                                    static_cast<int>(abi::kCacheF32), " (f32) nor ",
-                                    static_cast<int>(abi::kCacheBF16), " (bf16)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckKvWrite(const Args& a) {
-  if (a.I(8) <= 0) return Invalid("kv_write", "capacity must be positive");
-  return CheckCacheDType("kv_write", a.I(9));
-}
-
-absl::Status CheckAttention(const Args& a) {
-  const int32_t q_heads = a.I(7), kv_heads = a.I(8);
-  if (kv_heads == 0 || q_heads % kv_heads != 0) {
-    return Invalid("attention", absl::StrCat("q_heads ", q_heads,
-                                             " is not a positive multiple of kv_heads ", kv_heads));
-  }
-  if (a.I(10) <= 0) return Invalid("attention", "capacity must be positive");
-  return CheckCacheDType("attention", a.I(15));
-}
-
-absl::Status CheckMoeTopK(const Args& a) {
-  if (a.I(6) < 1 || a.I(6) > a.I(5)) {
-    return Invalid("moe_topk",
-                   absl::StrCat("top_k ", a.I(6), " is not in [1, num_experts = ", a.I(5), "]"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSelectGroup(const Args& a) {
-  if (a.I(5) >= a.I(3)) {
-    return Invalid("select_group", absl::StrCat("index ", a.I(5), " is not below groups ", a.I(3)));
-  }
-  return absl::OkStatus();
-}
-
-struct HostKernel {
-  const char* op;
-  absl::Status (*check)(const Args&);
-  void (*run)(const Args&);
-};
-
-// clang-format off
-constexpr HostKernel kHostKernels[] = {
-  {"embedding", NoCheck, [](const Args& a) {
-     host::Embedding(a.P<i32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5), a.F(6)); }},
-  {"rms_norm", CheckPositiveCols, [](const Args& a) {
-     host::RmsNorm(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5), a.F(6)); }},
-  {"residual_rms_norm", [](const Args& a) {
-     return a.I(5) > 0 ? absl::OkStatus() : Invalid("residual_rms_norm", "cols must be positive"); },
-   [](const Args& a) {
-     host::ResidualRmsNorm(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.P<f32>(3), a.I(4), a.I(5),
-                           a.F(6)); }},
-  {"rms_norm_rope", CheckRmsNormRope, [](const Args& a) {
-     host::RmsNormRope(a.P<f32>(0), a.P<bf16>(1), a.P<i32>(2), a.P<f32>(3), a.I(4), a.I(5),
-                       a.I(6), a.I(7), a.F(8), a.F(9), a.F(10)); }},
-  {"linear", NoCheck, [](const Args& a) {
-     host::Linear(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5)); }},
-  {"add", NoCheck, [](const Args& a) {
-     host::Add(a.P<f32>(0), a.P<f32>(1), a.P<f32>(2), a.I(3), a.I(4)); }},
-  {"mul", NoCheck, [](const Args& a) {
-     host::Mul(a.P<f32>(0), a.P<f32>(1), a.P<f32>(2), a.I(3), a.I(4)); }},
-  {"scale", NoCheck, [](const Args& a) {
-     host::Scale(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.F(4)); }},
-  {"scalar_mul", NoCheck, [](const Args& a) {
-     host::ScalarMul(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.I(3), a.I(4)); }},
-  {"gelu", NoCheck, [](const Args& a) {
-     host::Gelu(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3)); }},
-  {"gelu_mul", NoCheck, [](const Args& a) {
-     host::GeluMul(a.P<f32>(0), a.P<f32>(1), a.P<f32>(2), a.I(3), a.I(4)); }},
-  {"softcap", [](const Args& a) {
-     return a.F(4) != 0.0f ? absl::OkStatus() : Invalid("softcap", "cap must be non-zero"); },
-   [](const Args& a) { host::Softcap(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.F(4)); }},
-  {"rope", CheckRope, [](const Args& a) {
-     host::Rope(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5), a.I(6), a.F(7),
-                a.F(8)); }},
-  {"kv_write", CheckKvWrite, [](const Args& a) {
-     host::KvWrite(a.P<f32>(0), a.P<f32>(1), a.P<i32>(2), a.P<void>(3), a.P<void>(4), a.I(5),
-                   a.I(6), a.I(7), a.I(8), a.I(9)); }},
-  {"attention", CheckAttention, [](const Args& a) {
-     host::Attention(a.P<f32>(0), a.P<i32>(1), a.P<const void>(2), a.P<const void>(3),
-                     a.P<f32>(4), a.P<f32>(5), a.I(6), a.I(7), a.I(8), a.I(9), a.I(10), a.I(11),
-                     a.F(12), a.I(13), a.I(14), a.I(15), a.P<i32>(16)); }},
-  {"attention_merge", NoCheck, [](const Args& a) {
-     host::AttentionMerge(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.I(4), a.I(5), a.I(6)); }},
-  {"moe_topk", CheckMoeTopK, [](const Args& a) {
-     host::MoeTopK(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.P<i32>(3), a.I(4), a.I(5), a.I(6),
-                   a.F(7)); }},
-  {"moe_gate_up", NoCheck, [](const Args& a) {
-     host::MoeGateUp(a.P<f32>(0), a.P<bf16>(1), a.P<i32>(2), a.P<f32>(3), a.I(4), a.I(5),
-                     a.I(6), a.I(7), a.I(8), a.I(9), a.I(10)); }},
-  {"moe_down", NoCheck, [](const Args& a) {
-     host::MoeDown(a.P<f32>(0), a.P<bf16>(1), a.P<f32>(2), a.P<i32>(3), a.P<f32>(4),
-                   a.P<f32>(5), a.I(6), a.I(7), a.I(8), a.I(9), a.I(10), a.I(11), a.I(12)); }},
-  {"moe_combine", NoCheck, [](const Args& a) {
-     host::MoeCombine(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.I(4)); }},
-  {"scatter_rows", NoCheck, [](const Args& a) {
-     host::ScatterRows(a.P<f32>(0), a.P<i32>(1), a.P<f32>(2), a.I(3), a.I(4), a.I(5)); }},
-  {"mask_tokens", NoCheck, [](const Args& a) {
-     host::MaskTokens(a.P<i32>(0), a.P<i32>(1), a.I(2), a.I(3), a.I(4), a.I(5), a.I(6)); }},
-  {"select_group", CheckSelectGroup, [](const Args& a) {
-     host::SelectGroup(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3), a.I(4), a.I(5)); }},
-  {"copy", NoCheck, [](const Args& a) {
-     host::Copy(a.P<f32>(0), a.P<f32>(1), a.I(2), a.I(3)); }},
-};
-// clang-format on
-
-const HostKernel* FindHostKernel(const std::string& op) {
-  for (const HostKernel& k : kHostKernels) {
-    if (op == k.op) return &k;
-  }
-  return nullptr;
 }
 
 absl::string_view KindName(abi::ArgKind kind) {
@@ -674,10 +549,6 @@ absl::string_view KindName(abi::ArgKind kind) {
   }
   return "?";
 }
-
-// Only the RMSNorm weight may be null (weight-less form).
-// mask_tokens' integers are token ids, where -1 means "unused"; every other i32 is a size.
-bool MayBeNegative(const abi::KernelSpec& spec) { return std::strcmp(spec.op, "mask_tokens") == 0; }
 
 absl::Status CheckAgainstAbi(const abi::KernelSpec& spec, absl::Span<const HostArg> args) {
   if (static_cast<int>(args.size()) != spec.num_args) {
@@ -694,30 +565,44 @@ absl::Status CheckAgainstAbi(const abi::KernelSpec& spec, absl::Span<const HostA
     if (want.kind == abi::ArgKind::kPtr && got.ptr == nullptr && !want.nullable) {
       return Invalid(spec.op, absl::StrCat("argument ", i, " '", want.name, "' is null"));
     }
-    if (want.kind == abi::ArgKind::kI32 && got.i32 < 0 && !MayBeNegative(spec)) {
+    // Token ids may be -1 (unused); every other i32 is a size.
+    if (want.kind == abi::ArgKind::kI32 && got.i32 < 0 && want.role != abi::Role::kTokenId) {
       return Invalid(spec.op, absl::StrCat("argument ", i, " '", want.name,
                                            "' must not be negative, got ", got.i32));
     }
+    if (want.role == abi::Role::kCacheDType && abi::KvCacheElementBytes(got.i32) == 0) {
+      return Invalid(spec.op, absl::StrCat("cache_dtype ", got.i32, " is neither ",
+                                           static_cast<int>(abi::kCacheF32), " (f32) nor ",
+                                           static_cast<int>(abi::kCacheBF16), " (bf16)"));
+    }
   }
+  const std::string broken = BrokenRule(
+      spec, [&](int i) -> int64_t { return args[i].i32; }, [&](int i) { return args[i].f32; });
+  if (!broken.empty()) return Invalid(spec.op, broken);
   return absl::OkStatus();
 }
 
 }  // namespace
 
+absl::Status RunHostKernel(abi::OpId op, absl::Span<const HostArg> args) {
+  if (static_cast<unsigned>(op) >= static_cast<unsigned>(abi::OpId::kCount)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no host kernel for op id ", static_cast<int>(op)));
+  }
+  const abi::KernelSpec& spec = abi::Kernel(op);
+  absl::Status status = CheckAgainstAbi(spec, args);
+  if (!status.ok()) return status;
+  kHostKernels[static_cast<int>(op)](args);
+  return absl::OkStatus();
+}
+
 absl::Status RunHostKernel(const std::string& op, absl::Span<const HostArg> args) {
   const abi::KernelSpec* spec = abi::FindKernel(op.c_str());
-  const HostKernel* kernel = FindHostKernel(op);
-  if (spec == nullptr || kernel == nullptr) {
+  if (spec == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("no host kernel for op '", op, "' (not in kernel_abi.h)"));
+        absl::StrCat("no host kernel for op '", op, "' (not in the op registry, kernel_ops.def)"));
   }
-  absl::Status status = CheckAgainstAbi(*spec, args);
-  if (!status.ok()) return status;
-  const Args typed(args);
-  status = kernel->check(typed);
-  if (!status.ok()) return status;
-  kernel->run(typed);
-  return absl::OkStatus();
+  return RunHostKernel(spec->id, args);
 }
 
 }  // namespace rt

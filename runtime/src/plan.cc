@@ -436,7 +436,14 @@ StepArg ReadArg(const Json& json, const std::string& path, Errors* errors) {
 
 Step ReadStep(ObjectReader object, Errors* errors) {
   Step step;
-  step.op = object.String("op");
+  const std::string op = object.String("op");
+  const abi::KernelSpec* spec = abi::FindKernel(op.c_str());
+  if (spec == nullptr) {
+    errors->Fail(object.path(), absl::StrCat("unknown op \"", op,
+                                             "\" (not in this runtime's kernel ABI); ", kRecompile));
+  } else {
+    step.op = spec->id;
+  }
   step.kernel = object.String("kernel");
   step.source = object.String("source");
   ReadInt3(object.Get("grid"), object.Child("grid"), step.grid, errors);
@@ -791,9 +798,7 @@ absl::Status CheckLaunch(const Step& step, const abi::KernelSpec& spec,
 }  // namespace
 
 std::string EntryPointOf(const Step& step) {
-  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
-  if (spec == nullptr) return std::string();
-  std::string name = EntryPointPrefix(spec->symbol);
+  std::string name = EntryPointPrefix(SpecOf(step).symbol);
   for (const StepArg& arg : step.args) {
     if (arg.kind == ArgRefKind::kI32) AppendEntryLiteral(&name, arg.i32);
     if (arg.kind == ArgRefKind::kF32) AppendEntryLiteral(&name, arg.f32);
@@ -806,19 +811,18 @@ namespace {
 absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
                           absl::string_view origin) {
   const std::string path = IndexPath("steps", index);
-  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
-  if (spec == nullptr) {
-    return PlanError(origin, path,
-                     absl::StrCat("unknown op \"", step.op,
-                                  "\" (not in this runtime's kernel ABI); ", kRecompile));
+  if (static_cast<unsigned>(step.op) >= static_cast<unsigned>(abi::OpId::kCount)) {
+    return PlanError(origin, path, absl::StrCat("op id ", static_cast<int>(step.op),
+                                                " is not in this runtime's kernel ABI"));
   }
+  const abi::KernelSpec* spec = &SpecOf(step);
   if (step.kernel.empty()) {
     return PlanError(origin, absl::StrCat(path, ".kernel"), "empty kernel symbol");
   }
   SPARK_RETURN_IF_ERROR(CheckLaunch(step, *spec, origin, path));
   if (step.args.size() != static_cast<size_t>(spec->num_args)) {
     return PlanError(origin, absl::StrCat(path, ".args"),
-                     absl::StrCat(step.op, " takes ", spec->num_args, " arguments (",
+                     absl::StrCat(spec->op, " takes ", spec->num_args, " arguments (",
                                   ArgNames(*spec), "), found ", step.args.size()));
   }
   for (size_t i = 0; i < step.args.size(); ++i) {
@@ -827,7 +831,7 @@ absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
     const abi::ArgSpec& slot = spec->args[i];
     if (SlotKindOf(arg.kind) != slot.kind) {
       return PlanError(origin, arg_path,
-                       absl::StrCat("argument ", slot.name, " of ", step.op, " is ",
+                       absl::StrCat("argument ", slot.name, " of ", spec->op, " is ",
                                     SlotDescription(slot.kind), ", found ",
                                     ArgRefKindName(arg.kind)));
     }
@@ -965,7 +969,7 @@ Json ArgJson(const StepArg& arg) {
 
 Json StepJson(const Step& step) {
   Json json = Json::MakeObject();
-  json.Add("op", Json::String(step.op));
+  json.Add("op", Json::String(OpName(step)));
   json.Add("kernel", Json::String(step.kernel));
   json.Add("source", Json::String(step.source));
   json.Add("grid", Int3Json(step.grid));

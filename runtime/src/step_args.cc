@@ -148,13 +148,12 @@ std::vector<ResolvedArg> ResolveStepArgs(const Plan& plan, const Step& step,
 
 std::vector<OutputBuffer> StepOutputBuffers(int step_index, const Step& step) {
   std::vector<OutputBuffer> outputs;
-  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
-  if (spec == nullptr) return outputs;
+  const abi::KernelSpec& spec = SpecOf(step);
   std::vector<const char*> arg_names;
-  for (size_t i = 0; i < step.args.size() && static_cast<int>(i) < spec->num_args; ++i) {
-    if (step.args[i].kind == ArgRefKind::kBuffer && spec->args[i].output) {
+  for (size_t i = 0; i < step.args.size() && static_cast<int>(i) < spec.num_args; ++i) {
+    if (step.args[i].kind == ArgRefKind::kBuffer && spec.args[i].output()) {
       outputs.push_back({absl::StrCat(step_index, ".", step.source), step.args[i].index});
-      arg_names.push_back(spec->args[i].name);
+      arg_names.push_back(spec.args[i].name);
     }
   }
   if (outputs.size() > 1) {
@@ -180,31 +179,35 @@ StepOutput MakeStepOutput(const Plan& plan, int step_index, const OutputBuffer& 
 }
 
 std::string DescribeStep(int step_index, const Step& step) {
-  return PrintableText(absl::StrCat("step ", step_index, " (", step.source, ", op ", step.op,
+  return PrintableText(absl::StrCat("step ", step_index, " (", step.source, ", op ", OpName(step),
                                     ", kernel ", step.kernel, ")"));
 }
 
+int64_t StepSizeArg(const Step& step, int arg, int64_t num_tokens) {
+  if (arg < 0 || arg >= static_cast<int>(step.args.size())) return 0;
+  if (step.args[arg].kind == ArgRefKind::kNumTokens) return num_tokens;
+  return step.args[arg].kind == ArgRefKind::kI32 ? step.args[arg].i32 : 0;
+}
+
 int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens) {
-  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
-  const int i = spec == nullptr ? -1 : abi::FindArg(*spec, name);
-  if (i < 0 || i >= static_cast<int>(step.args.size())) return 0;
-  if (step.args[i].kind == ArgRefKind::kNumTokens) return num_tokens;
-  return step.args[i].kind == ArgRefKind::kI32 ? step.args[i].i32 : 0;
+  return StepSizeArg(step, abi::FindArg(SpecOf(step), name), num_tokens);
 }
 
 bool StepDoesNothing(const Step& step, int64_t num_tokens) {
-  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
-  if (spec == nullptr) return false;
-  if (abi::FindArg(*spec, "tokens_from") >= 0 && abi::FindArg(*spec, "tokens_to") >= 0 &&
-      (num_tokens < StepSizeArg(step, "tokens_from", num_tokens) ||
-       num_tokens > StepSizeArg(step, "tokens_to", num_tokens))) {
-    return true;
-  }
+  const abi::KernelSpec& spec = SpecOf(step);
   const int tokens = static_cast<int>(num_tokens);
-  if (step.op == "moe_combine") return !abi::MoeDownGrouped(tokens, true);
-  if (step.op == "attention_merge") {
-    return abi::AttentionSplits(tokens, static_cast<int>(StepSizeArg(step, "max_splits", 0)),
-                                static_cast<int>(StepSizeArg(step, "split_rows", 0))) == 1;
+  switch (spec.skip) {
+    case abi::Skip::kNever:
+      return false;
+    case abi::Skip::kOutsideTokenRange:
+      return num_tokens < StepSizeArg(step, abi::FindRole(spec, abi::Role::kTokensFrom), 0) ||
+             num_tokens > StepSizeArg(step, abi::FindRole(spec, abi::Role::kTokensTo), 0);
+    case abi::Skip::kUnlessGrouped:
+      return !abi::MoeDownGrouped(tokens, true);
+    case abi::Skip::kUnlessSplit:
+      // Over the op's max_splits and split_rows (kernel_ops.def: ops with this skip have both).
+      return abi::AttentionSplits(tokens, static_cast<int>(StepSizeArg(step, "max_splits", 0)),
+                                  static_cast<int>(StepSizeArg(step, "split_rows", 0))) == 1;
   }
   return false;
 }

@@ -61,12 +61,14 @@ StepOutput MakeStepOutput(const Plan& plan, int step_index, const OutputBuffer& 
 // "step 12 (layers.0.attention, op attention, kernel spark_attention__i8_i1_...)", for error messages.
 std::string DescribeStep(int step_index, const Step& step);
 
-// The value of the i32 argument of `step` that kernel_abi.h calls `name`: its literal, or
-// num_tokens for the runtime's token count; 0 when the op has no such argument.
+// The value of i32 argument `arg` of `step` (an index: abi::ops::<op>::<name>): its literal, or
+// num_tokens for the runtime's token count; 0 when the op has no such argument. The second form
+// finds the argument by its registry name (for tests and tools).
+int64_t StepSizeArg(const Step& step, int arg, int64_t num_tokens);
 int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens);
 
-// True when the kernel of `step` does nothing in a step of `num_tokens` tokens, as kernel_abi.h
-// defines it: an op given a token range (tokens_from, tokens_to: the MoE expert ops) outside it,
+// True when the kernel of `step` does nothing in a step of `num_tokens` tokens, as the registry's
+// `skip` of its op says (kernel_ops.def): an op given a token range (tokens_from, tokens_to: the MoE expert ops) outside it,
 // moe_combine after an ungrouped moe_down (MoeDownGrouped), attention_merge of an attention that
 // was not split (AttentionSplits == 1). The CUDA executor does not launch such steps (a decode
 // step of 26B-A4B skips the prefill MoE launches and the combine); the step profile counts them

@@ -35,71 +35,85 @@ StepCost& StepCost::operator+=(const StepCost& other) {
 StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens,
                           int64_t first_position) {
   StepCost cost;
-  const abi::KernelSpec* spec = abi::FindKernel(step.op.c_str());
-  if (spec == nullptr) return cost;
-  const auto size = [&](const char* name) {
-    return static_cast<double>(StepSizeArg(step, name, num_tokens));
+  const abi::KernelSpec& spec = SpecOf(step);
+  if (StepDoesNothing(step, num_tokens)) return cost;
+  const auto size = [&](int arg) { return static_cast<double>(StepSizeArg(step, arg, num_tokens)); };
+  const auto product = [&](const int* factors, int n) {
+    double p = 1;
+    for (int f = 0; f < n; ++f) p *= size(factors[f]);
+    return p;
   };
   const double tokens = static_cast<double>(num_tokens);
-  if (StepDoesNothing(step, num_tokens)) return cost;
-  for (const StepArg& arg : step.args) {
+  const int window = abi::FindRole(spec, abi::Role::kWindow);
+  const double keys = KeysSeen(num_tokens, first_position, window >= 0 ? size(window) : 0);
+  const int cache_dtype = abi::FindRole(spec, abi::Role::kCacheDType);
+  for (int i = 0; i < spec.num_args && i < static_cast<int>(step.args.size()); ++i) {
+    const abi::ArgSpec& slot = spec.args[i];
+    const StepArg& arg = step.args[i];
     if (arg.kind == ArgRefKind::kBuffer) {
       cost.activation_bytes += tokens * plan.buffers[arg.index].row_bytes();
+    } else if (arg.kind == ArgRefKind::kWeight) {
+      cost.weight_bytes += static_cast<double>(plan.weights[arg.index].num_bytes());
+    } else if (slot.extent.kind == abi::Extent::kCacheRows && cache_dtype >= 0) {
+      // A cache part: the rows of this step's tokens written, or the keys attended read.
+      const bool written = slot.role == abi::Role::kKCacheWrite || slot.role == abi::Role::kVCacheWrite;
+      cost.kv_bytes += (written ? tokens : keys) *
+                       product(slot.extent.factors, slot.extent.num_factors) *
+                       abi::KvCacheElementBytes(static_cast<int>(size(cache_dtype)));
     }
   }
-  const std::string& op = step.op;
-  if (op == "embedding") {
-    cost.weight_bytes = tokens * size("dim") * 2;  // the rows gathered
-  } else if (op == "moe_gate_up" || op == "moe_down") {
-    const double experts = size("num_experts"), top_k = size("top_k");
-    const double touched = std::min(experts, tokens * top_k);
-    const double per_expert = (op == "moe_gate_up" ? 2 : 1) * size("intermediate") * size("hidden");
-    cost.weight_bytes = touched * per_expert * 2;
-    cost.flops = 2 * tokens * top_k * per_expert;
-  } else {
-    for (const StepArg& arg : step.args) {
-      if (arg.kind == ArgRefKind::kWeight) {
-        cost.weight_bytes += static_cast<double>(plan.weights[arg.index].num_bytes());
+  const abi::OpFlops& flops = spec.flops;
+  if (flops.kind != abi::kNone) {
+    cost.flops = static_cast<double>(flops.multiplier) * product(flops.factors, flops.num_factors) *
+                 (flops.kind == abi::kPerKey ? keys : tokens);
+  }
+  // What the generic count above cannot know.
+  switch (step.op) {
+    case abi::OpId::kEmbedding:  // the rows gathered, not the whole table
+      cost.weight_bytes = tokens * size(abi::ops::embedding::dim) * 2;
+      break;
+    case abi::OpId::kMoeGateUp:
+    case abi::OpId::kMoeDown: {  // the experts the step's tokens select, at most all of them
+      namespace moe = abi::ops::moe_down;  // the same size arguments as moe_gate_up's
+      const int experts = abi::FindArg(spec, "num_experts"), top_k = abi::FindArg(spec, "top_k");
+      const double touched = std::min(size(experts), tokens * size(top_k));
+      cost.weight_bytes *= touched / std::max(size(experts), 1.0);
+      if (step.op == abi::OpId::kMoeDown) {
+        // Grouped, the weighted slot rows go to the workspace and y is not written; otherwise
+        // the reverse (the generic count above included both).
+        const bool has_partials = step.args[moe::partials].kind == ArgRefKind::kBuffer;
+        const int unused = abi::MoeDownGrouped(static_cast<int>(num_tokens), has_partials)
+                               ? moe::y
+                           : has_partials ? moe::partials
+                                          : -1;
+        if (unused >= 0) {
+          cost.activation_bytes -= tokens * plan.buffers[step.args[unused].index].row_bytes();
+        }
       }
+      break;
     }
-  }
-  if (op == "linear") {
-    cost.flops = 2 * tokens * size("out_features") * size("in_features");
-  } else if (op == "kv_write") {
-    cost.kv_bytes = 2 * tokens * size("kv_heads") * size("head_dim") *
-                    abi::KvCacheElementBytes(static_cast<int>(size("cache_dtype")));
-  } else if (op == "attention") {
-    const double keys = KeysSeen(num_tokens, first_position,
-                                 StepSizeArg(step, "window", num_tokens));
-    cost.kv_bytes = 2 * keys * size("kv_heads") * size("head_dim") *
-                    abi::KvCacheElementBytes(static_cast<int>(size("cache_dtype")));
-    cost.flops = 4 * keys * size("q_heads") * size("head_dim");
-  }
-  if (op == "moe_down") {
-    // Grouped, the weighted slot rows go to the workspace and y is not written; otherwise the
-    // reverse (the generic count above included both).
-    const int partials = abi::FindArg(*spec, "partials"), y = abi::FindArg(*spec, "y");
-    const bool has_partials = step.args[partials].kind == ArgRefKind::kBuffer;
-    const int unused = abi::MoeDownGrouped(static_cast<int>(num_tokens), has_partials) ? y
-                       : has_partials                                                  ? partials
-                                                                                       : -1;
-    if (unused >= 0) cost.activation_bytes -= tokens * plan.buffers[step.args[unused].index].row_bytes();
-  }
-  if (op == "attention" || op == "attention_merge") {
-    // The partial records of a split step (kernel_abi.h), written by attention and read by the
-    // merge, instead of the buffers' per-token rows counted above.
-    const int splits = abi::AttentionSplits(static_cast<int>(num_tokens),
-                                            static_cast<int>(size("max_splits")),
-                                            static_cast<int>(size("split_rows")));
-    const double row = size("q_heads") * size("head_dim") * 4;
-    const double records = splits > 1 ? tokens * size("q_heads") * splits *
-                                             (size("head_dim") + abi::AttentionRecordFloats(0)) * 4
-                                       : 0;
-    if (op == "attention") {
-      cost.activation_bytes = tokens * row * (splits > 1 ? 1 : 2) + records + tokens * 4;
-    } else {
-      cost.activation_bytes = splits > 1 ? records + tokens * row : 0;
+    case abi::OpId::kAttention:
+    case abi::OpId::kAttentionMerge: {
+      // The partial records of a split step (kernel_abi.h), written by attention and read by
+      // the merge, instead of the buffers' per-token rows counted above.
+      const int q_heads = abi::FindArg(spec, "q_heads"), head_dim = abi::FindArg(spec, "head_dim");
+      const int splits = abi::AttentionSplits(
+          static_cast<int>(num_tokens), static_cast<int>(size(abi::FindArg(spec, "max_splits"))),
+          static_cast<int>(size(abi::FindArg(spec, "split_rows"))));
+      const double row = size(q_heads) * size(head_dim) * 4;
+      const double records =
+          splits > 1 ? tokens * size(q_heads) * splits *
+                           (size(head_dim) + abi::AttentionRecordFloats(0)) * 4
+                     : 0;
+      if (step.op == abi::OpId::kAttention) {
+        cost.activation_bytes = tokens * row * (splits > 1 ? 1 : 2) + records + tokens * 4;
+      } else {
+        cost.activation_bytes = splits > 1 ? records + tokens * row : 0;
+      }
+      break;
     }
+    default:
+      break;
   }
   return cost;
 }
@@ -124,7 +138,7 @@ std::vector<OpTiming> SumByOp(const Plan& plan, const std::vector<StepTiming>& s
   std::map<std::string, StepTiming> by_op;
   for (size_t i = 0; i < steps.size() && i < plan.steps.size(); ++i) {
     if (steps[i].launches == 0) continue;
-    StepTiming& sum = by_op[plan.steps[i].op];
+    StepTiming& sum = by_op[OpName(plan.steps[i])];
     sum.launches += steps[i].launches;
     sum.seconds += steps[i].seconds;
     sum.cost += steps[i].cost;

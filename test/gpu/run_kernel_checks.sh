@@ -87,8 +87,10 @@ echo "abseil: test/gpu/absl_shim (header-only stand-in for the host reference)"
 set -x
 "$CXX" -std=c++17 -O2 -c "$ROOT/runtime/src/host_kernels.cc" -I "$ROOT/runtime/include" \
   "${ABSL_INC[@]}" -o "$BUILD/host_kernels.o" &&
+"$CXX" -std=c++17 -O2 -c "$ROOT/runtime/src/op_rules.cc" -I "$ROOT/runtime/include" \
+  "${ABSL_INC[@]}" -o "$BUILD/op_rules.o" &&
 "$NVCC" -arch="$ARCH" -std=c++17 -O3 -lineinfo -I "$ROOT" -I "$ROOT/runtime/include" \
-  "${ABSL_INC[@]}" "$ROOT/test/gpu/kernel_check.cu" "$BUILD/host_kernels.o" \
+  "${ABSL_INC[@]}" "$ROOT/test/gpu/kernel_check.cu" "$BUILD/host_kernels.o" "$BUILD/op_rules.o" \
   -o "$BUILD/kernel_check"
 rc=$?
 { set +x; } 2>/dev/null

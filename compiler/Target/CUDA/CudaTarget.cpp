@@ -370,7 +370,11 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   }
   for (LaunchOp launch : program.getBody().getOps<LaunchOp>()) {
     rt::Step step;
-    step.op = launch.getOp().str();
+    const abi::KernelSpec *spec = abi::FindKernel(launch.getOp().str().c_str());
+    if (!spec)
+      return llvm::createStringError("spark.launch of op '" + launch.getOp().str() +
+                                     "', which the op registry (kernel_ops.def) does not know");
+    step.op = spec->id;
     step.kernel = launch.getKernel().getLeafReference().getValue().str();
     if (auto source = launch->getAttrOfType<mlir::StringAttr>("source"))
       step.source = source.getValue().str();

@@ -147,7 +147,7 @@ private:
   FailureOr<int64_t> weightOf(Operation *user, Value value);
   void touch(Value value, int64_t time);
   void nextLaunchReads(ArrayRef<int64_t> scratch, ArrayRef<Value> values = {});
-  void launch(Operation *op, StringRef kernelOp, SmallVector<Arg> args, int64_t gridX,
+  void launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, int64_t gridX,
               StringRef suffix = "");
 
   ModuleOp module;
@@ -221,11 +221,12 @@ FailureOr<int64_t> Lowering::weightOf(Operation *user, Value value) {
   return it->second.second;
 }
 
-void Lowering::launch(Operation *op, StringRef kernelOp, SmallVector<Arg> args, int64_t gridX,
+void Lowering::launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, int64_t gridX,
                       StringRef suffix) {
-  const abi::KernelSpec *spec = abi::FindKernel(kernelOp.str().c_str());
-  assert(spec && spec->num_args == static_cast<int>(args.size()) &&
-         "launch does not match the kernel ABI");
+  const abi::KernelSpec *spec = &abi::Kernel(kernelOp);
+  // The lowering below must pass each op's registry arguments (kernel_ops.def), in order and of
+  // their kinds; ValidatePlan re-checks everything when the plan is written.
+  assert(spec->num_args == static_cast<int>(args.size()) && "launch does not match the registry");
   std::string source = sourceName(op);
   if (!suffix.empty())
     source += ("." + suffix).str();
@@ -313,7 +314,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           return failure();
         auto tableType = e.getTable().getType();
         Arg ids = buf(e.getIds());
-        launch(op, "embedding",
+        launch(op, abi::OpId::kEmbedding,
                {ids, *table, out(e.getResult()), Arg::numTokens(), i32(tableType.getDimSize(0)),
                 i32(tableType.getDimSize(1)), f32(e.getScale())},
                elementwiseGrid(e.getResult()));
@@ -323,7 +324,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         SmallVector<int64_t, 3> ids(m.getTokenIds().begin(), m.getTokenIds().end());
         ids.resize(3, -1);
         Arg in = buf(m.getIds());
-        launch(op, "mask_tokens",
+        launch(op, abi::OpId::kMaskTokens,
                {in, out(m.getResult()), Arg::numTokens(), i32(ids[0]), i32(ids[1]), i32(ids[2]),
                 i32(m.getReplacement())},
                ceilDiv(maxTokens, 256));
@@ -339,11 +340,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           valueBuffer[s.getResult()] = bufferOf(s.getDest()); // in place
         } else {
           Arg copy = out(s.getResult());
-          launch(op, "copy", {dest, copy, Arg::numTokens(), i32(cols)}, elementwiseGrid(s.getDest()),
+          launch(op, abi::OpId::kCopy, {dest, copy, Arg::numTokens(), i32(cols)}, elementwiseGrid(s.getDest()),
                  "copy");
           dest = copy;
         }
-        launch(op, "scatter_rows",
+        launch(op, abi::OpId::kScatterRows,
                {dest, buf(s.getIndices()), buf(s.getUpdates()), Arg::numTokens(),
                 Arg::numSoftTokens(), i32(cols)},
                maxTokens);
@@ -356,7 +357,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (failed(weight))
           return failure();
         Arg in = buf(n.getInput());
-        launch(op, "rms_norm",
+        launch(op, abi::OpId::kRmsNorm,
                {in, *weight, out(n.getResult()), Arg::numTokens(), i32(groups),
                 i32(type.getShape().back()), f32(n.getEpsilon())},
                maxTokens * groups);
@@ -367,7 +368,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (failed(weight))
           return failure();
         Arg in = buf(n.getInput()), residual = buf(n.getResidual());
-        launch(op, "residual_rms_norm",
+        launch(op, abi::OpId::kResidualRmsNorm,
                {in, *weight, residual, out(n.getResult()), Arg::numTokens(),
                 i32(n.getInput().getType().getShape().back()), f32(n.getEpsilon())},
                maxTokens);
@@ -379,7 +380,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (failed(weight))
           return failure();
         Arg x = buf(r.getInput()), pos = buf(r.getPositions());
-        launch(op, "rms_norm_rope",
+        launch(op, abi::OpId::kRmsNormRope,
                {x, *weight, pos, out(r.getResult()), Arg::numTokens(), i32(in.getDimSize(1)),
                 i32(in.getDimSize(2)), i32(r.getRotatedPairs()), f32(r.getTheta()),
                 f32(r.getFactor()), f32(r.getEpsilon())},
@@ -393,23 +394,23 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         auto wt = l.getWeight().getType();
         Arg in = buf(l.getInput());
         // One warp per output row, 8 warps per block.
-        launch(op, "linear",
+        launch(op, abi::OpId::kLinear,
                {in, *w, out(l.getResult()), Arg::numTokens(), i32(wt.getDimSize(0)),
                 i32(wt.getDimSize(1))},
                ceilDiv(wt.getDimSize(0), 8));
         return success();
       })
       .Case<AddOp, MulOp>([&](auto b) -> LogicalResult {
-        StringRef name = isa<AddOp>(op) ? "add" : "mul";
+        abi::OpId kernel = isa<AddOp>(op) ? abi::OpId::kAdd : abi::OpId::kMul;
         Arg lhs = buf(b.getLhs()), rhs = buf(b.getRhs());
-        launch(op, name,
+        launch(op, kernel,
                {lhs, rhs, out(b.getResult()), Arg::numTokens(), i32(rowElements(b.getType()))},
                elementwiseGrid(b.getResult()));
         return success();
       })
       .Case<ScaleOp>([&](ScaleOp s) -> LogicalResult {
         Arg in = buf(s.getInput());
-        launch(op, "scale",
+        launch(op, abi::OpId::kScale,
                {in, out(s.getResult()), Arg::numTokens(), i32(rowElements(s.getType())),
                 f32(s.getFactor())},
                elementwiseGrid(s.getResult()));
@@ -420,7 +421,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (failed(scalar))
           return failure();
         Arg in = buf(s.getInput());
-        launch(op, "scalar_mul",
+        launch(op, abi::OpId::kScalarMul,
                {in, *scalar, out(s.getResult()), Arg::numTokens(),
                 i32(rowElements(s.getResult().getType()))},
                elementwiseGrid(s.getResult()));
@@ -428,20 +429,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       })
       .Case<GeluOp>([&](GeluOp g) -> LogicalResult {
         Arg in = buf(g.getInput());
-        launch(op, "gelu", {in, out(g.getResult()), Arg::numTokens(), i32(rowElements(g.getType()))},
+        launch(op, abi::OpId::kGelu, {in, out(g.getResult()), Arg::numTokens(), i32(rowElements(g.getType()))},
                elementwiseGrid(g.getResult()));
         return success();
       })
       .Case<GeluMulOp>([&](GeluMulOp g) -> LogicalResult {
         Arg gate = buf(g.getGate()), up = buf(g.getUp());
-        launch(op, "gelu_mul",
+        launch(op, abi::OpId::kGeluMul,
                {gate, up, out(g.getResult()), Arg::numTokens(), i32(rowElements(g.getType()))},
                elementwiseGrid(g.getResult()));
         return success();
       })
       .Case<SoftcapOp>([&](SoftcapOp s) -> LogicalResult {
         Arg in = buf(s.getInput());
-        launch(op, "softcap",
+        launch(op, abi::OpId::kSoftcap,
                {in, out(s.getResult()), Arg::numTokens(), i32(rowElements(s.getType())),
                 f32(s.getCap())},
                elementwiseGrid(s.getResult()));
@@ -455,7 +456,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<SelectGroupOp>([&](SelectGroupOp s) -> LogicalResult {
         RankedTensorType in = s.getInput().getType();
         Arg x = buf(s.getInput());
-        launch(op, "select_group",
+        launch(op, abi::OpId::kSelectGroup,
                {x, out(s.getResult()), Arg::numTokens(), i32(in.getDimSize(1)),
                 i32(in.getDimSize(2)), i32(s.getIndex())},
                elementwiseGrid(s.getResult()));
@@ -464,7 +465,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<RopeOp>([&](RopeOp r) -> LogicalResult {
         RankedTensorType in = r.getInput().getType();
         Arg x = buf(r.getInput()), pos = buf(r.getPositions());
-        launch(op, "rope",
+        launch(op, abi::OpId::kRope,
                {x, pos, out(r.getResult()), Arg::numTokens(), i32(in.getDimSize(1)),
                 i32(in.getDimSize(2)), i32(r.getRotatedPairs()), f32(r.getTheta()),
                 f32(r.getFactor())},
@@ -482,7 +483,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         Arg pos = buf(a.getPositions());
         if (!a.getKvShared()) {
           Arg key = buf(a.getKey()), value = buf(a.getValue());
-          launch(op, "kv_write",
+          launch(op, abi::OpId::kKvWrite,
                  {key, value, pos, Arg::kCache(cache), Arg::vCache(cache), Arg::numTokens(),
                   i32(k.getDimSize(1)), i32(k.getDimSize(2)), Arg::kvCapacity(cache),
                   cacheDType},
@@ -493,7 +494,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         const int64_t qHeads = q.getDimSize(1), headDim = q.getDimSize(2);
         const int64_t maxSplits = attentionMaxSplits(qHeads, a.getWindow());
         if (maxSplits <= 1) {
-          launch(op, "attention",
+          launch(op, abi::OpId::kAttention,
                  {query, pos, Arg::kCache(cache), Arg::vCache(cache), out(a.getResult()),
                   Arg::null(), Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
                   Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(1), i32(0),
@@ -512,14 +513,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                         abi::AttentionRecordFloats(static_cast<int>(headDim))},
                        t);
         Arg y = out(a.getResult());
-        launch(op, "attention",
+        launch(op, abi::OpId::kAttention,
                {query, pos, Arg::kCache(cache), Arg::vCache(cache), y, Arg::buffer(partials),
                 Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
                 Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(maxSplits),
                 i32(splitRows), cacheDType, lastVisible},
                std::max(maxTokens * qHeads, maxSplits * qHeads));
         nextLaunchReads({partials}, {a.getResult()}); // the merge writes the result
-        launch(op, "attention_merge",
+        launch(op, abi::OpId::kAttentionMerge,
                {Arg::buffer(partials), y, Arg::numTokens(), i32(qHeads), i32(headDim),
                 i32(maxSplits), i32(splitRows)},
                maxTokens * qHeads, "merge");
@@ -536,19 +537,19 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         // proj is spread over the GPU like any linear; hidden^-0.5 is applied by moe_topk.
         Arg in = buf(r.getInput());
         int64_t normed = newScratch(sourceName(op) + ".norm", {hidden}, t);
-        launch(op, "rms_norm",
+        launch(op, abi::OpId::kRmsNorm,
                {in, *scale, Arg::buffer(normed), Arg::numTokens(), i32(1), i32(hidden),
                 f32(r.getEpsilon())},
                maxTokens, "norm");
         nextLaunchReads({normed});
         int64_t logits = newScratch(sourceName(op) + ".logits", {experts}, time);
-        launch(op, "linear",
+        launch(op, abi::OpId::kLinear,
                {Arg::buffer(normed), *proj, Arg::buffer(logits), Arg::numTokens(), i32(experts),
                 i32(hidden)},
                ceilDiv(experts, 8), "logits");
         nextLaunchReads({logits});
         Arg weightsOut = out(r.getWeights()), indicesOut = out(r.getIndices());
-        launch(op, "moe_topk",
+        launch(op, abi::OpId::kMoeTopK,
                {Arg::buffer(logits), *pes, weightsOut, indicesOut, Arg::numTokens(),
                 i32(experts), i32(r.getTopK()),
                 Arg::f32v(static_cast<float>(1.0 / std::sqrt(static_cast<double>(hidden))))},
@@ -572,7 +573,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         const int64_t kAll = std::numeric_limits<int32_t>::max();
         const int64_t decodeTo = grouped ? abi::kMoeGroupMinTokens - 1 : kAll;
         auto gateUp = [&](int64_t from, int64_t to, StringRef suffix) {
-          launch(op, "moe_gate_up",
+          launch(op, abi::OpId::kMoeGateUp,
                  {in, *gateUpW, idx, Arg::buffer(act), Arg::numTokens(), i32(hidden), i32(inter),
                   i32(experts), i32(topK), i32(from), i32(to)},
                  ceilDiv(maxTokens * topK * inter, 8), suffix);
@@ -582,20 +583,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           gateUp(abi::kMoeGroupMinTokens, kAll, "gate_up_grouped");
         nextLaunchReads({act}, {m.getWeights(), m.getIndices()});
         Arg y = out(m.getResult());
-        launch(op, "moe_down",
+        launch(op, abi::OpId::kMoeDown,
                {Arg::buffer(act), *down, w, idx, y, Arg::null(), Arg::numTokens(), i32(hidden),
                 i32(inter), i32(experts), i32(topK), i32(1), i32(decodeTo)},
                ceilDiv(maxTokens * hidden, 8), "down");
         if (!grouped)
           return success();
         int64_t partials = newScratch(sourceName(op) + ".partials", {topK, hidden}, time);
-        launch(op, "moe_down",
+        launch(op, abi::OpId::kMoeDown,
                {Arg::buffer(act), *down, w, idx, y, Arg::buffer(partials), Arg::numTokens(),
                 i32(hidden), i32(inter), i32(experts), i32(topK), i32(abi::kMoeGroupMinTokens),
                 i32(kAll)},
                ceilDiv(maxTokens * hidden, 8), "down_grouped");
         nextLaunchReads({partials}, {m.getResult()});
-        launch(op, "moe_combine",
+        launch(op, abi::OpId::kMoeCombine,
                {Arg::buffer(partials), y, Arg::numTokens(), i32(hidden), i32(topK)},
                ceilDiv(maxTokens * hidden, 256), "combine");
         return success();

@@ -186,7 +186,7 @@ absl::Status CudaExecutor::LoadFunctions() {
       CUfunction function = nullptr;
       if (api_->cuModuleGetFunction(&function, module_, step.kernel.c_str()) != cu::kSuccess) {
         return absl::NotFoundError(PrintableText(absl::StrCat(
-            "kernel ", step.kernel, " of step ", i, " (", step.source, ", op ", step.op,
+            "kernel ", step.kernel, " of step ", i, " (", step.source, ", op ", OpName(step),
             ") is not in ", artifact_.path, "; the image does not match its plan (recompile it)")));
       }
       if (step.shared_bytes > kDefaultSharedBytes) {

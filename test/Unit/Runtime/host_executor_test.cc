@@ -51,7 +51,7 @@ StepArg Null() { return {ArgRefKind::kNull, 0, 0, 0.0f}; }
 
 Step MakeStep(const std::string& op, const std::string& source, std::vector<StepArg> args) {
   Step step;
-  step.op = op;
+  step.op = abi::FindKernel(op.c_str())->id;
   step.source = source;
   step.block[0] = abi::FindKernel(op.c_str())->block_size;
   step.args = std::move(args);

@@ -133,7 +133,7 @@ TEST(RunHostKernelTest, FusedNormsCheckTheirSizes) {
       HostArg::I32(1), HostArg::I32(1), HostArg::I32(4), HostArg::I32(3),
       HostArg::F32(10000.0f), HostArg::F32(1.0f), HostArg::F32(1e-6f)};
   EXPECT_TRUE(ErrorContains(RunHostKernel("rms_norm_rope", norm_rope),
-                            "rotated_pairs 3 exceeds head_dim/2 = 2"));
+                            "rotated_pairs must be at most head_dim / 2, found 3 and 4"));
 }
 
 TEST(HostKernelsTest, LinearComputesXTimesWTransposed) {
@@ -270,9 +270,9 @@ TEST(HostKernelsTest, AttentionOverABf16CacheReadsTheRoundedValues) {
     float* pf = max_splits > 1 ? parts_f32.data() : nullptr;
     float* pb = max_splits > 1 ? parts_bf16.data() : nullptr;
     host::Attention(q.data(), pos.data(), kr.data(), vr.data(), want.data(), pf, T, q_heads,
-                    kv_heads, head_dim, capacity, 0, 0.5f, max_splits, 8, abi::kCacheF32);
+                    kv_heads, head_dim, capacity, 0, 0.5f, max_splits, 8, abi::kCacheF32, nullptr);
     host::Attention(q.data(), pos.data(), kb.data(), vb.data(), got.data(), pb, T, q_heads,
-                    kv_heads, head_dim, capacity, 0, 0.5f, max_splits, 8, abi::kCacheBF16);
+                    kv_heads, head_dim, capacity, 0, 0.5f, max_splits, 8, abi::kCacheBF16, nullptr);
     if (max_splits > 1) {
       EXPECT_EQ(parts_bf16, parts_f32);
       host::AttentionMerge(pf, want.data(), T, q_heads, head_dim, max_splits, 8);
@@ -312,7 +312,7 @@ struct SmallCache {
     const std::vector<int32_t> pos = {position};
     std::vector<float> y(2);
     host::Attention(q.data(), pos.data(), k.data(), v.data(), y.data(), nullptr, 1, 1, 1, 2, cap,
-                    window, scale, 1, 0, abi::kCacheF32);
+                    window, scale, 1, 0, abi::kCacheF32, nullptr);
     return y;
   }
   std::vector<float> k, v;
@@ -369,7 +369,7 @@ TEST(HostKernelsTest, AttentionMapsQueryHeadsToKvHeadGroups) {
   const std::vector<float> kc = {0, 0}, vc = {10, 20};
   std::vector<float> y(4);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, 1, 4, 2, 1, 1, 0,
-                  1.0f, 1, 0, abi::kCacheF32);
+                  1.0f, 1, 0, abi::kCacheF32, nullptr);
   ExpectNear(y, {10, 10, 20, 20});
 }
 
@@ -379,7 +379,7 @@ TEST(HostKernelsTest, AttentionTokensOfOneStepSeeEachOtherCausally) {
   const std::vector<float> kc = {0, 0}, vc = {2, 4};
   std::vector<float> y(2);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, 2, 1, 1, 1, 2, 0,
-                  1.0f, 1, 0, abi::kCacheF32);
+                  1.0f, 1, 0, abi::kCacheF32, nullptr);
   ExpectNear(y, {2, 3});
 }
 
@@ -500,10 +500,10 @@ TEST(HostKernelsTest, SplitAttentionMergesToTheUnsplitResult) {
   std::vector<float> direct(q.size()), merged(q.size(), -7.0f);
   std::vector<float> partials(split_rows * q_heads * abi::AttentionRecordFloats(head_dim), -9.0f);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), direct.data(), nullptr, T, q_heads,
-                  kv_heads, head_dim, capacity, window, 1.0f, 1, 0, abi::kCacheF32);
+                  kv_heads, head_dim, capacity, window, 1.0f, 1, 0, abi::kCacheF32, nullptr);
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), merged.data(), partials.data(), T,
                   q_heads, kv_heads, head_dim, capacity, window, 1.0f, max_splits, split_rows,
-                  abi::kCacheF32);
+                  abi::kCacheF32, nullptr);
   for (float v : merged) EXPECT_EQ(v, -7.0f);  // split: y is the merge's to write
   host::AttentionMerge(partials.data(), merged.data(), T, q_heads, head_dim, max_splits,
                        split_rows);
@@ -516,7 +516,7 @@ TEST(HostKernelsTest, AttentionMergeOfSplitsWithoutKeysIsZero) {
   const std::vector<int32_t> pos = {-1};
   std::vector<float> partials(4 * abi::AttentionRecordFloats(2), 5.0f), y = {9, 9};
   host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), partials.data(), 1, 1, 1,
-                  2, 1, 0, 1.0f, 4, 4, abi::kCacheF32);
+                  2, 1, 0, 1.0f, 4, 4, abi::kCacheF32, nullptr);
   host::AttentionMerge(partials.data(), y.data(), 1, 1, 2, 4, 4);
   ExpectNear(y, {0, 0});
 }
@@ -739,7 +739,7 @@ TEST(RunHostKernelTest, RejectsInconsistentAttentionHeads) {
       HostArg::F32(1),   HostArg::I32(1),    HostArg::I32(0),   HostArg::I32(abi::kCacheF32),
       HostArg::Ptr(nullptr)};
   EXPECT_TRUE(ErrorContains(RunHostKernel("attention", args),
-                            "q_heads 3 is not a positive multiple of kv_heads 2"));
+                            "q_heads must be a multiple of kv_heads >= 1, found 3 and 2"));
 }
 
 TEST(RunHostKernelTest, RejectsTopKAboveNumExperts) {
@@ -750,7 +750,7 @@ TEST(RunHostKernelTest, RejectsTopKAboveNumExperts) {
                                      HostArg::Ptr(idx), HostArg::I32(1),   HostArg::I32(2),
                                      HostArg::I32(3),   HostArg::F32(1)};
   EXPECT_TRUE(
-      ErrorContains(RunHostKernel("moe_topk", args), "top_k 3 is not in [1, num_experts = 2]"));
+      ErrorContains(RunHostKernel("moe_topk", args), "top_k must be in [1, num_experts = 2], found 3"));
 }
 
 }  // namespace

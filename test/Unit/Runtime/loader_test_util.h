@@ -145,7 +145,7 @@ inline StepArg F32Arg(float value) { return {ArgRefKind::kF32, 0, 0, value}; }
 
 inline Step MakeStep(const std::string& op, int block, std::vector<StepArg> args) {
   Step step;
-  step.op = op;
+  step.op = abi::FindKernel(op.c_str())->id;
   step.source = absl::StrCat("test.", op);
   step.grid[0] = 4;
   step.block[0] = block;

@@ -69,7 +69,7 @@ TEST(StepDoesNothingTest, FollowsTheAbisNoOpRules) {
   EXPECT_EQ(StepSizeArg(merge, "num_tokens", 5), 5);
   EXPECT_EQ(StepSizeArg(merge, "no_such_arg", 5), 0);
   for (const Step& step : TestPlan().steps) {
-    for (int64_t t : {1, 16, 64}) EXPECT_FALSE(StepDoesNothing(step, t)) << step.op << " " << t;
+    for (int64_t t : {1, 16, 64}) EXPECT_FALSE(StepDoesNothing(step, t)) << OpName(step) << " " << t;
   }
 }
 

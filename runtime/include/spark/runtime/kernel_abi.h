@@ -1,10 +1,13 @@
-// The kernel ABI: for every kernel-level op a plan can contain, the ordered argument list of its
-// device function. This header is the single source of truth shared by
+// The kernel ABI: the op registry (kernel_ops.def: every kernel-level op a plan can contain, its
+// arguments in call order with their roles, element types and extents, its rules) turned into
+// tables and types, plus the definitions the kernels, the host reference and the runtime share.
+// The single source of truth of
 //   - the compiler (generates one `gpu.func` entry per specialised step that calls the device
 //     function, and writes each plan step's `args` in this order),
-//   - the kernel library (`kernels/`, implements `extern "C" __device__ void spark_<op>(...)`),
+//   - the kernel library (`kernels/`, implements `extern "C" __device__ void spark_<op>(...)`
+//     with the type abi::ops::<op>::Fn, checked at compile time),
 //   - the runtime (validates plan steps against it; the host reference executor implements every
-//     op with exactly these arguments).
+//     op with exactly these arguments, checked at compile time too).
 // Plain C++17, no dependencies: the runtime owns it and the compiler includes it.
 //
 // Conventions (docs/plan-format.md has the full semantics of each op):
@@ -20,9 +23,24 @@
 
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
+
+#include "spark/runtime/kernel_ops.def"
+
+// Helpers compiled into the kernels too (SPARK_ABI_HD), so that the runtime, the host reference
+// and the device code share one definition.
+#if defined(__CUDACC__)
+#define SPARK_ABI_HD __host__ __device__
+#else
+#define SPARK_ABI_HD
+#endif
+#define SPARK_ABI_CONSTEXPR_FN SPARK_ABI_HD constexpr
 
 namespace spark {
 namespace abi {
+
+// ---- The op registry, derived ----
+// kernel_ops.def lists every op once; everything below is generated from it.
 
 // What one argument of a device function is, at the C level.
 enum class ArgKind : int {
@@ -31,163 +49,213 @@ enum class ArgKind : int {
   kF32 = 2,  // a 32-bit float
 };
 
+// What an argument is to the plan and the runtime.
+enum class Role : int {
+  // Pointers to activation buffers of the arena (per-token rows).
+  kInput,      // read
+  kOutput,     // written (an f32 output is rounded to bf16 under kActivationBF16)
+  kInOut,      // updated in place (rounded like an output)
+  kWorkspace,  // scratch the op writes and a later op (or itself) reads; never rounded
+  // Other pointers.
+  kWeight,                     // a checkpoint tensor
+  kKCacheRead, kVCacheRead,    // a KV cache part, read
+  kKCacheWrite, kVCacheWrite,  // a KV cache part, written
+  kPositions,                  // the plan's positions input (i32 [T])
+  kLastVisible,                // null or the plan's last_visible input (i32 [T])
+  // i32 values the runtime supplies per step.
+  kNumTokens,      // tokens in the step
+  kNumSoftTokens,  // soft-token rows in the step
+  kKvCapacity,     // the capacity in slots of the op's KV cache
+  // Literals (compiled into the entry point).
+  kSize,        // an i32 >= 0
+  kTokenId,     // an i32 token id, -1 = unused
+  kWindow,      // an i32: the sliding window of the op's KV cache, 0 for a full cache
+  kCacheDType,  // an i32 KvCacheDType: the element type of the op's KV cache
+  kTokensFrom,  // an i32: the op runs only for steps of at least this many tokens
+  kTokensTo,    // an i32: ... and at most this many
+  kParam,       // an f32
+};
+
+// The element type of what a pointer argument points to (or of a scalar argument). kCache: the
+// element type of the op's KV cache (KvCacheDType, passed as the kCacheDType argument).
+enum class ElementType : int { kF32, kBF16, kI32, kCache };
+enum class Nullability : int { kRequired, kNullable };
+
+SPARK_ABI_CONSTEXPR_FN bool IsScalarRole(Role role) { return role >= Role::kNumTokens; }
+SPARK_ABI_CONSTEXPR_FN bool IsRuntimeValue(Role role) {
+  return role == Role::kNumTokens || role == Role::kNumSoftTokens || role == Role::kKvCapacity;
+}
+// Pointers whose memory the op writes.
+SPARK_ABI_CONSTEXPR_FN bool IsWrittenRole(Role role) {
+  return role == Role::kOutput || role == Role::kInOut || role == Role::kWorkspace ||
+         role == Role::kKCacheWrite || role == Role::kVCacheWrite;
+}
+// Activation buffers (an arena region with one row per token).
+SPARK_ABI_CONSTEXPR_FN bool IsActivationRole(Role role) { return role <= Role::kWorkspace; }
+SPARK_ABI_CONSTEXPR_FN ArgKind KindOf(Role role, ElementType element) {
+  return !IsScalarRole(role) ? ArgKind::kPtr
+         : element == ElementType::kF32 ? ArgKind::kF32
+                                         : ArgKind::kI32;
+}
+
+// What a pointer argument must hold, in elements, over the op's size arguments (by index).
+struct Extent {
+  enum Kind : int {
+    kScalar,     // not a pointer
+    kPerToken,   // multiplier x factors elements in each token row
+    kTotal,      // multiplier x factors elements (a weight)
+    kRecords,    // the attention workspace: factors = {split_rows, q_heads, head_dim, max_splits}
+    kCacheRows,  // a KV cache part of rows factors = {kv_heads, head_dim}
+  };
+  Kind kind = kScalar;
+  long long multiplier = 1;
+  int num_factors = 0;
+  int factors[4] = {-1, -1, -1, -1};
+
+  constexpr Extent() = default;
+  constexpr Extent(Kind k, long long m, std::initializer_list<int> f) : kind(k), multiplier(m) {
+    for (int v : f) factors[num_factors++] = v;
+  }
+};
+constexpr Extent Scalar() { return Extent(); }
+constexpr Extent PerToken(long long m, std::initializer_list<int> f) {
+  return Extent(Extent::kPerToken, m, f);
+}
+constexpr Extent Total(long long m, std::initializer_list<int> f) {
+  return Extent(Extent::kTotal, m, f);
+}
+constexpr Extent Records(std::initializer_list<int> f) { return Extent(Extent::kRecords, 1, f); }
+constexpr Extent CacheRows(std::initializer_list<int> f) {
+  return Extent(Extent::kCacheRows, 1, f);
+}
+
 struct ArgSpec {
   const char* name = nullptr;
   ArgKind kind = ArgKind::kPtr;
+  Role role = Role::kInput;
+  ElementType element = ElementType::kF32;
   bool nullable = false;  // a pointer that may be null (the weight of a weight-less RMSNorm)
-  bool output = false;    // a pointer to what the op computes (not KV caches: state; not the
-                          // attention workspace: scratch)
+  Extent extent;
+  // A pointer to what the op computes (kOutput, kInOut): rounded under kActivationBF16.
+  constexpr bool output() const { return role == Role::kOutput || role == Role::kInOut; }
 };
 
-inline constexpr int kMaxArgs = 17;
+// A relation between an op's size arguments (a, b: argument indices; b = -1 when unused).
+enum class RuleKind : int {
+  kEnd,            // terminates an op's rule list
+  kPositive,       // a > 0
+  kEven,           // a % 2 == 0
+  kAtMostHalf,     // 2 a <= b
+  kPositiveParam,  // f32 a > 0
+  kNonZeroParam,   // f32 a != 0
+  kDivides,        // a >= 1 and b % a == 0
+  kOneTo,          // 1 <= a <= b
+  kAtMost,         // a <= b
+  kLess,           // a < b
+};
+struct Rule {
+  RuleKind kind;
+  int a;
+  int b;
+};
+
+// When a launch does nothing (kernel_ops.def).
+enum class Skip : int { kNever, kOutsideTokenRange, kUnlessSplit, kUnlessGrouped };
+
+// The arithmetic of an op (for profiles): multiplier x the product of `factors` per token
+// (kPerToken) or per key attended (kPerKey).
+enum FlopsKind : int { kNone, kPerToken, kPerKey };
+struct OpFlops {
+  FlopsKind kind = kNone;
+  long long multiplier = 0;
+  int num_factors = 0;
+  int factors[4] = {-1, -1, -1, -1};
+  constexpr OpFlops() = default;
+  constexpr OpFlops(FlopsKind k, long long m, std::initializer_list<int> f)
+      : kind(k), multiplier(m) {
+    for (int v : f) factors[num_factors++] = v;
+  }
+};
+constexpr OpFlops Flops(FlopsKind kind, long long m, std::initializer_list<int> f) {
+  return OpFlops(kind, m, f);
+}
+
+// The C type of an argument: activations float*, token ids / positions / indices int*, weights
+// unsigned short* holding bf16 bits, KV caches void* (their element type is an argument);
+// pointers the op does not write are const.
+template <ElementType E> struct ElementCType;
+template <> struct ElementCType<ElementType::kF32> { using type = float; };
+template <> struct ElementCType<ElementType::kBF16> { using type = unsigned short; };
+template <> struct ElementCType<ElementType::kI32> { using type = int; };
+template <> struct ElementCType<ElementType::kCache> { using type = void; };
+template <bool kScalar, bool kWritten, typename T> struct ArgCTypeImpl { using type = const T*; };
+template <typename T> struct ArgCTypeImpl<false, true, T> { using type = T*; };
+template <bool kWritten, typename T> struct ArgCTypeImpl<true, kWritten, T> { using type = T; };
+template <Role R, ElementType E>
+using ArgCType = typename ArgCTypeImpl<IsScalarRole(R), IsWrittenRole(R),
+                                       typename ElementCType<E>::type>::type;
+// void(A...) from the list `void, A...` the registry macros produce.
+template <typename R, typename... A> struct FunctionOfImpl { using type = R(A...); };
+template <typename... T> using FunctionOf = typename FunctionOfImpl<T...>::type;
+
+// Per op, in namespace abi::ops::<op>: `enum Arg` (each argument's index by its name, kNumArgs,
+// kNoArg), kArgs (ArgSpec in call order), kRules (ending with kEnd), kFlops, and Fn, the C
+// function type of spark_<op> and of host::<Name>.
+#define SPARK_ABI_IGNORE(...)
+#define SPARK_ABI_ARG_ENUM(name, role, element, nullability, extent) name,
+#define SPARK_ABI_ARG_SPEC(name, role, element, nullability, extent)                          \
+  {#name, ::spark::abi::KindOf(::spark::abi::Role::role, ::spark::abi::ElementType::element), \
+   ::spark::abi::Role::role, ::spark::abi::ElementType::element,                              \
+   ::spark::abi::Nullability::nullability == ::spark::abi::Nullability::kNullable, extent},
+#define SPARK_ABI_RULE_SPEC(kind, a, b) {::spark::abi::RuleKind::kind, a, b},
+#define SPARK_ABI_ARG_CTYPE(name, role, element, nullability, extent) \
+  , ::spark::abi::ArgCType<::spark::abi::Role::role, ::spark::abi::ElementType::element>
+#define SPARK_ABI_DEFINE_OP(Name, op, block_size, skip, flops)                                 \
+  namespace op {                                                                               \
+  enum Arg : int {                                                                             \
+    SPARK_OP_ARGS_##op(SPARK_ABI_ARG_ENUM, SPARK_ABI_IGNORE) kNumArgs, kNoArg = -1             \
+  };                                                                                           \
+  inline constexpr ArgSpec kArgs[] = {SPARK_OP_ARGS_##op(SPARK_ABI_ARG_SPEC, SPARK_ABI_IGNORE)}; \
+  inline constexpr Rule kRules[] = {                                                           \
+      SPARK_OP_ARGS_##op(SPARK_ABI_IGNORE, SPARK_ABI_RULE_SPEC){RuleKind::kEnd, kNoArg, kNoArg}}; \
+  inline constexpr OpFlops kFlops = flops;                                                     \
+  using Fn = FunctionOf<void SPARK_OP_ARGS_##op(SPARK_ABI_ARG_CTYPE, SPARK_ABI_IGNORE)>;       \
+  }
+
+namespace ops {
+SPARK_KERNEL_OPS(SPARK_ABI_DEFINE_OP)
+}  // namespace ops
+
+// The op of a plan step.
+#define SPARK_ABI_OP_ENUM(Name, op, block_size, skip, flops) k##Name,
+enum class OpId : int { SPARK_KERNEL_OPS(SPARK_ABI_OP_ENUM) kCount };
+#undef SPARK_ABI_OP_ENUM
 
 struct KernelSpec {
-  const char* op;          // plan step op name, e.g. "rms_norm"
-  const char* symbol;      // device function, e.g. "spark_rms_norm"
-  int block_size;          // required blockDim.x
-  int num_args;
-  ArgSpec args[kMaxArgs];  // in call order
+  OpId id;
+  const char* op;        // plan step op name, e.g. "rms_norm"
+  const char* symbol;    // device function, e.g. "spark_rms_norm"
+  int block_size;        // required blockDim.x
+  int num_args;          // computed from the registry
+  const ArgSpec* args;   // in call order
+  const Rule* rules;     // ending with RuleKind::kEnd
+  Skip skip;
+  OpFlops flops;
 };
 
-#define SPARK_P(n) {n, ::spark::abi::ArgKind::kPtr}
-#define SPARK_PN(n) {n, ::spark::abi::ArgKind::kPtr, true}
-#define SPARK_O(n) {n, ::spark::abi::ArgKind::kPtr, false, true}
-#define SPARK_I(n) {n, ::spark::abi::ArgKind::kI32}
-#define SPARK_F(n) {n, ::spark::abi::ArgKind::kF32}
-
+#define SPARK_ABI_KERNEL_SPEC(Name, op, block_size, skip, flops)                               \
+  {OpId::k##Name, #op,           "spark_" #op,     block_size, ops::op::kNumArgs,              \
+   ops::op::kArgs, ops::op::kRules, Skip::skip,      ops::op::kFlops},
 // clang-format off
-inline constexpr KernelSpec kKernels[] = {
-  // y[t, :] = table[ids[t], :] * scale. ids outside [0, vocab) produce a zero row (the runtime
-  // rejects such ids before launching).
-  {"embedding", "spark_embedding", 256, 7,
-   {SPARK_P("ids"), SPARK_P("table"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("vocab"),
-    SPARK_I("dim"), SPARK_F("scale")}},
-  // Gemma 4 RMSNorm over the last dim of x [num_tokens * groups, cols]; weight may be null
-  // (weight-less form): y = x * (mean(x^2) + eps)^-0.5 [* w].
-  {"rms_norm", "spark_rms_norm", 256, 7,
-   {SPARK_P("x"), SPARK_PN("weight"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("groups"),
-    SPARK_I("cols"), SPARK_F("epsilon")}},
-  // y = residual + rms_norm(x) [* w] over rows of `cols` (norm + residual add, fused: the
-  // rms_norm above followed by add, in one pass). y may alias x or residual.
-  {"residual_rms_norm", "spark_residual_rms_norm", 256, 7,
-   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("residual"), SPARK_O("y"), SPARK_I("num_tokens"),
-    SPARK_I("cols"), SPARK_F("epsilon")}},
-  // rope(rms_norm(x) [* w]) per head of x [T, heads, head_dim] (q/k norm + RoPE, fused): the
-  // rms_norm of each head row, then the rotation of rope below with the same arguments.
-  // y may alias x.
-  {"rms_norm_rope", "spark_rms_norm_rope", 256, 11,
-   {SPARK_P("x"), SPARK_PN("weight"), SPARK_P("positions"), SPARK_O("y"), SPARK_I("num_tokens"),
-    SPARK_I("heads"), SPARK_I("head_dim"), SPARK_I("rotated_pairs"), SPARK_F("theta"),
-    SPARK_F("factor"), SPARK_F("epsilon")}},
-  // y [T, out] = x [T, in] @ w[out, in]^T, f32 accumulation.
-  {"linear", "spark_linear", 256, 6,
-   {SPARK_P("x"), SPARK_P("w"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("out_features"),
-    SPARK_I("in_features")}},
-  // Elementwise over [T, cols].
-  {"add", "spark_add", 256, 5,
-   {SPARK_P("a"), SPARK_P("b"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
-  {"mul", "spark_mul", 256, 5,
-   {SPARK_P("a"), SPARK_P("b"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
-  // y = x * factor.
-  {"scale", "spark_scale", 256, 5,
-   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols"), SPARK_F("factor")}},
-  // y = x * s[0], s a bf16 [1] weight (Gemma 4's layer_scalar).
-  {"scalar_mul", "spark_scalar_mul", 256, 5,
-   {SPARK_P("x"), SPARK_P("s"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
-  // y = gelu_tanh(x).
-  {"gelu", "spark_gelu", 256, 4,
-   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
-  // y = gelu_tanh(a) * b (fused gate of the MLP).
-  {"gelu_mul", "spark_gelu_mul", 256, 5,
-   {SPARK_P("a"), SPARK_P("b"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
-  // y = cap * tanh(x / cap).
-  {"softcap", "spark_softcap", 256, 5,
-   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols"), SPARK_F("cap")}},
-  // Rotate-half RoPE on x [T, heads, head_dim] at positions[T]. For i < rotated_pairs:
-  // inv_freq[i] = theta^(-2i/head_dim) / factor; other pairs pass through unchanged.
-  {"rope", "spark_rope", 256, 9,
-   {SPARK_P("x"), SPARK_P("positions"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("heads"),
-    SPARK_I("head_dim"), SPARK_I("rotated_pairs"), SPARK_F("theta"), SPARK_F("factor")}},
-  // Writes k, v [T, kv_heads, head_dim] into the cache slots positions[t] % capacity, rounded to
-  // bf16 (nearest even) when cache_dtype is kCacheBF16.
-  {"kv_write", "spark_kv_write", 256, 10,
-   {SPARK_P("k"), SPARK_P("v"), SPARK_P("positions"), SPARK_P("k_cache"), SPARK_P("v_cache"),
-    SPARK_I("num_tokens"), SPARK_I("kv_heads"), SPARK_I("head_dim"), SPARK_I("capacity"),
-    SPARK_I("cache_dtype")}},
-  // Causal (window == 0) or sliding-window (keys p-window < j <= p) grouped-query attention of
-  // q [T, q_heads, head_dim] at positions[T] over the cache (which already holds these tokens).
-  // last_visible (i32 [T], may be null): the last key position token t sees, in place of its own
-  // position p when larger (keys p-window < j <= max(p, last_visible[t])): the end of the image
-  // block a soft token belongs to on the vision-bidirectional sliding layers of Gemma 4 26B/31B
-  // (those keys are tokens of the same step, written by its kv_write). Null: causal.
-  // scores = q.k * scale, softmax in f32; query head h reads kv head h / (q_heads / kv_heads).
-  // Split over the KV length (flash-decoding): with s = AttentionSplits(num_tokens, max_splits,
-  // split_rows) > 1 (partials not null), each (token, head) is computed as s key ranges
-  // (AttentionSplitRange) whose unnormalised partial results go to `partials` and y is not
-  // written; attention_merge combines them into y. With s == 1, y is written directly.
-  // cache_dtype: the element type of the caches (KvCacheDType); scores and softmax stay f32.
-  {"attention", "spark_attention", 128, 17,
-   {SPARK_P("q"), SPARK_P("positions"), SPARK_P("k_cache"), SPARK_P("v_cache"), SPARK_O("y"),
-    SPARK_PN("partials"), SPARK_I("num_tokens"), SPARK_I("q_heads"), SPARK_I("kv_heads"),
-    SPARK_I("head_dim"), SPARK_I("capacity"), SPARK_I("window"), SPARK_F("scale"),
-    SPARK_I("max_splits"), SPARK_I("split_rows"), SPARK_I("cache_dtype"),
-    SPARK_PN("last_visible")}},
-  // y[t, h] = the softmax-weighted combination of the s partial results of attention above
-  // (same num_tokens, max_splits and split_rows); nothing is written when s == 1.
-  {"attention_merge", "spark_attention_merge", 128, 7,
-   {SPARK_P("partials"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("q_heads"),
-    SPARK_I("head_dim"), SPARK_I("max_splits"), SPARK_I("split_rows")}},
-  // Gemma 4 MoE router's selection (architecture spec 9.1), from its logits [T, num_experts]:
-  // p = softmax(logits * logit_scale) over experts in f32, top_k (ties: lower index),
-  // renormalise, * per_expert_scale. The compiler computes the logits as rms_norm (weight: the
-  // router scale) then linear (proj), and passes logit_scale = hidden^-0.5.
-  {"moe_topk", "spark_moe_topk", 128, 8,
-   {SPARK_P("logits"), SPARK_P("per_expert_scale"), SPARK_O("weights"), SPARK_O("indices"),
-    SPARK_I("num_tokens"), SPARK_I("num_experts"), SPARK_I("top_k"), SPARK_F("logit_scale")}},
-  // act[t, k, :] = gelu(gate) * up, [gate; up] = x[t] @ gate_up[indices[t, k]]^T; nothing when
-  // num_tokens is outside [tokens_from, tokens_to] (the compiler gives decode and prefill steps
-  // their own entries: a literal range lets each entry drop the other's code and registers).
-  {"moe_gate_up", "spark_moe_gate_up", 256, 11,
-   {SPARK_P("x"), SPARK_P("gate_up"), SPARK_P("indices"), SPARK_O("act"), SPARK_I("num_tokens"),
-    SPARK_I("hidden"), SPARK_I("intermediate"), SPARK_I("num_experts"), SPARK_I("top_k"),
-    SPARK_I("tokens_from"), SPARK_I("tokens_to")}},
-  // y[t] = sum_k weights[t, k] * (act[t, k] @ down[indices[t, k]]^T). Grouped by expert
-  // (MoeDownGrouped: a step of many tokens and a `partials` workspace [T, top_k, hidden]): each
-  // slot's weighted row goes to partials[t, k] and y is not written; moe_combine sums them.
-  // Nothing when num_tokens is outside [tokens_from, tokens_to] (as moe_gate_up).
-  {"moe_down", "spark_moe_down", 256, 13,
-   {SPARK_P("act"), SPARK_P("down"), SPARK_P("weights"), SPARK_P("indices"), SPARK_O("y"),
-    SPARK_PN("partials"), SPARK_I("num_tokens"), SPARK_I("hidden"), SPARK_I("intermediate"),
-    SPARK_I("num_experts"), SPARK_I("top_k"), SPARK_I("tokens_from"), SPARK_I("tokens_to")}},
-  // y[t] = sum_k partials[t, k] (k in order) when the moe_down before it was grouped (same
-  // num_tokens); nothing otherwise.
-  {"moe_combine", "spark_moe_combine", 256, 5,
-   {SPARK_P("partials"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("hidden"),
-    SPARK_I("top_k")}},
-  // In place: dest[indices[n], :] = updates[n, :] for n < num_updates; indices < 0 or
-  // >= num_tokens are skipped (never written).
-  {"scatter_rows", "spark_scatter_rows", 256, 6,
-   {SPARK_O("dest"), SPARK_P("indices"), SPARK_P("updates"), SPARK_I("num_tokens"),
-    SPARK_I("num_updates"), SPARK_I("cols")}},
-  // y[t] = ids[t] if it is none of token_a/b/c, else replacement (-1 = unused slot).
-  {"mask_tokens", "spark_mask_tokens", 256, 7,
-   {SPARK_P("ids"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("token_a"), SPARK_I("token_b"),
-    SPARK_I("token_c"), SPARK_I("replacement")}},
-  // y[t, :] = x[t, index, :] for x [T, groups, cols].
-  {"select_group", "spark_select_group", 256, 6,
-   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("groups"), SPARK_I("cols"),
-    SPARK_I("index")}},
-  // y = x over [T, cols] (f32).
-  {"copy", "spark_copy", 256, 4,
-   {SPARK_P("x"), SPARK_O("y"), SPARK_I("num_tokens"), SPARK_I("cols")}},
-};
+inline constexpr KernelSpec kKernels[] = {SPARK_KERNEL_OPS(SPARK_ABI_KERNEL_SPEC)};
 // clang-format on
+#undef SPARK_ABI_KERNEL_SPEC
 
-#undef SPARK_P
-#undef SPARK_PN
-#undef SPARK_O
-#undef SPARK_I
-#undef SPARK_F
+inline constexpr int kNumKernels = static_cast<int>(sizeof(kKernels) / sizeof(kKernels[0]));
+static_assert(kNumKernels == static_cast<int>(OpId::kCount), "one KernelSpec per OpId");
+
+// The spec of an op by id (kKernels is in OpId order).
+SPARK_ABI_CONSTEXPR_FN const KernelSpec& Kernel(OpId id) { return kKernels[static_cast<int>(id)]; }
 
 // ---- KV cache element types ----
 // The `cache_dtype` argument of kv_write and attention: how the K and V caches store their
@@ -221,13 +289,6 @@ inline constexpr const char* kActivationPrecisionSymbol = "spark_activation_prec
 // aligned); a split without keys has o = 0, m = 0, l = 0 and is ignored by the merge.
 // Record ((t * q_heads + h) * s + j) holds split j of token t, head h. The workspace holds
 // split_rows * q_heads records, so s * num_tokens <= split_rows.
-// These helpers are compiled into the kernels too (SPARK_ABI_HD), so that the runtime, the host
-// reference and the device code share one definition.
-#if defined(__CUDACC__)
-#define SPARK_ABI_HD __host__ __device__
-#else
-#define SPARK_ABI_HD
-#endif
 SPARK_ABI_HD constexpr int AttentionRecordFloats(int head_dim) { return head_dim + 4; }
 
 // The most splits a step may use (the merge kernel keeps one weight per split in shared memory).
@@ -291,9 +352,7 @@ SPARK_ABI_HD constexpr bool MoeDownGrouped(int num_tokens, bool has_partials) {
   return has_partials && num_tokens >= kMoeGroupMinTokens;
 }
 
-inline constexpr int kNumKernels = static_cast<int>(sizeof(kKernels) / sizeof(kKernels[0]));
-
-// Returns the spec for `op`, or nullptr when the op is unknown.
+// Returns the spec for `op` (a plan's op name), or nullptr when the op is unknown.
 inline const KernelSpec* FindKernel(const char* op) {
   for (const KernelSpec& k : kKernels) {
     if (std::strcmp(k.op, op) == 0) return &k;
@@ -301,10 +360,19 @@ inline const KernelSpec* FindKernel(const char* op) {
   return nullptr;
 }
 
-// The index of `spec`'s argument called `name`, or -1.
+// The index of `spec`'s argument called `name`, or -1. (Code that knows its op uses the
+// registry's indices instead: abi::ops::attention::partials.)
 inline int FindArg(const KernelSpec& spec, const char* name) {
   for (int i = 0; i < spec.num_args; ++i) {
     if (std::strcmp(spec.args[i].name, name) == 0) return i;
+  }
+  return -1;
+}
+
+// The index of the first argument of `spec` with `role`, or -1.
+SPARK_ABI_CONSTEXPR_FN int FindRole(const KernelSpec& spec, Role role) {
+  for (int i = 0; i < spec.num_args; ++i) {
+    if (spec.args[i].role == role) return i;
   }
   return -1;
 }

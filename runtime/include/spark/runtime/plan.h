@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "spark/runtime/kernel_abi.h"
 
 namespace spark {
 namespace rt {
@@ -87,7 +88,7 @@ inline bool IsEntryLiteral(const StepArg& arg) {
 }
 
 struct Step {
-  std::string op;      // kernel-level op, a key of kernel_abi.h
+  abi::OpId op = abi::OpId::kCopy;  // kernel-level op (kernel_ops.def); OpName(step) names it
   std::string kernel;  // entry point symbol in the cubin
   std::string source;  // the tensor-level op it came from, e.g. "layers.3.attention"
   int grid[3] = {1, 1, 1};
@@ -135,9 +136,12 @@ struct Plan {
   std::vector<Step> steps;
 };
 
+// The spec of a step's op, and its name in plans ("rms_norm").
+inline const abi::KernelSpec& SpecOf(const Step& step) { return abi::Kernel(step.op); }
+inline const char* OpName(const Step& step) { return abi::Kernel(step.op).op; }
+
 // The entry point spark-compile generates for `step` (entry_point.h): its op's device function
-// and its literal arguments. Empty for an op the kernel ABI does not know. ValidatePlan refuses a
-// step whose `kernel` is anything else.
+// and its literal arguments. ValidatePlan refuses a step whose `kernel` is anything else.
 std::string EntryPointOf(const Step& step);
 
 // Parses and validates the contents of a `.spark.plan` section (header + JSON). `origin` names

@@ -1,0 +1,64 @@
+#include "op_rules.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace spark {
+namespace rt {
+
+std::string BrokenRule(const abi::KernelSpec& spec, const std::function<int64_t(int)>& i32,
+                       const std::function<float(int)>& f32) {
+  for (const abi::Rule* rule = spec.rules; rule->kind != abi::RuleKind::kEnd; ++rule) {
+    const char* a = spec.args[rule->a].name;
+    const char* b = rule->b >= 0 ? spec.args[rule->b].name : "";
+    switch (rule->kind) {
+      case abi::RuleKind::kEnd:
+        break;
+      case abi::RuleKind::kPositive:
+        if (i32(rule->a) <= 0) return absl::StrCat(a, " must be positive, found ", i32(rule->a));
+        break;
+      case abi::RuleKind::kEven:
+        if (i32(rule->a) % 2 != 0) return absl::StrCat(a, " must be even, found ", i32(rule->a));
+        break;
+      case abi::RuleKind::kAtMostHalf:
+        if (2 * i32(rule->a) > i32(rule->b)) {
+          return absl::StrCat(a, " must be at most ", b, " / 2, found ", i32(rule->a), " and ",
+                              i32(rule->b));
+        }
+        break;
+      case abi::RuleKind::kPositiveParam:
+        if (!(f32(rule->a) > 0.0f)) return absl::StrCat(a, " must be positive, found ", f32(rule->a));
+        break;
+      case abi::RuleKind::kNonZeroParam:
+        if (f32(rule->a) == 0.0f) return absl::StrCat(a, " must be non-zero");
+        break;
+      case abi::RuleKind::kDivides:
+        if (i32(rule->a) < 1 || i32(rule->b) % i32(rule->a) != 0) {
+          return absl::StrCat(b, " must be a multiple of ", a, " >= 1, found ", i32(rule->b),
+                              " and ", i32(rule->a));
+        }
+        break;
+      case abi::RuleKind::kOneTo:
+        if (i32(rule->a) < 1 || i32(rule->a) > i32(rule->b)) {
+          return absl::StrCat(a, " must be in [1, ", b, " = ", i32(rule->b), "], found ",
+                              i32(rule->a));
+        }
+        break;
+      case abi::RuleKind::kAtMost:
+        if (i32(rule->a) > i32(rule->b)) {
+          return absl::StrCat(a, " must be at most ", b, ", found ", i32(rule->a), " > ",
+                              i32(rule->b));
+        }
+        break;
+      case abi::RuleKind::kLess:
+        if (i32(rule->a) >= i32(rule->b)) {
+          return absl::StrCat(a, " must be less than ", b, ", found ", i32(rule->a),
+                              " >= ", i32(rule->b));
+        }
+        break;
+    }
+  }
+  return std::string();
+}
+
+}  // namespace rt
+}  // namespace spark
