@@ -72,45 +72,74 @@ SPK_EXPORT void spark_rms_norm(const float* x, const unsigned short* weight, flo
   }
 }
 
-// Residual add fused with the RMSNorm above, over rows of x [num_tokens, cols]:
-//   y = residual + x * (mean(x^2) + eps)^-0.5 [* w]
+namespace spk {
+namespace {
+
+// The rows of residual_rms_norm (scale null) and residual_rms_norm_scale:
+//   y = (residual + x * (mean(x^2) + eps)^-0.5 [* w]) [* scale[0]]
 // Same parallelisation and reduction as spark_rms_norm (one block per row, grid-stride over
 // rows, float4 rows when x, residual, y are 16-byte aligned and cols % 4 == 0). y may alias x or
 // residual: the output pass reads x[c] and residual[c] in the thread that then writes y[c], and
 // the reduction's barrier separates every other read of the row from the writes. Neither x nor
-// residual goes through the non-coherent (__ldg) path, since y may overwrite them.
-SPK_EXPORT void spark_residual_rms_norm(const float* x, const unsigned short* weight,
-                                        const float* residual, float* y, int num_tokens, int cols,
-                                        float epsilon) {
+// residual goes through the non-coherent (__ldg) path, since y may overwrite them. round_sum:
+// the sum is rounded to bf16 before the product (kernel_ops.def).
+SPK_DEVICE void residual_rms_norm_rows(const float* x, const unsigned short* weight,
+                                       const float* residual, const unsigned short* scale,
+                                       float* y, int num_tokens, int cols, float epsilon,
+                                       bool round_sum) {
   __shared__ float scratch[32];
   if (num_tokens <= 0 || cols <= 0) return;
-  const bool vec = (cols % 4) == 0 && spk::aligned16(x) && spk::aligned16(residual) &&
-                   spk::aligned16(y);
-  const bool wvec = vec && weight != nullptr && spk::aligned8(weight);
+  const bool vec = (cols % 4) == 0 && aligned16(x) && aligned16(residual) && aligned16(y);
+  const bool wvec = vec && weight != nullptr && aligned8(weight);
+  const float s = scale != nullptr ? ldg_bf16(scale) : 1.0f;
+  const auto finish = [&](float sum) {
+    if (scale == nullptr) return sum;
+    if (round_sum) sum = bf16lo_to_f32(pack_bf16x2(sum, 0.0f));
+    return sum * s;
+  };
   const int tid = threadIdx.x, nt = blockDim.x;
   for (int64_t row = blockIdx.x; row < num_tokens; row += gridDim.x) {
     const float* xr = x + row * cols;
     const float* rr = residual + row * cols;
     float* yr = y + row * cols;
-    const float inv = spk::row_inverse_rms(xr, cols, vec, epsilon, scratch);
+    const float inv = row_inverse_rms(xr, cols, vec, epsilon, scratch);
     if (vec) {
       for (int c = tid; c < cols / 4; c += nt) {
-        float4 v = spk::normalized4(xr, c, inv, weight, wvec);
+        float4 v = normalized4(xr, c, inv, weight, wvec);
         const float4 r = reinterpret_cast<const float4*>(rr)[c];
-        v.x = r.x + v.x;
-        v.y = r.y + v.y;
-        v.z = r.z + v.z;
-        v.w = r.w + v.w;
-        reinterpret_cast<float4*>(yr)[c] = spk::act4(v);
+        v.x = finish(r.x + v.x);
+        v.y = finish(r.y + v.y);
+        v.z = finish(r.z + v.z);
+        v.w = finish(r.w + v.w);
+        reinterpret_cast<float4*>(yr)[c] = act4(v);
       }
     } else {
       for (int c = tid; c < cols; c += nt) {
-        const float v = spk::normalized1(xr, c, inv, weight);
-        yr[c] = spk::act(rr[c] + v);
+        yr[c] = act(finish(rr[c] + normalized1(xr, c, inv, weight)));
       }
     }
     // The reduction ended with a barrier; the next row's reduction reuses `scratch` safely.
   }
+}
+
+}  // namespace
+}  // namespace spk
+
+// Residual add fused with the RMSNorm above, over rows of x [num_tokens, cols]:
+//   y = residual + x * (mean(x^2) + eps)^-0.5 [* w]
+SPK_EXPORT void spark_residual_rms_norm(const float* x, const unsigned short* weight,
+                                        const float* residual, float* y, int num_tokens, int cols,
+                                        float epsilon) {
+  spk::residual_rms_norm_rows(x, weight, residual, nullptr, y, num_tokens, cols, epsilon, false);
+}
+
+// The same, times the layer scalar s[0]: y = (residual + rms_norm(x) [* w]) * s[0].
+SPK_EXPORT void spark_residual_rms_norm_scale(const float* x, const unsigned short* weight,
+                                              const float* residual, const unsigned short* s,
+                                              float* y, int num_tokens, int cols, float epsilon,
+                                              int round_sum) {
+  spk::residual_rms_norm_rows(x, weight, residual, s, y, num_tokens, cols, epsilon,
+                              round_sum != 0);
 }
 
 SPARK_CHECK_KERNEL_SIGNATURES()

@@ -137,6 +137,17 @@ void ResidualRmsNorm(const float* x, const uint16_t* weight, const float* residu
   }
 }
 
+void ResidualRmsNormScale(const float* x, const uint16_t* weight, const float* residual,
+                          const uint16_t* s, float* y, int32_t num_tokens, int32_t cols,
+                          float epsilon, int32_t round_sum) {
+  ResidualRmsNorm(x, weight, residual, y, num_tokens, cols, epsilon);
+  const float scale = Bf16ToF32(s[0]);
+  for (int64_t i = 0; i < static_cast<int64_t>(num_tokens) * cols; ++i) {
+    const float sum = round_sum != 0 ? Bf16ToF32(F32ToBf16(y[i])) : y[i];
+    y[i] = sum * scale;
+  }
+}
+
 void RmsNormRope(const float* x, const uint16_t* weight, const int32_t* positions, float* y,
                  int32_t num_tokens, int32_t heads, int32_t head_dim, int32_t rotated_pairs,
                  float theta, float factor, float epsilon) {

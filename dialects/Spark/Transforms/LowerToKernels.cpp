@@ -16,6 +16,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -128,8 +129,9 @@ std::string sourceName(Operation *op) {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, func::FuncOp entry, int64_t maxTokens)
-      : module(module), entry(entry), maxTokens(maxTokens), ctx(module.getContext()) {}
+  Lowering(ModuleOp module, func::FuncOp entry, int64_t maxTokens, bool bf16Activations)
+      : module(module), entry(entry), maxTokens(maxTokens), bf16Activations(bf16Activations),
+        ctx(module.getContext()) {}
 
   LogicalResult run(int64_t &numLaunches, int64_t &numEntries);
 
@@ -153,7 +155,10 @@ private:
   ModuleOp module;
   func::FuncOp entry;
   int64_t maxTokens;
+  bool bf16Activations;
   MLIRContext *ctx;
+  /// Ops another op's launch already computes (a scalar_mul fused into its norm).
+  llvm::DenseSet<Operation *> fusedAway;
 
   SmallVector<LogicalBuffer> buffers;
   llvm::DenseMap<Value, int64_t> valueBuffer;
@@ -368,6 +373,21 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (failed(weight))
           return failure();
         Arg in = buf(n.getInput()), residual = buf(n.getResidual());
+        // Followed only by a spark.scalar_mul (Gemma 4's layer_scalar after the post-feedforward
+        // norm): one residual_rms_norm_scale launch computes both, and the sum is never stored.
+        auto scale = n->hasOneUse() ? dyn_cast<ScalarMulOp>(*n->user_begin()) : ScalarMulOp();
+        if (scale && scale.getInput() == n.getResult()) {
+          FailureOr<Arg> scalar = weightArg(scale.getScalar());
+          if (failed(scalar))
+            return failure();
+          fusedAway.insert(scale);
+          launch(op, abi::OpId::kResidualRmsNormScale,
+                 {in, *weight, residual, *scalar, out(scale.getResult()), Arg::numTokens(),
+                  i32(n.getInput().getType().getShape().back()), f32(n.getEpsilon()),
+                  i32(bf16Activations ? 1 : 0)},
+                 maxTokens, "scale");
+          return success();
+        }
         launch(op, abi::OpId::kResidualRmsNorm,
                {in, *weight, residual, out(n.getResult()), Arg::numTokens(),
                 i32(n.getInput().getType().getShape().back()), f32(n.getEpsilon())},
@@ -806,7 +826,7 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
   if (failed(collectCaches()) || failed(assignBuffers()))
     return failure();
   for (Operation &op : entry.getBody().front())
-    if (failed(lowerOp(&op)))
+    if (!fusedAway.contains(&op) && failed(lowerOp(&op)))
       return failure();
   if (logits < 0)
     return entry.emitOpError("expects a func.return of the logits");
@@ -885,7 +905,7 @@ struct SparkLowerToKernelsPass
       return signalPassFailure();
     }
     int64_t launches = 0, entries = 0;
-    Lowering lowering(module, entryFunc, maxTokens);
+    Lowering lowering(module, entryFunc, maxTokens, activationPrecision == "bf16");
     if (failed(lowering.run(launches, entries)))
       return signalPassFailure();
     defineActivationPrecision(module, activationPrecision == "bf16");

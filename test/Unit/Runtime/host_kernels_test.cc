@@ -102,6 +102,28 @@ TEST(HostKernelsTest, ResidualRmsNormIsRmsNormThenAdd) {
   EXPECT_EQ(fused, expected);
 }
 
+TEST(HostKernelsTest, ResidualRmsNormScaleIsResidualRmsNormThenScalarMul) {
+  const std::vector<float> x = {1, -2, 3, 4, 0.5f, -1, 2, 8};
+  const std::vector<float> residual = {10.1f, 20, 30, 40, -1, -2, -3.3f, -4};
+  const std::vector<uint16_t> w = Bf16({0.5f, 1, 2, -1});
+  const std::vector<uint16_t> s = Bf16({0.37f});
+  std::vector<float> sum(8), expected(8), fused(8);
+  host::ResidualRmsNorm(x.data(), w.data(), residual.data(), sum.data(), 2, 4, 1e-6f);
+  host::ScalarMul(sum.data(), s.data(), expected.data(), 2, 4);
+  host::ResidualRmsNormScale(x.data(), w.data(), residual.data(), s.data(), fused.data(), 2, 4,
+                             1e-6f, /*round_sum=*/0);
+  EXPECT_EQ(fused, expected);
+  // round_sum: the sum is stored as bf16 before the product, as the unfused ops under bf16
+  // activations store it.
+  for (float& v : sum) v = Bf16ToF32(F32ToBf16(v));
+  host::ScalarMul(sum.data(), s.data(), expected.data(), 2, 4);
+  std::vector<float> in_place = residual;  // y aliases the residual
+  host::ResidualRmsNormScale(x.data(), w.data(), in_place.data(), s.data(), in_place.data(), 2, 4,
+                             1e-6f, /*round_sum=*/1);
+  EXPECT_EQ(in_place, expected);
+  EXPECT_NE(in_place, fused);  // the rounding changed something
+}
+
 TEST(HostKernelsTest, RmsNormRopeIsRmsNormThenRope) {
   // 2 tokens x 2 heads x head_dim 4, one of two pairs rotating.
   std::vector<float> x(16);
