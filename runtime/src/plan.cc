@@ -16,9 +16,9 @@
 #include "absl/strings/str_join.h"
 #include "checked_math.h"
 #include "host_allocation.h"
+#include "json_document.h"
 #include "little_endian.h"
 #include "spark/runtime/printable_text.h"
-#include "spark/runtime/json.h"
 #include "spark/runtime/entry_point.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan_format.h"
@@ -52,8 +52,8 @@ absl::Status PlanError(absl::string_view origin, absl::string_view path,
 
 // A scalar as written in JSON, or the type of a container, for "found ..." in messages.
 std::string DescribeJson(const Json& value) {
-  if (value.is_array() || value.is_object()) return std::string(value.TypeName());
-  std::string text = value.Serialize();
+  if (value.is_array() || value.is_object()) return std::string(JsonTypeName(value));
+  std::string text = SerializeJson(value);
   if (text.size() > 40) text = absl::StrCat(text.substr(0, 37), "...");
   return text;
 }
@@ -166,11 +166,11 @@ class Errors {
 
 int64_t ReadInt(const Json& value, absl::string_view path, int64_t min, int64_t max,
                 Errors* errors) {
-  if (!value.is_int() || value.as_int() < min || value.as_int() > max) {
+  if (!IsJsonInt(value) || JsonInt(value) < min || JsonInt(value) > max) {
     errors->Fail(path, absl::StrCat(ExpectedInteger(min, max), ", found ", DescribeJson(value)));
     return 0;
   }
-  return value.as_int();
+  return JsonInt(value);
 }
 
 std::vector<int64_t> ReadIntArray(const Json& value, absl::string_view path, int64_t min,
@@ -180,22 +180,22 @@ std::vector<int64_t> ReadIntArray(const Json& value, absl::string_view path, int
     errors->Fail(path, absl::StrCat("expected an array of integers, found ", DescribeJson(value)));
     return out;
   }
-  for (size_t i = 0; i < value.as_array().size(); ++i) {
-    out.push_back(ReadInt(value.as_array()[i], IndexPath(path, i), min, max, errors));
+  for (size_t i = 0; i < value.size(); ++i) {
+    out.push_back(ReadInt(value[i], IndexPath(path, i), min, max, errors));
   }
   return out;
 }
 
 // Reads a fixed-size integer triple such as "grid".
 void ReadInt3(const Json& value, absl::string_view path, int out[3], Errors* errors) {
-  if (!value.is_array() || value.as_array().size() != 3) {
+  if (!value.is_array() || value.size() != 3) {
     errors->Fail(path, absl::StrCat("expected an array of 3 integers, found ",
                                     DescribeJson(value)));
     return;
   }
   for (size_t i = 0; i < 3; ++i) {
     out[i] = static_cast<int>(
-        ReadInt(value.as_array()[i], IndexPath(path, i), kInt32Min, kInt32Max, errors));
+        ReadInt(value[i], IndexPath(path, i), kInt32Min, kInt32Max, errors));
   }
 }
 
@@ -215,14 +215,18 @@ class ObjectReader {
     return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
   }
 
-  bool Has(absl::string_view key) const { return json_.Find(key) != nullptr; }
+  bool Has(absl::string_view key) const {
+    return json_.is_object() && json_.contains(std::string(key));
+  }
 
   // The member `key`; a missing key is an error and reads as null.
   const Json& Get(absl::string_view key) {
     read_.emplace_back(key);
-    const Json* value = json_.Find(key);
-    if (value != nullptr) return *value;
-    if (json_.is_object()) errors_->Fail(path_, absl::StrCat("missing key \"", key, "\""));
+    if (json_.is_object()) {
+      const auto value = json_.find(std::string(key));
+      if (value != json_.end()) return *value;
+      errors_->Fail(path_, absl::StrCat("missing key \"", key, "\""));
+    }
     static const Json* const kNull = new Json();
     return *kNull;
   }
@@ -237,23 +241,28 @@ class ObjectReader {
     const Json& value = Get(key);
     if (!value.is_string()) {
       errors_->Fail(Child(key), absl::StrCat("expected a string, found ", DescribeJson(value)));
+      return std::string();
     }
-    return value.as_string();
+    return value.get<std::string>();
   }
-  const Json::Array& Array(absl::string_view key) {
+  // The array `key` (an empty one after an error).
+  const Json& Array(absl::string_view key) {
     const Json& value = Get(key);
     if (!value.is_array()) {
       errors_->Fail(Child(key), absl::StrCat("expected an array, found ", DescribeJson(value)));
+      static const Json* const kEmpty = new Json(Json::array());
+      return *kEmpty;
     }
-    return value.as_array();
+    return value;
   }
   ObjectReader Object(absl::string_view key) { return ObjectReader(Get(key), Child(key), errors_); }
 
   // Rejects keys that were never read: a plan from another schema version.
   void Finish() {
-    for (const Json::Member& member : json_.as_object()) {
-      if (std::find(read_.begin(), read_.end(), member.first) == read_.end()) {
-        errors_->Fail(path_, absl::StrCat("unknown key \"", member.first,
+    if (!json_.is_object()) return;
+    for (const auto& member : json_.items()) {
+      if (std::find(read_.begin(), read_.end(), member.key()) == read_.end()) {
+        errors_->Fail(path_, absl::StrCat("unknown key \"", member.key(),
                                           "\" (this runtime reads plan version ",
                                           pf::kPlanVersion, "); ", kRecompile));
         return;
@@ -390,7 +399,7 @@ const ArgKindInfo& ArgKindInfoOf(ArgRefKind kind) {
 constexpr double kF32RoundingLimit = 0x1.ffffffp+127;
 
 float ReadF32(const Json& value, absl::string_view path, Errors* errors) {
-  const double x = value.as_double();
+  const double x = value.is_number() ? value.get<double>() : 0.0;
   if (!value.is_number() || !(std::fabs(x) < kF32RoundingLimit)) {
     errors->Fail(path, absl::StrCat("expected a number within the range of f32, found ",
                                     DescribeJson(value)));
@@ -401,34 +410,34 @@ float ReadF32(const Json& value, absl::string_view path, Errors* errors) {
 
 StepArg ReadArg(const Json& json, const std::string& path, Errors* errors) {
   StepArg arg;
-  if (!json.is_object() || json.as_object().size() != 1) {
+  if (!json.is_object() || json.size() != 1) {
     errors->Fail(path, absl::StrCat("expected an object with one key such as {\"buffer\": 3}, "
                                     "found ", DescribeJson(json)));
     return arg;
   }
-  const Json::Member& member = json.as_object().front();
-  const ArgKindInfo* info = FindArgKind(member.first);
+  const auto member = json.items().begin();
+  const ArgKindInfo* info = FindArgKind(member.key());
   if (info == nullptr) {
-    errors->Fail(path, absl::StrCat("unknown argument kind \"", member.first,
+    errors->Fail(path, absl::StrCat("unknown argument kind \"", member.key(),
                                     "\" (expected buffer, weight, k_cache, v_cache, "
                                     "kv_capacity, null, num_tokens, num_soft_tokens, i32 or f32)"));
     return arg;
   }
   arg.kind = info->kind;
-  const std::string value_path = absl::StrCat(path, ".", member.first);
+  const std::string value_path = absl::StrCat(path, ".", member.key());
   switch (info->value) {
     case ArgValue::kId:
-      arg.index = ReadInt(member.second, value_path, kInt64Min, kInt64Max, errors);
+      arg.index = ReadInt(member.value(), value_path, kInt64Min, kInt64Max, errors);
       break;
     case ArgValue::kOne:
-      ReadInt(member.second, value_path, 1, 1, errors);
+      ReadInt(member.value(), value_path, 1, 1, errors);
       break;
     case ArgValue::kI32:
-      arg.i32 = static_cast<int32_t>(ReadInt(member.second, value_path, kInt32Min, kInt32Max,
+      arg.i32 = static_cast<int32_t>(ReadInt(member.value(), value_path, kInt32Min, kInt32Max,
                                              errors));
       break;
     case ArgValue::kF32:
-      arg.f32 = ReadF32(member.second, value_path, errors);
+      arg.f32 = ReadF32(member.value(), value_path, errors);
       break;
   }
   return arg;
@@ -449,7 +458,7 @@ Step ReadStep(ObjectReader object, Errors* errors) {
   ReadInt3(object.Get("grid"), object.Child("grid"), step.grid, errors);
   ReadInt3(object.Get("block"), object.Child("block"), step.block, errors);
   step.shared_bytes = static_cast<int>(object.Int("shared_bytes", kInt32Min, kInt32Max));
-  const Json::Array& args = object.Array("args");
+  const Json& args = object.Array("args");
   for (size_t i = 0; i < args.size(); ++i) {
     step.args.push_back(ReadArg(args[i], IndexPath(object.Child("args"), i), errors));
   }
@@ -463,7 +472,7 @@ template <typename T, typename ReadOne>
 std::vector<T> ReadObjects(ObjectReader& object, absl::string_view key, uint64_t max_count,
                            Errors* errors, ReadOne read_one) {
   std::vector<T> out;
-  const Json::Array& elements = object.Array(key);
+  const Json& elements = object.Array(key);
   if (elements.size() > max_count) {
     errors->Fail(object.Child(key), TooManyEntries(elements.size(), max_count));
     return out;
@@ -877,8 +886,8 @@ absl::Status ValidateKvCachesUsed(const Plan& plan, absl::string_view origin) {
 // Plan -> JSON
 
 Json IntArrayJson(const std::vector<int64_t>& values) {
-  Json array = Json::MakeArray();
-  for (const int64_t value : values) array.Append(Json::Int(value));
+  Json array = Json::array();
+  for (const int64_t value : values) array.push_back(JsonInteger(value));
   return array;
 }
 
@@ -897,59 +906,59 @@ double ShortestFloat(float value) {
 }
 
 Json ModelJson(const ModelInfo& model) {
-  Json json = Json::MakeObject();
-  json.Add("variant", Json::String(model.variant));
-  json.Add("vocab_size", Json::Int(model.vocab_size));
-  json.Add("hidden_size", Json::Int(model.hidden_size));
-  json.Add("num_layers", Json::Int(model.num_layers));
-  json.Add("max_position_embeddings", Json::Int(model.max_position_embeddings));
-  json.Add("eos_token_ids", IntArrayJson(model.eos_token_ids));
-  json.Add("bos_token_id", Json::Int(model.bos_token_id));
-  json.Add("pad_token_id", Json::Int(model.pad_token_id));
-  json.Add("soft_token_ids", IntArrayJson(model.soft_token_ids));
-  json.Add("weight_prefix", Json::String(model.weight_prefix));
+  Json json = Json::object();
+  AddMember(json, "variant", Json(model.variant));
+  AddMember(json, "vocab_size", JsonInteger(model.vocab_size));
+  AddMember(json, "hidden_size", JsonInteger(model.hidden_size));
+  AddMember(json, "num_layers", JsonInteger(model.num_layers));
+  AddMember(json, "max_position_embeddings", JsonInteger(model.max_position_embeddings));
+  AddMember(json, "eos_token_ids", IntArrayJson(model.eos_token_ids));
+  AddMember(json, "bos_token_id", JsonInteger(model.bos_token_id));
+  AddMember(json, "pad_token_id", JsonInteger(model.pad_token_id));
+  AddMember(json, "soft_token_ids", IntArrayJson(model.soft_token_ids));
+  AddMember(json, "weight_prefix", Json(model.weight_prefix));
   return json;
 }
 
 Json InputsJson(const Plan& plan) {
-  Json json = Json::MakeObject();
-  json.Add("ids", Json::Int(plan.input_ids));
-  json.Add("positions", Json::Int(plan.input_positions));
-  if (plan.soft_embeddings >= 0) json.Add("soft_embeddings", Json::Int(plan.soft_embeddings));
-  if (plan.soft_indices >= 0) json.Add("soft_indices", Json::Int(plan.soft_indices));
+  Json json = Json::object();
+  AddMember(json, "ids", JsonInteger(plan.input_ids));
+  AddMember(json, "positions", JsonInteger(plan.input_positions));
+  if (plan.soft_embeddings >= 0) AddMember(json, "soft_embeddings", JsonInteger(plan.soft_embeddings));
+  if (plan.soft_indices >= 0) AddMember(json, "soft_indices", JsonInteger(plan.soft_indices));
   if (plan.input_last_visible >= 0) {
-    json.Add("last_visible", Json::Int(plan.input_last_visible));
+    AddMember(json, "last_visible", JsonInteger(plan.input_last_visible));
   }
   return json;
 }
 
 Json BufferJson(const BufferInfo& buffer) {
-  Json json = Json::MakeObject();
-  json.Add("name", Json::String(buffer.name));
-  json.Add("dtype", Json::String(std::string(DTypeName(buffer.dtype))));
-  json.Add("row_shape", IntArrayJson(buffer.row_shape));
-  json.Add("offset", Json::Int(static_cast<int64_t>(buffer.offset)));
+  Json json = Json::object();
+  AddMember(json, "name", Json(buffer.name));
+  AddMember(json, "dtype", Json(std::string(DTypeName(buffer.dtype))));
+  AddMember(json, "row_shape", IntArrayJson(buffer.row_shape));
+  AddMember(json, "offset", JsonInteger(static_cast<int64_t>(buffer.offset)));
   return json;
 }
 
 Json WeightJson(const WeightInfo& weight) {
-  Json json = Json::MakeObject();
-  json.Add("name", Json::String(weight.name));
-  json.Add("dtype", Json::String(std::string(DTypeName(weight.dtype))));
-  json.Add("shape", IntArrayJson(weight.shape));
+  Json json = Json::object();
+  AddMember(json, "name", Json(weight.name));
+  AddMember(json, "dtype", Json(std::string(DTypeName(weight.dtype))));
+  AddMember(json, "shape", IntArrayJson(weight.shape));
   return json;
 }
 
 Json KvCacheJson(const KvCacheInfo& cache) {
-  Json json = Json::MakeObject();
-  json.Add("name", Json::String(cache.name));
-  json.Add("kind", Json::String(cache.kind == KvKind::kSliding ? "sliding" : "full"));
+  Json json = Json::object();
+  AddMember(json, "name", Json(cache.name));
+  AddMember(json, "kind", Json(cache.kind == KvKind::kSliding ? "sliding" : "full"));
   if (cache.kind == KvKind::kSliding || cache.window != 0) {
-    json.Add("window", Json::Int(cache.window));
+    AddMember(json, "window", JsonInteger(cache.window));
   }
-  json.Add("kv_heads", Json::Int(cache.kv_heads));
-  json.Add("head_dim", Json::Int(cache.head_dim));
-  json.Add("dtype", Json::String(std::string(DTypeName(cache.dtype))));
+  AddMember(json, "kv_heads", JsonInteger(cache.kv_heads));
+  AddMember(json, "head_dim", JsonInteger(cache.head_dim));
+  AddMember(json, "dtype", Json(std::string(DTypeName(cache.dtype))));
   return json;
 }
 
@@ -957,51 +966,51 @@ Json ArgJson(const StepArg& arg) {
   const ArgKindInfo& info = ArgKindInfoOf(arg.kind);
   Json value;
   switch (info.value) {
-    case ArgValue::kId: value = Json::Int(arg.index); break;
-    case ArgValue::kOne: value = Json::Int(1); break;
-    case ArgValue::kI32: value = Json::Int(arg.i32); break;
-    case ArgValue::kF32: value = Json::Double(ShortestFloat(arg.f32)); break;
+    case ArgValue::kId: value = JsonInteger(arg.index); break;
+    case ArgValue::kOne: value = JsonInteger(1); break;
+    case ArgValue::kI32: value = JsonInteger(arg.i32); break;
+    case ArgValue::kF32: value = Json(ShortestFloat(arg.f32)); break;
   }
-  Json json = Json::MakeObject();
-  json.Add(info.key, std::move(value));
+  Json json = Json::object();
+  AddMember(json, info.key, std::move(value));
   return json;
 }
 
 Json StepJson(const Step& step) {
-  Json json = Json::MakeObject();
-  json.Add("op", Json::String(OpName(step)));
-  json.Add("kernel", Json::String(step.kernel));
-  json.Add("source", Json::String(step.source));
-  json.Add("grid", Int3Json(step.grid));
-  json.Add("block", Int3Json(step.block));
-  json.Add("shared_bytes", Json::Int(step.shared_bytes));
-  Json args = Json::MakeArray();
-  for (const StepArg& arg : step.args) args.Append(ArgJson(arg));
-  json.Add("args", std::move(args));
+  Json json = Json::object();
+  AddMember(json, "op", Json(OpName(step)));
+  AddMember(json, "kernel", Json(step.kernel));
+  AddMember(json, "source", Json(step.source));
+  AddMember(json, "grid", Int3Json(step.grid));
+  AddMember(json, "block", Int3Json(step.block));
+  AddMember(json, "shared_bytes", JsonInteger(step.shared_bytes));
+  Json args = Json::array();
+  for (const StepArg& arg : step.args) args.push_back(ArgJson(arg));
+  AddMember(json, "args", std::move(args));
   return json;
 }
 
 template <typename T>
 Json ArrayJson(const std::vector<T>& items, Json (*to_json)(const T&)) {
-  Json array = Json::MakeArray();
-  for (const T& item : items) array.Append(to_json(item));
+  Json array = Json::array();
+  for (const T& item : items) array.push_back(to_json(item));
   return array;
 }
 
 Json PlanJson(const Plan& plan) {
-  Json json = Json::MakeObject();
-  json.Add("target", Json::String(plan.target));
-  json.Add("max_tokens", Json::Int(plan.max_tokens));
-  json.Add("arena_bytes", Json::Int(static_cast<int64_t>(plan.arena_bytes)));
-  json.Add("activation_precision",
-           Json::String(std::string(DTypeName(plan.activation_precision))));
-  json.Add("model", ModelJson(plan.model));
-  json.Add("inputs", InputsJson(plan));
-  json.Add("outputs", Json::MakeObject({{"logits", Json::Int(plan.output_logits)}}));
-  json.Add("buffers", ArrayJson(plan.buffers, BufferJson));
-  json.Add("weights", ArrayJson(plan.weights, WeightJson));
-  json.Add("kv_caches", ArrayJson(plan.kv_caches, KvCacheJson));
-  json.Add("steps", ArrayJson(plan.steps, StepJson));
+  Json json = Json::object();
+  AddMember(json, "target", Json(plan.target));
+  AddMember(json, "max_tokens", JsonInteger(plan.max_tokens));
+  AddMember(json, "arena_bytes", JsonInteger(static_cast<int64_t>(plan.arena_bytes)));
+  AddMember(json, "activation_precision",
+           Json(std::string(DTypeName(plan.activation_precision))));
+  AddMember(json, "model", ModelJson(plan.model));
+  AddMember(json, "inputs", InputsJson(plan));
+  AddMember(json, "outputs", Json::object({{"logits", JsonInteger(plan.output_logits)}}));
+  AddMember(json, "buffers", ArrayJson(plan.buffers, BufferJson));
+  AddMember(json, "weights", ArrayJson(plan.weights, WeightJson));
+  AddMember(json, "kv_caches", ArrayJson(plan.kv_caches, KvCacheJson));
+  AddMember(json, "steps", ArrayJson(plan.steps, StepJson));
   return json;
 }
 
@@ -1075,7 +1084,7 @@ namespace {
 // ParsePlanSection, which may throw std::bad_alloc when the host is short of memory.
 absl::StatusOr<Plan> ParsePlanSectionOrThrow(absl::string_view section, absl::string_view origin) {
   SPARK_ASSIGN_OR_RETURN(const absl::string_view text, ReadSectionJson(section, origin));
-  absl::StatusOr<Json> json = Json::Parse(text);
+  absl::StatusOr<Json> json = ParseJson(text);
   if (!json.ok()) {
     return absl::InvalidArgumentError(PrintableText(
         absl::StrCat(origin, ": the plan is not valid JSON: ", json.status().message(),
@@ -1097,7 +1106,7 @@ absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_vi
 }
 
 std::string SerializePlanSection(const Plan& plan) {
-  const std::string json = PlanJson(plan).Serialize();
+  const std::string json = SerializeJson(PlanJson(plan));
   std::string section(pf::kMagic, sizeof(pf::kMagic));
   AppendLittleEndian<uint32_t>(pf::kPlanVersion, &section);
   AppendLittleEndian<uint32_t>(0, &section);

@@ -14,9 +14,9 @@
 #include "checked_math.h"
 #include "file_util.h"
 #include "host_allocation.h"
+#include "json_document.h"
 #include "little_endian.h"
 #include "spark/runtime/printable_text.h"
-#include "spark/runtime/json.h"
 #include "status_macros.h"
 
 namespace spark {
@@ -68,9 +68,9 @@ absl::Status TensorError(absl::string_view path, absl::string_view name,
 absl::optional<std::vector<int64_t>> NonNegativeInts(const Json* json) {
   if (json == nullptr || !json->is_array()) return absl::nullopt;
   std::vector<int64_t> values;
-  for (const Json& element : json->as_array()) {
-    if (!element.is_int() || element.as_int() < 0) return absl::nullopt;
-    values.push_back(element.as_int());
+  for (const Json& element : *json) {
+    if (!IsJsonInt(element) || JsonInt(element) < 0) return absl::nullopt;
+    values.push_back(JsonInt(element));
   }
   return values;
 }
@@ -99,14 +99,14 @@ absl::StatusOr<Json> ReadHeaderJson(absl::string_view path, const uint8_t* data,
   absl::StatusOr<Json> header;
   SPARK_RETURN_IF_ERROR(
       WithHostAllocation(PrintableText(absl::StrCat("the parsed safetensors header of ", path)), 0,
-                         [&] { header = Json::Parse(text); }));
+                         [&] { header = ParseJson(text); }));
   if (!header.ok()) {
     return FileError(path, absl::StrCat("the safetensors header is not valid JSON: ",
                                         header.status().message()));
   }
   if (!header->is_object()) {
     return FileError(path, absl::StrCat("the safetensors header must be a JSON object, found ",
-                                        header->TypeName()));
+                                        JsonTypeName(*header)));
   }
   *data_start = kLengthBytes + header_bytes;
   return header;
@@ -114,33 +114,34 @@ absl::StatusOr<Json> ReadHeaderJson(absl::string_view path, const uint8_t* data,
 
 absl::Status CheckMetadata(absl::string_view path, const Json& metadata) {
   bool all_strings = metadata.is_object();
-  for (const Json::Member& member : metadata.as_object()) {
-    all_strings = all_strings && member.second.is_string();
+  if (all_strings) {
+    for (const auto& member : metadata.items()) {
+      all_strings = all_strings && member.value().is_string();
+    }
   }
   if (all_strings) return absl::OkStatus();
   return FileError(path, "__metadata__ must be an object of string values");
 }
 
 // One header entry -> a view into the data area [data + data_start, data + size).
-absl::StatusOr<TensorView> ReadEntry(absl::string_view path, const Json::Member& member,
-                                     const uint8_t* data, uint64_t data_start, uint64_t size) {
-  const std::string& name = member.first;
-  const Json& entry = member.second;
+absl::StatusOr<TensorView> ReadEntry(absl::string_view path, const std::string& name,
+                                     const Json& entry, const uint8_t* data, uint64_t data_start,
+                                     uint64_t size) {
   if (!entry.is_object()) {
-    return TensorError(path, name, absl::StrCat("expected an object, found ", entry.TypeName()));
+    return TensorError(path, name, absl::StrCat("expected an object, found ", JsonTypeName(entry)));
   }
-  const Json* dtype = entry.Find("dtype");
+  const Json* dtype = FindMember(entry, "dtype");
   if (dtype == nullptr || !dtype->is_string()) {
     return TensorError(path, name, "missing \"dtype\" string");
   }
-  const int dtype_size = SafetensorsDTypeSize(dtype->as_string());
+  const int dtype_size = SafetensorsDTypeSize(dtype->get_ref<const std::string&>());
   if (dtype_size == 0) {
-    return TensorError(path, name, absl::StrCat("unknown dtype \"", dtype->as_string(),
+    return TensorError(path, name, absl::StrCat("unknown dtype \"", dtype->get_ref<const std::string&>(),
                                                 "\" (known: ", KnownDTypes(), ")"));
   }
-  const absl::optional<std::vector<int64_t>> shape = NonNegativeInts(entry.Find("shape"));
+  const absl::optional<std::vector<int64_t>> shape = NonNegativeInts(FindMember(entry, "shape"));
   if (!shape) return TensorError(path, name, "\"shape\" must be an array of integers >= 0");
-  const absl::optional<std::vector<int64_t>> offsets = NonNegativeInts(entry.Find("data_offsets"));
+  const absl::optional<std::vector<int64_t>> offsets = NonNegativeInts(FindMember(entry, "data_offsets"));
   if (!offsets || offsets->size() != 2) {
     return TensorError(path, name, "\"data_offsets\" must be [begin, end], integers >= 0");
   }
@@ -156,12 +157,12 @@ absl::StatusOr<TensorView> ReadEntry(absl::string_view path, const Json::Member&
   if (!expected || *expected != end - begin) {
     return TensorError(path, name,
                        absl::StrCat("data_offsets span ", end - begin, " bytes, but ",
-                                    dtype->as_string(), " ", ShapeText(*shape), " needs ",
+                                    dtype->get_ref<const std::string&>(), " ", ShapeText(*shape), " needs ",
                                     expected ? absl::StrCat(*expected) : "more than 2^64"));
   }
   TensorView view;
   view.name = name;
-  view.dtype = dtype->as_string();
+  view.dtype = dtype->get_ref<const std::string&>();
   view.shape = *shape;
   view.data = data + data_start + begin;
   view.num_bytes = end - begin;
@@ -196,12 +197,13 @@ absl::StatusOr<std::vector<TensorView>> ParseSafetensorsImage(absl::string_view 
   uint64_t data_start = 0;
   SPARK_ASSIGN_OR_RETURN(const Json header, ReadHeaderJson(path, data, size, &data_start));
   std::vector<TensorView> tensors;
-  for (const Json::Member& member : header.as_object()) {
-    if (member.first == kMetadataKey) {
-      SPARK_RETURN_IF_ERROR(CheckMetadata(path, member.second));
+  for (const auto& member : header.items()) {
+    if (member.key() == kMetadataKey) {
+      SPARK_RETURN_IF_ERROR(CheckMetadata(path, member.value()));
       continue;
     }
-    SPARK_ASSIGN_OR_RETURN(TensorView tensor, ReadEntry(path, member, data, data_start, size));
+    SPARK_ASSIGN_OR_RETURN(TensorView tensor,
+                           ReadEntry(path, member.key(), member.value(), data, data_start, size));
     tensors.push_back(std::move(tensor));
   }
   SPARK_RETURN_IF_ERROR(CheckNoOverlap(path, tensors));
@@ -210,26 +212,26 @@ absl::StatusOr<std::vector<TensorView>> ParseSafetensorsImage(absl::string_view 
 
 absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(absl::string_view text,
                                                        absl::string_view index_path) {
-  absl::StatusOr<Json> json = Json::Parse(text);
+  absl::StatusOr<Json> json = ParseJson(text);
   if (!json.ok()) {
     return FileError(index_path, absl::StrCat("not valid JSON: ", json.status().message()));
   }
-  const Json* weight_map = json->Find("weight_map");
+  const Json* weight_map = FindMember(*json, "weight_map");
   if (weight_map == nullptr || !weight_map->is_object()) {
     return FileError(index_path, "expected an object with a \"weight_map\" object");
   }
   SafetensorsIndex index;
   absl::flat_hash_set<std::string> seen;
-  for (const Json::Member& member : weight_map->as_object()) {
-    const std::string& file = member.second.as_string();
-    if (!member.second.is_string() || file.empty() || absl::StrContains(file, "/")) {
-      return FileError(index_path, absl::StrCat("weight_map[\"", member.first,
+  for (const auto& member : weight_map->items()) {
+    const std::string file = member.value().is_string() ? member.value().get<std::string>() : "";
+    if (file.empty() || absl::StrContains(file, "/")) {
+      return FileError(index_path, absl::StrCat("weight_map[\"", member.key(),
                                                 "\"] must be a file name in the same "
                                                 "directory, found ",
-                                                member.second.Serialize()));
+                                                SerializeJson(member.value())));
     }
     if (seen.insert(file).second) index.files.push_back(file);
-    index.weight_map.emplace_back(member.first, file);
+    index.weight_map.emplace_back(member.key(), file);
   }
   return index;
 }
@@ -420,8 +422,8 @@ absl::Status CheckOwnedTensor(const OwnedTensor& tensor, absl::flat_hash_set<std
 }
 
 Json IntsJson(const std::vector<int64_t>& values) {
-  Json array = Json::MakeArray();
-  for (const int64_t value : values) array.Append(Json::Int(value));
+  Json array = Json::array();
+  for (const int64_t value : values) array.push_back(JsonInteger(value));
   return array;
 }
 
@@ -484,19 +486,19 @@ absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint,
 absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTensor>& tensors,
                               ExistingFile existing) {
   absl::flat_hash_set<std::string> names;
-  Json header = Json::MakeObject();
+  Json header = Json::object();
   uint64_t offset = 0;
   for (const OwnedTensor& tensor : tensors) {
     SPARK_RETURN_IF_ERROR(CheckOwnedTensor(tensor, &names));
     const uint64_t end = offset + tensor.bytes.size();  // bounded by memory: no overflow
-    Json entry = Json::MakeObject();
-    entry.Add("dtype", Json::String(tensor.dtype));
-    entry.Add("shape", IntsJson(tensor.shape));
-    entry.Add("data_offsets", IntsJson({static_cast<int64_t>(offset), static_cast<int64_t>(end)}));
-    header.Add(tensor.name, std::move(entry));
+    Json entry = Json::object();
+    AddMember(entry, "dtype", Json(tensor.dtype));
+    AddMember(entry, "shape", IntsJson(tensor.shape));
+    AddMember(entry, "data_offsets", IntsJson({static_cast<int64_t>(offset), static_cast<int64_t>(end)}));
+    AddMember(header, tensor.name, std::move(entry));
     offset = end;
   }
-  std::string header_text = header.Serialize();
+  std::string header_text = SerializeJson(header);
   header_text.resize((header_text.size() + 7) / 8 * 8, ' ');
   std::string file;
   file.reserve(kLengthBytes + header_text.size() + offset);

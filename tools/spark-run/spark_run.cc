@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
@@ -34,7 +36,6 @@
 #include "spark/runtime/executor.h"
 #include "spark/runtime/generator.h"
 #include "spark/runtime/host_executor.h"
-#include "spark/runtime/json.h"
 #include "spark/runtime/memory_estimator.h"
 #include "spark/runtime/module_resolver.h"
 #include "spark/runtime/plan.h"
@@ -74,6 +75,10 @@ ABSL_FLAG(bool, list_devices, false, "list the CUDA devices, and exit");
 namespace spark {
 namespace rt {
 namespace {
+
+// --json output, through nlohmann-json; objects keep the order the fields are written in.
+using Json = nlohmann::ordered_json;
+void Put(Json& object, const std::string& key, Json value) { object[key] = std::move(value); }
 
 constexpr char kUsage[] = R"(spark-run: runs a model compiled by spark-compile.
 
@@ -441,67 +446,67 @@ absl::Status MakeDirectory(const std::string& dir) {
 }
 
 Json TimingsJson(const GenerateResult& result) {
-  Json timings = Json::MakeObject();
-  timings.Add("prefill_tokens", Json::Int(result.prefill_tokens));
-  timings.Add("prefill_seconds", Json::Double(result.prefill_seconds));
-  timings.Add("prefill_tokens_per_second", Json::Double(result.prefill_tokens_per_second()));
-  timings.Add("decode_tokens", Json::Int(result.decode_tokens));
-  timings.Add("decode_seconds", Json::Double(result.decode_seconds));
-  timings.Add("decode_tokens_per_second", Json::Double(result.decode_tokens_per_second()));
+  Json timings = Json::object();
+  Put(timings, "prefill_tokens", Json(result.prefill_tokens));
+  Put(timings, "prefill_seconds", Json(result.prefill_seconds));
+  Put(timings, "prefill_tokens_per_second", Json(result.prefill_tokens_per_second()));
+  Put(timings, "decode_tokens", Json(result.decode_tokens));
+  Put(timings, "decode_seconds", Json(result.decode_seconds));
+  Put(timings, "decode_tokens_per_second", Json(result.decode_tokens_per_second()));
   return timings;
 }
 
 Json MeasuredJson(const MemoryEstimate& estimate, const MemoryUsage& usage) {
   const MemoryComparison comparison = CompareWithUsage(estimate, usage);
-  Json measured = Json::MakeObject();
-  measured.Add("peak_allocated_bytes", Json::Int(static_cast<int64_t>(usage.peak_allocated_bytes)));
-  measured.Add("estimated_allocations_bytes",
-               Json::Int(static_cast<int64_t>(comparison.estimated_allocations)));
-  measured.Add("weight_bytes", Json::Int(static_cast<int64_t>(usage.weight_bytes)));
-  measured.Add("registered_bytes", Json::Int(static_cast<int64_t>(usage.registered_bytes)));
-  measured.Add("driver_used_bytes", Json::Int(static_cast<int64_t>(usage.driver_used_bytes)));
-  measured.Add("estimated_driver_bytes",
-               Json::Int(static_cast<int64_t>(comparison.estimated_driver)));
+  Json measured = Json::object();
+  Put(measured, "peak_allocated_bytes", Json(static_cast<int64_t>(usage.peak_allocated_bytes)));
+  Put(measured, "estimated_allocations_bytes",
+               Json(static_cast<int64_t>(comparison.estimated_allocations)));
+  Put(measured, "weight_bytes", Json(static_cast<int64_t>(usage.weight_bytes)));
+  Put(measured, "registered_bytes", Json(static_cast<int64_t>(usage.registered_bytes)));
+  Put(measured, "driver_used_bytes", Json(static_cast<int64_t>(usage.driver_used_bytes)));
+  Put(measured, "estimated_driver_bytes",
+               Json(static_cast<int64_t>(comparison.estimated_driver)));
   return measured;
 }
 
 Json MemoryJson(const MemoryEstimate& estimate, const MemoryUsage& usage) {
-  Json memory = Json::MakeObject();
-  Json components = Json::MakeObject();
-  for (const MemoryComponent& c : estimate.components) components.Add(c.name, Json::Int(c.bytes));
-  memory.Add("components", std::move(components));
-  memory.Add("total_bytes", Json::Int(static_cast<int64_t>(estimate.total)));
-  memory.Add("available_bytes", Json::Int(static_cast<int64_t>(estimate.budget.bytes)));
-  memory.Add("available_source", Json::String(estimate.budget.source));
-  memory.Add("fits", Json::Bool(estimate.fits));
-  memory.Add("measured", MeasuredJson(estimate, usage));
+  Json memory = Json::object();
+  Json components = Json::object();
+  for (const MemoryComponent& c : estimate.components) Put(components, c.name, Json(c.bytes));
+  Put(memory, "components", std::move(components));
+  Put(memory, "total_bytes", Json(static_cast<int64_t>(estimate.total)));
+  Put(memory, "available_bytes", Json(static_cast<int64_t>(estimate.budget.bytes)));
+  Put(memory, "available_source", Json(estimate.budget.source));
+  Put(memory, "fits", Json(estimate.fits));
+  Put(memory, "measured", MeasuredJson(estimate, usage));
   return memory;
 }
 
 Json OpTimingsJson(const Plan& plan, const std::vector<StepTiming>& steps) {
-  Json ops = Json::MakeArray();
+  Json ops = Json::array();
   for (const OpTiming& op : SumByOp(plan, steps)) {
-    Json row = Json::MakeObject();
-    row.Add("op", Json::String(op.op));
-    row.Add("launches", Json::Int(op.timing.launches));
-    row.Add("seconds", Json::Double(op.timing.seconds));
-    row.Add("weight_bytes", Json::Double(op.timing.cost.weight_bytes));
-    row.Add("kv_bytes", Json::Double(op.timing.cost.kv_bytes));
-    row.Add("activation_bytes", Json::Double(op.timing.cost.activation_bytes));
-    row.Add("flops", Json::Double(op.timing.cost.flops));
-    ops.Append(std::move(row));
+    Json row = Json::object();
+    Put(row, "op", Json(op.op));
+    Put(row, "launches", Json(op.timing.launches));
+    Put(row, "seconds", Json(op.timing.seconds));
+    Put(row, "weight_bytes", Json(op.timing.cost.weight_bytes));
+    Put(row, "kv_bytes", Json(op.timing.cost.kv_bytes));
+    Put(row, "activation_bytes", Json(op.timing.cost.activation_bytes));
+    Put(row, "flops", Json(op.timing.cost.flops));
+    ops.push_back(std::move(row));
   }
   return ops;
 }
 
 Json ProfileJson(const RunProfile& profile) {
   const Plan& plan = profile.plan();
-  Json out = Json::MakeObject();
-  out.Add("decode_calls", Json::Int(profile.decode_calls()));
-  out.Add("decode", OpTimingsJson(plan, profile.decode()));
-  out.Add("prefill_calls", Json::Int(profile.prefill_calls()));
-  out.Add("prefill_tokens", Json::Int(profile.prefill_tokens()));
-  out.Add("prefill", OpTimingsJson(plan, profile.prefill()));
+  Json out = Json::object();
+  Put(out, "decode_calls", Json(profile.decode_calls()));
+  Put(out, "decode", OpTimingsJson(plan, profile.decode()));
+  Put(out, "prefill_calls", Json(profile.prefill_calls()));
+  Put(out, "prefill_tokens", Json(profile.prefill_tokens()));
+  Put(out, "prefill", OpTimingsJson(plan, profile.prefill()));
   return out;
 }
 
@@ -528,16 +533,16 @@ void PrintResult(const GenerateResult& result, const Executor& executor, bool cu
     std::printf("%s\n", absl::StrJoin(result.tokens, " ").c_str());
     return;
   }
-  Json ids = Json::MakeArray();
-  for (int32_t id : result.tokens) ids.Append(Json::Int(id));
-  Json out = Json::MakeObject();
-  out.Add("ids", std::move(ids));
-  out.Add("stopped_at_eos", Json::Bool(result.stopped_at_eos));
-  out.Add("device", Json::String(executor.name()));
-  out.Add("timings", TimingsJson(result));
-  out.Add("memory", MemoryJson(estimate, executor.memory_usage()));
-  if (profile != nullptr) out.Add("profile", ProfileJson(*profile));
-  std::printf("%s\n", out.Serialize().c_str());
+  Json ids = Json::array();
+  for (int32_t id : result.tokens) ids.push_back(Json(id));
+  Json out = Json::object();
+  Put(out, "ids", std::move(ids));
+  Put(out, "stopped_at_eos", Json(result.stopped_at_eos));
+  Put(out, "device", Json(executor.name()));
+  Put(out, "timings", TimingsJson(result));
+  Put(out, "memory", MemoryJson(estimate, executor.memory_usage()));
+  if (profile != nullptr) Put(out, "profile", ProfileJson(*profile));
+  std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
 absl::Status GenerateCommand(const std::string& model) {

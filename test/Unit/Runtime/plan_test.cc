@@ -269,8 +269,8 @@ TEST(PlanTest, RejectsNonZeroBytesAfterThePlan) {
 TEST(PlanTest, RejectsInvalidJson) {
   EXPECT_TRUE(StatusIs(ParsePlanSection(SectionFromJson("{\"target\": }"), "m.cubin").status(),
                        kInvalid,
-                       "m.cubin: the plan is not valid JSON: JSON error at byte 11: expected a "
-                       "JSON value, found '}'"));
+                       "m.cubin: the plan is not valid JSON: JSON error at byte 11: syntax error "
+                       "while parsing value - unexpected '}'"));
 }
 
 TEST(PlanTest, RejectsNonObjectDocument) {
