@@ -27,7 +27,8 @@ def main():
         texts = [json.loads(line) for line in f if line.strip()]
     nbytes = sum(len(t.encode("utf-8")) for t in texts) * args.repeat
     tok.encode_batch(texts[:10], add_special_tokens=False)  # warm up
-    best_loop = best_batch = None
+    encoded = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+    best_loop = best_batch = best_decode = None
     for _ in range(3):
         t0 = time.perf_counter()
         ntok = 0
@@ -42,13 +43,20 @@ def main():
             nb += sum(len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False))
         dt = time.perf_counter() - t0
         best_batch = dt if best_batch is None else min(best_batch, dt)
+        t0 = time.perf_counter()
+        for _ in range(args.repeat):
+            for ids in encoded:
+                tok.decode(ids, skip_special_tokens=False)
+        dt = time.perf_counter() - t0
+        best_decode = dt if best_decode is None else min(best_decode, dt)
     print(json.dumps({"tokenizers": tokenizers.__version__,
                       "rayon_threads": os.environ.get("RAYON_NUM_THREADS"),
                       "load_s": round(load, 4), "bytes": nbytes, "tokens": ntok,
                       "loop_MBps": round(nbytes / best_loop / 1e6, 3),
                       "loop_tokens_per_s": round(ntok / best_loop),
                       "batch_MBps": round(nbytes / best_batch / 1e6, 3),
-                      "batch_tokens_per_s": round(nb / best_batch)}))
+                      "batch_tokens_per_s": round(nb / best_batch),
+                      "decode_loop_MBps": round(nbytes / best_decode / 1e6, 3)}))
 
 
 if __name__ == "__main__":
