@@ -1,6 +1,7 @@
 // spark-tokenize: text <-> token ids with a checkpoint's tokenizer.json, as HF tokenizers gives
 // them (docs/cli.md). A thin main over spark_text: every failure is an absl::Status, printed
 // with ToString() on stderr, exit code 1. Flags are parsed with CLI11.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -74,6 +75,9 @@ std::string IdsText(const std::vector<int32_t>& ids, absl::string_view separator
 }
 
 absl::StatusOr<rapidjson::Document> ParseLine(absl::string_view line, size_t line_number) {
+  if (line.find_first_not_of(" \t\r") == absl::string_view::npos) {
+    return LineError(line_number, "empty line (expected one JSON value per line)");
+  }
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseValidateEncodingFlag>(line.data(), line.size());
   if (doc.HasParseError()) {
@@ -218,7 +222,12 @@ int main(int argc, char** argv) {
                                    "with --decode: drop special tokens (HF skip_special_tokens=True)");
   decode->excludes(no_special);
   skip->needs(decode);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // --help prints the usage and exits 0; a usage error prints why and exits 1.
+    return app.exit(error) == 0 ? 0 : 1;
+  }
   absl::Status status = spark::Run(options);
   std::fflush(stdout);
   if (!status.ok()) {
