@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "rapidjson/document.h"
+#include "nlohmann/json.hpp"
 #include "spark/runtime/tokenizer.h"
 
 namespace {
@@ -45,13 +45,12 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::getline(corpus, line)) {
     if (line.empty()) continue;
-    rapidjson::Document doc;
-    doc.Parse(line.data(), line.size());
-    if (doc.HasParseError() || !doc.IsString()) {
+    nlohmann::json doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_string()) {
       std::fprintf(stderr, "%s: a line is not a JSON string\n", argv[2]);
       return 1;
     }
-    texts.emplace_back(doc.GetString(), doc.GetStringLength());
+    texts.push_back(doc.get<std::string>());
   }
   size_t bytes = 0;
   for (const std::string& text : texts) bytes += text.size();

@@ -1,7 +1,9 @@
 // spark-tokenize: text <-> token ids with a checkpoint's tokenizer.json, as HF tokenizers gives
 // them (docs/cli.md). A thin main over spark_text: every failure is an absl::Status, printed
-// with ToString() on stderr, exit code 1. Flags are parsed with CLI11.
+// with ToString() on stderr, exit code 1. Flags are parsed with CLI11, JSON lines with nlohmann-json
+// (the small inputs here; tokenizer.json itself is read with RapidJSON in spark_text).
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -16,10 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "rapidjson/document.h"
-#include "rapidjson/error/en.h"
-#include "rapidjson/stringbuffer.h"
-#include "rapidjson/writer.h"
+#include "nlohmann/json.hpp"
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/tokenizer.h"
 
@@ -74,17 +73,19 @@ std::string IdsText(const std::vector<int32_t>& ids, absl::string_view separator
   return out;
 }
 
-absl::StatusOr<rapidjson::Document> ParseLine(absl::string_view line, size_t line_number) {
+absl::StatusOr<nlohmann::json> ParseLine(absl::string_view line, size_t line_number) {
   if (line.find_first_not_of(" \t\r") == absl::string_view::npos) {
     return LineError(line_number, "empty line (expected one JSON value per line)");
   }
-  rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseValidateEncodingFlag>(line.data(), line.size());
-  if (doc.HasParseError()) {
-    return LineError(line_number, absl::StrCat("malformed JSON at byte ", doc.GetErrorOffset() + 1,
-                                               ": ", rapidjson::GetParseError_En(doc.GetParseError())));
+  try {
+    return nlohmann::json::parse(line.begin(), line.end());
+  } catch (const nlohmann::json::exception& error) {
+    // what() is "[json.exception.parse_error.101] parse error at line 1, column C: ...".
+    absl::string_view what = error.what();
+    size_t bracket = what.find("] ");
+    if (bracket != absl::string_view::npos) what.remove_prefix(bracket + 2);
+    return LineError(line_number, absl::StrCat("malformed JSON: ", what));
   }
-  return doc;
 }
 
 // stdin: text; stdout: ids, space-separated, then a newline.
@@ -109,11 +110,11 @@ absl::Status EncodeJsonl(const Tokenizer& tokenizer, const Options& options) {
   for (size_t i = 0; i < lines.size(); ++i) {
     absl::Status utf8 = CheckUtf8(lines[i], i + 1);
     if (!utf8.ok()) return utf8;
-    absl::StatusOr<rapidjson::Document> doc = ParseLine(lines[i], i + 1);
+    absl::StatusOr<nlohmann::json> doc = ParseLine(lines[i], i + 1);
     if (!doc.ok()) return doc.status();
-    if (!doc->IsString()) return LineError(i + 1, "expected a JSON string");
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(
-        absl::string_view(doc->GetString(), doc->GetStringLength()), !options.no_special);
+    if (!doc->is_string()) return LineError(i + 1, "expected a JSON string");
+    absl::StatusOr<std::vector<int32_t>> ids =
+        tokenizer.Encode(doc->get_ref<const std::string&>(), !options.no_special);
     if (!ids.ok()) return LineError(i + 1, ids.status().message());
     Write(absl::StrCat("[", IdsText(*ids, ", "), "]\n"));
   }
@@ -138,25 +139,23 @@ absl::Status DecodeJsonl(const Tokenizer& tokenizer, const Options& options) {
   for (size_t i = 0; i < lines.size(); ++i) {
     absl::Status utf8 = CheckUtf8(lines[i], i + 1);
     if (!utf8.ok()) return utf8;
-    absl::StatusOr<rapidjson::Document> doc = ParseLine(lines[i], i + 1);
+    absl::StatusOr<nlohmann::json> doc = ParseLine(lines[i], i + 1);
     if (!doc.ok()) return doc.status();
-    if (!doc->IsArray()) return LineError(i + 1, "expected a JSON array of token ids");
+    if (!doc->is_array()) return LineError(i + 1, "expected a JSON array of token ids");
     std::vector<int32_t> ids;
-    for (rapidjson::SizeType k = 0; k < doc->Size(); ++k) {
-      const rapidjson::Value& id = (*doc)[k];
-      if (!id.IsInt()) {
+    for (size_t k = 0; k < doc->size(); ++k) {
+      const nlohmann::json& id = (*doc)[k];
+      if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX ||
+          (id.is_number_unsigned() && id.get<uint64_t>() > INT32_MAX)) {
         return LineError(i + 1, absl::StrCat("item ", k + 1, " is not an integer token id"));
       }
-      ids.push_back(id.GetInt());
+      ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
     absl::Status known = CheckIds(tokenizer, ids, i + 1);
     if (!known.ok()) return known;
     absl::StatusOr<std::string> text = tokenizer.Decode(ids, options.skip_special);
     if (!text.ok()) return LineError(i + 1, text.status().message());
-    rapidjson::StringBuffer buffer;
-    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
-    writer.String(text->data(), static_cast<rapidjson::SizeType>(text->size()));
-    Write(absl::string_view(buffer.GetString(), buffer.GetSize()));
+    Write(nlohmann::json(*text).dump());  // valid UTF-8 (Decode never gives anything else)
     Write("\n");
   }
   return absl::OkStatus();

@@ -36,6 +36,9 @@ namespace {
 
 using Value = rapidjson::Value;
 
+// Nested Sequence components are read recursively: a hostile file cannot make the stack deep.
+constexpr int kMaxSequenceDepth = 32;
+
 // Error helpers: `where` is a JSON path such as "model.merges[12]".
 class Errors {
  public:
@@ -176,10 +179,12 @@ absl::StatusOr<std::string> GetStringPattern(const Errors& errors, absl::string_
 }
 
 absl::Status ParseNormalizer(const Errors& errors, const std::string& where, const Value& value,
+                             int depth,
                              std::vector<ReplaceStep>* steps) {
   if (value.IsNull()) return absl::OkStatus();
   SPARK_ASSIGN_OR_RETURN(std::string type, ComponentType(errors, where, value));
   if (type == "Sequence") {
+    if (depth >= kMaxSequenceDepth) return errors.Error(where, "Sequence nested too deep");
     SPARK_RETURN_IF_ERROR(CheckKeys(errors, where, value, {"type", "normalizers"}));
     SPARK_ASSIGN_OR_RETURN(const Value* list, GetTyped(errors, where, value, "normalizers",
                                                        rapidjson::kArrayType, "an array"));
@@ -187,7 +192,7 @@ absl::Status ParseNormalizer(const Errors& errors, const std::string& where, con
       const Value& item = (*list)[i];
       std::string item_where = absl::StrCat(where, ".normalizers[", i, "]");
       if (item.IsNull()) return errors.Error(item_where, "expected an object, got null");
-      SPARK_RETURN_IF_ERROR(ParseNormalizer(errors, item_where, item, steps));
+      SPARK_RETURN_IF_ERROR(ParseNormalizer(errors, item_where, item, depth + 1, steps));
     }
     return absl::OkStatus();
   }
@@ -203,10 +208,12 @@ absl::Status ParseNormalizer(const Errors& errors, const std::string& where, con
 }
 
 absl::Status ParsePreTokenizer(const Errors& errors, const std::string& where, const Value& value,
+                             int depth,
                                std::vector<SplitStep>* steps) {
   if (value.IsNull()) return absl::OkStatus();
   SPARK_ASSIGN_OR_RETURN(std::string type, ComponentType(errors, where, value));
   if (type == "Sequence") {
+    if (depth >= kMaxSequenceDepth) return errors.Error(where, "Sequence nested too deep");
     SPARK_RETURN_IF_ERROR(CheckKeys(errors, where, value, {"type", "pretokenizers"}));
     SPARK_ASSIGN_OR_RETURN(const Value* list, GetTyped(errors, where, value, "pretokenizers",
                                                        rapidjson::kArrayType, "an array"));
@@ -214,7 +221,7 @@ absl::Status ParsePreTokenizer(const Errors& errors, const std::string& where, c
       const Value& item = (*list)[i];
       std::string item_where = absl::StrCat(where, ".pretokenizers[", i, "]");
       if (item.IsNull()) return errors.Error(item_where, "expected an object, got null");
-      SPARK_RETURN_IF_ERROR(ParsePreTokenizer(errors, item_where, item, steps));
+      SPARK_RETURN_IF_ERROR(ParsePreTokenizer(errors, item_where, item, depth + 1, steps));
     }
     return absl::OkStatus();
   }
@@ -251,16 +258,18 @@ absl::Status ParsePreTokenizer(const Errors& errors, const std::string& where, c
 }
 
 absl::Status ParseDecoder(const Errors& errors, const std::string& where, const Value& value,
+                             int depth,
                           std::vector<DecoderStep>* steps) {
   SPARK_ASSIGN_OR_RETURN(std::string type, ComponentType(errors, where, value));
   DecoderStep step;
   if (type == "Sequence") {
+    if (depth >= kMaxSequenceDepth) return errors.Error(where, "Sequence nested too deep");
     SPARK_RETURN_IF_ERROR(CheckKeys(errors, where, value, {"type", "decoders"}));
     SPARK_ASSIGN_OR_RETURN(const Value* list, GetTyped(errors, where, value, "decoders",
                                                        rapidjson::kArrayType, "an array"));
     for (rapidjson::SizeType i = 0; i < list->Size(); ++i) {
       SPARK_RETURN_IF_ERROR(
-          ParseDecoder(errors, absl::StrCat(where, ".decoders[", i, "]"), (*list)[i], steps));
+          ParseDecoder(errors, absl::StrCat(where, ".decoders[", i, "]"), (*list)[i], depth + 1, steps));
     }
     return absl::OkStatus();
   }
@@ -586,7 +595,9 @@ std::string LineColumn(absl::string_view json, size_t offset) {
 
 absl::Status ParseTokenizer(absl::string_view json, const Errors& errors, Tokenizer::Impl* impl) {
   rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag>(
+  // Iterative: deep nesting in a hostile file uses heap, not stack.
+  doc.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseFullPrecisionFlag |
+            rapidjson::kParseIterativeFlag>(
       json.data(), json.size());
   if (doc.HasParseError()) {
     return errors.Error(LineColumn(json, doc.GetErrorOffset()),
@@ -606,14 +617,14 @@ absl::Status ParseTokenizer(absl::string_view json, const Errors& errors, Tokeni
   if (model == nullptr) return errors.Error("top level", "missing \"model\"");
   SPARK_RETURN_IF_ERROR(ParseModel(errors, *model, impl));
   if (const Value* value = Find(doc, "normalizer")) {
-    SPARK_RETURN_IF_ERROR(ParseNormalizer(errors, "normalizer", *value, &impl->normalizers));
+    SPARK_RETURN_IF_ERROR(ParseNormalizer(errors, "normalizer", *value, 0, &impl->normalizers));
   }
   if (const Value* value = Find(doc, "pre_tokenizer")) {
-    SPARK_RETURN_IF_ERROR(ParsePreTokenizer(errors, "pre_tokenizer", *value, &impl->pre_tokenizers));
+    SPARK_RETURN_IF_ERROR(ParsePreTokenizer(errors, "pre_tokenizer", *value, 0, &impl->pre_tokenizers));
   }
   if (const Value* value = Find(doc, "decoder"); value != nullptr && !value->IsNull()) {
     impl->has_decoder = true;
-    SPARK_RETURN_IF_ERROR(ParseDecoder(errors, "decoder", *value, &impl->decoders));
+    SPARK_RETURN_IF_ERROR(ParseDecoder(errors, "decoder", *value, 0, &impl->decoders));
   }
   if (const Value* value = Find(doc, "added_tokens")) {
     SPARK_RETURN_IF_ERROR(ParseAddedTokens(errors, *value, impl));

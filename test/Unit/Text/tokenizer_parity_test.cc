@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "rapidjson/document.h"
+#include "nlohmann/json.hpp"
 #include "spark/runtime/tokenizer.h"
 
 #ifndef SPARK_GEMMA3_TOKENIZER
@@ -38,15 +38,7 @@ struct Row {
   std::string decode, decode_skip;
 };
 
-std::vector<int32_t> IdList(const rapidjson::Value& value) {
-  std::vector<int32_t> ids;
-  for (const auto& id : value.GetArray()) ids.push_back(id.GetInt());
-  return ids;
-}
-
-std::string Str(const rapidjson::Value& value) {
-  return std::string(value.GetString(), value.GetStringLength());
-}
+using nlohmann::json;
 
 std::vector<Row> ReadGoldens(const std::string& name) {
   std::ifstream in(kData + name);
@@ -54,22 +46,21 @@ std::vector<Row> ReadGoldens(const std::string& name) {
   std::vector<Row> rows;
   std::string line;
   while (std::getline(in, line)) {
-    rapidjson::Document doc;
-    doc.Parse(line.data(), line.size());
-    EXPECT_FALSE(doc.HasParseError()) << name;
-    if (doc.HasParseError() || doc.HasMember("meta")) continue;
+    json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    EXPECT_TRUE(doc.is_object()) << name;
+    if (!doc.is_object() || doc.contains("meta")) continue;
     Row row;
-    if (doc.HasMember("variant")) row.variant = Str(doc["variant"]);
-    if (doc.HasMember("text")) {
+    if (doc.contains("variant")) row.variant = doc["variant"].get<std::string>();
+    if (doc.contains("text")) {
       row.has_text = true;
-      row.text = Str(doc["text"]);
-      row.ids_no_special = IdList(doc["ids_no_special"]);
+      row.text = doc["text"].get<std::string>();
+      row.ids_no_special = doc["ids_no_special"].get<std::vector<int32_t>>();
     }
-    row.ids = IdList(doc["ids"]);
-    if (doc.HasMember("decode") && doc.HasMember("decode_skip")) {
+    row.ids = doc["ids"].get<std::vector<int32_t>>();
+    if (doc.contains("decode") && doc.contains("decode_skip")) {
       row.has_decode = true;
-      row.decode = Str(doc["decode"]);
-      row.decode_skip = Str(doc["decode_skip"]);
+      row.decode = doc["decode"].get<std::string>();
+      row.decode_skip = doc["decode_skip"].get<std::string>();
     }
     rows.push_back(std::move(row));
   }

@@ -572,6 +572,20 @@ TEST(TokenizerLoad, RefusesBadPostProcessor) {
   EXPECT_THAT(LoadError(j), HasSubstr("expected the id of a token in the vocabulary"));
 }
 
+TEST(TokenizerLoad, HostileNestingIsAnErrorNotAStackOverflow) {
+  std::string deep = "{\"junk\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  auto t = Tokenizer::FromJson(deep, "deep.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("option \"junk\" is not supported"));
+  json normalizer = SpaceNormalizer();
+  for (int i = 0; i < 40; ++i) {
+    normalizer = {{"type", "Sequence"}, {"normalizers", {normalizer}}};
+  }
+  json j = Base({"a"});
+  j["normalizer"] = normalizer;
+  EXPECT_THAT(LoadError(j), HasSubstr("Sequence nested too deep"));
+}
+
 TEST(TokenizerLoad, FileAndDirectoryErrors) {
   auto missing = Tokenizer::Load("/nonexistent/tokenizer.json");
   ASSERT_FALSE(missing.ok());
