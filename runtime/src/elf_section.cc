@@ -1,12 +1,13 @@
 #include "spark/runtime/elf_section.h"
 
+#include <elf.h>
+
 #include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "checked_math.h"
-#include "little_endian.h"
 #include "spark/runtime/printable_text.h"
 #include "status_macros.h"
 
@@ -14,19 +15,27 @@ namespace spark {
 namespace rt {
 namespace {
 
-// ELF64 layout (the System V gABI), byte offsets.
-constexpr size_t kIdentSize = 16;
-constexpr size_t kHeaderSize = 64;         // Elf64_Ehdr
-constexpr size_t kSectionHeaderSize = 64;  // Elf64_Shdr
-constexpr uint8_t kElfClass64 = 2;
-constexpr uint8_t kElfDataLittleEndian = 1;
-constexpr uint32_t kElfVersionCurrent = 1;          // EV_CURRENT, the only ELF version
-constexpr uint16_t kSectionIndexExtended = 0xffff;  // SHN_XINDEX
-constexpr uint32_t kSectionNull = 0;                // SHT_NULL
+// The ELF64 structures and constants of the System V gABI, from <elf.h>. A cubin is little-endian
+// ELF64 (CheckIdent refuses anything else), and so are the hosts Spark runs on (x86-64, AArch64),
+// so the structures are copied out of the image as they are.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the ELF reader assumes a little-endian host");
+constexpr size_t kIdentSize = EI_NIDENT;
+constexpr size_t kHeaderSize = sizeof(Elf64_Ehdr);
+constexpr size_t kSectionHeaderSize = sizeof(Elf64_Shdr);
+static_assert(kHeaderSize == 64 && kSectionHeaderSize == 64, "ELF64 header sizes");
+static_assert(kElfSectionNoBits == SHT_NOBITS, "elf_section.h's kElfSectionNoBits is SHT_NOBITS");
 
 // SHT_NULL and SHT_NOBITS sections have no bytes in the file (section 0's sh_size may even hold
 // the section count).
-bool HasFileBytes(uint32_t type) { return type != kSectionNull && type != kElfSectionNoBits; }
+bool HasFileBytes(uint32_t type) { return type != SHT_NULL && type != SHT_NOBITS; }
+
+// A structure at `offset` of the image (the caller has checked that it lies inside).
+template <typename T>
+T Load(absl::string_view image, uint64_t offset) {
+  T value;
+  std::memcpy(&value, image.data() + offset, sizeof(T));
+  return value;
+}
 
 struct RawHeader {
   uint16_t machine;
@@ -59,44 +68,44 @@ absl::Status CheckIdent(absl::string_view image, absl::string_view origin) {
     return Invalid(origin, absl::StrCat("truncated ELF file: ", image.size(),
                                         " bytes, the ELF header needs ", kHeaderSize));
   }
-  if (static_cast<uint8_t>(image[4]) != kElfClass64) {
+  if (static_cast<uint8_t>(image[EI_CLASS]) != ELFCLASS64) {
     return Invalid(origin, "not a 64-bit ELF file; cubins are ELF64");
   }
-  if (static_cast<uint8_t>(image[5]) != kElfDataLittleEndian) {
+  if (static_cast<uint8_t>(image[EI_DATA]) != ELFDATA2LSB) {
     return Invalid(origin, "not a little-endian ELF file; cubins are little-endian");
   }
-  if (static_cast<uint8_t>(image[6]) != kElfVersionCurrent) {
+  if (static_cast<uint8_t>(image[EI_VERSION]) != EV_CURRENT) {
     return Invalid(origin,
                    absl::StrCat("ELF identification version (e_ident[EI_VERSION]) is ",
-                                static_cast<int>(static_cast<uint8_t>(image[6])), ", expected ",
-                                kElfVersionCurrent, " (EV_CURRENT); the file is damaged"));
+                                static_cast<int>(static_cast<uint8_t>(image[EI_VERSION])),
+                                ", expected ", EV_CURRENT, " (EV_CURRENT); the file is damaged"));
   }
   if (image.size() < kHeaderSize) {
     return Invalid(origin, absl::StrCat("truncated ELF file: ", image.size(),
                                         " bytes, the ELF header needs ", kHeaderSize));
   }
-  const uint32_t version = LoadLittleEndian<uint32_t>(image.data() + 20);
-  if (version != kElfVersionCurrent) {
+  const uint32_t version = Load<Elf64_Ehdr>(image, 0).e_version;
+  if (version != EV_CURRENT) {
     return Invalid(origin, absl::StrCat("ELF version (e_version) is ", version, ", expected ",
-                                        kElfVersionCurrent, " (EV_CURRENT); the file is damaged"));
+                                        EV_CURRENT, " (EV_CURRENT); the file is damaged"));
   }
   return absl::OkStatus();
 }
 
-// Reads field `offset` of section header `index` (whose table entry is known to be in bounds).
-template <typename T>
-T SectionField(absl::string_view image, uint64_t table_offset, uint64_t index, size_t offset) {
-  return LoadLittleEndian<T>(image.data() + table_offset + index * kSectionHeaderSize + offset);
+// Section header `index` (whose table entry is known to be in bounds).
+Elf64_Shdr SectionHeader(absl::string_view image, uint64_t table_offset, uint64_t index) {
+  return Load<Elf64_Shdr>(image, table_offset + index * kSectionHeaderSize);
 }
 
 absl::StatusOr<RawHeader> ReadHeader(absl::string_view image, absl::string_view origin) {
   SPARK_RETURN_IF_ERROR(CheckIdent(image, origin));
+  const Elf64_Ehdr elf = Load<Elf64_Ehdr>(image, 0);
   RawHeader header;
-  header.machine = LoadLittleEndian<uint16_t>(image.data() + 18);
-  header.section_table_offset = LoadLittleEndian<uint64_t>(image.data() + 40);
-  header.section_entry_size = LoadLittleEndian<uint16_t>(image.data() + 58);
-  header.section_count = LoadLittleEndian<uint16_t>(image.data() + 60);
-  header.name_table_index = LoadLittleEndian<uint16_t>(image.data() + 62);
+  header.machine = elf.e_machine;
+  header.section_table_offset = elf.e_shoff;
+  header.section_entry_size = elf.e_shentsize;
+  header.section_count = elf.e_shnum;
+  header.name_table_index = elf.e_shstrndx;
   if (header.section_table_offset == 0) {
     header.section_count = 0;
     return header;
@@ -107,7 +116,7 @@ absl::StatusOr<RawHeader> ReadHeader(absl::string_view image, absl::string_view 
   }
   // Extended numbering: section 0 holds the real count (sh_size) and name table index (sh_link).
   const bool extended_count = header.section_count == 0;
-  const bool extended_index = header.name_table_index == kSectionIndexExtended;
+  const bool extended_index = header.name_table_index == SHN_XINDEX;
   if (extended_count || extended_index) {
     const absl::optional<uint64_t> end =
         CheckedAdd(header.section_table_offset, kSectionHeaderSize);
@@ -117,8 +126,9 @@ absl::StatusOr<RawHeader> ReadHeader(absl::string_view image, absl::string_view 
                                           image.size(), " bytes)"));
     }
     const uint64_t table = header.section_table_offset;
-    if (extended_count) header.section_count = SectionField<uint64_t>(image, table, 0, 32);
-    if (extended_index) header.name_table_index = SectionField<uint32_t>(image, table, 0, 40);
+    const Elf64_Shdr first = SectionHeader(image, table, 0);
+    if (extended_count) header.section_count = first.sh_size;
+    if (extended_index) header.name_table_index = first.sh_link;
   }
   if (extended_index && header.name_table_index == 0) {
     return Invalid(origin,
@@ -152,11 +162,12 @@ absl::Status CheckSectionTable(const RawHeader& header, absl::string_view image,
 absl::StatusOr<ElfSection> ReadSection(const RawHeader& header, uint64_t index,
                                        absl::string_view image, absl::string_view origin) {
   const uint64_t table = header.section_table_offset;
+  const Elf64_Shdr raw = SectionHeader(image, table, index);
   ElfSection section;
-  section.type = SectionField<uint32_t>(image, table, index, 4);
-  section.flags = SectionField<uint64_t>(image, table, index, 8);
-  section.offset = SectionField<uint64_t>(image, table, index, 24);
-  section.size = SectionField<uint64_t>(image, table, index, 32);
+  section.type = raw.sh_type;
+  section.flags = raw.sh_flags;
+  section.offset = raw.sh_offset;
+  section.size = raw.sh_size;
   if (!HasFileBytes(section.type)) return section;
   const absl::optional<uint64_t> end = CheckedAdd(section.offset, section.size);
   if (!end || *end > image.size()) {
@@ -203,7 +214,7 @@ absl::StatusOr<ElfFile> ElfFile::Parse(absl::string_view image, absl::string_vie
   if (file.sections_.empty() || header.name_table_index == 0) return file;  // SHN_UNDEF: no names
   const absl::string_view names = file.SectionData(file.sections_[header.name_table_index]);
   for (uint64_t i = 0; i < header.section_count; ++i) {
-    const uint32_t name_offset = SectionField<uint32_t>(image, header.section_table_offset, i, 0);
+    const uint32_t name_offset = SectionHeader(image, header.section_table_offset, i).sh_name;
     SPARK_ASSIGN_OR_RETURN(file.sections_[i].name, ReadName(names, name_offset, i, origin));
   }
   return file;

@@ -1,6 +1,5 @@
 #include "file_util.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -9,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "host_allocation.h"
@@ -175,46 +176,43 @@ absl::Status WriteNewFile(const std::string& path, absl::string_view data) {
   return WriteAll(fd, path, data);
 }
 
+// Paths and directories through std::filesystem; opening, mapping and exclusive creation above
+// and below stay POSIX (O_EXCL | O_NOFOLLOW, mmap and fstat of the opened descriptor have no
+// std::filesystem counterpart).
+
 bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  std::error_code error;
+  return std::filesystem::is_directory(path, error);
 }
 
 bool IsRegularFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error);
 }
 
 absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir) {
-  DIR* handle = ::opendir(dir.c_str());
-  if (handle == nullptr) return PathErrnoStatus(errno, "list the directory", dir);
+  std::error_code error;
+  std::filesystem::directory_iterator it(dir, error);
+  if (error) return PathErrnoStatus(error.value(), "list the directory", dir);
   std::vector<std::string> names;
-  while (const struct dirent* entry = ::readdir(handle)) {
-    const absl::string_view name(entry->d_name);
-    if (name != "." && name != "..") names.emplace_back(name);
+  for (const std::filesystem::directory_iterator end; it != end; it.increment(error)) {
+    names.push_back(it->path().filename().string());
   }
-  ::closedir(handle);
+  if (error) return PathErrnoStatus(error.value(), "list the directory", dir);
   std::sort(names.begin(), names.end());
   return names;
 }
 
 std::string JoinPath(absl::string_view dir, absl::string_view name) {
-  if (dir.empty()) return std::string(name);
-  if (dir.back() == '/') return absl::StrCat(dir, name);
-  return absl::StrCat(dir, "/", name);
+  return (std::filesystem::path(std::string(dir)) / std::string(name)).string();
 }
 
 std::string Dirname(absl::string_view path) {
-  const size_t slash = path.rfind('/');
-  if (slash == absl::string_view::npos) return "";
-  if (slash == 0) return "/";
-  return std::string(path.substr(0, slash));
+  return std::filesystem::path(std::string(path)).parent_path().string();
 }
 
 std::string Basename(absl::string_view path) {
-  const size_t slash = path.rfind('/');
-  if (slash == absl::string_view::npos) return std::string(path);
-  return std::string(path.substr(slash + 1));
+  return std::filesystem::path(std::string(path)).filename().string();
 }
 
 absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {

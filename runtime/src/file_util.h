@@ -1,4 +1,5 @@
-// Small POSIX file helpers shared by the loaders. Internal to the runtime; every function returns
+// Small file helpers shared by the loaders (paths and directories through std::filesystem,
+// opening and mapping through POSIX). Internal to the runtime; every function returns
 // a status (kNotFound for a missing path, kPermissionDenied for EACCES, kInvalidArgument for a
 // directory, FIFO, device or socket where a file is expected, kInternal otherwise) whose message
 // names the path (printable: PrintableText).
