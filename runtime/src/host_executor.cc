@@ -17,6 +17,7 @@
 #include "absl/types/span.h"
 #include "host_allocation.h"
 #include "spark/runtime/executor.h"
+#include "spark/runtime/host_kernel_dispatch.h"
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/plan.h"
 #include "status_macros.h"

@@ -12,12 +12,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${TMPDIR:-/tmp}/spark-kernel-emulation
 CXX=${CXX:-g++}
 mkdir -p "$BUILD"
-ABSL_INC=(-I "$ROOT/test/gpu/absl_shim")  # header-only stand-in: nothing to link
 "$CXX" -std=c++17 -O2 -c "$ROOT/runtime/src/host_kernels.cc" -I "$ROOT/runtime/include" \
-  "${ABSL_INC[@]}" -o "$BUILD/host_kernels.o"
-"$CXX" -std=c++17 -O2 -c "$ROOT/runtime/src/op_rules.cc" -I "$ROOT/runtime/include" \
-  "${ABSL_INC[@]}" -o "$BUILD/op_rules.o"
+  -o "$BUILD/host_kernels.o"
 "$CXX" -std=c++17 -O2 -DSPARK_KERNEL_EMULATION -include "$ROOT/test/gpu/emulation/cuda_emu.h" \
-  -x c++ -I "$ROOT" -I "$ROOT/runtime/include" "${ABSL_INC[@]}" "$ROOT/test/gpu/kernel_check.cu" \
-  -x none "$BUILD/host_kernels.o" "$BUILD/op_rules.o" -o "$BUILD/kernel_check_emulated"
+  -x c++ -I "$ROOT" -I "$ROOT/runtime/include" "$ROOT/test/gpu/kernel_check.cu" \
+  -x none "$BUILD/host_kernels.o" -o "$BUILD/kernel_check_emulated"
 exec "$BUILD/kernel_check_emulated" --quick "$@"

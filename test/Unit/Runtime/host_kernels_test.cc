@@ -1,3 +1,4 @@
+#include "spark/runtime/host_kernel_dispatch.h"
 #include "spark/runtime/host_kernels.h"
 
 #include <cmath>
