@@ -10,8 +10,12 @@ DIR (default: test/data/chat_templates next to this script's repository) holds:
                       render and the special tokens transformers passes with them;
   conversations.json  [{"name": ..., "messages": [...], "tools": [...]?, "add_generation_prompt":
                       bool?, other keyword arguments (enable_thinking, ...)}, ...].
+  constructs.json     [{"name": ..., "template": "...", "context": {...}}, ...]: small templates,
+                      one per construct of the Jinja subset (the C++ unit tests render each).
 One golden per template is written to OUT (default: DIR/goldens): goldens/FILE.json, a JSON object
-{conversation name: {"text": rendered} or {"error": message, "error_type": class}}.
+{conversation name: {"text": rendered} or {"error": message, "error_type": class}}; and
+goldens/constructs.json, {construct name: the same}. A template jinja2 cannot compile is an
+error of type TemplateSyntaxError.
 
 The environment mirrors transformers (utils/chat_template_utils.py, _compile_jinja_template and
 render_jinja_template): ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
@@ -54,8 +58,11 @@ def make_environment():
     return env
 
 
-def render(template, conversation, special_tokens):
-    kwargs = {k: v for k, v in conversation.items() if k != "name"}
+def render(template, kwargs, special_tokens):
+    """kwargs: the conversation without its "name" (or a construct's context)."""
+    if isinstance(template, Exception):
+        return {"error": str(template), "error_type": type(template).__name__}
+    kwargs = dict(kwargs)
     context = {
         "messages": kwargs.pop("messages"),
         "tools": kwargs.pop("tools", None),
@@ -83,14 +90,29 @@ def main():
     with open(os.path.join(args.data, "conversations.json"), encoding="utf-8") as f:
         conversations = json.load(f)
     env = make_environment()
+    def write(name, results):
+        with open(os.path.join(out, name), "w", encoding="utf-8", newline="\n") as f:
+            json.dump(results, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+
+    with open(os.path.join(args.data, "constructs.json"), encoding="utf-8") as f:
+        constructs = json.load(f)
+    results = {}
+    for construct in constructs:
+        try:
+            template = env.from_string(construct["template"])
+        except jinja2.exceptions.TemplateError as error:
+            template = error
+        conversation = {"messages": [], **construct["context"]}
+        results[construct["name"]] = render(template, conversation, {})
+    write("constructs.json", results)
     for name, special_tokens in templates.items():
         with open(os.path.join(args.data, name), encoding="utf-8", newline="") as f:
             template = env.from_string(f.read())
-        results = {c["name"]: render(template, c, special_tokens) for c in conversations}
-        path = os.path.join(out, os.path.splitext(name)[0] + ".json")
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            json.dump(results, f, ensure_ascii=False, indent=1)
-            f.write("\n")
+        results = {c["name"]: render(template, {k: v for k, v in c.items() if k != "name"},
+                                     special_tokens)
+                   for c in conversations}
+        write(os.path.splitext(name)[0] + ".json", results)
     return 0
 
 

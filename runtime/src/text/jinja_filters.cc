@@ -3,6 +3,7 @@
 // exactly the ones implemented here.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/status/status.h"
@@ -448,6 +449,13 @@ absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& 
     }
     if (method == "common") {
       if (!input.is_float()) return Value::Int(input.as_int());
+      // Python rounds the exact binary value half to even, as printf does (2.675 -> 2.67).
+      if (precision >= 0 && precision <= 300 && std::isfinite(input.as_float())) {
+        char buffer[400];
+        std::snprintf(buffer, sizeof(buffer), "%.*f", static_cast<int>(precision),
+                      input.as_float());
+        return Value::Float(std::strtod(buffer, nullptr));
+      }
       const double scale = std::pow(10.0, static_cast<double>(precision));
       return Value::Float(std::nearbyint(input.as_float() * scale) / scale);
     }

@@ -75,8 +75,7 @@ std::vector<std::string> PySplit(const std::string& s, const std::string* sep, i
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) >= maxsplit) {
         std::string rest;
         for (size_t k = i; k < cps.size(); ++k) rest += cps[k];
-        // Python strips trailing whitespace of the remainder only when splitting stopped early.
-        parts.push_back(PyStrip(rest, nullptr, false, true));
+        parts.push_back(std::move(rest));  // the remainder keeps its trailing whitespace
         break;
       }
       std::string word;
@@ -113,14 +112,6 @@ int64_t FloorMod(int64_t a, int64_t b) {
   int64_t m = a % b;
   if (m != 0 && ((m < 0) != (b < 0))) m += b;
   return m;
-}
-
-// Python's round(x, n) for floats: half to even at `n` decimals.
-double PyRound(double x, int64_t n) {
-  const double scale = std::pow(10.0, static_cast<double>(n));
-  const double y = x * scale;
-  double r = std::nearbyint(y);  // default rounding mode: half to even
-  return r / scale;
 }
 
 }  // namespace
@@ -752,8 +743,8 @@ absl::StatusOr<Value> Interpreter::Eval(const Expr& expr, Scope& scope) {
         // A method the interpreter does not implement on a string, dict or list.
         SPARK_ASSIGN_OR_RETURN(const Value object, Eval(*expr.children[0]->children[0], scope));
         if (object.is_string() || object.is_list() || object.is_dict()) {
-          return Error(line, absl::StrCat("unsupported method '", expr.children[0]->name,
-                                          "' of ", object.TypeName(), " (or no such attribute)"));
+          return Error(line, absl::StrCat("unsupported method (or no such attribute): ",
+                                          PrintableText(callee.name())));
         }
       }
       return Call(callee, args, line);

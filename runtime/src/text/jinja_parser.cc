@@ -333,8 +333,8 @@ class Lexer {
         }
       }
       if (!matched) {
-        return Error(line, absl::StrCat("unexpected character ",
-                                        PrintableText(source_.substr(pos, 1)), " in a tag"));
+        return Error(line, absl::StrCat("unexpected character '",
+                                        PrintableText(source_.substr(pos, 1)), "' in a tag"));
       }
     }
   }
