@@ -126,6 +126,10 @@ absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& c
   if (!context.contains("messages")) {
     return absl::InvalidArgumentError("the chat template context has no \"messages\"");
   }
+  if (jinja::JsonDeeperThan(context, 200)) {
+    return absl::InvalidArgumentError(
+        "the chat template context nests arrays/objects deeper than 200 levels");
+  }
   // The keyword arguments of transformers' render call, in its order.
   jinja::Dict vars;
   vars.Set("messages", jinja::Value::FromJson(context["messages"]));

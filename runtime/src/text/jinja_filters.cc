@@ -238,8 +238,9 @@ absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& 
         SPARK_ASSIGN_OR_RETURN(item, get_path(item, ToStr(*attribute)));
       }
       out += ToStr(item);
-      SPARK_RETURN_IF_ERROR(CheckSize(out.size(), line));
+      if (out.size() > limits_.max_output_bytes) return CheckSize(out.size(), line);
     }
+    SPARK_RETURN_IF_ERROR(CheckSize(out.size(), line));
     return Value::String(std::move(out));
   }
   if (name == "first" || name == "last") {
@@ -488,8 +489,9 @@ absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& 
         if (blank || !lines[i].empty()) out += indention;
       }
       out += lines[i];
-      SPARK_RETURN_IF_ERROR(CheckSize(out.size(), line));
+      if (out.size() > limits_.max_output_bytes) return CheckSize(out.size(), line);
     }
+    SPARK_RETURN_IF_ERROR(CheckSize(out.size(), line));
     if (first) out = indention + out;
     return Value::String(std::move(out));
   }

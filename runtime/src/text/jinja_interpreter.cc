@@ -202,16 +202,27 @@ absl::Status Interpreter::Step(int line) {
   return absl::OkStatus();
 }
 
-absl::Status Interpreter::CheckSize(size_t bytes, int line) const {
+absl::Status Interpreter::CheckSize(size_t bytes, int line) {
   if (bytes > limits_.max_output_bytes) {
     return Error(line, absl::StrCat("the template's output or a string it builds exceeds ",
                                     limits_.max_output_bytes, " bytes"));
+  }
+  return Charge(bytes, line);
+}
+
+absl::Status Interpreter::Charge(size_t bytes, int line) {
+  bytes_built_ += static_cast<int64_t>(std::min<size_t>(bytes, size_t{1} << 62));
+  if (bytes_built_ > limits_.max_bytes_built) {
+    return Error(line, absl::StrCat("the template built more than ", limits_.max_bytes_built,
+                                    " bytes of strings and lists (quadratic building in a loop?)"));
   }
   return absl::OkStatus();
 }
 
 absl::Status Interpreter::Write(absl::string_view text, int line) {
-  SPARK_RETURN_IF_ERROR(CheckSize(out_->size() + text.size(), line));
+  if (out_->size() + text.size() > limits_.max_output_bytes) {
+    return CheckSize(out_->size() + text.size(), line);
+  }
   out_->append(text.data(), text.size());
   return absl::OkStatus();
 }
@@ -224,6 +235,7 @@ absl::StatusOr<std::string> Interpreter::Render(const Dict& context) {
   out_ = &output;
   call_depth_ = 0;
   steps_ = 0;
+  bytes_built_ = 0;
   absl::StatusOr<Flow> flow = ExecBody(template_.body, root);
   global_ = nullptr;
   out_ = nullptr;
@@ -265,6 +277,9 @@ absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Node& node, Scope& sco
         if (!object.is_namespace()) {
           return Error(node.line, absl::StrCat("cannot assign attribute on non-namespace object '",
                                                node.target_object, "'"));
+        }
+        if (value.has_namespace()) {
+          return Error(node.line, "unsupported: storing a namespace inside a namespace");
         }
         object.mutable_namespace().Set(node.target_attr, value);
         return Flow::kNormal;
@@ -438,8 +453,11 @@ absl::StatusOr<Value> Interpreter::Lookup(const std::string& name, Scope& scope)
 absl::StatusOr<std::vector<Value>> Interpreter::Iterate(const Value& value, int line) {
   switch (value.kind()) {
     case Value::Kind::kUndefined: return std::vector<Value>{};
-    case Value::Kind::kList: return value.as_list();
+    case Value::Kind::kList:
+      SPARK_RETURN_IF_ERROR(Charge(value.as_list().size() * 16, line));
+      return value.as_list();
     case Value::Kind::kDict: {
+      SPARK_RETURN_IF_ERROR(Charge(value.as_dict().size() * 16, line));
       std::vector<Value> keys;
       for (const auto& entry : value.as_dict().entries()) keys.push_back(Value::String(entry.first));
       return keys;
@@ -639,6 +657,15 @@ absl::StatusOr<Value> Interpreter::Method(const Value& self, const std::string& 
 }
 
 absl::StatusOr<Value> Interpreter::Eval(const Expr& expr, Scope& scope) {
+  SPARK_ASSIGN_OR_RETURN(Value value, EvalImpl(expr, scope));
+  if (value.depth() > limits_.max_value_depth) {
+    return Error(expr.line, absl::StrCat("a list or dict nested deeper than ",
+                                         limits_.max_value_depth, " levels"));
+  }
+  return value;
+}
+
+absl::StatusOr<Value> Interpreter::EvalImpl(const Expr& expr, Scope& scope) {
   SPARK_RETURN_IF_ERROR(Step(expr.line));
   const int line = expr.line;
   switch (expr.type) {
@@ -899,6 +926,7 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value
       return Value::String(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+      SPARK_RETURN_IF_ERROR(Charge((a.as_list().size() + b.as_list().size()) * 16, line));
       List items = a.as_list();
       items.insert(items.end(), b.as_list().begin(), b.as_list().end());
       return Value::MakeList(std::move(items), a.is_tuple());
@@ -917,6 +945,11 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value
       const size_t unit = seq->is_string() ? seq->as_string().size() : seq->as_list().size() * 16;
       if (unit != 0 && static_cast<uint64_t>(n) > limits_.max_output_bytes / unit) {
         return CheckSize(limits_.max_output_bytes + 1, line);
+      }
+      if (seq->is_string()) {
+        SPARK_RETURN_IF_ERROR(CheckSize(unit * static_cast<size_t>(n), line));
+      } else {
+        SPARK_RETURN_IF_ERROR(Charge(unit * static_cast<size_t>(n), line));
       }
       if (seq->is_string()) {
         std::string out;

@@ -26,6 +26,10 @@ struct Limits {
   size_t max_output_bytes = size_t{16} << 20;  // also the largest string a template may build
   int max_call_depth = 100;                    // nested macro calls
   int64_t max_steps = 50'000'000;              // statements + expressions evaluated
+  int max_value_depth = 256;                   // nesting of lists and dicts
+  // Bytes of strings built plus 16 per list element copied, over a whole rendering: bounds the
+  // time of quadratic string or list building (`{% set ns.s = ns.s ~ x %}` in a long loop).
+  int64_t max_bytes_built = int64_t{1} << 30;
 };
 
 class Interpreter {
@@ -51,6 +55,7 @@ class Interpreter {
   absl::StatusOr<Flow> Exec(const Node& node, Scope& scope);
   absl::StatusOr<Flow> ExecFor(const Node& node, Scope& scope);
   absl::StatusOr<Value> Eval(const Expr& expr, Scope& scope);
+  absl::StatusOr<Value> EvalImpl(const Expr& expr, Scope& scope);
   absl::StatusOr<Value> EvalBinary(const std::string& op, const Value& a, const Value& b, int line);
   absl::StatusOr<bool> Compare(const std::string& op, const Value& a, const Value& b, int line);
   absl::StatusOr<Value> Filter(const std::string& name, const Value& input, CallArgs& args,
@@ -65,7 +70,10 @@ class Interpreter {
   absl::StatusOr<Value> Lookup(const std::string& name, Scope& scope);
   absl::Status Write(absl::string_view text, int line);
   absl::Status Step(int line);
-  absl::Status CheckSize(size_t bytes, int line) const;
+  // A string (or list) of `bytes` is being built: within the size limit and the budget?
+  absl::Status CheckSize(size_t bytes, int line);
+  // Adds `bytes` to the building budget only (list copies).
+  absl::Status Charge(size_t bytes, int line);
   absl::Status UndefinedError(const Value& undefined, int line) const;
 
   const Template& template_;
@@ -75,6 +83,7 @@ class Interpreter {
   std::string* out_ = nullptr;
   int call_depth_ = 0;
   int64_t steps_ = 0;
+  int64_t bytes_built_ = 0;
   absl::flat_hash_map<std::string, Value> builtins_;
 };
 

@@ -249,6 +249,15 @@ const Value* CallArgs::Get(size_t position, absl::string_view name) const {
   return nullptr;
 }
 
+bool JsonDeeperThan(const nlohmann::ordered_json& json, int limit) {
+  if (!json.is_array() && !json.is_object()) return false;
+  if (limit <= 0) return true;
+  for (const auto& item : json) {
+    if (JsonDeeperThan(item, limit - 1)) return true;
+  }
+  return false;
+}
+
 std::string FloatRepr(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";

@@ -9,6 +9,7 @@
 #ifndef SPARK_RUNTIME_SRC_TEXT_JINJA_VALUE_H_
 #define SPARK_RUNTIME_SRC_TEXT_JINJA_VALUE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,12 +69,14 @@ class Value {
   }
   static Value MakeList(List items, bool tuple = false) {
     Value v(Kind::kList);
+    for (const Value& item : items) v.Absorb(item);
     v.list_ = std::make_shared<const List>(std::move(items));
     v.tuple_ = tuple;
     return v;
   }
   static Value MakeDict(Dict dict) {
     Value v(Kind::kDict);
+    for (const auto& entry : dict.entries()) v.Absorb(entry.second);
     v.dict_ = std::make_shared<Dict>(std::move(dict));
     return v;
   }
@@ -81,6 +84,7 @@ class Value {
   static Value MakeNamespace(Dict dict) {
     Value v = MakeDict(std::move(dict));
     v.kind_ = Kind::kNamespace;
+    v.has_namespace_ = true;
     return v;
   }
   static Value MakeFunction(std::string name, Function function) {
@@ -89,6 +93,7 @@ class Value {
     v.function_ = std::make_shared<const Function>(std::move(function));
     return v;
   }
+  // `json` must nest at most JsonDeeperThan's limit (FromJson recurses).
   static Value FromJson(const nlohmann::ordered_json& json);
 
   Kind kind() const { return kind_; }
@@ -117,6 +122,13 @@ class Value {
   // The name of a function, or the hint of an undefined value ("'x' is undefined").
   const std::string& name() const;
 
+  // Nesting depth of lists and dicts (a scalar is 0): the interpreter bounds it, so that printing,
+  // comparing and freeing a value never recurse without limit.
+  int depth() const { return depth_; }
+  // Whether a namespace is inside (or is) this value: namespaces never go into namespaces, so
+  // no value can contain itself.
+  bool has_namespace() const { return has_namespace_; }
+
   // The object a namespace or function is (Python's `is`).
   const void* identity() const {
     return is_function() ? static_cast<const void*>(function_.get())
@@ -130,9 +142,15 @@ class Value {
 
  private:
   explicit Value(Kind kind) : kind_(kind) {}
+  void Absorb(const Value& child) {
+    depth_ = std::max(depth_, child.depth_ + 1);
+    has_namespace_ = has_namespace_ || child.has_namespace_;
+  }
 
   Kind kind_ = Kind::kUndefined;
   bool tuple_ = false;
+  bool has_namespace_ = false;
+  int depth_ = 0;
   int64_t int_ = 0;
   double float_ = 0;
   std::shared_ptr<const std::string> string_;
@@ -149,6 +167,9 @@ struct CallArgs {
   // The argument `name` at `position`, else the keyword `name`, else nullptr.
   const Value* Get(size_t position, absl::string_view name) const;
 };
+
+// Whether `json` nests arrays/objects deeper than `limit` levels (recursion bounded by `limit`).
+bool JsonDeeperThan(const nlohmann::ordered_json& json, int limit);
 
 // Python's str(value) (what `{{ value }}` prints; undefined prints as "").
 std::string ToStr(const Value& value);

@@ -230,6 +230,38 @@ TEST(ChatTemplateErrorTest, DeepNestingIsAnErrorNotACrash) {
   ExpectError(RenderText("{{ x" + std::string(3000, '.') + " }}"), "expected an attribute name");
 }
 
+TEST(ChatTemplateErrorTest, DeepValuesAreRefused) {
+  // Printing, comparing or freeing a 100000-deep list would recurse 100000 times.
+  ExpectError(RenderText("{% set ns = namespace(v=[]) %}{% for i in range(100000) %}"
+                         "{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}"),
+              "nested deeper than 256 levels");
+  nlohmann::ordered_json deep = nlohmann::ordered_json::array();
+  for (int i = 0; i < 1000; ++i) deep = nlohmann::ordered_json::array({deep});
+  ExpectError(RenderText("x", {{"messages", deep}}), "deeper than 200 levels");
+}
+
+TEST(ChatTemplateErrorTest, NamespacesCannotContainNamespaces) {
+  // A namespace holding itself would be a reference cycle (and endless printing).
+  ExpectError(RenderText("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}"),
+              "storing a namespace inside a namespace");
+  ExpectError(RenderText("{% set ns = namespace(a=1) %}{% set ns.l = [1, [ns]] %}"),
+              "storing a namespace inside a namespace");
+}
+
+TEST(ChatTemplateErrorTest, QuadraticBuildingIsBounded) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse(
+      "{% set ns = namespace(s='') %}{% for i in range(100000) %}"
+      "{% set ns.s = ns.s ~ '0123456789' %}{% endfor %}{{ ns.s | length }}",
+      "t.jinja");
+  ASSERT_TRUE(t.ok());
+  // 100000 appends to a string growing to 1 MB copy about 50 GB: stopped by the budget.
+  ExpectError(t->Render({{"messages", nlohmann::ordered_json::array()}}),
+              "bytes of strings and lists");
+  ExpectError(RenderText("{% set ns = namespace(v=[]) %}{% for i in range(100000) %}"
+                         "{% set ns.v = ns.v + [i] %}{% endfor %}"),
+              "bytes of strings and lists");
+}
+
 TEST(ChatTemplateErrorTest, ContextMustHaveMessages) {
   absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse("x", "t.jinja");
   ASSERT_TRUE(t.ok());
