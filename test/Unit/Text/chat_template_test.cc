@@ -269,6 +269,30 @@ TEST(ChatTemplateErrorTest, ContextMustHaveMessages) {
   ExpectError(t->Render(nlohmann::ordered_json::array()), "must be a JSON object");
 }
 
+TEST(ChatTemplateTest, GenerationTagRendersItsBody) {
+  // transformers' AssistantTracker adds {% generation %}; outside training it only marks text.
+  absl::StatusOr<std::string> text =
+      RenderText("{% for m in messages %}{% generation %}[{{ m }}]{% endgeneration %}{% endfor %}",
+                 {{"messages", {"a", "b"}}});
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "[a][b]");
+}
+
+TEST(ChatTemplateTest, StrftimeNowUsesTheClock) {
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Parse("{{ strftime_now('%Y-%m-%d') }}", "t");
+  ASSERT_TRUE(t.ok());
+  t->set_clock([] {
+    std::tm tm{};
+    tm.tm_year = 99;
+    tm.tm_mon = 11;
+    tm.tm_mday = 31;
+    return tm;
+  });
+  absl::StatusOr<std::string> text = t->Render({{"messages", nlohmann::ordered_json::array()}});
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "1999-12-31");
+}
+
 // --- Load: the checkpoint directory's files. ---
 
 class LoadTest : public ::testing::Test {

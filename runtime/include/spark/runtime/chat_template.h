@@ -5,8 +5,9 @@
 // and the same keyword arguments (messages, tools, documents, add_generation_prompt, the special
 // tokens, then whatever else the context holds, e.g. enable_thinking).
 //
-// The interpreter covers the Jinja subset real chat templates use (docs/chat-templates.md); a
-// construct outside it is an error naming it and its line, never a silently different prompt.
+// No Debian package offers Jinja for C++, so Spark carries a small interpreter of the Jinja subset
+// real chat templates use (runtime/src/text/jinja_*, docs/chat-templates.md); a construct outside
+// it is an error naming it and its line, never a silently different prompt.
 #ifndef SPARK_RUNTIME_CHAT_TEMPLATE_H_
 #define SPARK_RUNTIME_CHAT_TEMPLATE_H_
 
