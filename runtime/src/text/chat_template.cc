@@ -73,16 +73,30 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& directory) {
           absl::StrCat(PrintableText(config_path), ": not a JSON object"));
     }
   }
+  const std::string processor_path = JoinPath(directory, "chat_template.json");
   absl::StatusOr<ChatTemplate> result = absl::NotFoundError("unset");
   if (IsRegularFile(jinja_path)) {
     SPARK_ASSIGN_OR_RETURN(const std::string source, ReadFileToString(jinja_path));
     result = Parse(source, jinja_path);
+  } else if (IsRegularFile(processor_path)) {
+    // A processor's template (multimodal checkpoints): {"chat_template": "..."}.
+    SPARK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(processor_path));
+    const nlohmann::ordered_json processor =
+        nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (processor.is_discarded() || !processor.is_object() ||
+        !processor.contains("chat_template") || !processor["chat_template"].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          PrintableText(processor_path), ": expected a JSON object with a string \"chat_template\""));
+    }
+    result = Parse(processor["chat_template"].get<std::string>(),
+                   absl::StrCat(processor_path, ":chat_template"));
   } else {
     const auto it = has_config ? config.find("chat_template") : config.end();
     if (!has_config || it == config.end()) {
       return absl::NotFoundError(absl::StrCat(
           "no chat template in ", PrintableText(directory), ": looked for ",
-          PrintableText(jinja_path), " and the \"chat_template\" key of ",
+          PrintableText(jinja_path), ", ", PrintableText(processor_path),
+          " and the \"chat_template\" key of ",
           PrintableText(config_path), has_config ? "" : " (which does not exist)"));
     }
     const std::string origin = absl::StrCat(config_path, ":chat_template");

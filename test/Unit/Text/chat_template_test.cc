@@ -303,7 +303,7 @@ class LoadTest : public ::testing::Test {
     dir_ = pattern;
   }
   void TearDown() override {
-    for (const char* f : {"chat_template.jinja", "tokenizer_config.json"}) {
+    for (const char* f : {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"}) {
       std::remove((dir_ + "/" + f).c_str());
     }
     rmdir(dir_.c_str());
@@ -343,6 +343,20 @@ TEST_F(LoadTest, FallsBackToTokenizerConfigString) {
   EXPECT_EQ(*text, "cfg:2");
 }
 
+TEST_F(LoadTest, ProcessorChatTemplateJsonComesBeforeTokenizerConfig) {
+  Write("chat_template.json", R"({"chat_template": "processor {{ bos_token }}"})");
+  Write("tokenizer_config.json", R"({"chat_template": "tokenizer", "bos_token": "<bos>"})");
+  absl::StatusOr<ChatTemplate> t = ChatTemplate::Load(dir_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<std::string> text = t->Render({{"messages", nlohmann::ordered_json::array()}});
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "processor <bos>");
+  Write("chat_template.json", R"({"template": "x"})");
+  t = ChatTemplate::Load(dir_);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("chat_template.json: expected"));
+}
+
 TEST_F(LoadTest, TokenizerConfigListTakesDefault) {
   Write("tokenizer_config.json",
         R"({"chat_template": [{"name": "tool_use", "template": "tools"},
@@ -363,6 +377,7 @@ TEST_F(LoadTest, MissingTemplateNamesWhatWasLookedFor) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(t.status().message()), HasSubstr("chat_template.jinja"));
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("chat_template.json"));
   EXPECT_THAT(std::string(t.status().message()), HasSubstr("tokenizer_config.json"));
   Write("tokenizer_config.json", R"({"bos_token": "<bos>"})");
   t = ChatTemplate::Load(dir_);
