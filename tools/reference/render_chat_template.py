@@ -11,10 +11,11 @@ DIR (default: test/data/chat_templates next to this script's repository) holds:
   conversations.json  [{"name": ..., "messages": [...], "tools": [...]?, "add_generation_prompt":
                       bool?, other keyword arguments (enable_thinking, ...)}, ...].
   constructs.json     [{"name": ..., "template": "...", "context": {...}}, ...]: small templates,
-                      one per construct of the Jinja subset (the C++ unit tests render each).
+                      one per construct of the Jinja subset (the C++ unit tests render each);
+  constructs_random.json  the same, seeded random templates (make_random_chat_template_cases.py).
 One golden per template is written to OUT (default: DIR/goldens): goldens/FILE.json, a JSON object
 {conversation name: {"text": rendered} or {"error": message, "error_type": class}}; and
-goldens/constructs.json, {construct name: the same}. A template jinja2 cannot compile is an
+goldens/constructs.json and goldens/constructs_random.json, {construct name: the same}. A template jinja2 cannot compile is an
 error of type TemplateSyntaxError.
 
 The environment mirrors transformers (utils/chat_template_utils.py, _compile_jinja_template and
@@ -95,17 +96,18 @@ def main():
             json.dump(results, f, ensure_ascii=False, indent=1)
             f.write("\n")
 
-    with open(os.path.join(args.data, "constructs.json"), encoding="utf-8") as f:
-        constructs = json.load(f)
-    results = {}
-    for construct in constructs:
-        try:
-            template = env.from_string(construct["template"])
-        except jinja2.exceptions.TemplateError as error:
-            template = error
-        conversation = {"messages": [], **construct["context"]}
-        results[construct["name"]] = render(template, conversation, {})
-    write("constructs.json", results)
+    for fixture in ("constructs.json", "constructs_random.json"):
+        with open(os.path.join(args.data, fixture), encoding="utf-8") as f:
+            constructs = json.load(f)
+        results = {}
+        for construct in constructs:
+            try:
+                template = env.from_string(construct["template"])
+            except jinja2.exceptions.TemplateError as error:
+                template = error
+            conversation = {"messages": [], **construct["context"]}
+            results[construct["name"]] = render(template, conversation, {})
+        write(fixture, results)
     for name, special_tokens in templates.items():
         with open(os.path.join(args.data, name), encoding="utf-8", newline="") as f:
             template = env.from_string(f.read())

@@ -79,7 +79,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& directory) {
     SPARK_ASSIGN_OR_RETURN(const std::string source, ReadFileToString(jinja_path));
     result = Parse(source, jinja_path);
   } else if (IsRegularFile(processor_path)) {
-    // A processor's template (multimodal checkpoints): {"chat_template": "..."}.
+    // A processor's template, as multimodal checkpoints ship it: {"chat_template": "..."}.
     SPARK_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(processor_path));
     const nlohmann::ordered_json processor =
         nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);

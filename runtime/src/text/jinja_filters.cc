@@ -95,9 +95,48 @@ bool ParsePyFloat(const std::string& text, double* out) {
 
 absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& input,
                                           CallArgs& args, int line) {
+  // jinja2's lazy filters return generators: computed here at once, errors deferred to first use.
+  if (name == "map" || name == "select" || name == "reject" || name == "selectattr" ||
+      name == "rejectattr" || name == "unique" || name == "items") {
+    absl::StatusOr<Value> result = FilterEager(name, input, args, line);
+    if (!result.ok()) return Value::MakeGenerator({}, result.status(), "generator");
+    return Value::MakeGenerator(result->as_list(), absl::OkStatus(), "generator");
+  }
+  if (name == "reverse" && !input.is_string()) {
+    switch (input.kind()) {
+      case Value::Kind::kList: {
+        List items(input.as_list().rbegin(), input.as_list().rend());
+        return Value::MakeGenerator(std::move(items), absl::OkStatus(),
+                                    input.is_tuple() ? "reversed" : "list_reverseiterator");
+      }
+      case Value::Kind::kDict: {
+        List keys;
+        for (auto it = input.as_dict().entries().rbegin(); it != input.as_dict().entries().rend();
+             ++it) {
+          keys.push_back(Value::String(it->first));
+        }
+        return Value::MakeGenerator(std::move(keys), absl::OkStatus(), "dict_reversekeyiterator");
+      }
+      case Value::Kind::kUndefined:
+        return Value::MakeGenerator({}, absl::OkStatus(), "reversed");
+      case Value::Kind::kGenerator: {  // not reversible: jinja2 falls back to a reversed list
+        SPARK_ASSIGN_OR_RETURN(List items, Iterate(input, line));
+        std::reverse(items.begin(), items.end());
+        return Value::MakeList(std::move(items));
+      }
+      default:
+        return Error(line, "argument must be iterable");
+    }
+  }
+  return FilterEager(name, input, args, line);
+}
+
+absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Value& input,
+                                               CallArgs& args, int line) {
   const auto arg = [&](size_t i, const char* key) { return args.Get(i, key); };
   const auto need_string = [&](const Value& v) -> absl::StatusOr<std::string> {
     if (v.is_undefined()) return std::string();
+    SPARK_RETURN_IF_ERROR(CheckPrintable(v, line));
     return ToStr(v);
   };
   // Resolves `attribute` ("a.b.0") on an item, as jinja2's make_attrgetter does.
@@ -237,6 +276,7 @@ absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& 
       if (attribute != nullptr && !attribute->is_none()) {
         SPARK_ASSIGN_OR_RETURN(item, get_path(item, ToStr(*attribute)));
       }
+      SPARK_RETURN_IF_ERROR(CheckPrintable(item, line));
       out += ToStr(item);
       if (out.size() > limits_.max_output_bytes) return CheckSize(out.size(), line);
     }
@@ -244,6 +284,9 @@ absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& 
     return Value::String(std::move(out));
   }
   if (name == "first" || name == "last") {
+    if (name == "last" && !input.is_string() && !input.is_list() && !input.is_dict()) {
+      return Error(line, absl::StrCat("'", input.TypeName(), "' object is not reversible"));
+    }
     SPARK_ASSIGN_OR_RETURN(const std::vector<Value> items, Iterate(input, line));
     if (items.empty()) {
       return Value::Undefined(absl::StrCat("No ", name, " item, sequence was empty."));
@@ -254,7 +297,7 @@ absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& 
     SPARK_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input, line));
     return Value::MakeList(std::move(items));
   }
-  if (name == "reverse") {
+  if (name == "reverse") {  // strings only: Filter handles the rest
     if (input.is_string()) {
       std::vector<std::string> cps = SplitCodePoints(input.as_string());
       std::reverse(cps.begin(), cps.end());
@@ -334,6 +377,12 @@ absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& 
       }
     }
     return Value::MakeList(std::move(out));
+  }
+  // jinja2's map/select/reject/selectattr/rejectattr start with `if value:`: a falsy input (0,
+  // None, false, "") gives nothing, even one that cannot be iterated.
+  if ((name == "map" || name == "select" || name == "reject" || name == "selectattr" ||
+       name == "rejectattr") && !input.Truthy()) {
+    return Value::MakeList({});
   }
   if (name == "map") {
     SPARK_ASSIGN_OR_RETURN(const std::vector<Value> items, Iterate(input, line));
@@ -465,7 +514,14 @@ absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& 
     return Value::Float((method == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
   }
   if (name == "indent") {
-    SPARK_ASSIGN_OR_RETURN(const std::string s, need_string(input));
+    // jinja2 appends "\n" to the value itself: only strings work.
+    if (input.is_undefined()) return UndefinedError(input, line);
+    if (input.is_list()) return Error(line, "'list' object has no attribute 'splitlines'");
+    if (!input.is_string()) {
+      return Error(line, absl::StrCat("unsupported operand type(s) for +=: '", input.TypeName(),
+                                      "' and 'str'"));
+    }
+    const std::string s = input.as_string();
     const Value* width = arg(0, "width");
     std::string indention(4, ' ');
     if (width != nullptr) {
@@ -512,6 +568,7 @@ absl::StatusOr<bool> Interpreter::Test(const std::string& name, const Value& inp
   if (name == "mapping") return input.is_dict();
   // jinja2's Undefined has __iter__, __len__ and __getitem__: it passes both.
   if (name == "iterable" || name == "sequence") {
+    if (input.is_generator()) return name == "iterable";  // an iterator has no len()
     return input.is_undefined() || input.is_string() || input.is_list() || input.is_dict();
   }
   if (name == "number") return input.is_number();
@@ -522,9 +579,11 @@ absl::StatusOr<bool> Interpreter::Test(const std::string& name, const Value& inp
   if (name == "false") return input.is_bool() && !input.as_bool();
   if (name == "callable") return input.is_function();
   if (name == "lower" || name == "upper") {
-    if (!input.is_string()) return false;
+    // str(value).islower() / .isupper(): any value, printed.
+    SPARK_RETURN_IF_ERROR(CheckPrintable(input, line));
+    const std::string text = ToStr(input);
     bool cased = false;
-    for (const char c : input.as_string()) {
+    for (const char c : text) {
       if (absl::ascii_isalpha(static_cast<unsigned char>(c))) {
         cased = true;
         if (name == "lower" ? absl::ascii_isupper(static_cast<unsigned char>(c))
@@ -536,18 +595,14 @@ absl::StatusOr<bool> Interpreter::Test(const std::string& name, const Value& inp
     return cased;
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
-    if (!input.is_int() && !input.is_bool()) {
-      return Error(line, absl::StrCat("test '", name, "' needs an integer, got ",
-                                      input.TypeName()));
-    }
+    // Python: value % 2 == 1, value % 2 == 0, value % num == 0.
+    Value divisor = Value::Int(2);
     if (name == "divisibleby") {
       SPARK_RETURN_IF_ERROR(need_other());
-      if (!other->is_int() || other->as_int() == 0) {
-        return Error(line, "divisibleby needs a non-zero integer");
-      }
-      return input.as_int() % other->as_int() == 0;
+      divisor = *other;
     }
-    return (input.as_int() % 2 != 0) == (name == "odd");
+    SPARK_ASSIGN_OR_RETURN(const Value rest, EvalBinary("%", input, divisor, line));
+    return Equal(rest, Value::Int(name == "odd" ? 1 : 0));
   }
   SPARK_RETURN_IF_ERROR(need_other());
   if (name == "equalto" || name == "eq" || name == "==") return Equal(input, *other);

@@ -219,6 +219,13 @@ absl::Status Interpreter::Charge(size_t bytes, int line) {
   return absl::OkStatus();
 }
 
+absl::Status Interpreter::CheckPrintable(const Value& value, int line) const {
+  if (!value.has_generator()) return absl::OkStatus();
+  return Error(line, "unsupported: printing a generator or iterator (the result of map, select, "
+                     "reject, selectattr, rejectattr, unique, items or reverse; jinja2 prints its "
+                     "memory address): apply | list");
+}
+
 absl::Status Interpreter::Write(absl::string_view text, int line) {
   if (out_->size() + text.size() > limits_.max_output_bytes) {
     return CheckSize(out_->size() + text.size(), line);
@@ -259,6 +266,7 @@ absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Node& node, Scope& sco
       return Flow::kNormal;
     case Node::Type::kOutput: {
       SPARK_ASSIGN_OR_RETURN(const Value value, Eval(*node.expr, scope));
+      SPARK_RETURN_IF_ERROR(CheckPrintable(value, node.line));
       SPARK_RETURN_IF_ERROR(Write(ToStr(value), node.line));
       return Flow::kNormal;
     }
@@ -453,6 +461,7 @@ absl::StatusOr<Value> Interpreter::Lookup(const std::string& name, Scope& scope)
 absl::StatusOr<std::vector<Value>> Interpreter::Iterate(const Value& value, int line) {
   switch (value.kind()) {
     case Value::Kind::kUndefined: return std::vector<Value>{};
+    case Value::Kind::kGenerator: return value.Consume();
     case Value::Kind::kList:
       SPARK_RETURN_IF_ERROR(Charge(value.as_list().size() * 16, line));
       return value.as_list();
@@ -644,6 +653,23 @@ absl::StatusOr<Value> Interpreter::Method(const Value& self, const std::string& 
         return fallback != nullptr ? *fallback : Value::None();
       });
     }
+  }
+  if (self.is_list() && (name == "count" || name == "index")) {
+    const bool count = name == "count";
+    return bind([count](Interpreter& in, const Value& l, CallArgs& args,
+                        int line_number) -> absl::StatusOr<Value> {
+      const Value* needle = args.Get(0, "value");
+      if (needle == nullptr) return in.Error(line_number, "count()/index() take a value");
+      int64_t n = 0;
+      for (size_t i = 0; i < l.as_list().size(); ++i) {
+        if (Equal(l.as_list()[i], *needle)) {
+          if (!count) return Value::Int(static_cast<int64_t>(i));
+          ++n;
+        }
+      }
+      if (!count) return in.Error(line_number, absl::StrCat(Repr(*needle), " is not in list"));
+      return Value::Int(n);
+    });
   }
   static const char* const kMutating[] = {"append", "extend", "insert", "pop", "remove", "clear",
                                           "update", "setdefault", "popitem", "sort", "reverse"};
@@ -856,6 +882,8 @@ absl::StatusOr<Value> Interpreter::EvalImpl(const Expr& expr, Scope& scope) {
 absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value& a,
                                               const Value& b, int line) {
   if (op == "~") {
+    SPARK_RETURN_IF_ERROR(CheckPrintable(a, line));
+    SPARK_RETURN_IF_ERROR(CheckPrintable(b, line));
     std::string s = ToStr(a) + ToStr(b);
     SPARK_RETURN_IF_ERROR(CheckSize(s.size(), line));
     return Value::String(std::move(s));
@@ -937,6 +965,19 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value
     }
     return unsupported();
   }
+  if (op == "%" && a.is_string()) {
+    if (a.as_string().find('%') == std::string::npos) {
+      return Error(line, "not all arguments converted during string formatting");
+    }
+    return Error(line, "unsupported: '%' string formatting");
+  }
+  if (op == "*" && (a.is_string() || a.is_list() || b.is_string() || b.is_list())) {
+    const Value& other = a.is_string() || a.is_list() ? b : a;
+    if (!other.is_int() && !other.is_bool()) {
+      return Error(line, absl::StrCat("can't multiply sequence by non-int of type '",
+                                      other.TypeName(), "'"));
+    }
+  }
   if (op == "*") {
     const Value* seq = a.is_number() ? &b : &a;
     const Value* count = a.is_number() ? &a : &b;
@@ -973,14 +1014,14 @@ absl::StatusOr<bool> Interpreter::Compare(const std::string& op, const Value& a,
   if (op == "in" || op == "not in") {
     bool found = false;
     if (b.is_string()) {
-      if (a.is_undefined()) return UndefinedError(a, line);
       if (!a.is_string()) {
         return Error(line, absl::StrCat("'in <string>' requires string as left operand, not ",
                                         a.TypeName()));
       }
       found = b.as_string().find(a.as_string()) != std::string::npos;
-    } else if (b.is_list()) {
-      for (const Value& item : b.as_list()) {
+    } else if (b.is_list() || b.is_generator()) {
+      SPARK_ASSIGN_OR_RETURN(const std::vector<Value> items, Iterate(b, line));
+      for (const Value& item : items) {
         if (Equal(a, item)) {
           found = true;
           break;

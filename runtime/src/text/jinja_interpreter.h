@@ -69,6 +69,10 @@ class Interpreter {
   absl::StatusOr<Value> CallMacro(const Node& macro, CallArgs& args, int line);
   absl::StatusOr<Value> Lookup(const std::string& name, Scope& scope);
   absl::Status Write(absl::string_view text, int line);
+  // An error for a value holding a generator (jinja2 would print its address).
+  absl::Status CheckPrintable(const Value& value, int line) const;
+  absl::StatusOr<Value> FilterEager(const std::string& name, const Value& input, CallArgs& args,
+                                    int line);
   absl::Status Step(int line);
   // A string (or list) of `bytes` is being built: within the size limit and the budget?
   absl::Status CheckSize(size_t bytes, int line);

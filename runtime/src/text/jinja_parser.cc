@@ -535,14 +535,15 @@ class Parser {
     std::string end;
     if (name == "if") {
       node->type = Node::Type::kIf;
-      SPARK_PARSE_ASSIGN(condition, ParseTuple(false));
+      // jinja2 parses if/elif conditions without a top-level `a if b else c`.
+      SPARK_PARSE_ASSIGN(condition, ParseTuple(true));
       SPARK_RETURN_IF_ERROR(ExpectBlockEnd());
       while (true) {
         Body body;
         SPARK_RETURN_IF_ERROR(ParseBody(body, {"elif", "else", "endif"}, end));
         node->branches.emplace_back(std::move(condition), std::move(body));
         if (end == "elif") {
-          SPARK_PARSE_ASSIGN(next_condition, ParseTuple(false));
+          SPARK_PARSE_ASSIGN(next_condition, ParseTuple(true));
           condition = std::move(next_condition);
           SPARK_RETURN_IF_ERROR(ExpectBlockEnd());
           continue;
@@ -1008,6 +1009,19 @@ class Parser {
             SPARK_PARSE_ASSIGN(part, ParseExpression(true));
             parts[i] = std::move(part);
           }
+          if (i == 0 && !slice && IsOp(",")) {
+            // x[a, b]: the key is a tuple (as in Python).
+            auto tuple = Make(Expr::Type::kTuple, line);
+            tuple->children.push_back(std::move(parts[0]));
+            while (IsOp(",")) {
+              Next();
+              if (IsOp("]")) break;
+              SPARK_PARSE_ASSIGN(item, ParseExpression(true));
+              tuple->children.push_back(std::move(item));
+            }
+            parts[0] = std::move(tuple);
+            break;
+          }
           if (i < 2 && IsOp(":")) {
             Next();
             slice = true;
@@ -1094,6 +1108,7 @@ class Parser {
                    Peek().type == TokenType::kString || Peek().type == TokenType::kInt ||
                    Peek().type == TokenType::kFloat || IsOp("[") || IsOp("{")) {
           // `is divisibleby 3`, `is equalto 'x'`: one argument without parentheses.
+          if (IsName("is")) return Error(Peek().line, "You cannot chain multiple tests with is");
           SPARK_PARSE_ASSIGN(arg, ParsePrimary());
           SPARK_PARSE_ASSIGN(arg_postfix, ParsePostfix(std::move(arg)));
           test->children.push_back(std::move(arg_postfix));

@@ -237,6 +237,7 @@ std::string Value::TypeName() const {
     case Kind::kDict: return "dict";
     case Kind::kFunction: return "function";
     case Kind::kNamespace: return "Namespace";
+    case Kind::kGenerator: return *string_;
   }
   return "object";
 }
@@ -310,7 +311,7 @@ std::string ToStr(const Value& value) {
 
 std::string Repr(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined: return "";
+    case Value::Kind::kUndefined: return "Undefined";
     case Value::Kind::kNone: return "None";
     case Value::Kind::kBool: return value.as_bool() ? "True" : "False";
     case Value::Kind::kInt: return absl::StrCat(value.as_int());
@@ -351,6 +352,7 @@ std::string Repr(const Value& value) {
       return out + "}>";
     }
     case Value::Kind::kFunction: return absl::StrCat("<function ", value.name(), ">");
+    case Value::Kind::kGenerator: return absl::StrCat("<", value.name(), " object>");
   }
   return "";
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
@@ -50,7 +51,7 @@ using Function = std::function<absl::StatusOr<Value>(Interpreter& interpreter, C
 class Value {
  public:
   enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kFunction,
-                    kNamespace };
+                    kNamespace, kGenerator };
 
   Value() = default;  // undefined
   static Value Undefined(std::string hint) {
@@ -87,6 +88,20 @@ class Value {
     v.has_namespace_ = true;
     return v;
   }
+  // What jinja2's lazy filters (map, select, reject, selectattr, rejectattr, unique, items) and
+  // reversed() return: an iterator, always truthy, without len(), usable once. Spark computes the
+  // items eagerly; an error computing them (`deferred`) surfaces when the iterator is first used,
+  // as in Python. `type_name`: "generator", "list_reverseiterator", ...
+  static Value MakeGenerator(List items, absl::Status deferred, std::string type_name) {
+    Value v(Kind::kGenerator);
+    for (const Value& item : items) v.Absorb(item);
+    v.list_ = std::make_shared<const List>(std::move(items));
+    v.string_ = std::make_shared<const std::string>(std::move(type_name));
+    v.generator_ = std::make_shared<GeneratorState>();
+    v.generator_->deferred = std::move(deferred);
+    v.has_generator_ = true;
+    return v;
+  }
   static Value MakeFunction(std::string name, Function function) {
     Value v(Kind::kFunction);
     v.string_ = std::make_shared<const std::string>(std::move(name));
@@ -110,6 +125,14 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_function() const { return kind_ == Kind::kFunction; }
+  bool is_generator() const { return kind_ == Kind::kGenerator; }
+  // A generator's items, once: later calls give none; its deferred error on the first call.
+  absl::StatusOr<List> Consume() const {
+    if (generator_->consumed) return List{};
+    generator_->consumed = true;
+    if (!generator_->deferred.ok()) return generator_->deferred;
+    return *list_;
+  }
 
   bool as_bool() const { return int_ != 0; }
   int64_t as_int() const { return int_; }  // also a bool's 0/1
@@ -128,9 +151,12 @@ class Value {
   // Whether a namespace is inside (or is) this value: namespaces never go into namespaces, so
   // no value can contain itself.
   bool has_namespace() const { return has_namespace_; }
+  // Whether a generator is inside (or is) this value (jinja2 would print its address).
+  bool has_generator() const { return has_generator_; }
 
   // The object a namespace or function is (Python's `is`).
   const void* identity() const {
+    if (is_generator()) return generator_.get();
     return is_function() ? static_cast<const void*>(function_.get())
                          : static_cast<const void*>(dict_.get());
   }
@@ -145,11 +171,13 @@ class Value {
   void Absorb(const Value& child) {
     depth_ = std::max(depth_, child.depth_ + 1);
     has_namespace_ = has_namespace_ || child.has_namespace_;
+    has_generator_ = has_generator_ || child.has_generator_;
   }
 
   Kind kind_ = Kind::kUndefined;
   bool tuple_ = false;
   bool has_namespace_ = false;
+  bool has_generator_ = false;
   int depth_ = 0;
   int64_t int_ = 0;
   double float_ = 0;
@@ -157,6 +185,11 @@ class Value {
   std::shared_ptr<const List> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<const Function> function_;
+  struct GeneratorState {
+    bool consumed = false;
+    absl::Status deferred;
+  };
+  std::shared_ptr<GeneratorState> generator_;
 };
 
 // Positional and keyword arguments of a call.

@@ -28,16 +28,32 @@ nlohmann::ordered_json ReadJson(const std::string& path) {
   return nlohmann::ordered_json::parse(*text);
 }
 
+// The construct cases of both fixtures: {"file", "name", "template", "context"} each.
 const nlohmann::ordered_json& Constructs() {
-  static const nlohmann::ordered_json* const kConstructs =
-      new nlohmann::ordered_json(ReadJson(kDataDir + "/constructs.json"));
+  static const nlohmann::ordered_json* const kConstructs = [] {
+    auto* all = new nlohmann::ordered_json(nlohmann::ordered_json::array());
+    for (const char* file : {"constructs.json", "constructs_random.json"}) {
+      for (auto c : ReadJson(kDataDir + "/" + file)) {
+        c["file"] = file;
+        all->push_back(std::move(c));
+      }
+    }
+    return all;
+  }();
   return *kConstructs;
 }
 
-const nlohmann::ordered_json& ConstructGoldens() {
-  static const nlohmann::ordered_json* const kGoldens =
-      new nlohmann::ordered_json(ReadJson(kDataDir + "/goldens/constructs.json"));
-  return *kGoldens;
+const nlohmann::ordered_json& ConstructGolden(const std::string& file, const std::string& name) {
+  static const nlohmann::ordered_json* const kGoldens = [] {
+    auto* all = new nlohmann::ordered_json(nlohmann::ordered_json::object());
+    for (const char* file : {"constructs.json", "constructs_random.json"}) {
+      (*all)[file] = ReadJson(kDataDir + "/goldens/" + file);
+    }
+    return all;
+  }();
+  static const nlohmann::ordered_json* const kMissing = new nlohmann::ordered_json();
+  const auto& goldens = (*kGoldens)[file];
+  return goldens.contains(name) ? goldens[name] : *kMissing;
 }
 
 std::vector<std::string> ConstructNames() {
@@ -76,8 +92,9 @@ TEST_P(ConstructTest, MatchesJinja2) {
     if (c["name"] == GetParam()) construct = &c;
   }
   ASSERT_NE(construct, nullptr);
-  ASSERT_TRUE(ConstructGoldens().contains(GetParam())) << "stale goldens: rerun the script";
-  const auto& golden = ConstructGoldens()[GetParam()];
+  SCOPED_TRACE("template: " + (*construct)["template"].get<std::string>());
+  const auto& golden = ConstructGolden((*construct)["file"].get<std::string>(), GetParam());
+  ASSERT_TRUE(golden.is_object()) << "stale goldens: rerun the script";
   nlohmann::ordered_json context = nlohmann::ordered_json::object();
   context["messages"] = nlohmann::ordered_json::array();
   for (const auto& [k, v] : (*construct)["context"].items()) context[k] = v;
@@ -105,9 +122,13 @@ INSTANTIATE_TEST_SUITE_P(Jinja2, ConstructTest, ::testing::ValuesIn(ConstructNam
                            return info.param;
                          });
 
-TEST(ConstructTest, FixtureIsComplete) {
-  EXPECT_GE(Constructs().size(), 100u);
-  EXPECT_EQ(Constructs().size(), ConstructGoldens().size());
+TEST(ConstructTest, FixturesAreComplete) {
+  EXPECT_GE(Constructs().size(), 500u);
+  for (const auto& c : Constructs()) {
+    EXPECT_TRUE(ConstructGolden(c["file"].get<std::string>(), c["name"].get<std::string>())
+                    .is_object())
+        << c["name"];
+  }
 }
 
 // --- Errors Spark reports itself (jinja2's wording differs or it has no such limit). ---

@@ -43,7 +43,7 @@ class ChatTemplate {
   // source: the template text; origin: a file name for messages ("ORIGIN:LINE: ...").
   static absl::StatusOr<ChatTemplate> Parse(absl::string_view source, absl::string_view origin);
 
-  // The template of a checkpoint directory, in transformers' order: chat_template.jinja, else
+  // The template of a checkpoint directory: chat_template.jinja, else
   // chat_template.json's "chat_template" (a processor's), else tokenizer_config.json's
   // "chat_template" (a string, or a list of {"name", "template"}: the one named "default").
   // bos_token/eos_token (strings or {"content": ...} objects) come from tokenizer_config.json
