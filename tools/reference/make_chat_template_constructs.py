@@ -136,6 +136,15 @@ c("generator_in", "{{ 2 in [1, 2] | select }} {{ 'b' in {'a': 1, 'b': 2} | rever
 c("error_generator_lazy_error_used", "{% set g = 5 | map('string') %}{{ g | list }}")
 c("error_generator_has_no_len", "{{ [1] | select | length }}")
 c("items_filter_pairs", "{% for k, v in {'a': 1, 'b': [2]} | items %}{{ k }}={{ v }};{% endfor %}")
+UNICODE_LETTERS = ("Ünïcödé ÀÉÎÕØÞ àéîõøþ ß ÿŸ µ ĀāĂăĲĳĹĺŁłŊŋŒœŸŹźŽžſ ı İ ŉ "
+                   "ΑΒΓΔΣΩ αβγδσςω ΆΈΉΊΌΎΏ άέήίόύώ ΣΑΣ ΟΔΟΣ Σ "
+                   "АБВГДЕЁЖЯ абвгдеёжя ЀЏ ѐџ ѢѣҊҋӀӏӁӂӐӑ ԱԲՖ աբֆ ḀḁẞẠạỸỹ ＡＺ ａｚ 123 !?")
+c("unicode_case", "{{ s | upper }}|{{ s | lower }}|{{ s | title }}|{{ s | capitalize }}|{{ s.upper() }}|{{ s.lower() }}", s=UNICODE_LETTERS)
+c("unicode_case_tests", "{{ 'ödé' is lower }} {{ 'ÖDÉ' is upper }} {{ 'Ödé' is lower }} {{ '123' is lower }} {{ ['б'] is lower }}")
+c("unicode_sort_fold", "{{ ['éb', 'Éa', 'Äc', 'äd'] | sort }} {{ {'Б': 1, 'а': 2} | dictsort }} {{ ['É', 'é'] | unique | list }}")
+c("dict_views", "{{ d.keys() }} {{ d.values() }} {{ d.items() }} {{ d.keys() | length }} {{ 'a' in d.keys() }} {{ ('a', 1) in d.items() }} {{ d.keys() is sequence }} {{ d.keys() is iterable }} {{ d.values() | list }} {{ d.items() | last }} {{ d.keys() | reverse | list }} {{ 'T' if {}.keys() else 'F' }} {% for k, v in d.items() %}{{ k }}{{ v }}{% endfor %}{% for k in d.keys() %}{{ k }}{% endfor %}", d={"a": 1, "b": [2]})
+c("error_dict_keys_concat", "{{ d.keys() + ['x'] }}", d={"a": 1})
+c("error_dict_keys_index", "{{ d.keys()[0].x }}", d={"a": 1})
 # error cases (jinja2's own errors)
 c("error_undefined_chain", "{{ d.a.b }}", d={})
 c("error_undefined_name_attr", "{{ u.b }}")

@@ -34,23 +34,26 @@ std::string HtmlEscape(const std::string& s) {
   return out;
 }
 
-// Python's str.title()-like word capitalisation as jinja2's `title` filter does it: words start
-// after '-', whitespace, '(', '{', '[' or '<'.
+// jinja2's `title`: words start after '-', whitespace, '(', '{', '[' or '<'; each word is
+// word[0].upper() + word[1:].lower().
 std::string Title(const std::string& s) {
-  std::string out;
-  bool start = true;
-  for (const char c : s) {
-    const bool separator = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
-                           absl::ascii_isspace(static_cast<unsigned char>(c));
-    if (separator) {
-      out += c;
-      start = true;
+  std::string out, word;
+  const auto flush = [&]() {
+    if (word.empty()) return;
+    const std::vector<std::string> cps = SplitCodePoints(word);
+    out += PyUpper(cps[0]);
+    out += PyLower(absl::string_view(word).substr(cps[0].size()));
+    word.clear();
+  };
+  for (const std::string& cp : SplitCodePoints(s)) {
+    if (cp == "-" || cp == "(" || cp == "{" || cp == "[" || cp == "<" || IsPythonSpace(cp)) {
+      flush();
+      out += cp;
     } else {
-      out += start ? absl::ascii_toupper(static_cast<unsigned char>(c))
-                   : absl::ascii_tolower(static_cast<unsigned char>(c));
-      start = false;
+      word += cp;
     }
   }
+  flush();
   return out;
 }
 
@@ -119,6 +122,12 @@ absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& 
       }
       case Value::Kind::kUndefined:
         return Value::MakeGenerator({}, absl::OkStatus(), "reversed");
+      case Value::Kind::kView: {
+        List items(input.view_items().rbegin(), input.view_items().rend());
+        const std::string kind = input.name().substr(5);  // "keys", "values", "items"
+        return Value::MakeGenerator(std::move(items), absl::OkStatus(),
+                                    "dict_reverse" + kind.substr(0, kind.size() - 1) + "iterator");
+      }
       case Value::Kind::kGenerator: {  // not reversible: jinja2 falls back to a reversed list
         SPARK_ASSIGN_OR_RETURN(List items, Iterate(input, line));
         std::reverse(items.begin(), items.end());
@@ -159,7 +168,7 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
     std::vector<std::pair<Value, Value>> keyed;
     for (const Value& item : items) {
       SPARK_ASSIGN_OR_RETURN(Value k, key(item));
-      if (!case_sensitive && k.is_string()) k = Value::String(absl::AsciiStrToLower(k.as_string()));
+      if (!case_sensitive && k.is_string()) k = Value::String(PyLower(k.as_string()));
       keyed.emplace_back(std::move(k), item);
     }
     absl::Status error;
@@ -201,13 +210,15 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" ||
       name == "string" || name == "escape" || name == "e") {
     SPARK_ASSIGN_OR_RETURN(const std::string s, need_string(input));
-    if (name == "upper") return Value::String(absl::AsciiStrToUpper(s));
-    if (name == "lower") return Value::String(absl::AsciiStrToLower(s));
+    if (name == "upper") return Value::String(PyUpper(s));
+    if (name == "lower") return Value::String(PyLower(s));
     if (name == "title") return Value::String(Title(s));
     if (name == "capitalize") {
-      std::string out = absl::AsciiStrToLower(s);
-      if (!out.empty()) out[0] = absl::ascii_toupper(static_cast<unsigned char>(out[0]));
-      return Value::String(out);
+      // str.capitalize(): the first character title-cased, the rest lower-cased.
+      const std::vector<std::string> cps = SplitCodePoints(s);
+      if (cps.empty()) return Value::String("");
+      const std::string first = cps[0] == "\xC3\x9F" ? "Ss" : PyUpper(cps[0]);
+      return Value::String(first + PyLower(absl::string_view(s).substr(cps[0].size())));
     }
     if (name == "escape" || name == "e") return Value::String(HtmlEscape(s));
     return Value::String(s);
@@ -231,6 +242,7 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
         return Value::Int(static_cast<int64_t>(CodePointCount(input.as_string())));
       case Value::Kind::kList: return Value::Int(static_cast<int64_t>(input.as_list().size()));
       case Value::Kind::kDict: return Value::Int(static_cast<int64_t>(input.as_dict().size()));
+      case Value::Kind::kView: return Value::Int(static_cast<int64_t>(input.view_items().size()));
       default:
         return Error(line, absl::StrCat("object of type '", input.TypeName(), "' has no len()"));
     }
@@ -284,7 +296,8 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
     return Value::String(std::move(out));
   }
   if (name == "first" || name == "last") {
-    if (name == "last" && !input.is_string() && !input.is_list() && !input.is_dict()) {
+    if (name == "last" && !input.is_string() && !input.is_list() && !input.is_dict() &&
+        !input.is_view()) {
       return Error(line, absl::StrCat("'", input.TypeName(), "' object is not reversible"));
     }
     SPARK_ASSIGN_OR_RETURN(const std::vector<Value> items, Iterate(input, line));
@@ -367,7 +380,7 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
         SPARK_ASSIGN_OR_RETURN(key, get_path(item, ToStr(*attribute)));
       }
       if (!case_sensitive && key.is_string()) {
-        key = Value::String(absl::AsciiStrToLower(key.as_string()));
+        key = Value::String(PyLower(key.as_string()));
       }
       bool dup = false;
       for (const Value& s : seen) dup = dup || Equal(s, key);
@@ -448,6 +461,11 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
       if (pass == keep_when) out.push_back(item);
     }
     return Value::MakeList(std::move(out));
+  }
+  // int() and float() of jinja2's Undefined raise its error.
+  if ((name == "int" || name == "float") &&
+      input.is_undefined()) {
+    return UndefinedError(input, line);
   }
   if (name == "int") {
     const Value* fallback = arg(0, "default");
@@ -561,6 +579,24 @@ absl::StatusOr<bool> Interpreter::Test(const std::string& name, const Value& inp
     if (other == nullptr) return Error(line, absl::StrCat("test '", name, "' takes an argument"));
     return absl::OkStatus();
   };
+  // The one-argument tests of jinja2 are Python functions: an argument more is a TypeError.
+  static const char* const kUnary[] = {"defined", "undefined", "none", "string", "mapping",
+                                       "iterable", "sequence", "number", "integer", "float",
+                                       "boolean", "true", "false", "odd", "even", "lower",
+                                       "upper"};
+  const size_t given = args.positional.size() + args.keyword.size();
+  if (given > 0) {
+    if (name == "callable") {
+      return Error(line, absl::StrCat("callable() takes exactly one argument (", given + 1,
+                                      " given)"));
+    }
+    for (const char* unary : kUnary) {
+      if (name == unary) {
+        return Error(line, absl::StrCat("test_", name, "() takes 1 positional argument but ",
+                                        given + 1, " were given"));
+      }
+    }
+  }
   if (name == "defined") return !input.is_undefined();
   if (name == "undefined") return input.is_undefined();
   if (name == "none") return input.is_none();
@@ -568,7 +604,8 @@ absl::StatusOr<bool> Interpreter::Test(const std::string& name, const Value& inp
   if (name == "mapping") return input.is_dict();
   // jinja2's Undefined has __iter__, __len__ and __getitem__: it passes both.
   if (name == "iterable" || name == "sequence") {
-    if (input.is_generator()) return name == "iterable";  // an iterator has no len()
+    // An iterator or a dict view has no __getitem__ (and an iterator no len()).
+    if (input.is_generator() || input.is_view()) return name == "iterable";
     return input.is_undefined() || input.is_string() || input.is_list() || input.is_dict();
   }
   if (name == "number") return input.is_number();
@@ -579,20 +616,12 @@ absl::StatusOr<bool> Interpreter::Test(const std::string& name, const Value& inp
   if (name == "false") return input.is_bool() && !input.as_bool();
   if (name == "callable") return input.is_function();
   if (name == "lower" || name == "upper") {
-    // str(value).islower() / .isupper(): any value, printed.
+    // str(value).islower() / .isupper(): some cased letter, none of the other case.
     SPARK_RETURN_IF_ERROR(CheckPrintable(input, line));
     const std::string text = ToStr(input);
-    bool cased = false;
-    for (const char c : text) {
-      if (absl::ascii_isalpha(static_cast<unsigned char>(c))) {
-        cased = true;
-        if (name == "lower" ? absl::ascii_isupper(static_cast<unsigned char>(c))
-                            : absl::ascii_islower(static_cast<unsigned char>(c))) {
-          return false;
-        }
-      }
-    }
-    return cased;
+    const std::string lower = PyLower(text), upper = PyUpper(text);
+    if (lower == upper) return false;  // nothing cased
+    return name == "lower" ? lower == text : upper == text;
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
     // Python: value % 2 == 1, value % 2 == 0, value % num == 0.

@@ -29,8 +29,6 @@ std::string ObjectTypeRepr(const Value& v) {
   return absl::StrCat(v.TypeName(), " object");
 }
 
-std::string AsciiLower(absl::string_view s) { return absl::AsciiStrToLower(s); }
-std::string AsciiUpper(absl::string_view s) { return absl::AsciiStrToUpper(s); }
 
 // Python's str.replace(old, new[, count]).
 std::string PyReplace(const std::string& s, const std::string& from, const std::string& to,
@@ -462,6 +460,9 @@ absl::StatusOr<std::vector<Value>> Interpreter::Iterate(const Value& value, int 
   switch (value.kind()) {
     case Value::Kind::kUndefined: return std::vector<Value>{};
     case Value::Kind::kGenerator: return value.Consume();
+    case Value::Kind::kView:
+      SPARK_RETURN_IF_ERROR(Charge(value.view_items().size() * 16, line));
+      return value.view_items();
     case Value::Kind::kList:
       SPARK_RETURN_IF_ERROR(Charge(value.as_list().size() * 16, line));
       return value.as_list();
@@ -603,7 +604,7 @@ absl::StatusOr<Value> Interpreter::Method(const Value& self, const std::string& 
     if (name == "upper" || name == "lower") {
       const bool upper = name == "upper";
       return bind([upper](Interpreter&, const Value& s, CallArgs&, int) -> absl::StatusOr<Value> {
-        return Value::String(upper ? AsciiUpper(s.as_string()) : AsciiLower(s.as_string()));
+        return Value::String(upper ? PyUpper(s.as_string()) : PyLower(s.as_string()));
       });
     }
     if (name == "find" || name == "count") {
@@ -638,7 +639,8 @@ absl::StatusOr<Value> Interpreter::Method(const Value& self, const std::string& 
           if (which == 1) out.push_back(Value::String(k));
           if (which == 2) out.push_back(v);
         }
-        return Value::MakeList(std::move(out));
+        return Value::MakeView(std::move(out),
+                               which == 0 ? "dict_items" : which == 1 ? "dict_keys" : "dict_values");
       });
     }
     if (name == "get") {
@@ -888,6 +890,14 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value
     SPARK_RETURN_IF_ERROR(CheckSize(s.size(), line));
     return Value::String(std::move(s));
   }
+  if (op == "%" && a.is_string()) {
+    if (a.as_string().find('%') != std::string::npos) {
+      return Error(line, "unsupported: '%' string formatting");
+    }
+    // No conversion specifier: a mapping-like right side (dict, Undefined) is ignored.
+    if (b.is_dict() || b.is_undefined()) return a;
+    return Error(line, "not all arguments converted during string formatting");
+  }
   if (a.is_undefined()) return UndefinedError(a, line);
   if (b.is_undefined()) return UndefinedError(b, line);
   const auto unsupported = [&]() {
@@ -897,7 +907,7 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value
   if (a.is_number() && b.is_number()) {
     const bool floats = a.is_float() || b.is_float();
     if (op == "/") {
-      if (b.as_float() == 0) return Error(line, "division by zero");
+      if (b.as_float() == 0) return Error(line, floats ? "float division by zero" : "division by zero");
       return Value::Float(a.as_float() / b.as_float());
     }
     if (floats) {
@@ -906,7 +916,7 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value
       if (op == "-") return Value::Float(x - y);
       if (op == "*") return Value::Float(x * y);
       if (op == "**") return Value::Float(std::pow(x, y));
-      if (y == 0) return Error(line, "float division by zero");
+      if (y == 0) return Error(line, op == "//" ? "float floor division by zero" : "float modulo");
       if (op == "//") return Value::Float(std::floor(x / y));
       if (op == "%") {
         double m = std::fmod(x, y);
@@ -965,12 +975,6 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value
     }
     return unsupported();
   }
-  if (op == "%" && a.is_string()) {
-    if (a.as_string().find('%') == std::string::npos) {
-      return Error(line, "not all arguments converted during string formatting");
-    }
-    return Error(line, "unsupported: '%' string formatting");
-  }
   if (op == "*" && (a.is_string() || a.is_list() || b.is_string() || b.is_list())) {
     const Value& other = a.is_string() || a.is_list() ? b : a;
     if (!other.is_int() && !other.is_bool()) {
@@ -1019,7 +1023,7 @@ absl::StatusOr<bool> Interpreter::Compare(const std::string& op, const Value& a,
                                         a.TypeName()));
       }
       found = b.as_string().find(a.as_string()) != std::string::npos;
-    } else if (b.is_list() || b.is_generator()) {
+    } else if (b.is_list() || b.is_generator() || b.is_view()) {
       SPARK_ASSIGN_OR_RETURN(const std::vector<Value> items, Iterate(b, line));
       for (const Value& item : items) {
         if (Equal(a, item)) {
@@ -1028,6 +1032,8 @@ absl::StatusOr<bool> Interpreter::Compare(const std::string& op, const Value& a,
         }
       }
     } else if (b.is_dict() || b.is_namespace()) {
+      if (a.is_list() && !a.is_tuple()) return Error(line, "unhashable type: 'list'");
+      if (a.is_dict()) return Error(line, "unhashable type: 'dict'");
       found = a.is_string() && b.as_dict().Find(a.as_string()) != nullptr;
     } else if (!b.is_undefined()) {
       return Error(line, absl::StrCat("argument of type '", b.TypeName(), "' is not iterable"));

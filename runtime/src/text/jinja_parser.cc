@@ -1031,7 +1031,7 @@ class Parser {
         }
         SPARK_RETURN_IF_ERROR(ExpectOp("]"));
         if (!slice) {
-          if (!parts[0]) return Error(line, "empty subscript []");
+          if (!parts[0]) parts[0] = Make(Expr::Type::kTuple, line);  // x[] is x[()] in jinja2
           auto item = Make(Expr::Type::kItem, line);
           item->children.push_back(std::move(node));
           item->children.push_back(std::move(parts[0]));

@@ -221,6 +221,7 @@ bool Value::Truthy() const {
     case Kind::kString: return !string_->empty();
     case Kind::kList: return !list_->empty();
     case Kind::kDict: return dict_->size() != 0;
+    case Kind::kView: return !list_->empty();
     default: return true;
   }
 }
@@ -237,7 +238,8 @@ std::string Value::TypeName() const {
     case Kind::kDict: return "dict";
     case Kind::kFunction: return "function";
     case Kind::kNamespace: return "Namespace";
-    case Kind::kGenerator: return *string_;
+    case Kind::kGenerator:
+    case Kind::kView: return *string_;
   }
   return "object";
 }
@@ -353,6 +355,16 @@ std::string Repr(const Value& value) {
     }
     case Value::Kind::kFunction: return absl::StrCat("<function ", value.name(), ">");
     case Value::Kind::kGenerator: return absl::StrCat("<", value.name(), " object>");
+    case Value::Kind::kView: {
+      std::string out = value.name() + "([";
+      bool first = true;
+      for (const Value& item : value.view_items()) {
+        if (!first) out += ", ";
+        first = false;
+        out += Repr(item);
+      }
+      return out + "])";
+    }
   }
   return "";
 }

@@ -51,7 +51,7 @@ using Function = std::function<absl::StatusOr<Value>(Interpreter& interpreter, C
 class Value {
  public:
   enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kFunction,
-                    kNamespace, kGenerator };
+                    kNamespace, kGenerator, kView };
 
   Value() = default;  // undefined
   static Value Undefined(std::string hint) {
@@ -102,6 +102,15 @@ class Value {
     v.has_generator_ = true;
     return v;
   }
+  // A dict's keys(), values() or items(): iterable again and again, with len() and `in`, no
+  // indexing; printed "dict_keys(['a'])". `type_name`: "dict_keys", "dict_values", "dict_items".
+  static Value MakeView(List items, std::string type_name) {
+    Value v(Kind::kView);
+    for (const Value& item : items) v.Absorb(item);
+    v.list_ = std::make_shared<const List>(std::move(items));
+    v.string_ = std::make_shared<const std::string>(std::move(type_name));
+    return v;
+  }
   static Value MakeFunction(std::string name, Function function) {
     Value v(Kind::kFunction);
     v.string_ = std::make_shared<const std::string>(std::move(name));
@@ -126,6 +135,8 @@ class Value {
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_function() const { return kind_ == Kind::kFunction; }
   bool is_generator() const { return kind_ == Kind::kGenerator; }
+  bool is_view() const { return kind_ == Kind::kView; }
+  const List& view_items() const { return *list_; }
   // A generator's items, once: later calls give none; its deferred error on the first call.
   absl::StatusOr<List> Consume() const {
     if (generator_->consumed) return List{};
@@ -157,6 +168,7 @@ class Value {
   // The object a namespace or function is (Python's `is`).
   const void* identity() const {
     if (is_generator()) return generator_.get();
+    if (is_view()) return list_.get();
     return is_function() ? static_cast<const void*>(function_.get())
                          : static_cast<const void*>(dict_.get());
   }
@@ -233,6 +245,9 @@ std::vector<std::string> SplitCodePoints(absl::string_view text);
 size_t CodePointCount(absl::string_view text);
 // Python's str.isspace() for one code point given as UTF-8.
 bool IsPythonSpace(absl::string_view code_point);
+// Python's str.upper()/str.lower() (jinja_case.cc: the common scripts; others unchanged).
+std::string PyUpper(absl::string_view text);
+std::string PyLower(absl::string_view text);
 // Python's str.strip/lstrip/rstrip: `chars` == nullptr strips whitespace.
 std::string PyStrip(absl::string_view text, const std::string* chars, bool left, bool right);
 
