@@ -10,7 +10,7 @@ import random
 import re
 import sys
 
-COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 rng = random.Random(int(sys.argv[2]) if len(sys.argv) > 2 else 19)
 
 CONTEXT = {
@@ -89,8 +89,9 @@ while len(cases) < COUNT:
         text = ""
     if re.search(r" at 0x[0-9a-f]+", text, re.IGNORECASE):
         continue
-    cases.append({"name": f"random_{len(cases):03d}", "template": body, "context": CONTEXT})
+    cases.append({"name": f"random_{len(cases):03d}", "template": body})
+# One context for all cases: {"context": ..., "cases": [{"name", "template"}, ...]}.
 with open("constructs_random.json", "w", encoding="utf-8") as f:
-    json.dump(cases, f, ensure_ascii=False, indent=1)
+    json.dump({"context": CONTEXT, "cases": cases}, f, ensure_ascii=False, indent=1)
     f.write("\n")
 print(len(cases))

@@ -12,7 +12,8 @@ DIR (default: test/data/chat_templates next to this script's repository) holds:
                       bool?, other keyword arguments (enable_thinking, ...)}, ...].
   constructs.json     [{"name": ..., "template": "...", "context": {...}}, ...]: small templates,
                       one per construct of the Jinja subset (the C++ unit tests render each);
-  constructs_random.json  the same, seeded random templates (make_random_chat_template_cases.py).
+  constructs_random.json  seeded random templates (make_random_chat_template_cases.py) sharing one
+                      context: {"context": {...}, "cases": [{"name": ..., "template": ...}, ...]}.
 One golden per template is written to OUT (default: DIR/goldens): goldens/FILE.json, a JSON object
 {conversation name: {"text": rendered} or {"error": message, "error_type": class}}; and
 goldens/constructs.json and goldens/constructs_random.json, {construct name: the same}. A template jinja2 cannot compile is an
@@ -99,6 +100,10 @@ def main():
     for fixture in ("constructs.json", "constructs_random.json"):
         with open(os.path.join(args.data, fixture), encoding="utf-8") as f:
             constructs = json.load(f)
+        if isinstance(constructs, dict):  # {"context": shared, "cases": [{name, template}]}
+            # A copy per case: a filter such as indent mutates a list in place (list += str).
+            constructs = [{**c, "context": json.loads(json.dumps(constructs["context"]))}
+                          for c in constructs["cases"]]
         results = {}
         for construct in constructs:
             try:

@@ -161,7 +161,9 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
     }
     return v;
   };
-  // Python's sort with jinja2's case folding of strings.
+  // Python's list.sort (with jinja2's case folding of strings), comparing in the order CPython's
+  // timsort does for lists under 64 items (a first run, then binary insertion), so that a type
+  // error names the same pair; `reverse` reverses before and after, as CPython does.
   const auto sort_values = [&](std::vector<Value>& items, bool reverse, bool case_sensitive,
                                const std::function<absl::StatusOr<Value>(const Value&)>& key)
       -> absl::Status {
@@ -171,18 +173,45 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
       if (!case_sensitive && k.is_string()) k = Value::String(PyLower(k.as_string()));
       keyed.emplace_back(std::move(k), item);
     }
+    if (reverse) std::reverse(keyed.begin(), keyed.end());
     absl::Status error;
-    std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    const auto less = [&](const std::pair<Value, Value>& a, const std::pair<Value, Value>& b) {
       if (!error.ok()) return false;
-      absl::StatusOr<bool> less = reverse ? Compare("<", b.first, a.first, line)
-                                          : Compare("<", a.first, b.first, line);
-      if (!less.ok()) {
-        error = less.status();
+      absl::StatusOr<bool> result = Compare("<", a.first, b.first, line);
+      if (!result.ok()) {
+        error = result.status();
         return false;
       }
-      return *less;
-    });
+      return *result;
+    };
+    const size_t n = keyed.size();
+    if (n >= 2 && n < 64) {
+      size_t run = 2;
+      if (less(keyed[1], keyed[0])) {
+        while (run < n && less(keyed[run], keyed[run - 1])) ++run;
+        std::reverse(keyed.begin(), keyed.begin() + static_cast<std::ptrdiff_t>(run));
+      } else {
+        while (run < n && !less(keyed[run], keyed[run - 1])) ++run;
+      }
+      for (size_t start = run; start < n && error.ok(); ++start) {
+        size_t l = 0, r = start;
+        while (l < r) {
+          const size_t p = l + ((r - l) >> 1);
+          if (less(keyed[start], keyed[p])) {
+            r = p;
+          } else {
+            l = p + 1;
+          }
+        }
+        std::rotate(keyed.begin() + static_cast<std::ptrdiff_t>(l),
+                    keyed.begin() + static_cast<std::ptrdiff_t>(start),
+                    keyed.begin() + static_cast<std::ptrdiff_t>(start) + 1);
+      }
+    } else if (n >= 64) {
+      std::stable_sort(keyed.begin(), keyed.end(), less);
+    }
     SPARK_RETURN_IF_ERROR(error);
+    if (reverse) std::reverse(keyed.begin(), keyed.end());
     items.clear();
     for (auto& [k, v] : keyed) items.push_back(std::move(v));
     return absl::OkStatus();
@@ -297,7 +326,7 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
   }
   if (name == "first" || name == "last") {
     if (name == "last" && !input.is_string() && !input.is_list() && !input.is_dict() &&
-        !input.is_view()) {
+        !input.is_view() && !input.is_undefined()) {
       return Error(line, absl::StrCat("'", input.TypeName(), "' object is not reversible"));
     }
     SPARK_ASSIGN_OR_RETURN(const std::vector<Value> items, Iterate(input, line));
@@ -381,6 +410,9 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
       }
       if (!case_sensitive && key.is_string()) {
         key = Value::String(PyLower(key.as_string()));
+      }
+      if ((key.is_list() && !key.is_tuple()) || key.is_dict()) {  // unique keeps a set
+        return Error(line, absl::StrCat("unhashable type: '", key.TypeName(), "'"));
       }
       bool dup = false;
       for (const Value& s : seen) dup = dup || Equal(s, key);
@@ -534,6 +566,9 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
   if (name == "indent") {
     // jinja2 appends "\n" to the value itself: only strings work.
     if (input.is_undefined()) return UndefinedError(input, line);
+    if (input.is_tuple()) {
+      return Error(line, "can only concatenate tuple (not \"str\") to tuple");
+    }
     if (input.is_list()) return Error(line, "'list' object has no attribute 'splitlines'");
     if (!input.is_string()) {
       return Error(line, absl::StrCat("unsupported operand type(s) for +=: '", input.TypeName(),

@@ -894,8 +894,12 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value
     if (a.as_string().find('%') != std::string::npos) {
       return Error(line, "unsupported: '%' string formatting");
     }
-    // No conversion specifier: a mapping-like right side (dict, Undefined) is ignored.
-    if (b.is_dict() || b.is_undefined()) return a;
+    // No conversion specifier: Python ignores a right side with __getitem__ that is not a tuple
+    // or a string (a dict, a list, Undefined) and an empty tuple; anything else is left over.
+    if (b.is_dict() || (b.is_list() && !b.is_tuple()) || b.is_undefined() ||
+        (b.is_tuple() && b.as_list().empty())) {
+      return a;
+    }
     return Error(line, "not all arguments converted during string formatting");
   }
   if (a.is_undefined()) return UndefinedError(a, line);
@@ -952,7 +956,9 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const std::string& op, const Value
       }
       return Value::Int(result);
     }
-    if (y == 0) return Error(line, "integer division or modulo by zero");
+    if (y == 0) {
+      return Error(line, op == "%" ? "integer modulo by zero" : "integer division or modulo by zero");
+    }
     if (x == INT64_MIN && y == -1) return Error(line, "integer overflow");
     if (op == "//") return Value::Int(FloorDiv(x, y));
     if (op == "%") return Value::Int(FloorMod(x, y));

@@ -33,8 +33,15 @@ const nlohmann::ordered_json& Constructs() {
   static const nlohmann::ordered_json* const kConstructs = [] {
     auto* all = new nlohmann::ordered_json(nlohmann::ordered_json::array());
     for (const char* file : {"constructs.json", "constructs_random.json"}) {
-      for (auto c : ReadJson(kDataDir + "/" + file)) {
+      nlohmann::ordered_json fixture = ReadJson(kDataDir + "/" + file);
+      nlohmann::ordered_json shared;  // {"context": ..., "cases": [...]}: one context for all
+      if (fixture.is_object()) {
+        shared = fixture["context"];
+        fixture = fixture["cases"];
+      }
+      for (auto c : fixture) {
         c["file"] = file;
+        if (!shared.is_null()) c["context"] = shared;
         all->push_back(std::move(c));
       }
     }
