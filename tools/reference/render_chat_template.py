@@ -21,8 +21,8 @@ error of type TemplateSyntaxError.
 
 The environment mirrors transformers (utils/chat_template_utils.py, _compile_jinja_template and
 render_jinja_template): ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-extensions=[loopcontrols]) (transformers' AssistantTracker extension only adds {% generation %},
-which none of these templates uses), the `tojson` filter replaced by json.dumps with
+extensions=[AssistantTracker, loopcontrols]) (AssistantTracker's {% generation %} block as it
+renders without an assistant mask: GenerationTag below), the `tojson` filter replaced by json.dumps with
 ensure_ascii=False, globals raise_exception (TemplateError) and strftime_now; render keyword
 arguments messages, tools (None when absent), documents (None), add_generation_prompt (False when
 absent), the special tokens, then the conversation's other keys. strftime_now uses a fixed clock
@@ -41,6 +41,21 @@ import jinja2.sandbox
 FIXED_NOW = datetime.datetime(2026, 7, 15, 12, 34, 56)
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """transformers' AssistantTracker as it renders when no assistant mask is requested: the
+    {% generation %}...{% endgeneration %} block is a call block that returns its body."""
+
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
 def make_environment():
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -53,7 +68,7 @@ def make_environment():
         return FIXED_NOW.strftime(format)
 
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now

@@ -278,8 +278,7 @@ absl::StatusOr<Value> Interpreter::FilterEager(const std::string& name, const Va
   }
   if (name == "tojson") {
     JsonOptions options;
-    const bool ensure_ascii = IsTrue(arg(0, "ensure_ascii"));
-    if (ensure_ascii) return Error(line, "unsupported: tojson(ensure_ascii=True)");
+    options.ensure_ascii = IsTrue(arg(0, "ensure_ascii"));
     if (const Value* indent = arg(1, "indent"); indent != nullptr && !indent->is_none()) {
       if (indent->is_int()) {
         options.indent = static_cast<int>(std::clamp<int64_t>(indent->as_int(), -1, 1000));

@@ -331,8 +331,11 @@ absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Node& node, Scope& sco
       return Flow::kBreak;
     case Node::Type::kContinue:
       return Flow::kContinue;
-    case Node::Type::kGeneration:
-      return ExecBody(node.body, scope);
+    case Node::Type::kGeneration: {
+      // A call block in jinja2: its body is a closure, so its own `set`s stay inside.
+      Scope inner{{}, &scope};
+      return ExecBody(node.body, inner);
+    }
   }
   return Flow::kNormal;
 }

@@ -74,8 +74,26 @@ std::string StringRepr(const std::string& s) {
   return out;
 }
 
-void JsonString(const std::string& s, std::string& out) {
+void JsonString(const std::string& s, std::string& out, bool ensure_ascii) {
   out += '"';
+  if (ensure_ascii) {
+    for (const std::string& cp : SplitCodePoints(s)) {
+      const char32_t c = DecodeOne(cp);
+      if (c < 0x80) {
+        std::string one;
+        JsonString(cp, one, false);
+        out += one.substr(1, one.size() - 2);
+      } else if (c < 0x10000) {
+        out += absl::StrFormat("\\u%04x", static_cast<unsigned>(c));
+      } else {
+        const char32_t v = c - 0x10000;
+        out += absl::StrFormat("\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (v >> 10)),
+                               static_cast<unsigned>(0xDC00 + (v & 0x3FF)));
+      }
+    }
+    out += '"';
+    return;
+  }
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
@@ -119,7 +137,9 @@ absl::Status JsonValue(const Value& v, const JsonOptions& o, int depth, std::str
       else out += FloatRepr(d);
       return absl::OkStatus();
     }
-    case Value::Kind::kString: JsonString(v.as_string(), out); return absl::OkStatus();
+    case Value::Kind::kString:
+      JsonString(v.as_string(), out, o.ensure_ascii);
+      return absl::OkStatus();
     case Value::Kind::kList: {
       if (v.as_list().empty()) { out += "[]"; return absl::OkStatus(); }
       out += '[';
@@ -148,7 +168,7 @@ absl::Status JsonValue(const Value& v, const JsonOptions& o, int depth, std::str
         if (!first) out += item_sep;
         first = false;
         if (indented) newline(depth + 1);
-        JsonString(e->first, out);
+        JsonString(e->first, out, o.ensure_ascii);
         out += key_sep;
         if (absl::Status s = JsonValue(e->second, o, depth + 1, out); !s.ok()) return s;
       }

@@ -237,6 +237,7 @@ struct JsonOptions {
   std::string key_separator;
   bool has_separators = false;
   bool sort_keys = false;
+  bool ensure_ascii = false;  // non-ASCII as \uXXXX (surrogate pairs above U+FFFF)
 };
 absl::StatusOr<std::string> ToJson(const Value& value, const JsonOptions& options);
 
