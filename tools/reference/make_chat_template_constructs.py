@@ -98,6 +98,7 @@ c("tests_types", "{% for v in [none, true, 1, 1.5, 'a', [1], {'a': 1}] %}{{ v is
 c("tests_defined", "{{ x is defined }} {{ y is defined }} {{ y is undefined }} {{ d.a is defined }} {{ d.b is defined }} {{ y is sequence }} {{ y is iterable }} {{ y is none }}", x=1, d={"a": None})
 c("tests_true_false", "{{ true is true }} {{ 1 is true }} {{ false is false }} {{ 0 is false }} {{ none is not none }}")
 c("tests_compare", "{{ 2 is equalto 2 }} {{ 2 is eq(3) }} {{ 'a' is in 'abc' }} {{ 3 is gt 2 }} {{ 2 is lt(1) }} {{ 4 is divisibleby 2 }} {{ 3 is odd }} {{ 3 is even }} {{ 'abc' is lower }} {{ 'ABC' is upper }} {{ none is sameas none }} {{ 2 is ne 2 }} {{ 2 is ge 2 }}")
+c("callable_tests", "{{ missing is callable }} {{ range is callable }} {{ 'x'.upper is callable }} {{ 1 is callable }}")
 c("tests_not", "{{ x is not defined }} {{ x is not string }} {{ not x is string }}", x="s")
 # globals
 c("global_range", "{{ range(3) | list }} {{ range(1, 4) | list }} {{ range(10, 0, -3) | list }} {{ range(0) | list }}")

@@ -84,7 +84,7 @@ cases = []
 while len(cases) < COUNT:
     body = " ".join(statement() for _ in range(rng.randint(1, 2)))
     try:
-        text = env.from_string(body).render(messages=[], **CONTEXT)
+        text = env.from_string(body).render(messages=[], **json.loads(json.dumps(CONTEXT)))
     except Exception:  # noqa: BLE001 - errors are part of the test
         text = ""
     if re.search(r" at 0x[0-9a-f]+", text, re.IGNORECASE):

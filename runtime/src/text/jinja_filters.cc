@@ -648,7 +648,7 @@ absl::StatusOr<bool> Interpreter::Test(const std::string& name, const Value& inp
   if (name == "boolean") return input.is_bool();
   if (name == "true") return input.is_bool() && input.as_bool();
   if (name == "false") return input.is_bool() && !input.as_bool();
-  if (name == "callable") return input.is_function();
+  if (name == "callable") return input.is_function() || input.is_undefined();  // Undefined has __call__
   if (name == "lower" || name == "upper") {
     // str(value).islower() / .isupper(): some cased letter, none of the other case.
     SPARK_RETURN_IF_ERROR(CheckPrintable(input, line));
