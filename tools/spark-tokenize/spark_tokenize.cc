@@ -2,6 +2,8 @@
 // them (docs/cli.md). A thin main over spark_text: every failure is an absl::Status, printed
 // with ToString() on stderr, exit code 1. Flags are parsed with CLI11, JSON lines with nlohmann-json
 // (the small inputs here; tokenizer.json itself is read with RapidJSON in spark_text).
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "spark/runtime/chat_template.h"
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/tokenizer.h"
 
@@ -34,6 +37,11 @@ struct Options {
   bool jsonl = false;
   bool decode = false;
   bool skip_special = false;
+  // --apply-chat-template: the messages file, and what the template is given with them.
+  std::string messages_file;
+  std::string tools_file;
+  bool add_generation_prompt = false;
+  bool enable_thinking = false;
 };
 
 std::string ReadStdin() {
@@ -183,10 +191,68 @@ absl::Status DecodeText(const Tokenizer& tokenizer, const Options& options) {
   return absl::OkStatus();
 }
 
+// A JSON file read in document order (a template sees the order of keys: tojson, items()).
+absl::StatusOr<nlohmann::ordered_json> ReadJsonFile(const std::string& path, const char* what) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return absl::NotFoundError(PrintableText(absl::StrCat("cannot open the ", what, " file ", path)));
+  }
+  std::string text;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
+  std::fclose(file);
+  nlohmann::ordered_json json =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) {
+    return absl::InvalidArgumentError(
+        PrintableText(absl::StrCat(path, ": the ", what, " file is not valid JSON")));
+  }
+  return json;
+}
+
+// The directory of the template: PATH itself, or the directory of a tokenizer.json file.
+std::string TemplateDirectory(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return path;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+}
+
+// --apply-chat-template: prints the rendered prompt exactly, nothing added.
+absl::Status ApplyChatTemplate(const Options& options) {
+  absl::StatusOr<rt::ChatTemplate> chat = rt::ChatTemplate::Load(TemplateDirectory(options.tokenizer));
+  if (!chat.ok()) return chat.status();
+  absl::StatusOr<nlohmann::ordered_json> messages = ReadJsonFile(options.messages_file, "messages");
+  if (!messages.ok()) return messages.status();
+  if (!messages->is_array()) {
+    return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+        options.messages_file, ": expected a JSON array of messages ({\"role\": ..., "
+                               "\"content\": ...})")));
+  }
+  nlohmann::ordered_json context = nlohmann::ordered_json::object();
+  context["messages"] = std::move(*messages);
+  if (!options.tools_file.empty()) {
+    absl::StatusOr<nlohmann::ordered_json> tools = ReadJsonFile(options.tools_file, "tools");
+    if (!tools.ok()) return tools.status();
+    if (!tools->is_array()) {
+      return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+          options.tools_file, ": expected a JSON array of tool declarations")));
+    }
+    context["tools"] = std::move(*tools);
+  }
+  context["add_generation_prompt"] = options.add_generation_prompt;
+  context["enable_thinking"] = options.enable_thinking;
+  absl::StatusOr<std::string> prompt = chat->Render(context);
+  if (!prompt.ok()) return prompt.status();
+  Write(*prompt);
+  return absl::OkStatus();
+}
+
 absl::Status Run(const Options& options) {
+  if (!options.messages_file.empty()) return ApplyChatTemplate(options);
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(options.tokenizer);
   if (!tokenizer.ok()) return tokenizer.status();
-  // (--apply-chat-template will be one more mode here.)
   if (options.decode) {
     return options.jsonl ? DecodeJsonl(**tokenizer, options) : DecodeText(**tokenizer, options);
   }
@@ -204,7 +270,9 @@ int main(int argc, char** argv) {
       "  spark-tokenize --tokenizer PATH [--no-special]          stdin: text; stdout: ids, space-separated\n"
       "  spark-tokenize --tokenizer PATH --jsonl [--no-special]  stdin: one JSON string per line; stdout: one JSON array of ids per line\n"
       "  spark-tokenize --tokenizer PATH --decode --jsonl        stdin: one JSON array of ids per line; stdout: one JSON string per line\n"
-      "  spark-tokenize --tokenizer PATH --decode                stdin: ids separated by white space; stdout: the text",
+      "  spark-tokenize --tokenizer PATH --decode                stdin: ids separated by white space; stdout: the text\n"
+      "  spark-tokenize --tokenizer PATH --apply-chat-template MESSAGES.json [--add-generation-prompt]\n"
+      "                 [--enable-thinking] [--tools TOOLS.json]  stdout: the rendered prompt, exactly",
       "spark-tokenize"};
   app.add_option("--tokenizer", options.tokenizer,
                  "a tokenizer.json file, or a directory holding one")
@@ -219,6 +287,23 @@ int main(int argc, char** argv) {
                                      "decode ids to text (special tokens kept) instead of encoding");
   CLI::Option* skip = app.add_flag("--skip-special", options.skip_special,
                                    "with --decode: drop special tokens (HF skip_special_tokens=True)");
+  CLI::Option* chat = app.add_option(
+      "--apply-chat-template", options.messages_file,
+      "render the checkpoint's chat template (chat_template.jinja, else tokenizer_config.json's "
+      "chat_template, in PATH or the directory of PATH) over the messages of this JSON file (an "
+      "array of OpenAI-style messages) and print the prompt exactly, nothing added");
+  CLI::Option* generation = app.add_flag(
+      "--add-generation-prompt", options.add_generation_prompt,
+      "with --apply-chat-template: end with the start of the model's turn");
+  CLI::Option* thinking = app.add_flag("--enable-thinking", options.enable_thinking,
+                                       "with --apply-chat-template: enable_thinking = true");
+  CLI::Option* tools = app.add_option(
+      "--tools", options.tools_file,
+      "with --apply-chat-template: a JSON file with an array of tool declarations");
+  generation->needs(chat);
+  thinking->needs(chat);
+  tools->needs(chat);
+  chat->excludes(decode);
   decode->excludes(no_special);
   skip->needs(decode);
   try {
