@@ -194,7 +194,14 @@ absl::Status Generation::Decode(int64_t prompt_length, int64_t max_new_tokens) {
   const absl::Time start = absl::Now();
   while (true) {
     result_.tokens.push_back(next_token_);
-    if (IsEos(plan_.model, next_token_)) {
+    const bool stop = IsEos(plan_.model, next_token_) ||
+                      std::find(options_.stop_token_ids.begin(), options_.stop_token_ids.end(),
+                                next_token_) != options_.stop_token_ids.end();
+    if (options_.on_token && !options_.on_token(next_token_) && !stop) {
+      result_.stopped_by_caller = true;
+      break;
+    }
+    if (stop) {
       result_.stopped_at_eos = true;
       break;
     }

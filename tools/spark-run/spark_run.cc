@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <new>
 #include <string>
 #include <utility>
@@ -31,6 +32,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
 #include "spark/runtime/artifact.h"
+#include "spark/runtime/chat_template.h"
 #include "spark/runtime/cuda_executor.h"
 #include "spark/runtime/device.h"
 #include "spark/runtime/executor.h"
@@ -38,13 +40,22 @@
 #include "spark/runtime/host_executor.h"
 #include "spark/runtime/memory_estimator.h"
 #include "spark/runtime/module_resolver.h"
+#include "spark/runtime/printable_text.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
 #include "spark/runtime/sampler.h"
 #include "spark/runtime/step_profile.h"
+#include "spark/runtime/tokenizer.h"
 
 ABSL_FLAG(std::string, weights, "", "checkpoint directory or .safetensors file");
 ABSL_FLAG(std::string, prompt_ids, "", "comma-separated prompt token ids, e.g. 2,818,5192");
+ABSL_FLAG(std::string, prompt, "", "prompt text, tokenized as it is (no chat template)");
+ABSL_FLAG(std::string, chat, "", "a user message, rendered with the checkpoint's chat template");
+ABSL_FLAG(std::string, system, "", "with --chat: a system message before the user's");
+ABSL_FLAG(bool, enable_thinking, false, "with --chat: enable_thinking for the chat template");
+ABSL_FLAG(std::string, tokenizer, "",
+          "directory with tokenizer.json, tokenizer_config.json, chat_template.jinja and "
+          "generation_config.json, or a tokenizer.json file; default: the --weights directory");
 ABSL_FLAG(int64_t, max_new_tokens, 32, "tokens to generate at most");
 ABSL_FLAG(std::string, device, "auto", "auto, cuda or host");
 ABSL_FLAG(int64_t, max_length, 0,
@@ -84,22 +95,41 @@ constexpr char kUsage[] = R"(spark-run: runs a model compiled by spark-compile.
 
 usage:
   spark-run MODEL.cubin --weights CHECKPOINT --prompt-ids 2,818,5192 [options]
+  spark-run MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] --prompt "raw text" [options]
+  spark-run MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] --chat "message" [--system "..."]
+            [--enable-thinking] [--stop STRING]... [options]
   spark-run MODEL.cubin --explain-resolution [--device-cc 12.1] [--module-path DIR]
   spark-run MODEL.cubin --estimate [--device-profile NAME|auto] [--max-length N]
   spark-run --list-devices
 
 generation:
   --weights PATH                 checkpoint directory or .safetensors file (required)
-  --prompt-ids IDS               comma-separated prompt token ids (required)
+  --prompt-ids IDS               comma-separated prompt token ids
+  --prompt TEXT                  prompt text, tokenized as it is (the tokenizer's post-processor
+                                 adds <bos> if it says so; no chat template); text streams out
+  --chat TEXT                    one user message, rendered with the checkpoint's chat template
+                                 (add_generation_prompt); the answer streams out as text
+  --system TEXT                  with --chat: a system message first
+  --enable-thinking              with --chat: enable_thinking = true for the template
+  --tokenizer PATH               tokenizer directory (tokenizer.json, tokenizer_config.json,
+                                 chat_template.jinja, generation_config.json) or tokenizer.json
+                                 file (default: the --weights directory)
+  --stop STRING                  with --prompt/--chat: stop when the text ends with STRING (not
+                                 printed; repeatable). Generation also stops at the ids of
+                                 generation_config.json's eos_token_id
+                                 (exactly one of --prompt-ids, --prompt, --chat is required)
   --max-new-tokens N             tokens to generate at most (default 32); stops at an EOS token
   --device auto|cuda|host        auto (default): the GPU when the driver loads, a device exists
                                  and an image fits it; otherwise the host, saying why
   --max-length N                 tokens per sequence, prompt + output (default: the smaller of
                                  4096 and the model's max_position_embeddings)
   --device-memory-utilization F  fraction of the memory pool the model may use (default 0.9)
-  --temperature T                sampling temperature (default 0: greedy)
-  --top-k K                      sample among the K most likely tokens (default 0: all)
-  --top-p P                      nucleus sampling threshold (default 1: off)
+  --temperature T                sampling temperature (default 0: greedy; with --prompt/--chat,
+                                 generation_config.json's when it has one)
+  --top-k K                      sample among the K most likely tokens (default 0: all; with
+                                 --prompt/--chat, generation_config.json's)
+  --top-p P                      nucleus sampling threshold (default 1: off; with
+                                 --prompt/--chat, generation_config.json's)
   --seed S                       sampling seed (default 0)
   --soft-tokens FILE             safetensors file: 'embeddings' F32 [n, hidden] and 'positions'
                                  I64 [n] (prompt positions they replace; others are skipped)
@@ -108,7 +138,8 @@ generation:
   --profile                      time every step on its own (CUDA events; decode then runs
                                  without its CUDA graph, so tokens/s is lower) and print, per op,
                                  launches, ms per call, share, modelled MB moved, GB/s, TFLOP/s
-  --json                         print {"ids", "timings", "memory", ["profile"]} as JSON on stdout
+  --json                         print {"ids", ["text"], "timings", "memory", ["profile"]} as
+                                 JSON on stdout (instead of the streamed text or the ids)
   -v                             print every resolution decision and the memory table
   --module-path DIR              searched first for the image (repeatable, or a comma list)
 
@@ -120,14 +151,28 @@ other modes:
                                  rtx-5090, rtx-4090, l4, or auto (CUDA device 0, else the host)
   --list-devices                 list the CUDA devices and exit
 
-Output: generated ids on stdout, space-separated on one line; decisions, the memory estimate and
-tokens/s on stderr. Flags may be written with - or _ (--max-new-tokens, --max_new_tokens).
+Output: with --prompt-ids, the generated ids on stdout, space-separated on one line; with
+--prompt or --chat, the generated text, streamed as it is generated (the stopping token and stop
+string not included). Decisions, the memory estimate and tokens/s on stderr. Flags may be written with - or _ (--max-new-tokens, --max_new_tokens).
 )";
 
 // ---- command line ----
 
-// absl flag names cannot contain '-': rewrites --max-new-tokens to --max_new_tokens, and merges
-// repeated --module-path flags into one comma list.
+// absl flag names cannot contain '-': rewrites --max-new-tokens to --max_new_tokens, merges
+// repeated --module-path flags into one comma list, and takes out the --stop strings.
+// The flags the command line names (as absl spells them: max_new_tokens), so that the defaults of
+// generation_config.json apply only to the others.
+std::set<std::string>& SeenFlags() {
+  static std::set<std::string>* const seen = new std::set<std::string>();
+  return *seen;
+}
+
+// --stop values, collected here (not by absl: a stop string may hold a comma).
+std::vector<std::string>& StopStrings() {
+  static std::vector<std::string>* const stops = new std::vector<std::string>();
+  return *stops;
+}
+
 std::vector<std::string> NormalizeArgs(int argc, char** argv) {
   std::vector<std::string> out = {argv[0]};
   std::vector<std::string> module_paths;
@@ -145,6 +190,17 @@ std::vector<std::string> NormalizeArgs(int argc, char** argv) {
     const size_t eq = arg.find('=');
     std::string name = arg.substr(begin, eq == std::string::npos ? std::string::npos : eq - begin);
     std::replace(name.begin(), name.end(), '-', '_');
+    SeenFlags().insert(name);
+    if (name == "stop") {
+      if (eq != std::string::npos) {
+        StopStrings().push_back(arg.substr(eq + 1));
+        continue;
+      }
+      if (i + 1 < argc) {
+        StopStrings().push_back(argv[++i]);
+        continue;
+      }
+    }
     if (name == "module_path") {
       if (eq != std::string::npos) {
         module_paths.push_back(arg.substr(eq + 1));
@@ -320,42 +376,271 @@ absl::Status EstimateCommand(const std::string& model) {
 
 // ---- generation ----
 
+// Text in and out (--prompt, --chat): the checkpoint's tokenizer, and what stops the stream.
+struct TextIo {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<std::string> stop_strings;
+};
+
 struct RunOptions {
   DeviceMode mode = DeviceMode::kAuto;
   std::vector<int32_t> prompt;
   GenerateOptions generate;
   std::string weights;
+  absl::optional<TextIo> text;  // with --prompt / --chat
 };
+
+bool SpecifiedOnCommandLine(absl::string_view flag) {
+  return SeenFlags().count(std::string(flag)) > 0;
+}
+
+// The directory of the tokenizer files: --tokenizer (a directory, or the one of a tokenizer.json
+// file), else the --weights directory (or the one of a .safetensors file).
+std::string TokenizerDirectory(const std::string& flag, const std::string& weights) {
+  const std::string path = flag.empty() ? weights : flag;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return path;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+}
+
+// generation_config.json of the tokenizer directory, when there is one: its eos_token_id (an id
+// or a list) stops the generation, and its sampling settings are the defaults of the flags not
+// given (do_sample false: greedy).
+absl::Status ApplyGenerationConfig(const std::string& dir, GenerateOptions* generate) {
+  const std::string path = dir + "/generation_config.json";
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return absl::OkStatus();  // optional
+  std::string text;
+  char buffer[1 << 14];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0 && text.size() < (1 << 20)) {
+    text.append(buffer, n);
+  }
+  std::fclose(file);
+  const Json config = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError(
+        PrintableText(absl::StrCat(path, ": not a JSON object (expected the checkpoint's "
+                                         "generation_config.json)")));
+  }
+  const auto eos = config.find("eos_token_id");
+  if (eos != config.end()) {
+    const Json ids = eos->is_array() ? *eos : Json::array({*eos});
+    for (const Json& id : ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+        return absl::InvalidArgumentError(PrintableText(
+            absl::StrCat(path, ": eos_token_id must be a token id or a list of them, found ",
+                         eos->dump())));
+      }
+      generate->stop_token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
+  const auto number = [&](const char* key, double* out) {
+    const auto it = config.find(key);
+    if (it != config.end() && it->is_number()) *out = it->get<double>();
+  };
+  double temperature = generate->sampler.temperature, top_p = generate->sampler.top_p;
+  double top_k = generate->sampler.top_k;
+  number("temperature", &temperature);
+  number("top_p", &top_p);
+  number("top_k", &top_k);
+  const auto do_sample = config.find("do_sample");
+  if (do_sample != config.end() && do_sample->is_boolean() && !do_sample->get<bool>()) {
+    temperature = 0.0;  // transformers: greedy whatever the temperature
+  }
+  if (!SpecifiedOnCommandLine("temperature")) generate->sampler.temperature = static_cast<float>(temperature);
+  if (!SpecifiedOnCommandLine("top_p")) generate->sampler.top_p = static_cast<float>(top_p);
+  if (!SpecifiedOnCommandLine("top_k") && top_k >= 0 && top_k <= INT32_MAX) {
+    generate->sampler.top_k = static_cast<int32_t>(top_k);
+  }
+  return absl::OkStatus();
+}
+
+// --prompt / --chat: the tokenizer and the prompt's ids.
+absl::Status ReadTextPrompt(RunOptions* options) {
+  const std::string flag = absl::GetFlag(FLAGS_tokenizer);
+  const std::string dir = TokenizerDirectory(flag, options->weights);
+  const std::string where = flag.empty() ? absl::StrCat(" (the --weights directory ", dir,
+                                                        "; name another with --tokenizer DIR)")
+                                         : std::string();
+  TextIo text;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::Load(flag.empty() ? dir : flag);
+  if (!tokenizer.ok()) {
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrCat("cannot load the tokenizer", where, ": ",
+                                     tokenizer.status().message()));
+  }
+  text.tokenizer = *std::move(tokenizer);
+  absl::StatusOr<std::vector<int32_t>> ids;
+  if (!absl::GetFlag(FLAGS_prompt).empty()) {
+    // As HF encodes a raw prompt: the post-processor adds what the tokenizer says (Gemma: <bos>).
+    ids = text.tokenizer->Encode(absl::GetFlag(FLAGS_prompt), /*add_special_tokens=*/true);
+  } else {
+    absl::StatusOr<ChatTemplate> chat = ChatTemplate::Load(dir);
+    if (!chat.ok()) {
+      return absl::Status(chat.status().code(), absl::StrCat("--chat needs the checkpoint's chat "
+                                                             "template", where, ": ",
+                                                             chat.status().message()));
+    }
+    Json messages = Json::array();
+    if (!absl::GetFlag(FLAGS_system).empty()) {
+      messages.push_back(Json::object({{"role", "system"}, {"content", absl::GetFlag(FLAGS_system)}}));
+    }
+    messages.push_back(Json::object({{"role", "user"}, {"content", absl::GetFlag(FLAGS_chat)}}));
+    Json context = Json::object();
+    Put(context, "messages", std::move(messages));
+    Put(context, "add_generation_prompt", Json(true));
+    Put(context, "enable_thinking", Json(absl::GetFlag(FLAGS_enable_thinking)));
+    absl::StatusOr<std::string> rendered = chat->Render(context);
+    if (!rendered.ok()) return rendered.status();
+    // The template writes the special tokens (<bos>, <|turn>) itself: none are added.
+    ids = text.tokenizer->Encode(*rendered, /*add_special_tokens=*/false);
+  }
+  if (!ids.ok()) return ids.status();
+  options->prompt = *std::move(ids);
+  const absl::Status config = ApplyGenerationConfig(dir, &options->generate);
+  if (!config.ok()) return config;
+  text.stop_strings = StopStrings();
+  for (const std::string& stop : text.stop_strings) {
+    if (stop.empty()) return absl::InvalidArgumentError("--stop: the stop string is empty");
+  }
+  options->text = std::move(text);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<RunOptions> ReadRunOptions() {
   RunOptions options;
   absl::StatusOr<DeviceMode> mode = ParseDeviceMode(absl::GetFlag(FLAGS_device));
   if (!mode.ok()) return mode.status();
   options.mode = *mode;
-  const std::string prompt = absl::GetFlag(FLAGS_prompt_ids);
-  if (prompt.empty()) {
-    return absl::InvalidArgumentError("--prompt-ids is required (e.g. --prompt-ids 2,818,5192)");
+  const bool ids_mode = !absl::GetFlag(FLAGS_prompt_ids).empty();
+  const bool prompt_mode = SpecifiedOnCommandLine("prompt");
+  const bool chat_mode = SpecifiedOnCommandLine("chat");
+  if (ids_mode + prompt_mode + chat_mode != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ids_mode + prompt_mode + chat_mode == 0 ? "no prompt given" : "more than one prompt given",
+        ": exactly one of --prompt-ids IDS (e.g. 2,818,5192), --prompt TEXT or --chat TEXT is "
+        "required"));
   }
-  absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(prompt);
-  if (!ids.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--prompt-ids: ", ids.status().message()));
+  if (!chat_mode && (SpecifiedOnCommandLine("system") || absl::GetFlag(FLAGS_enable_thinking))) {
+    return absl::InvalidArgumentError("--system and --enable-thinking need --chat");
   }
-  options.prompt = *std::move(ids);
+  if (ids_mode && (!StopStrings().empty() || SpecifiedOnCommandLine("tokenizer"))) {
+    return absl::InvalidArgumentError(
+        "--stop and --tokenizer need --prompt or --chat (with --prompt-ids, ids go in and out)");
+  }
+  if ((prompt_mode && absl::GetFlag(FLAGS_prompt).empty()) ||
+      (chat_mode && absl::GetFlag(FLAGS_chat).empty())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prompt_mode ? "--prompt" : "--chat", ": the text is empty"));
+  }
   options.generate.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
   options.generate.sampler.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
   options.generate.sampler.top_k = absl::GetFlag(FLAGS_top_k);
   options.generate.sampler.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
   options.generate.sampler.seed = absl::GetFlag(FLAGS_seed);
   options.generate.collect_logits = !absl::GetFlag(FLAGS_logits_out).empty();
-  const absl::Status sampler = ValidateSamplerOptions(options.generate.sampler);
-  if (!sampler.ok()) return sampler;
   options.weights = absl::GetFlag(FLAGS_weights);
   if (options.weights.empty()) {
     return absl::InvalidArgumentError(
         "--weights is required (a checkpoint directory or .safetensors file)");
   }
+  if (ids_mode) {
+    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(absl::GetFlag(FLAGS_prompt_ids));
+    if (!ids.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--prompt-ids: ", ids.status().message()));
+    }
+    options.prompt = *std::move(ids);
+  } else {
+    const absl::Status text = ReadTextPrompt(&options);
+    if (!text.ok()) return text;
+  }
+  const absl::Status sampler = ValidateSamplerOptions(options.generate.sampler);
+  if (!sampler.ok()) return sampler;
   return options;
 }
+
+// Streams generated text to stdout: each id's text as soon as it is complete UTF-8, holding back
+// what could still become a stop string; the stopping id and the stop string are not printed.
+class TextStream {
+ public:
+  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings,
+             std::vector<int32_t> stop_ids, bool print)
+      : detokenizer_(tokenizer, /*skip_special_tokens=*/true),
+        stop_strings_(std::move(stop_strings)), stop_ids_(std::move(stop_ids)), print_(print) {
+    for (const std::string& stop : stop_strings_) hold_ = std::max(hold_, stop.size() - 1);
+  }
+
+  // The generator's on_token: false once a stop string has appeared.
+  bool OnToken(int32_t id) {
+    if (std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) return true;
+    absl::StatusOr<std::string> piece = detokenizer_.Push(id);
+    if (!piece.ok()) {
+      error_ = piece.status();
+      return false;
+    }
+    return Add(*piece);
+  }
+
+  // Ends the stream (after the generation): what was held back.
+  void Finish() {
+    if (!stopped_) Add(detokenizer_.Finish());
+    if (!stopped_) Emit(pending_.size());
+    if (print_) {
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+    }
+  }
+
+  const std::string& text() const { return text_; }
+  const absl::Status& error() const { return error_; }
+
+ private:
+  bool Add(const std::string& piece) {
+    if (stopped_) return false;
+    pending_ += piece;
+    for (const std::string& stop : stop_strings_) {
+      const size_t at = pending_.find(stop);
+      if (at != std::string::npos) {
+        Emit(at);
+        stopped_ = true;
+        return false;
+      }
+    }
+    // Keep the last hold_ bytes (a stop string may still end there), and never split a UTF-8
+    // character between what is printed and what is kept.
+    size_t ready = pending_.size() > hold_ ? pending_.size() - hold_ : 0;
+    while (ready > 0 && ready < pending_.size() &&
+           (static_cast<unsigned char>(pending_[ready]) & 0xC0) == 0x80) {
+      --ready;
+    }
+    Emit(ready);
+    return true;
+  }
+
+  void Emit(size_t bytes) {
+    if (bytes == 0) return;
+    const std::string out = pending_.substr(0, bytes);
+    pending_.erase(0, bytes);
+    text_ += out;
+    if (print_) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fflush(stdout);
+    }
+  }
+
+  StreamingDetokenizer detokenizer_;
+  std::vector<std::string> stop_strings_;
+  std::vector<int32_t> stop_ids_;
+  bool print_;
+  size_t hold_ = 0;
+  std::string pending_;
+  std::string text_;
+  bool stopped_ = false;
+  absl::Status error_;
+};
 
 // Where the model runs: a CUDA device with the image the resolver chose, or the host.
 struct Placement {
@@ -511,13 +796,15 @@ Json ProfileJson(const RunProfile& profile) {
 }
 
 void PrintResult(const GenerateResult& result, const Executor& executor, bool cuda,
-                 const MemoryEstimate& estimate) {
+                 const MemoryEstimate& estimate, const TextStream* text) {
   for (const std::string& notice : result.notices) Note(notice);
   Note(absl::StrFormat("prefill: %d tokens in %.3f s (%.1f tokens/s)", result.prefill_tokens,
                        result.prefill_seconds, result.prefill_tokens_per_second()));
   Note(absl::StrFormat("decode: %d tokens in %.3f s (%.1f tokens/s)%s", result.decode_tokens,
                        result.decode_seconds, result.decode_tokens_per_second(),
-                       result.stopped_at_eos ? "; stopped at EOS" : ""));
+                       result.stopped_at_eos      ? "; stopped at EOS"
+                       : result.stopped_by_caller ? "; stopped at a stop string"
+                                                  : ""));
   if (absl::GetFlag(FLAGS_v)) {
     Note(FormatMemoryComparison(CompareWithUsage(estimate, executor.memory_usage())));
   }
@@ -530,14 +817,17 @@ void PrintResult(const GenerateResult& result, const Executor& executor, bool cu
                stderr);
   }
   if (!absl::GetFlag(FLAGS_json)) {
-    std::printf("%s\n", absl::StrJoin(result.tokens, " ").c_str());
+    // Text was streamed as it was generated.
+    if (text == nullptr) std::printf("%s\n", absl::StrJoin(result.tokens, " ").c_str());
     return;
   }
   Json ids = Json::array();
   for (int32_t id : result.tokens) ids.push_back(Json(id));
   Json out = Json::object();
   Put(out, "ids", std::move(ids));
+  if (text != nullptr) Put(out, "text", Json(text->text()));
   Put(out, "stopped_at_eos", Json(result.stopped_at_eos));
+  if (text != nullptr) Put(out, "stopped_at_stop_string", Json(result.stopped_by_caller));
   Put(out, "device", Json(executor.name()));
   Put(out, "timings", TimingsJson(result));
   Put(out, "memory", MemoryJson(estimate, executor.memory_usage()));
@@ -597,14 +887,27 @@ absl::Status GenerateCommand(const std::string& model) {
     if (!status.ok()) return status;
     *executor = WithStepDump(*std::move(executor), absl::GetFlag(FLAGS_dump));
   }
+  std::unique_ptr<TextStream> stream;
+  if (options->text) {
+    std::vector<int32_t> stop_ids = options->generate.stop_token_ids;
+    stop_ids.insert(stop_ids.end(), info.eos_token_ids.begin(), info.eos_token_ids.end());
+    stream = std::make_unique<TextStream>(*options->text->tokenizer, options->text->stop_strings,
+                                          std::move(stop_ids), !absl::GetFlag(FLAGS_json));
+    TextStream* out = stream.get();
+    options->generate.on_token = [out](int32_t id) { return out->OnToken(id); };
+  }
   absl::StatusOr<GenerateResult> result =
       Generate(**executor, image.plan, options->prompt, soft ? &*soft : nullptr, options->generate);
+  if (stream != nullptr) {
+    stream->Finish();
+    if (!stream->error().ok()) return stream->error();
+  }
   if (!result.ok()) return result.status();
   if (options->generate.collect_logits) {
     status = WriteLogits(absl::GetFlag(FLAGS_logits_out), *result, info.vocab_size);
     if (!status.ok()) return status;
   }
-  PrintResult(*result, **executor, placement->cuda, *estimate);
+  PrintResult(*result, **executor, placement->cuda, *estimate, stream.get());
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 #define SPARK_RUNTIME_GENERATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -71,11 +72,18 @@ struct GenerateOptions {
   int64_t max_length = 0;       // what the executor was prepared for (Executor::Prepare)
   SamplerOptions sampler;
   bool collect_logits = false;  // keep one logits row per processed position
+  // Ids that end the generation besides the model's EOS ids (e.g. generation_config.json's
+  // eos_token_id: Gemma 4's <turn|> 106 and <|tool_response> 50).
+  std::vector<int32_t> stop_token_ids;
+  // Called with each generated id as soon as it is sampled, the stopping id included; returning
+  // false ends the generation after that id (stopped_by_caller). Null: no callback.
+  std::function<bool(int32_t)> on_token;
 };
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids; ends with the EOS id when one stopped it
-  bool stopped_at_eos = false;
+  bool stopped_at_eos = false;     // an EOS id or one of stop_token_ids ended it
+  bool stopped_by_caller = false;  // on_token returned false
   // With collect_logits: [logits_rows, vocab], a row per processed position (every prompt
   // position, then the input of each decode step): prompt + tokens - 1 rows.
   std::vector<float> logits;
