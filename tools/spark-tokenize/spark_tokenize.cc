@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -112,7 +113,10 @@ absl::Status EncodeText(const Tokenizer& tokenizer, const Options& options) {
 }
 
 // stdin: one JSON string per line; stdout: one JSON array of ids per line.
-absl::Status EncodeJsonl(const Tokenizer& tokenizer, const Options& options) {
+// Calls `handle` with each line of stdin read as one JSON value (UTF-8 checked first) and its line
+// number, stopping at the first error.
+absl::Status ForEachJsonLine(
+    const std::function<absl::Status(const nlohmann::json&, size_t)>& handle) {
   std::string input = ReadStdin();
   std::vector<absl::string_view> lines = Lines(input);
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -120,13 +124,21 @@ absl::Status EncodeJsonl(const Tokenizer& tokenizer, const Options& options) {
     if (!utf8.ok()) return utf8;
     absl::StatusOr<nlohmann::json> doc = ParseLine(lines[i], i + 1);
     if (!doc.ok()) return doc.status();
-    if (!doc->is_string()) return LineError(i + 1, "expected a JSON string");
-    absl::StatusOr<std::vector<int32_t>> ids =
-        tokenizer.Encode(doc->get_ref<const std::string&>(), !options.no_special);
-    if (!ids.ok()) return LineError(i + 1, ids.status().message());
-    Write(absl::StrCat("[", IdsText(*ids, ", "), "]\n"));
+    absl::Status handled = handle(*doc, i + 1);
+    if (!handled.ok()) return handled;
   }
   return absl::OkStatus();
+}
+
+absl::Status EncodeJsonl(const Tokenizer& tokenizer, const Options& options) {
+  return ForEachJsonLine([&](const nlohmann::json& doc, size_t line) -> absl::Status {
+    if (!doc.is_string()) return LineError(line, "expected a JSON string");
+    absl::StatusOr<std::vector<int32_t>> ids =
+        tokenizer.Encode(doc.get_ref<const std::string&>(), !options.no_special);
+    if (!ids.ok()) return LineError(line, ids.status().message());
+    Write(absl::StrCat("[", IdsText(*ids, ", "), "]\n"));
+    return absl::OkStatus();
+  });
 }
 
 absl::Status CheckIds(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, size_t line) {
@@ -142,31 +154,25 @@ absl::Status CheckIds(const Tokenizer& tokenizer, const std::vector<int32_t>& id
 
 // stdin: one JSON array of ids per line; stdout: one JSON string per line.
 absl::Status DecodeJsonl(const Tokenizer& tokenizer, const Options& options) {
-  std::string input = ReadStdin();
-  std::vector<absl::string_view> lines = Lines(input);
-  for (size_t i = 0; i < lines.size(); ++i) {
-    absl::Status utf8 = CheckUtf8(lines[i], i + 1);
-    if (!utf8.ok()) return utf8;
-    absl::StatusOr<nlohmann::json> doc = ParseLine(lines[i], i + 1);
-    if (!doc.ok()) return doc.status();
-    if (!doc->is_array()) return LineError(i + 1, "expected a JSON array of token ids");
+  return ForEachJsonLine([&](const nlohmann::json& doc, size_t line) -> absl::Status {
+    if (!doc.is_array()) return LineError(line, "expected a JSON array of token ids");
     std::vector<int32_t> ids;
-    for (size_t k = 0; k < doc->size(); ++k) {
-      const nlohmann::json& id = (*doc)[k];
+    for (size_t k = 0; k < doc.size(); ++k) {
+      const nlohmann::json& id = doc[k];
       if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX ||
           (id.is_number_unsigned() && id.get<uint64_t>() > INT32_MAX)) {
-        return LineError(i + 1, absl::StrCat("item ", k + 1, " is not an integer token id"));
+        return LineError(line, absl::StrCat("item ", k + 1, " is not an integer token id"));
       }
       ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
-    absl::Status known = CheckIds(tokenizer, ids, i + 1);
+    absl::Status known = CheckIds(tokenizer, ids, line);
     if (!known.ok()) return known;
     absl::StatusOr<std::string> text = tokenizer.Decode(ids, options.skip_special);
-    if (!text.ok()) return LineError(i + 1, text.status().message());
+    if (!text.ok()) return LineError(line, text.status().message());
     Write(nlohmann::json(*text).dump());  // valid UTF-8 (Decode never gives anything else)
     Write("\n");
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 // stdin: ids separated by white space; stdout: the text, exactly (nothing added).

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "jinja_value.h"
+#include "utf8.h"
 
 namespace spark::rt::jinja {
 namespace {
@@ -21,23 +22,6 @@ char32_t Decode(const std::string& cp) {
   }
 }
 
-void Encode(char32_t c, std::string& out) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
 
 bool InPairs(char32_t c, char32_t lo, char32_t hi) { return c >= lo && c <= hi; }
 
@@ -128,7 +112,7 @@ std::string PyUpper(absl::string_view text) {
     } else if (c == 0x149) {
       out += "\xCA\xBCN";  // ʼN
     } else {
-      Encode(ToUpperOne(c), out);
+      ::spark::rt::AppendUtf8(ToUpperOne(c), &out);
     }
   }
   return out;
@@ -149,9 +133,9 @@ std::string PyLower(absl::string_view text) {
       // Final sigma: after a cased letter and not before one.
       const bool after_cased = i > 0 && IsCased(cs[i - 1]);
       const bool before_cased = i + 1 < cs.size() && IsCased(cs[i + 1]);
-      Encode(after_cased && !before_cased ? 0x3C2 : 0x3C3, out);
+      ::spark::rt::AppendUtf8(after_cased && !before_cased ? 0x3C2 : 0x3C3, &out);
     } else {
-      Encode(ToLowerOne(c), out);
+      ::spark::rt::AppendUtf8(ToLowerOne(c), &out);
     }
   }
   return out;

@@ -687,6 +687,20 @@ absl::StatusOr<Value> Interpreter::Method(const Value& self, const std::string& 
   return Value();
 }
 
+// The arguments of a call or filter expression: children[1..] positional, then the keywords.
+absl::StatusOr<CallArgs> Interpreter::EvalArgs(const Expr& expr, Scope& scope) {
+  CallArgs args;
+  for (size_t i = 1; i < expr.children.size(); ++i) {
+    SPARK_ASSIGN_OR_RETURN(Value v, Eval(*expr.children[i], scope));
+    args.positional.push_back(std::move(v));
+  }
+  for (const auto& [key, value_expr] : expr.kwargs) {
+    SPARK_ASSIGN_OR_RETURN(Value v, Eval(*value_expr, scope));
+    args.keyword.emplace_back(key, std::move(v));
+  }
+  return args;
+}
+
 absl::StatusOr<Value> Interpreter::Eval(const Expr& expr, Scope& scope) {
   SPARK_ASSIGN_OR_RETURN(Value value, EvalImpl(expr, scope));
   if (value.depth() > limits_.max_value_depth) {
@@ -788,15 +802,7 @@ absl::StatusOr<Value> Interpreter::EvalImpl(const Expr& expr, Scope& scope) {
     }
     case Expr::Type::kCall: {
       SPARK_ASSIGN_OR_RETURN(const Value callee, Eval(*expr.children[0], scope));
-      CallArgs args;
-      for (size_t i = 1; i < expr.children.size(); ++i) {
-        SPARK_ASSIGN_OR_RETURN(Value v, Eval(*expr.children[i], scope));
-        args.positional.push_back(std::move(v));
-      }
-      for (const auto& [key, value_expr] : expr.kwargs) {
-        SPARK_ASSIGN_OR_RETURN(Value v, Eval(*value_expr, scope));
-        args.keyword.emplace_back(key, std::move(v));
-      }
+      SPARK_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(expr, scope));
       if (callee.is_undefined() && expr.children[0]->type == Expr::Type::kAttr) {
         // A method the interpreter does not implement on a string, dict or list.
         SPARK_ASSIGN_OR_RETURN(const Value object, Eval(*expr.children[0]->children[0], scope));
@@ -809,28 +815,12 @@ absl::StatusOr<Value> Interpreter::EvalImpl(const Expr& expr, Scope& scope) {
     }
     case Expr::Type::kFilter: {
       SPARK_ASSIGN_OR_RETURN(const Value input, Eval(*expr.children[0], scope));
-      CallArgs args;
-      for (size_t i = 1; i < expr.children.size(); ++i) {
-        SPARK_ASSIGN_OR_RETURN(Value v, Eval(*expr.children[i], scope));
-        args.positional.push_back(std::move(v));
-      }
-      for (const auto& [key, value_expr] : expr.kwargs) {
-        SPARK_ASSIGN_OR_RETURN(Value v, Eval(*value_expr, scope));
-        args.keyword.emplace_back(key, std::move(v));
-      }
+      SPARK_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(expr, scope));
       return Filter(expr.name, input, args, line);
     }
     case Expr::Type::kTest: {
       SPARK_ASSIGN_OR_RETURN(const Value input, Eval(*expr.children[0], scope));
-      CallArgs args;
-      for (size_t i = 1; i < expr.children.size(); ++i) {
-        SPARK_ASSIGN_OR_RETURN(Value v, Eval(*expr.children[i], scope));
-        args.positional.push_back(std::move(v));
-      }
-      for (const auto& [key, value_expr] : expr.kwargs) {
-        SPARK_ASSIGN_OR_RETURN(Value v, Eval(*value_expr, scope));
-        args.keyword.emplace_back(key, std::move(v));
-      }
+      SPARK_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(expr, scope));
       SPARK_ASSIGN_OR_RETURN(const bool result, Test(expr.name, input, args, line));
       return Value::Bool(result != expr.negated);
     }

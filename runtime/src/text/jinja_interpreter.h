@@ -55,6 +55,7 @@ class Interpreter {
   absl::StatusOr<Flow> Exec(const Node& node, Scope& scope);
   absl::StatusOr<Flow> ExecFor(const Node& node, Scope& scope);
   absl::StatusOr<Value> Eval(const Expr& expr, Scope& scope);
+  absl::StatusOr<CallArgs> EvalArgs(const Expr& expr, Scope& scope);
   absl::StatusOr<Value> EvalImpl(const Expr& expr, Scope& scope);
   absl::StatusOr<Value> EvalBinary(const std::string& op, const Value& a, const Value& b, int line);
   absl::StatusOr<bool> Compare(const std::string& op, const Value& a, const Value& b, int line);

@@ -15,6 +15,7 @@
   auto lhs##_or = (expr);                       \
   if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = std::move(*lhs##_or)
+#include "utf8.h"
 
 namespace spark::rt::jinja {
 namespace {
@@ -76,23 +77,6 @@ bool ValidUtf8(absl::string_view s) {
   return true;
 }
 
-void AppendUtf8(char32_t c, std::string& out) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
 
 class Lexer {
  public:
@@ -378,7 +362,7 @@ class Lexer {
           if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
             return Error(line, "escape outside Unicode (or a surrogate) in a string literal");
           }
-          AppendUtf8(v, out);
+          ::spark::rt::AppendUtf8(v, &out);
           i += n;
           break;
         }
@@ -389,7 +373,7 @@ class Lexer {
                  ++k) {
               v = v * 8 + (raw[++i] - '0');
             }
-            AppendUtf8(v, out);
+            ::spark::rt::AppendUtf8(v, &out);
           } else {
             out += '\\';
             out += e;

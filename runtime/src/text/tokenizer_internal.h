@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "spark/runtime/tokenizer.h"
+#include "utf8.h"
 
 namespace spark {
 namespace rt {
@@ -87,7 +88,7 @@ inline size_t Utf8Length(uint8_t lead) {
   return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
 }
 uint32_t DecodeUtf8At(absl::string_view text, size_t pos);
-void AppendUtf8(uint32_t code_point, std::string* out);
+using ::spark::rt::AppendUtf8;  // utf8.h
 // Rust's char::is_whitespace (Unicode White_Space), and regex `\w`.
 bool IsWhiteSpace(uint32_t code_point);
 bool IsWordChar(uint32_t code_point);

@@ -10,6 +10,7 @@
 #include "file_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "chat_template_test_util.h"
 #include "spark/runtime/chat_template.h"
 
 namespace spark::rt {
@@ -23,19 +24,7 @@ nlohmann::ordered_json ReadJson(const std::string& path) {
   return nlohmann::ordered_json::parse(text.ok() ? *text : "null");
 }
 
-// render_chat_template.py's FIXED_NOW.
-std::tm FixedNow() {
-  std::tm t{};
-  t.tm_year = 2026 - 1900;
-  t.tm_mon = 6;
-  t.tm_mday = 15;
-  t.tm_hour = 12;
-  t.tm_min = 34;
-  t.tm_sec = 56;
-  t.tm_wday = 3;  // a Wednesday
-  t.tm_yday = 195;
-  return t;
-}
+using testing_util::FixedNow;
 
 TEST(ChatTemplateGoldenTest, EveryTemplateAndConversationMatchesJinja2) {
   const nlohmann::ordered_json templates = ReadJson(kDataDir + "/templates.json");

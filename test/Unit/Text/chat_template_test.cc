@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "chat_template_test_util.h"
 #include "spark/runtime/chat_template.h"
 
 namespace spark::rt {
@@ -69,18 +70,7 @@ std::vector<std::string> ConstructNames() {
   return names;
 }
 
-std::tm FixedNow() {  // render_chat_template.py's FIXED_NOW
-  std::tm t{};
-  t.tm_year = 2026 - 1900;
-  t.tm_mon = 6;
-  t.tm_mday = 15;
-  t.tm_hour = 12;
-  t.tm_min = 34;
-  t.tm_sec = 56;
-  t.tm_wday = 3;
-  t.tm_yday = 195;
-  return t;
-}
+using testing_util::FixedNow;
 
 absl::StatusOr<std::string> RenderText(const std::string& source,
                                        nlohmann::ordered_json context = nlohmann::ordered_json{}) {
