@@ -58,9 +58,12 @@ LogicalResult writeFile(ModuleOp module, llvm::StringRef path, llvm::StringRef b
   return success();
 }
 
-LogicalResult runPipeline(ModuleOp module, const CompileOptions &options,
+LogicalResult runPipeline(ModuleOp module, const CompileOptions &options, llvm::StringRef stage,
                           llvm::function_ref<void(OpPassManager &)> build) {
+  // Outlives the pass manager, whose instrumentation refers to it.
+  TimingScope timing = options.timing ? options.timing->nest(stage.str()) : TimingScope();
   PassManager pm(module.getContext());
+  pm.enableTiming(timing);
   if (options.configurePassManager && failed(options.configurePassManager(pm)))
     return failure();
   build(pm);
@@ -95,7 +98,7 @@ LogicalResult compileTarget(ModuleOp kernelModule, const CompileOptions &options
     StageTimer timer(options.verbose, "NVVM + LLVM NVPTX back end (" + targetName + ")");
     if (options.emit == EmitKind::Llvm)
       nvvm.format = "llvm"; // the same stage, stopping at linked LLVM bitcode instead of PTX
-    if (failed(runPipeline(*module, options,
+    if (failed(runPipeline(*module, options, "NVVM pipeline (" + targetName + ")",
                            [&](OpPassManager &pm) { buildNVVMPipeline(pm, nvvm); })))
       return failure();
   }
@@ -193,7 +196,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
       return fail(module, t.takeError());
   {
     StageTimer timer(options.verbose, "graph pipeline (verify, fuse, canonicalize)");
-    if (failed(runPipeline(module, options, buildGraphPipeline)))
+    if (failed(runPipeline(module, options, "graph pipeline", buildGraphPipeline)))
       return failure();
   }
   {
@@ -202,7 +205,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
     kernel.maxTokens = options.maxTokens;
     kernel.kvCacheDType = options.kvCacheDType;
     kernel.activationPrecision = options.activationPrecision;
-    if (failed(runPipeline(module, options,
+    if (failed(runPipeline(module, options, "kernel pipeline",
                            [&](OpPassManager &pm) { buildKernelPipeline(pm, kernel); })))
       return failure();
   }

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <functional>
@@ -27,8 +28,12 @@ struct CompileOptions {
   std::string dumpPtx;                      // --dump-ptx=<file>
   bool verbose = false;                     // -v: each stage's time and every lookup
   std::string argv0;
-  /// Applies the --mlir-* pass manager options (print-ir, timing) to each pass manager.
+  /// Applies the --mlir-* pass manager options (print-ir, ...) to each pass manager.
   std::function<mlir::LogicalResult(mlir::PassManager &)> configurePassManager;
+  /// --mlir-timing: each pass manager times its passes in a scope of its own under this one,
+  /// named after its stage (MLIR keys a pass's timer by the pass object's address, which a later
+  /// pass manager's pass may reuse: one shared scope would mix their lines). Null: no timing.
+  mlir::TimingScope *timing = nullptr;
 };
 
 /// Runs the compile pipeline on `module` and writes the outputs (docs/cli.md lists them).

@@ -22,6 +22,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 
+
 using namespace llvm;
 
 static cl::OptionCategory sparkCompileCategory("spark-compile options");
@@ -162,12 +163,13 @@ int main(int argc, char **argv) {
   options.dumpPtx = dumpPtx;
   options.verbose = verbose;
   options.argv0 = argv[0];
-  // --mlir-timing: one timing report for all the pass managers of this compile, printed at exit.
+  // --mlir-timing: one timing report for all the pass managers of this compile, printed at exit,
+  // a scope per pass manager (CompileOptions::timing).
   mlir::DefaultTimingManager timingManager;
   mlir::applyDefaultTimingManagerCLOptions(timingManager);
   mlir::TimingScope timing = timingManager.getRootScope();
-  options.configurePassManager = [&timing](mlir::PassManager &pm) {
-    pm.enableTiming(timing);
+  options.timing = &timing;
+  options.configurePassManager = [](mlir::PassManager &pm) {
     return mlir::applyPassManagerCLOptions(pm);
   };
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <new>
@@ -423,6 +424,25 @@ absl::Status ApplyGenerationConfig(const std::string& dir, GenerateOptions* gene
     return absl::InvalidArgumentError(
         PrintableText(absl::StrCat(path, ": not a JSON object (expected the checkpoint's "
                                          "generation_config.json)")));
+  }
+  // Every key is honoured, or has no effect on the tokens generated; any other setting (e.g.
+  // repetition_penalty, min_p) is refused rather than silently ignored.
+  static constexpr const char* kHonoured[] = {"eos_token_id", "temperature", "top_k", "top_p",
+                                              "do_sample"};
+  static constexpr const char* kNoEffect[] = {
+      "bos_token_id", "pad_token_id", "transformers_version", "_from_model_config", "use_cache",
+      "cache_implementation", "output_attentions", "output_hidden_states", "output_scores",
+      "output_logits", "return_dict_in_generate"};
+  for (const auto& item : config.items()) {
+    const auto named = [&](const auto& keys) {
+      return std::any_of(std::begin(keys), std::end(keys),
+                         [&](const char* key) { return item.key() == key; });
+    };
+    if (named(kHonoured) || named(kNoEffect) || item.value().is_null()) continue;
+    return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+        path, ": sets ", item.key(), " = ", item.value().dump(),
+        ", which spark-run does not implement (it honours eos_token_id, temperature, top_k, "
+        "top_p and do_sample); remove the setting to generate without it, or use --prompt-ids")));
   }
   const auto eos = config.find("eos_token_id");
   if (eos != config.end()) {
