@@ -505,7 +505,7 @@ absl::Status ReadTextPrompt(RunOptions* options) {
                                                              chat.status().message()));
     }
     Json messages = Json::array();
-    if (!absl::GetFlag(FLAGS_system).empty()) {
+    if (SpecifiedOnCommandLine("system")) {  // an empty --system "" is an empty system turn
       messages.push_back(Json::object({{"role", "system"}, {"content", absl::GetFlag(FLAGS_system)}}));
     }
     messages.push_back(Json::object({{"role", "user"}, {"content", absl::GetFlag(FLAGS_chat)}}));
