@@ -20,7 +20,6 @@ constexpr absl::string_view kUseHost = "run with --device host";
 absl::StatusCode CodeFor(CUresult result) {
   switch (result) {
     case cu::kErrorNoDevice:
-    case cu::kErrorInsufficientDriver:
     case cu::kErrorStubLibrary:
     case cu::kErrorDeviceUnavailable:
     case cu::kErrorDeinitialized:

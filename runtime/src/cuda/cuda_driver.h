@@ -1,6 +1,7 @@
 // The CUDA driver API, loaded at run time with dlopen("libcuda.so.1") so that the runtime (and its
 // tests) start on machines without a driver. Never include cuda.h or link libcuda: the few types
-// and constants the runtime needs are declared here, with the values of CUDA 12/13's cuda.h.
+// and constants the runtime needs are declared here, with the values of CUDA 12/13's cuda.h
+// (test/Unit/CudaHeader/cuda_constants_test.cc checks them against the toolkit's header).
 // Every call goes through SPARK_CU_RETURN_IF_ERROR, which turns a CUresult into an absl::Status.
 #ifndef SPARK_RUNTIME_SRC_CUDA_CUDA_DRIVER_H_
 #define SPARK_RUNTIME_SRC_CUDA_CUDA_DRIVER_H_
@@ -36,7 +37,6 @@ inline constexpr CUresult kErrorOutOfMemory = 2;
 inline constexpr CUresult kErrorNotInitialized = 3;
 inline constexpr CUresult kErrorDeinitialized = 4;
 inline constexpr CUresult kErrorStubLibrary = 34;
-inline constexpr CUresult kErrorInsufficientDriver = 35;
 inline constexpr CUresult kErrorDeviceUnavailable = 46;
 inline constexpr CUresult kErrorNoDevice = 100;
 inline constexpr CUresult kErrorSystemNotReady = 802;
