@@ -12,7 +12,7 @@
 #include "spark/runtime/elf_section.h"
 #include "spark/runtime/plan_format.h"
 #include "spark/runtime/target.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {

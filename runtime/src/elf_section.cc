@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "checked_math.h"
 #include "spark/runtime/printable_text.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {

@@ -16,13 +16,13 @@
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {
 namespace {
 
-// Forwards to `inner` and writes the outputs of each RunStep call's steps to one safetensors file.
+// Forwards to `inner` (whose sequences it hands out) and writes the outputs of each Run call's steps to one safetensors file.
 class DumpingExecutor final : public Executor {
  public:
   DumpingExecutor(std::unique_ptr<Executor> inner, std::string dir)
@@ -30,12 +30,15 @@ class DumpingExecutor final : public Executor {
     inner_->set_step_observer([this](const StepOutput& output) { return Collect(output); });
   }
 
-  absl::Status Prepare(int64_t max_length) override { return inner_->Prepare(max_length); }
+  absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
+    return inner_->NewSequence(max_length);
+  }
 
-  absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
-                       const SoftTokenChunk* soft, std::vector<float>* logits) override {
+  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
+                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
+                   std::vector<float>* logits) override {
     tensors_.clear();
-    const absl::Status run = inner_->RunStep(ids, positions, soft, logits);
+    const absl::Status run = inner_->Run(sequence, ids, positions, soft, rows, logits);
     // Written even when a step failed: the outputs up to it are what one wants to look at.
     const std::string path = JoinPath(dir_, absl::StrFormat("run%03d.safetensors", calls_++));
     // Never through a file or link already there (the directory may be someone else's).
@@ -66,6 +69,28 @@ class DumpingExecutor final : public Executor {
 };
 
 }  // namespace
+
+absl::Status Executor::CheckOwnSequence(const SequenceState& sequence) const {
+  if (sequence.owner() == this) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(name(), " executor: the sequence was not made by this executor"));
+}
+
+absl::Status Executor::Prepare(int64_t max_length) {
+  own_sequence_.reset();  // its caches are freed before the new ones are allocated
+  SPARK_ASSIGN_OR_RETURN(own_sequence_, NewSequence(max_length));
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunStep(absl::Span<const int32_t> ids,
+                               absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
+                               std::vector<float>* logits) {
+  if (own_sequence_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name(), " executor: Prepare must be called before RunStep"));
+  }
+  return Run(*own_sequence_, ids, positions, soft, LogitRows::kAll, logits);
+}
 
 int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tokens) {
   if (cache.kind == KvKind::kFull) return max_length;

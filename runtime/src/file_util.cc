@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "host_allocation.h"
 #include "spark/runtime/printable_text.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {

@@ -23,7 +23,7 @@
 #include "spark/runtime/executor.h"
 #include "spark/runtime/safetensors.h"
 #include "spark/runtime/sampler.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {
@@ -117,17 +117,26 @@ SoftChunkRows SelectSoftRows(const SoftTokens& soft, int64_t start, int64_t coun
 // The state of one generation.
 class Generation {
  public:
-  Generation(Executor& executor, const Plan& plan, const GenerateOptions& options)
-      : executor_(executor), plan_(plan), options_(options), sampler_(options.sampler) {}
+  Generation(Executor& executor, SequenceState& sequence, const Plan& plan,
+             const GenerateOptions& options)
+      : executor_(executor),
+        sequence_(sequence),
+        plan_(plan),
+        options_(options),
+        sampler_(options.sampler) {}
 
   absl::Status Prefill(absl::Span<const int32_t> prompt, const SoftTokens* soft);
   absl::Status Decode(int64_t prompt_length, int64_t max_new_tokens);
   GenerateResult& result() { return result_; }
 
  private:
-  // Runs one executor step over `ids` at consecutive positions, keeping its logits.
+  bool Cancelled() const {
+    return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed);
+  }
+  // Runs one executor step over `ids` at consecutive positions, keeping the logits it asks for:
+  // every row with collect_logits, else the last row when `sample` (none otherwise).
   absl::Status Run(absl::Span<const int32_t> ids, int64_t first_position,
-                   const SoftTokenChunk* soft);
+                   const SoftTokenChunk* soft, bool sample);
   // Samples the next token from the last logits row of the last step.
   void SampleNext() {
     const int64_t vocab = plan_.model.vocab_size;
@@ -136,6 +145,7 @@ class Generation {
   }
 
   Executor& executor_;
+  SequenceState& sequence_;
   const Plan& plan_;
   const GenerateOptions& options_;
   Sampler sampler_;
@@ -145,35 +155,51 @@ class Generation {
 };
 
 absl::Status Generation::Run(absl::Span<const int32_t> ids, int64_t first_position,
-                             const SoftTokenChunk* soft) {
+                             const SoftTokenChunk* soft, bool sample) {
   std::vector<int32_t> positions(ids.size());
   std::iota(positions.begin(), positions.end(), static_cast<int32_t>(first_position));
-  SPARK_RETURN_IF_ERROR(executor_.RunStep(ids, positions, soft, &step_logits_));
+  const LogitRows rows = options_.collect_logits ? LogitRows::kAll
+                         : sample                ? LogitRows::kLast
+                                                 : LogitRows::kNone;
+  SPARK_RETURN_IF_ERROR(executor_.Run(sequence_, ids, positions, soft, rows, &step_logits_));
   const int64_t vocab = plan_.model.vocab_size;
-  const int64_t rows = static_cast<int64_t>(ids.size());
-  if (static_cast<int64_t>(step_logits_.size()) != rows * vocab) {
+  const int64_t expected = rows == LogitRows::kAll    ? static_cast<int64_t>(ids.size())
+                           : rows == LogitRows::kLast ? 1
+                                                      : 0;
+  if (static_cast<int64_t>(step_logits_.size()) != expected * vocab) {
     return absl::InternalError(absl::StrCat(executor_.name(), " executor returned ",
-                                            step_logits_.size(), " logits for ", rows,
-                                            " tokens of vocabulary ", vocab));
+                                            step_logits_.size(), " logits for ", expected,
+                                            " rows of vocabulary ", vocab));
   }
   if (options_.collect_logits) {
     result_.logits.insert(result_.logits.end(), step_logits_.begin(), step_logits_.end());
-    result_.logits_rows += rows;
+    result_.logits_rows += expected;
   }
+  result_.cached_tokens = first_position + static_cast<int64_t>(ids.size());
   return absl::OkStatus();
 }
 
 absl::Status Generation::Prefill(absl::Span<const int32_t> prompt, const SoftTokens* soft) {
   const absl::Time start = absl::Now();
-  const int64_t length = static_cast<int64_t>(prompt.size());
-  // Image blocks matter only to a model with vision-bidirectional attention.
+  const int64_t cached = options_.cached_prefix;
+  result_.reused_tokens = cached;
+  result_.cached_tokens = cached;
+  const absl::Span<const int32_t> rest = prompt.subspan(cached);
+  const int64_t length = static_cast<int64_t>(rest.size());
+  // Image blocks matter only to a model with vision-bidirectional attention. (A session reuses
+  // no prefix when soft tokens are given: positions here are the prompt's.)
   std::vector<int32_t> last_visible;
   if (soft != nullptr && plan_.input_last_visible >= 0) {
     last_visible = LastVisiblePositions(length, *soft);
   }
   SPARK_ASSIGN_OR_RETURN(const std::vector<PrefillChunk> chunks,
                          PlanPrefillChunks(length, plan_.max_tokens, last_visible));
-  for (const PrefillChunk& chunk : chunks) {
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    if (Cancelled()) {
+      result_.cancelled = true;
+      break;
+    }
+    const PrefillChunk& chunk = chunks[c];
     const int64_t count = chunk.end - chunk.begin;
     SoftChunkRows rows;
     if (soft != nullptr) rows = SelectSoftRows(*soft, chunk.begin, count);
@@ -181,11 +207,12 @@ absl::Status Generation::Prefill(absl::Span<const int32_t> prompt, const SoftTok
     if (!last_visible.empty() && !rows.indices.empty()) {
       soft_chunk.last_visible = absl::MakeConstSpan(last_visible).subspan(chunk.begin, count);
     }
-    SPARK_RETURN_IF_ERROR(Run(prompt.subspan(chunk.begin, count), chunk.begin,
-                              rows.indices.empty() ? nullptr : &soft_chunk));
+    SPARK_RETURN_IF_ERROR(Run(rest.subspan(chunk.begin, count), cached + chunk.begin,
+                              rows.indices.empty() ? nullptr : &soft_chunk,
+                              /*sample=*/c + 1 == chunks.size()));
   }
-  SampleNext();
-  result_.prefill_tokens = static_cast<int64_t>(prompt.size());
+  if (!result_.cancelled) SampleNext();
+  result_.prefill_tokens = result_.cached_tokens - cached;
   result_.prefill_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return absl::OkStatus();
 }
@@ -206,8 +233,13 @@ absl::Status Generation::Decode(int64_t prompt_length, int64_t max_new_tokens) {
       break;
     }
     if (static_cast<int64_t>(result_.tokens.size()) >= max_new_tokens) break;
+    if (Cancelled()) {
+      result_.cancelled = true;
+      break;
+    }
     const int64_t position = prompt_length + static_cast<int64_t>(result_.tokens.size()) - 1;
-    SPARK_RETURN_IF_ERROR(Run(absl::MakeConstSpan(&next_token_, 1), position, nullptr));
+    SPARK_RETURN_IF_ERROR(
+        Run(absl::MakeConstSpan(&next_token_, 1), position, nullptr, /*sample=*/true));
     SampleNext();
     ++result_.decode_tokens;
   }
@@ -351,28 +383,36 @@ absl::Status ValidatePrompt(const ModelInfo& model, absl::Span<const int32_t> pr
   return absl::OkStatus();
 }
 
-absl::StatusOr<GenerateResult> Generate(Executor& executor, const Plan& plan,
-                                        absl::Span<const int32_t> prompt, const SoftTokens* soft,
-                                        const GenerateOptions& options) {
+absl::StatusOr<GenerateResult> Generate(Executor& executor, SequenceState& sequence,
+                                        const Plan& plan, absl::Span<const int32_t> prompt,
+                                        const SoftTokens* soft, const GenerateOptions& options) {
   SPARK_RETURN_IF_ERROR(ValidateSamplerOptions(options.sampler));
-  SPARK_RETURN_IF_ERROR(ValidatePrompt(plan.model, prompt, options.max_length));
+  const int64_t max_length = sequence.max_length();
+  SPARK_RETURN_IF_ERROR(ValidatePrompt(plan.model, prompt, max_length));
   if (soft != nullptr) SPARK_RETURN_IF_ERROR(CheckSoftTokens(plan, *soft));
   if (options.max_new_tokens < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max new tokens must be at least 1, got ", options.max_new_tokens));
   }
-  Generation generation(executor, plan, options);
   const int64_t prompt_length = static_cast<int64_t>(prompt.size());
-  const int64_t room = options.max_length - prompt_length;
+  if (options.cached_prefix < 0 || options.cached_prefix >= prompt_length ||
+      (soft != nullptr && options.cached_prefix > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cached_prefix ", options.cached_prefix, " is not in [0, ", prompt_length,
+        ") (the last prompt token is always run)", soft != nullptr ? ", or soft tokens were given" : ""));
+  }
+  Generation generation(executor, sequence, plan, options);
+  const int64_t room = max_length - prompt_length;
   const int64_t max_new_tokens = std::min(options.max_new_tokens, room);
   if (max_new_tokens < options.max_new_tokens) {
     generation.result().notices.push_back(
         absl::StrCat("the prompt (", prompt_length, " tokens) + ", options.max_new_tokens,
-                     " new tokens exceed the max length ", options.max_length,
-                     "; generating at most ", max_new_tokens));
+                     " new tokens exceed the max length ", max_length, "; generating at most ",
+                     max_new_tokens));
   }
   if (max_new_tokens == 0) return std::move(generation.result());
   SPARK_RETURN_IF_ERROR(generation.Prefill(prompt, soft));
+  if (generation.result().cancelled) return std::move(generation.result());
   SPARK_RETURN_IF_ERROR(generation.Decode(prompt_length, max_new_tokens));
   return std::move(generation.result());
 }

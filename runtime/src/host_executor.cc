@@ -20,7 +20,7 @@
 #include "spark/runtime/host_kernel_dispatch.h"
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/plan.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 #include "step_args.h"
 
 namespace spark {
@@ -34,9 +34,10 @@ class HostExecutor final : public Executor {
   HostExecutor(const Plan& plan, std::vector<WeightData> weights)
       : plan_(plan), weights_(std::move(weights)) {}
 
-  absl::Status Prepare(int64_t max_length) override;
-  absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
-                       const SoftTokenChunk* soft, std::vector<float>* logits) override;
+  absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
+  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
+                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
+                   std::vector<float>* logits) override;
   std::string name() const override { return "host"; }
   MemoryUsage memory_usage() const override {
     MemoryUsage usage;
@@ -49,7 +50,18 @@ class HostExecutor final : public Executor {
     std::vector<uint64_t> k;
     std::vector<uint64_t> v;
   };
+  class Sequence final : public SequenceState {
+   public:
+    Sequence(HostExecutor* executor, int64_t max_length)
+        : SequenceState(executor, max_length), executor(executor) {}
+    ~Sequence() override { executor->allocated_bytes_ -= bytes; }
 
+    HostExecutor* const executor;
+    std::vector<KvCache> kv_caches;  // by kv cache id
+    uint64_t bytes = 0;              // of the caches
+  };
+
+  absl::Status AllocateArena();
   uint8_t* BufferData(int64_t buffer) {
     return reinterpret_cast<uint8_t*>(arena_.data()) + plan_.buffers[buffer].offset;
   }
@@ -63,60 +75,75 @@ class HostExecutor final : public Executor {
 
   const Plan& plan_;
   std::vector<WeightData> weights_;
-  int64_t max_length_ = 0;          // 0 until Prepare
-  std::vector<uint64_t> arena_;     // arena_bytes, 8-byte aligned
-  std::vector<KvCache> kv_caches_;  // by kv cache id
-  ArgBindings bindings_;
+  std::vector<uint64_t> arena_;  // arena_bytes, 8-byte aligned; empty until the first sequence
+  ArgBindings bindings_;         // arena and weights; the caches are the running sequence's
+  uint64_t allocated_bytes_ = 0;
   uint64_t peak_allocated_bytes_ = 0;
 };
 
-absl::Status HostExecutor::Prepare(int64_t max_length) {
+absl::Status HostExecutor::AllocateArena() {
+  if (!arena_.empty() || plan_.arena_bytes == 0) return absl::OkStatus();
+  SPARK_RETURN_IF_ERROR(WithHostAllocation("the activation arena", plan_.arena_bytes, [&] {
+    arena_.assign((plan_.arena_bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
+  }));
+  bindings_.arena = AddressOf(arena_.data());
+  for (const WeightData& w : weights_) bindings_.weights.push_back(AddressOf(w.data));
+  allocated_bytes_ += arena_.size() * sizeof(uint64_t);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SequenceState>> HostExecutor::NewSequence(int64_t max_length) {
   if (max_length < 1 || max_length > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
   }
-  max_length_ = 0;  // until everything is allocated
-  SPARK_RETURN_IF_ERROR(WithHostAllocation("the activation arena", plan_.arena_bytes, [&] {
-    arena_.assign((plan_.arena_bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
-  }));
-  bindings_ = ArgBindings();
-  bindings_.arena = AddressOf(arena_.data());
-  for (const WeightData& w : weights_) bindings_.weights.push_back(AddressOf(w.data));
-  kv_caches_.assign(plan_.kv_caches.size(), KvCache());
+  SPARK_RETURN_IF_ERROR(AllocateArena());
+  auto sequence = std::make_unique<Sequence>(this, max_length);
+  sequence->kv_caches.assign(plan_.kv_caches.size(), KvCache());
   for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
     const KvCacheInfo& info = plan_.kv_caches[i];
     const int64_t capacity = KvCapacity(info, max_length, plan_.max_tokens);
     const uint64_t part_bytes = info.part_bytes(capacity);
+    KvCache& cache = sequence->kv_caches[i];
     SPARK_RETURN_IF_ERROR(WithHostAllocation(
         absl::StrCat("kv cache ", i, " (K and V, ", capacity, " slots)"), 2 * part_bytes, [&] {
           const size_t words = static_cast<size_t>((part_bytes + 7) / 8);
-          kv_caches_[i].k.assign(words, 0);
-          kv_caches_[i].v.assign(words, 0);
+          cache.k.assign(words, 0);
+          cache.v.assign(words, 0);
         }));
-    bindings_.k_caches.push_back(AddressOf(kv_caches_[i].k.data()));
-    bindings_.v_caches.push_back(AddressOf(kv_caches_[i].v.data()));
-    bindings_.kv_capacities.push_back(capacity);
+    const uint64_t bytes = (cache.k.size() + cache.v.size()) * 8;
+    sequence->bytes += bytes;
+    allocated_bytes_ += bytes;
   }
-  uint64_t allocated = arena_.size() * sizeof(uint64_t);
-  for (const KvCache& cache : kv_caches_) allocated += (cache.k.size() + cache.v.size()) * 8;
-  peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated);
-  max_length_ = max_length;
-  return absl::OkStatus();
+  peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
+  return std::unique_ptr<SequenceState>(std::move(sequence));
 }
 
-absl::Status HostExecutor::RunStep(absl::Span<const int32_t> ids,
-                                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
-                                   std::vector<float>* logits) {
-  if (max_length_ == 0) {
-    return absl::FailedPreconditionError("HostExecutor::Prepare must be called before RunStep");
+absl::Status HostExecutor::Run(SequenceState& state, absl::Span<const int32_t> ids,
+                               absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
+                               LogitRows rows, std::vector<float>* logits) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
+  Sequence& sequence = static_cast<Sequence&>(state);
+  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, sequence.max_length(), ids, positions, soft));
+  bindings_.k_caches.clear();
+  bindings_.v_caches.clear();
+  bindings_.kv_capacities.clear();
+  for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
+    bindings_.k_caches.push_back(AddressOf(sequence.kv_caches[i].k.data()));
+    bindings_.v_caches.push_back(AddressOf(sequence.kv_caches[i].v.data()));
+    bindings_.kv_capacities.push_back(
+        KvCapacity(plan_.kv_caches[i], sequence.max_length(), plan_.max_tokens));
   }
-  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, max_length_, ids, positions, soft));
   WriteInputs(ids, positions, soft);
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
   SPARK_RETURN_IF_ERROR(RunSteps(num_tokens, num_soft, positions[0]));
+  const int64_t vocab = plan_.model.vocab_size;
   const float* out = reinterpret_cast<const float*>(BufferData(plan_.output_logits));
-  logits->assign(out, out + static_cast<int64_t>(num_tokens) * plan_.model.vocab_size);
+  const int64_t first_row = rows == LogitRows::kAll    ? 0
+                            : rows == LogitRows::kLast ? num_tokens - 1
+                                                       : num_tokens;
+  logits->assign(out + first_row * vocab, out + static_cast<int64_t>(num_tokens) * vocab);
   return absl::OkStatus();
 }
 

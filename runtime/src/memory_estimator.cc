@@ -18,7 +18,7 @@
 #include "absl/strings/strip.h"
 #include "checked_math.h"
 #include "file_util.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {

@@ -14,7 +14,7 @@
 #include "absl/types/optional.h"
 #include "file_util.h"
 #include "spark/runtime/printable_text.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {

@@ -23,7 +23,7 @@
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan_format.h"
 #include "spark/runtime/target.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 #include "step_bounds.h"
 
 namespace spark {

@@ -17,7 +17,7 @@
 #include "json_document.h"
 #include "little_endian.h"
 #include "spark/runtime/printable_text.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {

@@ -10,7 +10,7 @@
 #include "checked_math.h"
 #include "op_rules.h"
 #include "spark/runtime/printable_text.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {

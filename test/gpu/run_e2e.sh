@@ -18,7 +18,11 @@
 #   7. when python3 has torch and transformers: transformers itself in bf16 on this GPU against its
 #      own f32 golden (prompt logits), the scale a bf16 tolerance is judged against (an INFO row:
 #      never a failure).
-#   8. tiny-vision (use_bidirectional_attention "vision"), when ARTIFACT_DIR has its images: the
+#   8. without --logits-out (each step copies only the sampled row, decode replays the session's
+#      CUDA graph): the greedy ids equal the golden's; and --interactive (tiny-dense, tiny
+#      tokenizer): three turns on CUDA give the host's ids turn by turn, later turns reusing the
+#      session's KV cache;
+#   9. tiny-vision (use_bidirectional_attention "vision"), when ARTIFACT_DIR has its images: the
 #      one- and two-image prompts against their goldens, also compiled with --max-tokens 12
 #      (tiny-vision.chunk12.sm_90a.cubin: images across a plain chunk boundary); memcheck.
 # A check whose inputs are missing prints a SKIP row (not counted as passed or failed).
@@ -83,6 +87,32 @@ only121() { # model dir
   cat "$e/err"
   grep -q 'NOT_FOUND' "$e/err" && grep -q 'sm_121a is arch-specific' "$e/err" && grep -q 'spark-compile' "$e/err"
 }
+lastrow() { # model image dir: greedy ids without --logits-out (last-row copies, decode graph)
+  local m=$1 img=$2 d=$3 ids want
+  ids=$($RUN "$img" --weights "$MODELS/$m" --device cuda --prompt-ids "$(prompt $m plain)" \
+        --max-new-tokens 8 2>"$d/err") || { cat "$d/err"; return 1; }
+  want=$(python3 -c "import json;d=json.load(open('$MODELS/$m/golden_info.json'));print(' '.join(map(str,d['greedy_ids'][:8])))")
+  [ "$ids" = "$want" ] && echo "tokens: $ids (golden $want)" || { echo "tokens: $ids != golden $want"; return 1; }
+}
+interactive() { # image dir: --interactive on cuda vs host, turn by turn
+  local img=$1 d=$2
+  printf 'Hello! Who are you?\nTell me more.\nAnd then what happened?\n' > "$d/lines"
+  for dev in cuda host; do
+    $RUN "$img" --weights "$MODELS/tiny-dense" --tokenizer "$MODELS/tokenizers/tiny" --device $dev \
+      --system "You are a helpful assistant." --interactive --max-new-tokens 12 --json \
+      < "$d/lines" > "$d/turns.$dev" 2>"$d/err.$dev" || { cat "$d/err.$dev"; return 1; }
+  done
+  python3 - "$d/turns.cuda" "$d/turns.host" <<'PY'
+import json, sys
+cuda = [json.loads(l) for l in open(sys.argv[1])]
+host = [json.loads(l) for l in open(sys.argv[2])]
+assert len(cuda) == len(host) == 3, (len(cuda), len(host))
+for i, (c, h) in enumerate(zip(cuda, host)):
+    assert c["ids"] == h["ids"], (i, c["ids"], h["ids"])
+    assert i == 0 or c.get("reused_tokens", 0) > 0, (i, "nothing reused")
+print("tokens: 3 turns equal the host's; reused", [c.get("reused_tokens", 0) for c in cuda])
+PY
+}
 ptx() { # model dir
   local m=$1 p=$2
   plain "$m" "$p/$m.cubin" "$p" || return 1
@@ -93,6 +123,10 @@ for m in tiny-dense tiny-moe tiny-e2b; do
   cp "$ART/$m.sm_90a.cubin" $d/
   check $m "sm_90a: logits + greedy" plain $m $d/$m.sm_90a.cubin $d
   check $m "sm_90a: soft tokens" soft $m $d/$m.sm_90a.cubin $d
+  check $m "sm_90a: greedy, last-row logits" lastrow $m $d/$m.sm_90a.cubin $d
+  if [ $m = tiny-dense ]; then
+    check $m "sm_90a: --interactive vs host" interactive $d/$m.sm_90a.cubin $d
+  fi
   e=$TMP/$m-only121; mkdir -p $e; cp "$ART/$m.sm_121a.cubin" $e/$m.cubin
   check $m "only sm_121a: resolver error" only121 $m $e
   p=$TMP/$m-ptx; mkdir -p $p; cp "$ART/$m.sm_121a.cubin" $p/$m.cubin

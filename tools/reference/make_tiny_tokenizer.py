@@ -1,27 +1,29 @@
 #!/usr/bin/env python3
-"""Writes test/data/models/tokenizers/tiny/{tokenizer.json,tokenizer_config.json}: a 512-id
-tokenizer with Gemma's pipeline (BPE + byte fallback, Replace(" ", "▁") normalizer, Split(" ")
+"""Writes DIR/{tokenizer.json,tokenizer_config.json}: a tokenizer of --vocab-size ids (512 or
+1024) with Gemma's pipeline (BPE + byte fallback, Replace(" ", "▁") normalizer, Split(" ")
 pre-tokenizer, Replace/ByteFallback/Fuse decoder, <bos> TemplateProcessing) for the tiny test
-models (vocab_size 512, bos 2, eos [1, 106], image/audio/video 509/510/511).
+models (tiny-dense and tiny-vision: 512 ids; tiny-e2b and tiny-moe: 1024; bos 2, eos [1, 106],
+image/audio/video the last three ids).
 
 Ids: 0..4 <pad> <eos> <bos> <unk> <mask>; Gemma 4's control tokens at their ids (46..52, 98,
-100, 101, 105, 106) and the soft tokens at 509..511; 107 "\n"; 108..363 the byte tokens
+100, 101, 105, 106) and the soft tokens at the last three ids; 107 "\n"; 108..363 the byte tokens
 <0x00>..<0xFF>; every other id an ordinary piece: single characters, then BPE merges learned
 (pure Python, deterministic) from the English text below. Run:
   python3 tools/reference/make_tiny_tokenizer.py --out test/data/models/tokenizers/tiny
+  python3 tools/reference/make_tiny_tokenizer.py --vocab-size 1024 \
+      --out test/data/models/tokenizers/tiny-1024
 """
 import argparse
 import collections
 import json
 import os
 
-VOCAB_SIZE = 512
 SPECIAL = {0: "<pad>", 1: "<eos>", 2: "<bos>", 3: "<unk>"}
 ADDED_NON_SPECIAL = {4: "<mask>"}
 CONTROL = {46: "<|tool>", 47: "<tool|>", 48: "<|tool_call>", 49: "<tool_call|>",
            50: "<|tool_response>", 51: "<tool_response|>", 52: "<|\"|>", 98: "<|think|>",
-           100: "<|channel>", 101: "<channel|>", 105: "<|turn>", 106: "<turn|>",
-           509: "<|image|>", 510: "<|audio|>", 511: "<|video|>"}
+           100: "<|channel>", 101: "<channel|>", 105: "<|turn>", 106: "<turn|>"}
+SOFT = ("<|image|>", "<|audio|>", "<|video|>")  # the last three ids
 NEWLINE_ID = 107
 BYTE_BASE = 108
 
@@ -43,16 +45,21 @@ CHARS = (" abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
+    parser.add_argument("--vocab-size", type=int, default=512, choices=[512, 1024])
     args = parser.parse_args()
+    vocab_size = args.vocab_size
+    control = dict(CONTROL)
+    for k, token in enumerate(SOFT):
+        control[vocab_size - len(SOFT) + k] = token
 
     fixed = {}
     fixed.update(SPECIAL)
     fixed.update(ADDED_NON_SPECIAL)
-    fixed.update(CONTROL)
+    fixed.update(control)
     fixed[NEWLINE_ID] = "\n"
     for b in range(256):
         fixed[BYTE_BASE + b] = "<0x%02X>" % b
-    free_ids = [i for i in range(VOCAB_SIZE) if i not in fixed]
+    free_ids = [i for i in range(vocab_size) if i not in fixed]
 
     pieces = []
     for c in CHARS:
@@ -106,7 +113,7 @@ def main():
 
     added_tokens = [added(i, t, True) for i, t in sorted(SPECIAL.items())]
     added_tokens += [added(i, t, False) for i, t in sorted(ADDED_NON_SPECIAL.items())]
-    added_tokens += [added(i, t, True) for i, t in sorted(CONTROL.items())]
+    added_tokens += [added(i, t, True) for i, t in sorted(control.items())]
     added_tokens.sort(key=lambda t: t["id"])
 
     tokenizer = {

@@ -1,88 +1,54 @@
-// spark-run: runs a compiled Spark model (design.md). A thin main over the runtime library:
-// every failure is an absl::Status, printed with ToString() on stderr, exit code 1.
+// spark-run: runs a compiled Spark model (design.md). A thin client of the runtime's public API
+// (engine.h: Engine, Model; session.h: Session) and of its text library (tokenizer, chat
+// template, text stream): every failure is an absl::Status, printed with ToString() on stderr,
+// exit code 1. The command line is CLI11's (Debian libcli11-dev), its help generated from the
+// options declared below.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <memory>
-#include <set>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/optional.h"
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/chat_template.h"
-#include "spark/runtime/cuda_executor.h"
 #include "spark/runtime/device.h"
-#include "spark/runtime/executor.h"
+#include "spark/runtime/engine.h"
+#include "spark/runtime/generation_config.h"
 #include "spark/runtime/generator.h"
-#include "spark/runtime/host_executor.h"
 #include "spark/runtime/memory_estimator.h"
 #include "spark/runtime/module_resolver.h"
-#include "spark/runtime/printable_text.h"
 #include "spark/runtime/plan.h"
-#include "spark/runtime/safetensors.h"
+#include "spark/runtime/printable_text.h"
 #include "spark/runtime/sampler.h"
+#include "spark/runtime/session.h"
+#include "spark/runtime/status_macros.h"
 #include "spark/runtime/step_profile.h"
+#include "spark/runtime/text_stream.h"
 #include "spark/runtime/tokenizer.h"
-
-ABSL_FLAG(std::string, weights, "", "checkpoint directory or .safetensors file");
-ABSL_FLAG(std::string, prompt_ids, "", "comma-separated prompt token ids, e.g. 2,818,5192");
-ABSL_FLAG(std::string, prompt, "", "prompt text, tokenized as it is (no chat template)");
-ABSL_FLAG(std::string, chat, "", "a user message, rendered with the checkpoint's chat template");
-ABSL_FLAG(std::string, system, "", "with --chat: a system message before the user's");
-ABSL_FLAG(bool, enable_thinking, false, "with --chat: enable_thinking for the chat template");
-ABSL_FLAG(std::string, tokenizer, "",
-          "directory with tokenizer.json, tokenizer_config.json, chat_template.jinja and "
-          "generation_config.json, or a tokenizer.json file; default: the --weights directory");
-ABSL_FLAG(int64_t, max_new_tokens, 32, "tokens to generate at most");
-ABSL_FLAG(std::string, device, "auto", "auto, cuda or host");
-ABSL_FLAG(int64_t, max_length, 0,
-          "tokens per sequence (prompt + output) to allocate for; 0: min(4096, the model's "
-          "max_position_embeddings)");
-ABSL_FLAG(double, device_memory_utilization, 0.9, "fraction of the memory pool the model may use");
-ABSL_FLAG(double, temperature, 0.0, "sampling temperature; 0: greedy");
-ABSL_FLAG(int32_t, top_k, 0, "sample from the k most likely tokens; 0: all");
-ABSL_FLAG(double, top_p, 1.0, "sample from the smallest set of tokens holding this probability");
-ABSL_FLAG(uint64_t, seed, 0, "random seed for sampling");
-ABSL_FLAG(std::string, soft_tokens, "",
-          "safetensors file with 'embeddings' F32 [n, hidden] and 'positions' I64 [n]");
-ABSL_FLAG(std::string, logits_out, "",
-          "write the logits of every processed position to this safetensors file");
-ABSL_FLAG(std::string, dump, "", "write every step's outputs to DIR/runNNN.safetensors");
-ABSL_FLAG(bool, profile, false,
-          "time every step (no CUDA graph) and print per-op time, GB/s and TFLOP/s");
-ABSL_FLAG(bool, json, false, "print one JSON object (ids, timings, memory) on stdout");
-ABSL_FLAG(bool, v, false, "verbose: every resolution decision, the memory table");
-ABSL_FLAG(std::vector<std::string>, module_path, {},
-          "directories searched first for the model image (repeatable, or a comma list)");
-ABSL_FLAG(bool, explain_resolution, false, "explain which image would be loaded, and exit");
-ABSL_FLAG(std::string, device_cc, "", "compute capability for --explain-resolution, e.g. 12.1");
-ABSL_FLAG(bool, estimate, false, "print the memory estimate, and exit");
-ABSL_FLAG(std::string, device_profile, "auto", "device for --estimate: a profile name or auto");
-ABSL_FLAG(bool, list_devices, false, "list the CUDA devices, and exit");
 
 namespace spark {
 namespace rt {
@@ -92,151 +58,60 @@ namespace {
 using Json = nlohmann::ordered_json;
 void Put(Json& object, const std::string& key, Json value) { object[key] = std::move(value); }
 
-constexpr char kUsage[] = R"(spark-run: runs a model compiled by spark-compile.
+// Every flag's value, as CLI11 parsed it.
+struct Flags {
+  std::vector<std::string> positional;
+  std::string weights;
+  std::string prompt_ids;
+  std::string prompt;
+  std::string chat;
+  bool interactive = false;
+  std::string system;
+  bool enable_thinking = false;
+  bool hide_thinking = false;
+  std::string tokenizer;
+  std::vector<std::string> stop;
+  int64_t max_new_tokens = 32;
+  std::string device = "auto";
+  int64_t max_length = 0;
+  double device_memory_utilization = 0.9;
+  double temperature = 0.0;
+  int32_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  std::string soft_tokens;
+  std::string logits_out;
+  std::string dump;
+  bool profile = false;
+  bool json = false;
+  bool verbose = false;
+  std::vector<std::string> module_path;  // each entry may be a comma list
+  bool explain_resolution = false;
+  std::string device_cc;
+  bool estimate = false;
+  std::string device_profile = "auto";
+  bool list_devices = false;
+  // Which of them the command line gave (the defaults of generation_config.json apply to the
+  // others).
+  bool given_prompt = false, given_chat = false, given_system = false, given_tokenizer = false;
+  SamplerFieldsGiven given_sampling;
+};
 
-usage:
-  spark-run MODEL.cubin --weights CHECKPOINT --prompt-ids 2,818,5192 [options]
-  spark-run MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] --prompt "raw text" [options]
-  spark-run MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] --chat "message" [--system "..."]
-            [--enable-thinking] [--stop STRING]... [options]
-  spark-run MODEL.cubin --explain-resolution [--device-cc 12.1] [--module-path DIR]
-  spark-run MODEL.cubin --estimate [--device-profile NAME|auto] [--max-length N]
-  spark-run --list-devices
+const Flags* g_flags = nullptr;
+const Flags& F() { return *g_flags; }
 
-generation:
-  --weights PATH                 checkpoint directory or .safetensors file (required)
-  --prompt-ids IDS               comma-separated prompt token ids
-  --prompt TEXT                  prompt text, tokenized as it is (the tokenizer's post-processor
-                                 adds <bos> if it says so; no chat template); text streams out
-  --chat TEXT                    one user message, rendered with the checkpoint's chat template
-                                 (add_generation_prompt); the answer streams out as text
-  --system TEXT                  with --chat: a system message first
-  --enable-thinking              with --chat: enable_thinking = true for the template
-  --tokenizer PATH               tokenizer directory (tokenizer.json, tokenizer_config.json,
-                                 chat_template.jinja, generation_config.json) or tokenizer.json
-                                 file (default: the --weights directory)
-  --stop STRING                  with --prompt/--chat: stop when the text ends with STRING (not
-                                 printed; repeatable). Generation also stops at the ids of
-                                 generation_config.json's eos_token_id
-                                 (exactly one of --prompt-ids, --prompt, --chat is required)
-  --max-new-tokens N             tokens to generate at most (default 32); stops at an EOS token
-  --device auto|cuda|host        auto (default): the GPU when the driver loads, a device exists
-                                 and an image fits it; otherwise the host, saying why
-  --max-length N                 tokens per sequence, prompt + output (default: the smaller of
-                                 4096 and the model's max_position_embeddings)
-  --device-memory-utilization F  fraction of the memory pool the model may use (default 0.9)
-  --temperature T                sampling temperature (default 0: greedy; with --prompt/--chat,
-                                 generation_config.json's when it has one)
-  --top-k K                      sample among the K most likely tokens (default 0: all; with
-                                 --prompt/--chat, generation_config.json's)
-  --top-p P                      nucleus sampling threshold (default 1: off; with
-                                 --prompt/--chat, generation_config.json's)
-  --seed S                       sampling seed (default 0)
-  --soft-tokens FILE             safetensors file: 'embeddings' F32 [n, hidden] and 'positions'
-                                 I64 [n] (prompt positions they replace; others are skipped)
-  --logits-out FILE              safetensors file: 'logits' F32 [prompt + generated - 1, vocab]
-  --dump DIR                     every step's outputs, DIR/runNNN.safetensors per executor call
-  --profile                      time every step on its own (CUDA events; decode then runs
-                                 without its CUDA graph, so tokens/s is lower) and print, per op,
-                                 launches, ms per call, share, modelled MB moved, GB/s, TFLOP/s
-  --json                         print {"ids", ["text"], "timings", "memory", ["profile"]} as
-                                 JSON on stdout (instead of the streamed text or the ids)
-  -v                             print every resolution decision and the memory table
-  --module-path DIR              searched first for the image (repeatable, or a comma list)
-
-other modes:
-  --explain-resolution           print the module resolution decisions and exit
-  --device-cc M.m                compute capability to resolve for (default: CUDA device 0)
-  --estimate                     print the memory estimate and exit (exit 1 if it does not fit)
-  --device-profile NAME|auto     device to estimate for: dgx-spark, h200, h100, a100-80gb,
-                                 rtx-5090, rtx-4090, l4, or auto (CUDA device 0, else the host)
-  --list-devices                 list the CUDA devices and exit
-
-Output: with --prompt-ids, the generated ids on stdout, space-separated on one line; with
---prompt or --chat, the generated text, streamed as it is generated (the stopping token and stop
-string not included). Decisions, the memory estimate and tokens/s on stderr. Flags may be written with - or _ (--max-new-tokens, --max_new_tokens).
-)";
-
-// ---- command line ----
-
-// absl flag names cannot contain '-': rewrites --max-new-tokens to --max_new_tokens, merges
-// repeated --module-path flags into one comma list, and takes out the --stop strings.
-// The flags the command line names (as absl spells them: max_new_tokens), so that the defaults of
-// generation_config.json apply only to the others.
-std::set<std::string>& SeenFlags() {
-  static std::set<std::string>* const seen = new std::set<std::string>();
-  return *seen;
+void Note(absl::string_view text) {
+  std::fprintf(stderr, "spark-run: %.*s\n", static_cast<int>(text.size()), text.data());
 }
 
-// --stop values, collected here (not by absl: a stop string may hold a comma).
-std::vector<std::string>& StopStrings() {
-  static std::vector<std::string>* const stops = new std::vector<std::string>();
-  return *stops;
-}
-
-std::vector<std::string> NormalizeArgs(int argc, char** argv) {
-  std::vector<std::string> out = {argv[0]};
-  std::vector<std::string> module_paths;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--") {
-      for (; i < argc; ++i) out.push_back(argv[i]);
-      break;
-    }
-    const size_t begin = arg.find_first_not_of('-');
-    if (begin == 0 || begin > 2 || begin == std::string::npos || !absl::ascii_isalpha(arg[begin])) {
-      out.push_back(arg);  // a value (e.g. -1), a positional argument, or not a flag
-      continue;
-    }
-    const size_t eq = arg.find('=');
-    std::string name = arg.substr(begin, eq == std::string::npos ? std::string::npos : eq - begin);
-    std::replace(name.begin(), name.end(), '-', '_');
-    SeenFlags().insert(name);
-    if (name == "stop") {
-      if (eq != std::string::npos) {
-        StopStrings().push_back(arg.substr(eq + 1));
-        continue;
-      }
-      if (i + 1 < argc) {
-        StopStrings().push_back(argv[++i]);
-        continue;
-      }
-    }
-    if (name == "module_path") {
-      if (eq != std::string::npos) {
-        module_paths.push_back(arg.substr(eq + 1));
-        continue;
-      }
-      if (i + 1 < argc) {
-        module_paths.push_back(argv[++i]);
-        continue;
-      }
-    }
-    out.push_back(absl::StrCat("--", name, eq == std::string::npos ? "" : arg.substr(eq)));
+// --module-path: repeatable, each a comma list; empty entries are kept (CheckModulePath refuses
+// them with their position).
+std::vector<std::string> ModulePath() {
+  std::vector<std::string> entries;
+  for (const std::string& flag : F().module_path) {
+    for (absl::string_view part : absl::StrSplit(flag, ',')) entries.emplace_back(part);
   }
-  if (!module_paths.empty()) {
-    out.push_back(absl::StrCat("--module_path=", absl::StrJoin(module_paths, ",")));
-  }
-  return out;
-}
-
-bool WantsHelp(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-help" || arg == "-h") return true;
-    if (arg == "--") break;
-  }
-  return false;
-}
-
-enum class DeviceMode { kAuto, kCuda, kHost };
-
-absl::StatusOr<DeviceMode> ParseDeviceMode(absl::string_view text) {
-  if (text == "auto") return DeviceMode::kAuto;
-  if (text == "cuda") return DeviceMode::kCuda;
-  if (text == "host") return DeviceMode::kHost;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown --device '", text, "' (expected auto, cuda or host)"));
+  return entries;
 }
 
 absl::StatusOr<std::pair<int, int>> ParseComputeCapability(absl::string_view text) {
@@ -248,10 +123,6 @@ absl::StatusOr<std::pair<int, int>> ParseComputeCapability(absl::string_view tex
         absl::StrCat("bad --device-cc '", text, "': expected MAJOR.MINOR, e.g. 12.1 or 9.0"));
   }
   return std::make_pair(major, minor);
-}
-
-void Note(absl::string_view text) {
-  std::fprintf(stderr, "spark-run: %.*s\n", static_cast<int>(text.size()), text.data());
 }
 
 // The install prefix is where the binary lives: <prefix>/bin/spark-run.
@@ -268,30 +139,21 @@ std::string InstallPrefix() {
   return exe.empty() ? "/" : exe;
 }
 
-ResolveRequest MakeResolveRequest(const std::string& model, int cc_major, int cc_minor) {
-  ResolveRequest request;
-  request.artifact_path = model;
-  request.cc_major = cc_major;
-  request.cc_minor = cc_minor;
-  request.module_path = absl::GetFlag(FLAGS_module_path);
+std::string EnvModulePath() {
   const char* env = std::getenv("SPARK_MODULE_PATH");
-  request.env_module_path = env == nullptr ? "" : env;
-  request.install_prefix = InstallPrefix();
-  return request;
+  return env == nullptr ? "" : env;
 }
 
 absl::StatusOr<DeviceInfo> FirstDevice() {
-  absl::StatusOr<std::vector<DeviceInfo>> devices = ListDevices();
-  if (!devices.ok()) return devices.status();
-  return devices->front();  // ListDevices fails rather than return no device
+  SPARK_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, ListDevices());
+  return devices.front();  // ListDevices fails rather than return no device
 }
 
 // ---- --list-devices ----
 
 absl::Status ListDevicesCommand() {
-  absl::StatusOr<std::vector<DeviceInfo>> devices = ListDevices();
-  if (!devices.ok()) return devices.status();
-  for (const DeviceInfo& d : *devices) {
+  SPARK_ASSIGN_OR_RETURN(const std::vector<DeviceInfo> devices, ListDevices());
+  for (const DeviceInfo& d : devices) {
     std::printf("cuda:%d  %s  cc %d.%d  %s  %s total, %s free  %d SMs\n", d.ordinal, d.name.c_str(),
                 d.cc_major, d.cc_minor, d.integrated ? "integrated" : "discrete",
                 FormatBytes(d.total_bytes).c_str(), FormatBytes(d.free_bytes).c_str(),
@@ -304,11 +166,8 @@ absl::Status ListDevicesCommand() {
 
 absl::Status ExplainCommand(const std::string& model) {
   std::pair<int, int> cc;
-  const std::string cc_flag = absl::GetFlag(FLAGS_device_cc);
-  if (!cc_flag.empty()) {
-    absl::StatusOr<std::pair<int, int>> parsed = ParseComputeCapability(cc_flag);
-    if (!parsed.ok()) return parsed.status();
-    cc = *parsed;
+  if (!F().device_cc.empty()) {
+    SPARK_ASSIGN_OR_RETURN(cc, ParseComputeCapability(F().device_cc));
   } else {
     absl::StatusOr<DeviceInfo> device = FirstDevice();
     if (!device.ok()) {
@@ -318,43 +177,28 @@ absl::Status ExplainCommand(const std::string& model) {
     }
     cc = {device->cc_major, device->cc_minor};
   }
-  absl::StatusOr<Resolution> resolution =
-      ResolveModule(MakeResolveRequest(model, cc.first, cc.second));
-  if (!resolution.ok()) return resolution.status();
-  std::printf("%s\n", ExplainResolution(*resolution).c_str());
+  ResolveRequest request;
+  request.artifact_path = model;
+  request.cc_major = cc.first;
+  request.cc_minor = cc.second;
+  request.module_path = ModulePath();
+  request.env_module_path = EnvModulePath();
+  request.install_prefix = InstallPrefix();
+  SPARK_ASSIGN_OR_RETURN(const Resolution resolution, ResolveModule(request));
+  std::printf("%s\n", ExplainResolution(resolution).c_str());
   return absl::OkStatus();
 }
 
-// ---- memory ----
+// ---- --estimate ----
 
-// The host as an estimator device: its memory is the pool (like an integrated GPU's).
-absl::StatusOr<DeviceMemory> HostMemory() {
-  DeviceInfo host;
-  host.name = "host";
-  host.integrated = true;
-  absl::StatusOr<DeviceMemory> memory = MeasureDeviceMemory(host);
-  if (memory.ok()) memory->source = "host memory (--device host)";
-  return memory;
-}
-
-absl::StatusOr<MemoryEstimate> EstimateMemory(const Plan& plan, const DeviceMemory& device,
-                                              int64_t max_length) {
-  EstimateOptions options;
-  options.max_length = max_length;
-  options.utilization = absl::GetFlag(FLAGS_device_memory_utilization);
-  return Estimate(SizesFromPlan(plan), device, options);
-}
-
-void PrintEstimate(const MemoryEstimate& estimate, FILE* out) {
-  const std::string text =
-      absl::GetFlag(FLAGS_v) ? FormatEstimateTable(estimate) : FormatEstimateLine(estimate);
-  std::fprintf(out, "%s\n", text.c_str());
+void PrintEstimate(const MemoryEstimate& estimate) {
+  const std::string text = F().verbose ? FormatEstimateTable(estimate) : FormatEstimateLine(estimate);
+  std::fprintf(stderr, "%s\n", text.c_str());
 }
 
 // --device-profile: a named profile, or auto (CUDA device 0, else the host).
 absl::StatusOr<DeviceMemory> EstimateTarget() {
-  const std::string profile = absl::GetFlag(FLAGS_device_profile);
-  if (profile != "auto") return DeviceProfile(profile);
+  if (F().device_profile != "auto") return DeviceProfile(F().device_profile);
   absl::StatusOr<DeviceInfo> device = FirstDevice();
   if (device.ok()) return MeasureDeviceMemory(*device);
   Note(absl::StrCat("estimating for the host: ", device.status().message()));
@@ -362,38 +206,35 @@ absl::StatusOr<DeviceMemory> EstimateTarget() {
 }
 
 absl::Status EstimateCommand(const std::string& model) {
-  absl::StatusOr<Artifact> artifact = LoadArtifact(model);
-  if (!artifact.ok()) return artifact.status();
-  absl::StatusOr<int64_t> max_length =
-      ResolveMaxLength(artifact->plan.model, absl::GetFlag(FLAGS_max_length));
-  if (!max_length.ok()) return max_length.status();
-  absl::StatusOr<DeviceMemory> device = EstimateTarget();
-  if (!device.ok()) return device.status();
-  absl::StatusOr<MemoryEstimate> estimate = EstimateMemory(artifact->plan, *device, *max_length);
-  if (!estimate.ok()) return estimate.status();
-  std::printf("%s\n", FormatEstimateTable(*estimate).c_str());
-  return CheckFits(*estimate);
+  SPARK_ASSIGN_OR_RETURN(const Artifact artifact, LoadArtifact(model));
+  EstimateOptions options;
+  SPARK_ASSIGN_OR_RETURN(options.max_length, ResolveMaxLength(artifact.plan.model, F().max_length));
+  options.utilization = F().device_memory_utilization;
+  SPARK_ASSIGN_OR_RETURN(const DeviceMemory device, EstimateTarget());
+  SPARK_ASSIGN_OR_RETURN(const MemoryEstimate estimate,
+                         Estimate(SizesFromPlan(artifact.plan), device, options));
+  std::printf("%s\n", FormatEstimateTable(estimate).c_str());
+  return CheckFits(estimate);
 }
 
 // ---- generation ----
 
-// Text in and out (--prompt, --chat): the checkpoint's tokenizer, and what stops the stream.
+enum class PromptMode { kIds, kText, kChat, kInteractive };
+
+// Text in and out (--prompt, --chat, --interactive): the checkpoint's tokenizer and chat
+// template, and what stops the stream.
 struct TextIo {
   std::unique_ptr<Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat;  // --chat, --interactive
   std::vector<std::string> stop_strings;
 };
 
 struct RunOptions {
-  DeviceMode mode = DeviceMode::kAuto;
-  std::vector<int32_t> prompt;
+  PromptMode mode = PromptMode::kIds;
+  std::vector<int32_t> prompt;  // all modes but --interactive
   GenerateOptions generate;
-  std::string weights;
-  absl::optional<TextIo> text;  // with --prompt / --chat
+  std::optional<TextIo> text;
 };
-
-bool SpecifiedOnCommandLine(absl::string_view flag) {
-  return SeenFlags().count(std::string(flag)) > 0;
-}
 
 // The directory of the tokenizer files: --tokenizer (a directory, or the one of a tokenizer.json
 // file), else the --weights directory (or the one of a .safetensors file).
@@ -405,124 +246,64 @@ std::string TokenizerDirectory(const std::string& flag, const std::string& weigh
   return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
 }
 
-// generation_config.json of the tokenizer directory, when there is one: its eos_token_id (an id
-// or a list) stops the generation, and its sampling settings are the defaults of the flags not
-// given (do_sample false: greedy).
-absl::Status ApplyGenerationConfig(const std::string& dir, GenerateOptions* generate) {
-  const std::string path = dir + "/generation_config.json";
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return absl::OkStatus();  // optional
-  std::string text;
-  char buffer[1 << 14];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0 && text.size() < (1 << 20)) {
-    text.append(buffer, n);
-  }
-  std::fclose(file);
-  const Json config = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!config.is_object()) {
-    return absl::InvalidArgumentError(
-        PrintableText(absl::StrCat(path, ": not a JSON object (expected the checkpoint's "
-                                         "generation_config.json)")));
-  }
-  // Every key is honoured, or has no effect on the tokens generated; any other setting (e.g.
-  // repetition_penalty, min_p) is refused rather than silently ignored.
-  static constexpr const char* kHonoured[] = {"eos_token_id", "temperature", "top_k", "top_p",
-                                              "do_sample"};
-  static constexpr const char* kNoEffect[] = {
-      "bos_token_id", "pad_token_id", "transformers_version", "_from_model_config", "use_cache",
-      "cache_implementation", "output_attentions", "output_hidden_states", "output_scores",
-      "output_logits", "return_dict_in_generate"};
-  for (const auto& item : config.items()) {
-    const auto named = [&](const auto& keys) {
-      return std::any_of(std::begin(keys), std::end(keys),
-                         [&](const char* key) { return item.key() == key; });
-    };
-    if (named(kHonoured) || named(kNoEffect) || item.value().is_null()) continue;
-    return absl::InvalidArgumentError(PrintableText(absl::StrCat(
-        path, ": sets ", item.key(), " = ", item.value().dump(),
-        ", which spark-run does not implement (it honours eos_token_id, temperature, top_k, "
-        "top_p and do_sample); remove the setting to generate without it, or use --prompt-ids")));
-  }
-  const auto eos = config.find("eos_token_id");
-  if (eos != config.end()) {
-    const Json ids = eos->is_array() ? *eos : Json::array({*eos});
-    for (const Json& id : ids) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-        return absl::InvalidArgumentError(PrintableText(
-            absl::StrCat(path, ": eos_token_id must be a token id or a list of them, found ",
-                         eos->dump())));
-      }
-      generate->stop_token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
-    }
-  }
-  const auto number = [&](const char* key, double* out) {
-    const auto it = config.find(key);
-    if (it != config.end() && it->is_number()) *out = it->get<double>();
-  };
-  double temperature = generate->sampler.temperature, top_p = generate->sampler.top_p;
-  double top_k = generate->sampler.top_k;
-  number("temperature", &temperature);
-  number("top_p", &top_p);
-  number("top_k", &top_k);
-  const auto do_sample = config.find("do_sample");
-  if (do_sample != config.end() && do_sample->is_boolean() && !do_sample->get<bool>()) {
-    temperature = 0.0;  // transformers: greedy whatever the temperature
-  }
-  if (!SpecifiedOnCommandLine("temperature")) generate->sampler.temperature = static_cast<float>(temperature);
-  if (!SpecifiedOnCommandLine("top_p")) generate->sampler.top_p = static_cast<float>(top_p);
-  if (!SpecifiedOnCommandLine("top_k") && top_k >= 0 && top_k <= INT32_MAX) {
-    generate->sampler.top_k = static_cast<int32_t>(top_k);
-  }
-  return absl::OkStatus();
+// The messages of a chat so far, plus the start of the model's turn, as the template renders
+// them, in ids.
+absl::StatusOr<std::vector<int32_t>> EncodeChat(const TextIo& text, const Json& messages) {
+  Json context = Json::object();
+  Put(context, "messages", messages);
+  Put(context, "add_generation_prompt", Json(true));
+  Put(context, "enable_thinking", Json(F().enable_thinking));
+  SPARK_ASSIGN_OR_RETURN(const std::string rendered, text.chat->Render(context));
+  // The template writes the special tokens (<bos>, <|turn>) itself: none are added.
+  return text.tokenizer->Encode(rendered, /*add_special_tokens=*/false);
 }
 
-// --prompt / --chat: the tokenizer and the prompt's ids.
+Json FirstMessages() {
+  Json messages = Json::array();
+  if (F().given_system) {  // an empty --system "" is an empty system turn
+    messages.push_back(Json::object({{"role", "system"}, {"content", F().system}}));
+  }
+  return messages;
+}
+
+// --prompt / --chat / --interactive: the tokenizer (and template), the prompt's ids, and
+// generation_config.json's stop ids and sampling defaults.
 absl::Status ReadTextPrompt(RunOptions* options) {
-  const std::string flag = absl::GetFlag(FLAGS_tokenizer);
-  const std::string dir = TokenizerDirectory(flag, options->weights);
+  const std::string& flag = F().tokenizer;
+  const std::string dir = TokenizerDirectory(flag, F().weights);
   const std::string where = flag.empty() ? absl::StrCat(" (the --weights directory ", dir,
                                                         "; name another with --tokenizer DIR)")
                                          : std::string();
   TextIo text;
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-      Tokenizer::Load(flag.empty() ? dir : flag);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(flag.empty() ? dir : flag);
   if (!tokenizer.ok()) {
-    return absl::Status(tokenizer.status().code(),
-                        absl::StrCat("cannot load the tokenizer", where, ": ",
-                                     tokenizer.status().message()));
+    return absl::Status(tokenizer.status().code(), absl::StrCat("cannot load the tokenizer", where,
+                                                                ": ", tokenizer.status().message()));
   }
   text.tokenizer = *std::move(tokenizer);
-  absl::StatusOr<std::vector<int32_t>> ids;
-  if (!absl::GetFlag(FLAGS_prompt).empty()) {
+  if (options->mode == PromptMode::kText) {
     // As HF encodes a raw prompt: the post-processor adds what the tokenizer says (Gemma: <bos>).
-    ids = text.tokenizer->Encode(absl::GetFlag(FLAGS_prompt), /*add_special_tokens=*/true);
+    SPARK_ASSIGN_OR_RETURN(options->prompt,
+                           text.tokenizer->Encode(F().prompt, /*add_special_tokens=*/true));
   } else {
     absl::StatusOr<ChatTemplate> chat = ChatTemplate::Load(dir);
     if (!chat.ok()) {
-      return absl::Status(chat.status().code(), absl::StrCat("--chat needs the checkpoint's chat "
-                                                             "template", where, ": ",
-                                                             chat.status().message()));
+      return absl::Status(chat.status().code(),
+                          absl::StrCat(options->mode == PromptMode::kChat ? "--chat" : "--interactive",
+                                       " needs the checkpoint's chat template", where, ": ",
+                                       chat.status().message()));
     }
-    Json messages = Json::array();
-    if (SpecifiedOnCommandLine("system")) {  // an empty --system "" is an empty system turn
-      messages.push_back(Json::object({{"role", "system"}, {"content", absl::GetFlag(FLAGS_system)}}));
+    text.chat = *std::move(chat);
+    if (options->mode == PromptMode::kChat) {
+      Json messages = FirstMessages();
+      messages.push_back(Json::object({{"role", "user"}, {"content", F().chat}}));
+      SPARK_ASSIGN_OR_RETURN(options->prompt, EncodeChat(text, messages));
     }
-    messages.push_back(Json::object({{"role", "user"}, {"content", absl::GetFlag(FLAGS_chat)}}));
-    Json context = Json::object();
-    Put(context, "messages", std::move(messages));
-    Put(context, "add_generation_prompt", Json(true));
-    Put(context, "enable_thinking", Json(absl::GetFlag(FLAGS_enable_thinking)));
-    absl::StatusOr<std::string> rendered = chat->Render(context);
-    if (!rendered.ok()) return rendered.status();
-    // The template writes the special tokens (<bos>, <|turn>) itself: none are added.
-    ids = text.tokenizer->Encode(*rendered, /*add_special_tokens=*/false);
   }
-  if (!ids.ok()) return ids.status();
-  options->prompt = *std::move(ids);
-  const absl::Status config = ApplyGenerationConfig(dir, &options->generate);
-  if (!config.ok()) return config;
-  text.stop_strings = StopStrings();
+  SPARK_ASSIGN_OR_RETURN(const GenerationConfig config, LoadGenerationConfig(dir));
+  options->generate.stop_token_ids = config.eos_token_ids;
+  ApplySamplingDefaults(config, F().given_sampling, &options->generate.sampler);
+  text.stop_strings = F().stop;
   for (const std::string& stop : text.stop_strings) {
     if (stop.empty()) return absl::InvalidArgumentError("--stop: the stop string is empty");
   }
@@ -532,181 +313,78 @@ absl::Status ReadTextPrompt(RunOptions* options) {
 
 absl::StatusOr<RunOptions> ReadRunOptions() {
   RunOptions options;
-  absl::StatusOr<DeviceMode> mode = ParseDeviceMode(absl::GetFlag(FLAGS_device));
-  if (!mode.ok()) return mode.status();
-  options.mode = *mode;
-  const bool ids_mode = !absl::GetFlag(FLAGS_prompt_ids).empty();
-  const bool prompt_mode = SpecifiedOnCommandLine("prompt");
-  const bool chat_mode = SpecifiedOnCommandLine("chat");
-  if (ids_mode + prompt_mode + chat_mode != 1) {
+  const bool ids_mode = !F().prompt_ids.empty();
+  const int modes = ids_mode + F().given_prompt + F().given_chat + F().interactive;
+  if (modes != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        ids_mode + prompt_mode + chat_mode == 0 ? "no prompt given" : "more than one prompt given",
-        ": exactly one of --prompt-ids IDS (e.g. 2,818,5192), --prompt TEXT or --chat TEXT is "
-        "required"));
+        modes == 0 ? "no prompt given" : "more than one prompt given",
+        ": exactly one of --prompt-ids IDS (e.g. 2,818,5192), --prompt TEXT, --chat TEXT or "
+        "--interactive is required"));
   }
-  if (!chat_mode && (SpecifiedOnCommandLine("system") || absl::GetFlag(FLAGS_enable_thinking))) {
-    return absl::InvalidArgumentError("--system and --enable-thinking need --chat");
-  }
-  if (ids_mode && (!StopStrings().empty() || SpecifiedOnCommandLine("tokenizer"))) {
+  options.mode = ids_mode          ? PromptMode::kIds
+                 : F().given_prompt ? PromptMode::kText
+                 : F().given_chat   ? PromptMode::kChat
+                                    : PromptMode::kInteractive;
+  const bool chat_like = options.mode == PromptMode::kChat || options.mode == PromptMode::kInteractive;
+  if (!chat_like && (F().given_system || F().enable_thinking || F().hide_thinking)) {
     return absl::InvalidArgumentError(
-        "--stop and --tokenizer need --prompt or --chat (with --prompt-ids, ids go in and out)");
+        "--system, --enable-thinking and --hide-thinking need --chat or --interactive");
   }
-  if ((prompt_mode && absl::GetFlag(FLAGS_prompt).empty()) ||
-      (chat_mode && absl::GetFlag(FLAGS_chat).empty())) {
+  if (ids_mode && (!F().stop.empty() || F().given_tokenizer)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(prompt_mode ? "--prompt" : "--chat", ": the text is empty"));
+        "--stop and --tokenizer need --prompt, --chat or --interactive (with --prompt-ids, ids go "
+        "in and out)");
   }
-  options.generate.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
-  options.generate.sampler.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
-  options.generate.sampler.top_k = absl::GetFlag(FLAGS_top_k);
-  options.generate.sampler.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
-  options.generate.sampler.seed = absl::GetFlag(FLAGS_seed);
-  options.generate.collect_logits = !absl::GetFlag(FLAGS_logits_out).empty();
-  options.weights = absl::GetFlag(FLAGS_weights);
-  if (options.weights.empty()) {
+  if ((options.mode == PromptMode::kText && F().prompt.empty()) ||
+      (options.mode == PromptMode::kChat && F().chat.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.mode == PromptMode::kText ? "--prompt" : "--chat", ": the text is empty"));
+  }
+  if (options.mode == PromptMode::kInteractive &&
+      (!F().logits_out.empty() || !F().soft_tokens.empty() || !F().dump.empty())) {
+    return absl::InvalidArgumentError(
+        "--logits-out, --soft-tokens and --dump are for one generation, not --interactive");
+  }
+  options.generate.max_new_tokens = F().max_new_tokens;
+  options.generate.sampler.temperature = static_cast<float>(F().temperature);
+  options.generate.sampler.top_k = F().top_k;
+  options.generate.sampler.top_p = static_cast<float>(F().top_p);
+  options.generate.sampler.seed = F().seed;
+  options.generate.collect_logits = !F().logits_out.empty();
+  if (F().weights.empty()) {
     return absl::InvalidArgumentError(
         "--weights is required (a checkpoint directory or .safetensors file)");
   }
   if (ids_mode) {
-    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(absl::GetFlag(FLAGS_prompt_ids));
+    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(F().prompt_ids);
     if (!ids.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--prompt-ids: ", ids.status().message()));
     }
     options.prompt = *std::move(ids);
   } else {
-    const absl::Status text = ReadTextPrompt(&options);
-    if (!text.ok()) return text;
+    SPARK_RETURN_IF_ERROR(ReadTextPrompt(&options));
   }
-  const absl::Status sampler = ValidateSamplerOptions(options.generate.sampler);
-  if (!sampler.ok()) return sampler;
+  SPARK_RETURN_IF_ERROR(ValidateSamplerOptions(options.generate.sampler));
   return options;
 }
 
-// Streams generated text to stdout: each id's text as soon as it is complete UTF-8, holding back
-// what could still become a stop string; the stopping id and the stop string are not printed.
-class TextStream {
- public:
-  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings,
-             std::vector<int32_t> stop_ids, bool print)
-      : detokenizer_(tokenizer, /*skip_special_tokens=*/true),
-        stop_strings_(std::move(stop_strings)), stop_ids_(std::move(stop_ids)), print_(print) {
-    for (const std::string& stop : stop_strings_) hold_ = std::max(hold_, stop.size() - 1);
+// Where the model runs and in which number formats: printed as OpenModel places it.
+void ReportPlacement(const Model& model) {
+  if (!model.on_cuda()) {
+    Note(absl::StrCat("device: host reference executor; image ", model.artifact().path,
+                      " (plan only)"));
+  } else {
+    const Resolution& r = *model.resolution();
+    const DeviceInfo& d = model.device();
+    Note(absl::StrCat("device: cuda:", d.ordinal, " ", d.name, " (cc ", d.cc_major, ".",
+                      d.cc_minor, d.integrated ? ", integrated" : "", "); image ", r.artifact.path,
+                      " (", r.artifact.target, ", ", ImageKindName(r.kind), ")"));
+    const std::string note = FallbackNote(r);
+    if (!note.empty()) Note(note);
+    if (F().verbose) std::fprintf(stderr, "%s\n", ExplainResolution(r).c_str());
   }
-
-  // The generator's on_token: false once a stop string has appeared.
-  bool OnToken(int32_t id) {
-    if (std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) return true;
-    absl::StatusOr<std::string> piece = detokenizer_.Push(id);
-    if (!piece.ok()) {
-      error_ = piece.status();
-      return false;
-    }
-    return Add(*piece);
-  }
-
-  // Ends the stream (after the generation): what was held back.
-  void Finish() {
-    if (!stopped_) Add(detokenizer_.Finish());
-    if (!stopped_) Emit(pending_.size());
-    if (print_) {
-      std::fputc('\n', stdout);
-      std::fflush(stdout);
-    }
-  }
-
-  const std::string& text() const { return text_; }
-  const absl::Status& error() const { return error_; }
-
- private:
-  bool Add(const std::string& piece) {
-    if (stopped_) return false;
-    pending_ += piece;
-    for (const std::string& stop : stop_strings_) {
-      const size_t at = pending_.find(stop);
-      if (at != std::string::npos) {
-        Emit(at);
-        stopped_ = true;
-        return false;
-      }
-    }
-    // Keep the last hold_ bytes (a stop string may still end there), and never split a UTF-8
-    // character between what is printed and what is kept.
-    size_t ready = pending_.size() > hold_ ? pending_.size() - hold_ : 0;
-    while (ready > 0 && ready < pending_.size() &&
-           (static_cast<unsigned char>(pending_[ready]) & 0xC0) == 0x80) {
-      --ready;
-    }
-    Emit(ready);
-    return true;
-  }
-
-  void Emit(size_t bytes) {
-    if (bytes == 0) return;
-    const std::string out = pending_.substr(0, bytes);
-    pending_.erase(0, bytes);
-    text_ += out;
-    if (print_) {
-      std::fwrite(out.data(), 1, out.size(), stdout);
-      std::fflush(stdout);
-    }
-  }
-
-  StreamingDetokenizer detokenizer_;
-  std::vector<std::string> stop_strings_;
-  std::vector<int32_t> stop_ids_;
-  bool print_;
-  size_t hold_ = 0;
-  std::string pending_;
-  std::string text_;
-  bool stopped_ = false;
-  absl::Status error_;
-};
-
-// Where the model runs: a CUDA device with the image the resolver chose, or the host.
-struct Placement {
-  bool cuda = false;
-  DeviceInfo device;
-  std::unique_ptr<Resolution> resolution;
-};
-
-absl::StatusOr<Placement> FindGpu(const std::string& model) {
-  absl::StatusOr<DeviceInfo> device = FirstDevice();
-  if (!device.ok()) return device.status();
-  absl::StatusOr<Resolution> resolution =
-      ResolveModule(MakeResolveRequest(model, device->cc_major, device->cc_minor));
-  if (!resolution.ok()) return resolution.status();
-  Placement placement;
-  placement.cuda = true;
-  placement.device = *device;
-  placement.resolution = std::make_unique<Resolution>(*std::move(resolution));
-  return placement;
-}
-
-absl::StatusOr<Placement> Place(DeviceMode mode, const std::string& model) {
-  if (mode == DeviceMode::kHost) return Placement();
-  absl::StatusOr<Placement> gpu = FindGpu(model);
-  if (gpu.ok() || mode == DeviceMode::kCuda) return gpu;
-  Note(absl::StrCat("running on the host: ", gpu.status().ToString()));
-  return Placement();
-}
-
-void ReportPlacement(const Placement& placement, const Artifact& artifact) {
-  if (!placement.cuda) {
-    Note(absl::StrCat("device: host reference executor; image ", artifact.path, " (plan only)"));
-    return;
-  }
-  const Resolution& r = *placement.resolution;
-  const DeviceInfo& d = placement.device;
-  Note(absl::StrCat("device: cuda:", d.ordinal, " ", d.name, " (cc ", d.cc_major, ".", d.cc_minor,
-                    d.integrated ? ", integrated" : "", "); image ", r.artifact.path, " (",
-                    r.artifact.target, ", ", ImageKindName(r.kind), ")"));
-  const std::string note = FallbackNote(r);
-  if (!note.empty()) Note(note);
-  if (absl::GetFlag(FLAGS_v)) std::fprintf(stderr, "%s\n", ExplainResolution(r).c_str());
-}
-
-// The image's number formats, when it departs from the default (f32 activations and KV caches).
-void ReportPrecision(const Plan& plan) {
+  // The image's number formats, when it departs from the default (f32 activations and caches).
+  const Plan& plan = model.plan();
   bool bf16_cache = false;
   for (const KvCacheInfo& cache : plan.kv_caches) bf16_cache |= cache.dtype == DType::kBF16;
   if (plan.activation_precision != DType::kBF16 && !bf16_cache) return;
@@ -726,21 +404,6 @@ void ShowProgress(uint64_t done, uint64_t total) {
                FormatBytes(done).c_str(), FormatBytes(total).c_str(), percent == 100 ? "\n" : "");
 }
 
-absl::StatusOr<std::unique_ptr<Executor>> MakeExecutor(const Placement& placement,
-                                                       const Artifact& artifact,
-                                                       const Checkpoint& checkpoint) {
-  if (!placement.cuda) {
-    absl::StatusOr<std::vector<WeightData>> weights = BindWeights(artifact.plan, checkpoint);
-    if (!weights.ok()) return weights.status();
-    return CreateHostExecutor(artifact.plan, *std::move(weights));
-  }
-  CudaExecutorOptions options;
-  options.device = placement.device;
-  options.on_notice = Note;
-  if (isatty(STDERR_FILENO)) options.on_progress = ShowProgress;
-  return CreateCudaExecutor(placement.resolution->artifact, checkpoint, options);
-}
-
 absl::Status MakeDirectory(const std::string& dir) {
   if (mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) {
     struct stat info;
@@ -749,6 +412,31 @@ absl::Status MakeDirectory(const std::string& dir) {
   return absl::InvalidArgumentError(
       absl::StrCat("--dump ", dir, ": cannot create the directory (", std::strerror(errno), ")"));
 }
+
+absl::StatusOr<std::shared_ptr<Model>> OpenModel(const std::string& artifact) {
+  EngineOptions engine_options;
+  SPARK_ASSIGN_OR_RETURN(engine_options.device, ParseDeviceMode(F().device));
+  engine_options.module_path = ModulePath();
+  engine_options.env_module_path = EnvModulePath();
+  engine_options.install_prefix = InstallPrefix();
+  engine_options.device_memory_utilization = F().device_memory_utilization;
+  engine_options.on_notice = Note;
+  if (isatty(STDERR_FILENO)) engine_options.on_progress = ShowProgress;
+  engine_options.on_placed = ReportPlacement;
+  engine_options.on_estimate = PrintEstimate;
+  ModelOptions model_options;
+  model_options.artifact = artifact;
+  model_options.weights = F().weights;
+  model_options.max_length = F().max_length;
+  model_options.profile = F().profile;
+  if (!F().dump.empty()) {
+    SPARK_RETURN_IF_ERROR(MakeDirectory(F().dump));
+    model_options.dump_dir = F().dump;
+  }
+  return Engine(std::move(engine_options)).OpenModel(model_options);
+}
+
+// ---- --json ----
 
 Json TimingsJson(const GenerateResult& result) {
   Json timings = Json::object();
@@ -815,28 +503,32 @@ Json ProfileJson(const RunProfile& profile) {
   return out;
 }
 
-void PrintResult(const GenerateResult& result, const Executor& executor, bool cuda,
-                 const MemoryEstimate& estimate, const TextStream* text) {
+
+// Prints what a generation took, and with --json the whole result, after the text streamed.
+void PrintResult(const GenerateResult& result, const Model& model, const TextStream* text) {
   for (const std::string& notice : result.notices) Note(notice);
-  Note(absl::StrFormat("prefill: %d tokens in %.3f s (%.1f tokens/s)", result.prefill_tokens,
-                       result.prefill_seconds, result.prefill_tokens_per_second()));
+  Note(absl::StrFormat("prefill: %d tokens in %.3f s (%.1f tokens/s)%s", result.prefill_tokens,
+                       result.prefill_seconds, result.prefill_tokens_per_second(),
+                       result.reused_tokens > 0
+                           ? absl::StrCat("; ", result.reused_tokens, " reused from the cache")
+                           : ""));
   Note(absl::StrFormat("decode: %d tokens in %.3f s (%.1f tokens/s)%s", result.decode_tokens,
                        result.decode_seconds, result.decode_tokens_per_second(),
-                       result.stopped_at_eos      ? "; stopped at EOS"
+                       result.cancelled           ? "; stopped (Ctrl-C)"
+                       : result.stopped_at_eos    ? "; stopped at EOS"
                        : result.stopped_by_caller ? "; stopped at a stop string"
                                                   : ""));
-  if (absl::GetFlag(FLAGS_v)) {
-    Note(FormatMemoryComparison(CompareWithUsage(estimate, executor.memory_usage())));
+  if (F().verbose) {
+    Note(FormatMemoryComparison(CompareWithUsage(model.estimate(), model.memory_usage())));
   }
-  const RunProfile* profile = executor.profile();
+  const RunProfile* profile = model.profile();
   if (profile != nullptr) {
-    std::fputs(FormatProfile(*profile,
-                             cuda ? "CUDA events around each launch, no graph"
-                                  : "host wall clock per step")
+    std::fputs(FormatProfile(*profile, model.on_cuda() ? "CUDA events around each launch, no graph"
+                                                       : "host wall clock per step")
                    .c_str(),
                stderr);
   }
-  if (!absl::GetFlag(FLAGS_json)) {
+  if (!F().json) {
     // Text was streamed as it was generated.
     if (text == nullptr) std::printf("%s\n", absl::StrJoin(result.tokens, " ").c_str());
     return;
@@ -845,108 +537,222 @@ void PrintResult(const GenerateResult& result, const Executor& executor, bool cu
   for (int32_t id : result.tokens) ids.push_back(Json(id));
   Json out = Json::object();
   Put(out, "ids", std::move(ids));
-  if (text != nullptr) Put(out, "text", Json(text->text()));
+  if (text != nullptr) {
+    Put(out, "text", Json(text->text()));
+    if (!text->thinking().empty()) Put(out, "thinking", Json(text->thinking()));
+  }
   Put(out, "stopped_at_eos", Json(result.stopped_at_eos));
   if (text != nullptr) Put(out, "stopped_at_stop_string", Json(result.stopped_by_caller));
-  Put(out, "device", Json(executor.name()));
+  if (result.cancelled) Put(out, "cancelled", Json(true));
+  Put(out, "device", Json(model.executor_name()));
   Put(out, "timings", TimingsJson(result));
-  Put(out, "memory", MemoryJson(estimate, executor.memory_usage()));
+  if (result.reused_tokens > 0) Put(out, "reused_tokens", Json(result.reused_tokens));
+  Put(out, "memory", MemoryJson(model.estimate(), model.memory_usage()));
   if (profile != nullptr) Put(out, "profile", ProfileJson(*profile));
   std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  std::fflush(stdout);
 }
 
-absl::Status GenerateCommand(const std::string& model) {
-  absl::StatusOr<RunOptions> options = ReadRunOptions();
-  if (!options.ok()) return options.status();
-  absl::StatusOr<Artifact> artifact = LoadArtifact(model);
-  if (!artifact.ok()) return artifact.status();
-  const ModelInfo& info = artifact->plan.model;
-  absl::StatusOr<int64_t> max_length = ResolveMaxLength(info, absl::GetFlag(FLAGS_max_length));
-  if (!max_length.ok()) return max_length.status();
-  options->generate.max_length = *max_length;
-  absl::Status status = ValidatePrompt(info, options->prompt, *max_length);
-  if (!status.ok()) return status;
-  if (static_cast<int64_t>(options->prompt.size()) == *max_length) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the prompt has ", options->prompt.size(), " tokens, as many as the max length ",
-        *max_length, ": no room for a new token (raise --max-length to at least ",
-        *max_length + 1, ")"));
+// Where generated text goes: stdout (unless --json), thinking dimmed on a terminal or dropped
+// with --hide-thinking.
+TextStream::Sink StdoutSink() {
+  if (F().json) return nullptr;
+  const bool terminal = isatty(STDOUT_FILENO);
+  return [terminal](absl::string_view piece, TextChannel channel) {
+    if (channel == TextChannel::kThinking) {
+      if (F().hide_thinking) return;
+      if (terminal) std::fputs("\033[2m", stdout);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      if (terminal) std::fputs("\033[0m", stdout);
+    } else {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+    }
+    std::fflush(stdout);
+  };
+}
+
+std::unique_ptr<TextStream> MakeStream(const TextIo& text, const Model& model,
+                                       const GenerateOptions& generate) {
+  std::vector<int32_t> stop_ids = generate.stop_token_ids;
+  stop_ids.insert(stop_ids.end(), model.info().eos_token_ids.begin(),
+                  model.info().eos_token_ids.end());
+  return std::make_unique<TextStream>(*text.tokenizer, text.stop_strings, std::move(stop_ids),
+                                      StdoutSink());
+}
+
+absl::Status CheckRoom(size_t prompt_tokens, int64_t max_length) {
+  if (static_cast<int64_t>(prompt_tokens) < max_length) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      static_cast<int64_t>(prompt_tokens) == max_length
+          ? absl::StrCat("the prompt has ", prompt_tokens, " tokens, as many as the max length ",
+                         max_length, ": no room for a new token (raise --max-length to at least ",
+                         max_length + 1, ")")
+          : absl::StrCat("the prompt has ", prompt_tokens, " tokens, more than the max length ",
+                         max_length, " (raise --max-length)"));
+}
+
+// ---- --interactive ----
+
+// Ctrl-C: ends the answer being generated (Session::Cancel is async-signal-safe), or, at the
+// prompt, the chat.
+std::atomic<Session*> g_generating{nullptr};
+volatile sig_atomic_t g_interrupted = 0;
+
+void OnInterrupt(int) {
+  Session* session = g_generating.load();
+  if (session != nullptr) {
+    session->Cancel();
+  } else {
+    g_interrupted = 1;
   }
-  absl::optional<SoftTokens> soft;
-  if (!absl::GetFlag(FLAGS_soft_tokens).empty()) {
-    absl::StatusOr<SoftTokens> loaded =
-        LoadSoftTokens(absl::GetFlag(FLAGS_soft_tokens), info.hidden_size);
-    if (!loaded.ok()) return loaded.status();
-    soft = *std::move(loaded);
+}
+
+// One line from stdin, without its newline; nullopt at end of input or on Ctrl-C.
+std::optional<std::string> ReadLine() {
+  char* line = nullptr;
+  size_t capacity = 0;
+  const ssize_t n = getline(&line, &capacity, stdin);
+  std::optional<std::string> result;
+  if (n >= 0 && !g_interrupted) {
+    result.emplace(line, static_cast<size_t>(n));
+    if (!result->empty() && result->back() == '\n') result->pop_back();
   }
-  absl::StatusOr<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::Open(options->weights);
-  if (!checkpoint.ok()) return checkpoint.status();
-  absl::StatusOr<Placement> placement = Place(options->mode, model);
-  if (!placement.ok()) return placement.status();
-  const Artifact& image = placement->cuda ? placement->resolution->artifact : *artifact;
-  status = CheckPlanWeights(image.plan, **checkpoint);
-  if (!status.ok()) return status;
-  ReportPlacement(*placement, *artifact);
-  ReportPrecision(image.plan);
-  absl::StatusOr<DeviceMemory> memory =
-      placement->cuda ? MeasureDeviceMemory(placement->device) : HostMemory();
-  if (!memory.ok()) return memory.status();
-  absl::StatusOr<MemoryEstimate> estimate = EstimateMemory(image.plan, *memory, *max_length);
-  if (!estimate.ok()) return estimate.status();
-  PrintEstimate(*estimate, stderr);
-  status = CheckFits(*estimate);
-  if (!status.ok()) return status;
-  absl::StatusOr<std::unique_ptr<Executor>> executor =
-      MakeExecutor(*placement, image, **checkpoint);
-  if (!executor.ok()) return executor.status();
-  status = (*executor)->Prepare(*max_length);
-  if (!status.ok()) return status;
-  if (absl::GetFlag(FLAGS_profile)) (*executor)->set_profile(std::make_unique<RunProfile>(image.plan));
-  if (!absl::GetFlag(FLAGS_dump).empty()) {
-    status = MakeDirectory(absl::GetFlag(FLAGS_dump));
-    if (!status.ok()) return status;
-    *executor = WithStepDump(*std::move(executor), absl::GetFlag(FLAGS_dump));
+  std::free(line);
+  return result;
+}
+
+absl::Status InteractiveCommand(Model& model, RunOptions& options) {
+  SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, model.NewSession());
+  struct sigaction action = {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: Ctrl-C at the prompt ends the read
+  sigaction(SIGINT, &action, nullptr);
+  const bool terminal = isatty(STDIN_FILENO);
+  if (terminal) {
+    Note("chat: type a message and press Enter; Ctrl-C stops an answer, Ctrl-D (or Ctrl-C at the "
+         "prompt) ends the chat");
   }
-  std::unique_ptr<TextStream> stream;
-  if (options->text) {
-    std::vector<int32_t> stop_ids = options->generate.stop_token_ids;
-    stop_ids.insert(stop_ids.end(), info.eos_token_ids.begin(), info.eos_token_ids.end());
-    stream = std::make_unique<TextStream>(*options->text->tokenizer, options->text->stop_strings,
-                                          std::move(stop_ids), !absl::GetFlag(FLAGS_json));
+  const TextIo& text = *options.text;
+  Json messages = FirstMessages();
+  for (int turn = 1;; ++turn) {
+    if (terminal) std::fputs("> ", stderr);
+    const std::optional<std::string> line = ReadLine();
+    if (!line) break;
+    if (line->empty()) {
+      --turn;
+      continue;
+    }
+    messages.push_back(Json::object({{"role", "user"}, {"content", *line}}));
+    absl::StatusOr<std::vector<int32_t>> prompt = EncodeChat(text, messages);
+    absl::Status room = prompt.ok() ? CheckRoom(prompt->size(), session->max_length())
+                                    : prompt.status();
+    if (!room.ok()) {
+      // This turn cannot run; the chat goes on without it.
+      Note(absl::StrCat("turn ", turn, " skipped: ", room.ToString()));
+      messages.erase(messages.end() - 1);
+      --turn;
+      continue;
+    }
+    std::unique_ptr<TextStream> stream = MakeStream(text, model, options.generate);
+    GenerateOptions generate = options.generate;
     TextStream* out = stream.get();
-    options->generate.on_token = [out](int32_t id) { return out->OnToken(id); };
-  }
-  absl::StatusOr<GenerateResult> result =
-      Generate(**executor, image.plan, options->prompt, soft ? &*soft : nullptr, options->generate);
-  if (stream != nullptr) {
+    generate.on_token = [out](int32_t id) { return out->OnToken(id); };
+    g_generating.store(session.get());
+    absl::StatusOr<GenerateResult> result = session->Generate(*prompt, nullptr, generate);
+    g_generating.store(nullptr);
     stream->Finish();
+    if (!F().json) {
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+    }
     if (!stream->error().ok()) return stream->error();
+    if (!result.ok()) return result.status();
+    // The answer goes back into the history without its thinking (the template drops it).
+    messages.push_back(Json::object({{"role", "assistant"}, {"content", stream->text()}}));
+    PrintResult(*result, model, stream.get());
   }
-  if (!result.ok()) return result.status();
-  if (options->generate.collect_logits) {
-    status = WriteLogits(absl::GetFlag(FLAGS_logits_out), *result, info.vocab_size);
-    if (!status.ok()) return status;
-  }
-  PrintResult(*result, **executor, placement->cuda, *estimate, stream.get());
+  if (terminal) std::fputc('\n', stderr);
   return absl::OkStatus();
 }
 
-absl::Status Run(const std::vector<char*>& positional) {
-  if (absl::GetFlag(FLAGS_list_devices)) return ListDevicesCommand();
-  if (positional.size() != 2) {
-    return absl::InvalidArgumentError(positional.size() < 2
+// ---- one generation ----
+
+absl::Status GenerateCommand(const std::string& artifact) {
+  SPARK_ASSIGN_OR_RETURN(RunOptions options, ReadRunOptions());
+  SPARK_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, OpenModel(artifact));
+  if (options.mode == PromptMode::kInteractive) return InteractiveCommand(*model, options);
+  SPARK_RETURN_IF_ERROR(ValidatePrompt(model->info(), options.prompt, model->max_length()));
+  SPARK_RETURN_IF_ERROR(CheckRoom(options.prompt.size(), model->max_length()));
+  std::optional<SoftTokens> soft;
+  if (!F().soft_tokens.empty()) {
+    SPARK_ASSIGN_OR_RETURN(soft, LoadSoftTokens(F().soft_tokens, model->info().hidden_size));
+  }
+  SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, model->NewSession());
+  std::unique_ptr<TextStream> stream;
+  if (options.text) {
+    stream = MakeStream(*options.text, *model, options.generate);
+    TextStream* out = stream.get();
+    options.generate.on_token = [out](int32_t id) { return out->OnToken(id); };
+  }
+  absl::StatusOr<GenerateResult> result =
+      session->Generate(options.prompt, soft ? &*soft : nullptr, options.generate);
+  if (stream != nullptr) {
+    stream->Finish();
+    if (!F().json) {
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+    }
+    SPARK_RETURN_IF_ERROR(stream->error());
+  }
+  SPARK_RETURN_IF_ERROR(result.status());
+  if (options.generate.collect_logits) {
+    SPARK_RETURN_IF_ERROR(WriteLogits(F().logits_out, *result, model->info().vocab_size));
+  }
+  PrintResult(*result, *model, stream.get());
+  return absl::OkStatus();
+}
+
+absl::Status Run() {
+  if (F().list_devices) return ListDevicesCommand();
+  const std::vector<std::string>& positional = F().positional;
+  if (positional.size() != 1) {
+    return absl::InvalidArgumentError(positional.empty()
                                           ? "no model given: spark-run MODEL.cubin ... (see --help)"
                                           : absl::StrCat("expected one model file, got ",
-                                                         positional.size() - 1, " (see --help)"));
+                                                         positional.size(), " (see --help)"));
   }
-  const std::string model = positional[1];
+  const std::string& model = positional[0];
   // Checked here, not only when resolving: --device auto falls back to the host on a resolution
   // error, which would turn this mistake into a note.
-  const absl::Status module_path = CheckModulePath(absl::GetFlag(FLAGS_module_path));
-  if (!module_path.ok()) return module_path;
-  if (absl::GetFlag(FLAGS_explain_resolution)) return ExplainCommand(model);
-  if (absl::GetFlag(FLAGS_estimate)) return EstimateCommand(model);
+  SPARK_RETURN_IF_ERROR(CheckModulePath(ModulePath()));
+  if (F().explain_resolution) return ExplainCommand(model);
+  if (F().estimate) return EstimateCommand(model);
   return GenerateCommand(model);
+}
+
+// Flag names may be written with '_' for '-' (--max_new_tokens), as they could before CLI11; and
+// `--flag=` is the flag with an empty value (CLI11 2.1 would take the next argument instead).
+std::vector<std::string> DashedFlagNames(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && arg.rfind("--", 0) == 0 && arg.size() > 2) {
+      const size_t end = std::min(arg.find('='), arg.size());
+      std::replace(arg.begin() + 2, arg.begin() + end, '_', '-');
+      if (end + 1 == arg.size()) {
+        arg.pop_back();
+        args.push_back(std::move(arg));
+        args.emplace_back();
+        continue;
+      }
+    }
+    args.push_back(std::move(arg));
+    if (args.back() == "--") {
+      for (++i; i < argc; ++i) args.push_back(argv[i]);
+    }
+  }
+  return args;
 }
 
 }  // namespace
@@ -954,18 +760,135 @@ absl::Status Run(const std::vector<char*>& positional) {
 }  // namespace spark
 
 int main(int argc, char** argv) {
-  if (spark::rt::WantsHelp(argc, argv)) {
-    std::fputs(spark::rt::kUsage, stdout);
-    return 0;
-  }
-  std::vector<std::string> args = spark::rt::NormalizeArgs(argc, argv);
+  using spark::rt::Flags;
+  Flags flags;
+  spark::rt::g_flags = &flags;
+  CLI::App app{
+      "spark-run: runs a model compiled by spark-compile.\n\n"
+      "usage:\n"
+      "  spark-run MODEL.cubin --weights CHECKPOINT --prompt-ids 2,818,5192 [options]\n"
+      "  spark-run MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] --prompt \"raw text\" [options]\n"
+      "  spark-run MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] --chat \"message\" [--system \"...\"]\n"
+      "            [--enable-thinking] [--stop STRING]... [options]\n"
+      "  spark-run MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] --interactive [--system \"...\"] [options]\n"
+      "  spark-run MODEL.cubin --explain-resolution [--device-cc 12.1] [--module-path DIR]\n"
+      "  spark-run MODEL.cubin --estimate [--device-profile NAME|auto] [--max-length N]\n"
+      "  spark-run --list-devices\n\n"
+      "Output: with --prompt-ids, the generated ids on stdout, space-separated on one line; with\n"
+      "--prompt, --chat or --interactive, the generated text, streamed as it is generated (the\n"
+      "stopping token and stop string not included). Decisions, the memory estimate and tokens/s\n"
+      "on stderr. Flag names may be written with - or _ (--max-new-tokens, --max_new_tokens).",
+      "spark-run"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("model", flags.positional, "MODEL.cubin (or .ptx): the compiled model")
+      ->type_name("MODEL")->default_str("");
+  auto* generation = "generation";
+  app.add_option("--weights", flags.weights, "checkpoint directory or .safetensors file (required)")
+      ->type_name("PATH")->group(generation);
+  app.add_option("--prompt-ids", flags.prompt_ids, "comma-separated prompt token ids, e.g. 2,818,5192")
+      ->type_name("IDS")->group(generation);
+  CLI::Option* prompt = app.add_option(
+      "--prompt", flags.prompt,
+      "prompt text, tokenized as it is (the tokenizer's post-processor adds <bos> if it says so; "
+      "no chat template); the text streams out")->group(generation);
+  CLI::Option* chat = app.add_option(
+      "--chat", flags.chat,
+      "one user message, rendered with the checkpoint's chat template (add_generation_prompt); "
+      "the answer streams out as text")->group(generation);
+  app.add_flag("--interactive", flags.interactive,
+               "multi-turn chat on stdin/stdout: one user message per line; the conversation's "
+               "KV cache is reused, so each turn prefills only what is new; Ctrl-C stops an "
+               "answer, Ctrl-D ends")->group(generation);
+  CLI::Option* system = app.add_option("--system", flags.system,
+                                       "with --chat/--interactive: a system message first")
+                            ->type_name("TEXT")->group(generation);
+  app.add_flag("--enable-thinking", flags.enable_thinking,
+               "with --chat/--interactive: enable_thinking = true for the template; the thinking "
+               "streams dimmed on a terminal")->group(generation);
+  app.add_flag("--hide-thinking", flags.hide_thinking,
+               "with --chat/--interactive: do not print the thinking (--json still has it)")
+      ->group(generation);
+  CLI::Option* tokenizer = app.add_option(
+      "--tokenizer", flags.tokenizer,
+      "tokenizer directory (tokenizer.json, tokenizer_config.json, chat_template.jinja, "
+      "generation_config.json) or tokenizer.json file (default: the --weights directory)")
+      ->type_name("PATH")->group(generation);
+  app.add_option("--stop", flags.stop,
+                 "with text: stop when the text ends with STRING (not printed; repeatable). "
+                 "Generation also stops at generation_config.json's eos_token_id ids")
+      ->group(generation)->allow_extra_args(false)->type_name("STRING")->default_str("");
+  app.add_option("--max-new-tokens", flags.max_new_tokens,
+                 "tokens to generate at most (per turn); stops at an EOS token")->type_name("N")->group(generation);
+  app.add_option("--device", flags.device,
+                 "auto: the GPU when the driver loads, a device exists and an image fits it; "
+                 "otherwise the host, saying why. cuda or host: that one")->type_name("auto|cuda|host")->group(generation);
+  app.add_option("--max-length", flags.max_length,
+                 "tokens per sequence, prompt + output (0: the smaller of 4096 and the model's "
+                 "max_position_embeddings)")->type_name("N")->group(generation);
+  app.add_option("--device-memory-utilization", flags.device_memory_utilization,
+                 "fraction of the memory pool the model may use")->type_name("F")->group(generation);
+  CLI::Option* temperature = app.add_option(
+      "--temperature", flags.temperature,
+      "sampling temperature (0: greedy; with text, generation_config.json's when it has one)")
+      ->type_name("T")->group(generation);
+  CLI::Option* top_k = app.add_option(
+      "--top-k", flags.top_k,
+      "sample among the K most likely tokens (0: all; with text, generation_config.json's)")
+      ->type_name("K")->group(generation);
+  CLI::Option* top_p = app.add_option(
+      "--top-p", flags.top_p,
+      "nucleus sampling threshold (1: off; with text, generation_config.json's)")->type_name("P")->group(generation);
+  app.add_option("--seed", flags.seed, "sampling seed")->type_name("S")->group(generation);
+  app.add_option("--soft-tokens", flags.soft_tokens,
+                 "safetensors file: 'embeddings' F32 [n, hidden] and 'positions' I64 [n] (prompt "
+                 "positions they replace; others are skipped)")->type_name("FILE")->group(generation);
+  app.add_option("--logits-out", flags.logits_out,
+                 "safetensors file: 'logits' F32 [prompt + generated - 1, vocab]")->type_name("FILE")->group(generation);
+  app.add_option("--dump", flags.dump,
+                 "every step's outputs, DIR/runNNN.safetensors per executor call")->type_name("DIR")->group(generation);
+  app.add_flag("--profile", flags.profile,
+               "time every step on its own (CUDA events; decode then runs without its CUDA graph, "
+               "so tokens/s is lower) and print, per op, launches, ms per call, share, modelled MB "
+               "moved, GB/s, TFLOP/s")->group(generation);
+  app.add_flag("--json", flags.json,
+               "print {\"ids\", [\"text\"], \"timings\", \"memory\", [\"profile\"]} as JSON on stdout "
+               "(one object per turn with --interactive) instead of the streamed text or the ids")
+      ->group(generation);
+  app.add_flag("-v", flags.verbose, "print every resolution decision and the memory table")
+      ->group(generation);
+  app.add_option("--module-path", flags.module_path,
+                 "directory searched first for the image (repeatable, or a comma list)")
+      ->group(generation)->allow_extra_args(false)->type_name("DIR")->default_str("");
+  auto* other = "other modes";
+  app.add_flag("--explain-resolution", flags.explain_resolution,
+               "print the module resolution decisions and exit")->group(other);
+  app.add_option("--device-cc", flags.device_cc,
+                 "compute capability to resolve for, M.m (default: CUDA device 0)")->type_name("M.m")->group(other);
+  app.add_flag("--estimate", flags.estimate,
+               "print the memory estimate and exit (exit 1 if it does not fit)")->group(other);
+  app.add_option("--device-profile", flags.device_profile,
+                 "device to estimate for: dgx-spark, h200, h100, a100-80gb, rtx-5090, rtx-4090, l4, "
+                 "or auto (CUDA device 0, else the host)")->type_name("NAME|auto")->group(other);
+  app.add_flag("--list-devices", flags.list_devices, "list the CUDA devices and exit")->group(other);
+  std::vector<std::string> args = spark::rt::DashedFlagNames(argc, argv);
   std::vector<char*> c_args;
   for (std::string& arg : args) c_args.push_back(&arg[0]);
-  const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(c_args.size()), c_args.data());
+  try {
+    app.parse(static_cast<int>(c_args.size()), c_args.data());
+  } catch (const CLI::ParseError& error) {
+    // --help prints the usage and exits 0; a usage error prints why and exits 1.
+    return app.exit(error) == 0 ? 0 : 1;
+  }
+  flags.given_prompt = prompt->count() > 0;
+  flags.given_chat = chat->count() > 0;
+  flags.given_system = system->count() > 0;
+  flags.given_tokenizer = tokenizer->count() > 0;
+  flags.given_sampling.temperature = temperature->count() > 0;
+  flags.given_sampling.top_k = top_k->count() > 0;
+  flags.given_sampling.top_p = top_p->count() > 0;
   absl::Status status;
   try {
-    status = spark::rt::Run(positional);
+    status = spark::rt::Run();
   } catch (const std::bad_alloc&) {
     // The runtime turns the allocations it sizes from its inputs into RESOURCE_EXHAUSTED; this
     // catches any other one (a vector of the generated tokens, a message) the same way.
@@ -973,6 +896,7 @@ int main(int argc, char** argv) {
         "out of host memory (std::bad_alloc); free memory, or raise this process's limit "
         "(ulimit -v, the container's or cgroup's memory limit)");
   }
+  std::fflush(stdout);
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", status.ToString().c_str());
     return 1;

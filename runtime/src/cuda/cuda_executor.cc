@@ -22,7 +22,7 @@
 #include "spark/runtime/executor.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 #include "step_args.h"
 
 namespace spark {
@@ -59,9 +59,10 @@ class CudaExecutor final : public Executor {
   // Context, stream, module, kernels, weights.
   absl::Status Init();
 
-  absl::Status Prepare(int64_t max_length) override;
-  absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
-                       const SoftTokenChunk* soft, std::vector<float>* logits) override;
+  absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
+  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
+                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
+                   std::vector<float>* logits) override;
   std::string name() const override {
     return absl::StrCat("cuda:", options_.device.ordinal, " (", options_.device.name, ")");
   }
@@ -73,13 +74,28 @@ class CudaExecutor final : public Executor {
   absl::Status BindDeviceWeights();
   absl::Status RegisterWeights(const std::vector<WeightData>& host);
   absl::Status UploadWeights(const std::vector<WeightData>& host);
-  absl::Status AllocateKvCaches(int64_t max_length);
-  void ReleaseActivations();
   // A device allocation and its size.
   struct DeviceBlock {
     CUdeviceptr address = 0;
     uint64_t bytes = 0;
   };
+  // One sequence: its KV caches in one allocation, and the decode graph captured for them.
+  class Sequence final : public SequenceState {
+   public:
+    Sequence(CudaExecutor* executor, int64_t max_length)
+        : SequenceState(executor, max_length), executor(executor) {}
+    ~Sequence() override { executor->ReleaseSequence(this); }
+
+    CudaExecutor* const executor;
+    DeviceBlock kv_block;
+    std::vector<uint64_t> k_caches, v_caches;  // device addresses, by kv cache id
+    std::vector<int64_t> kv_capacities;
+    CUgraphExec decode_graph = nullptr;
+  };
+  absl::Status AllocateArena();
+  absl::Status AllocateKvCaches(Sequence* sequence);
+  void BindSequence(const Sequence& sequence);
+  void ReleaseSequence(Sequence* sequence);
   // cuMemAlloc / cuMemFree that keep usage_.peak_allocated_bytes.
   absl::Status Allocate(DeviceBlock* block, uint64_t bytes);
   void Free(DeviceBlock* block);
@@ -100,8 +116,8 @@ class CudaExecutor final : public Executor {
   absl::Status CreateStepEvents();
   absl::Status RecordStepTimes(int32_t num_tokens, int32_t first_position);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
-  absl::Status LaunchDecodeGraph();
-  absl::Status CaptureDecodeGraph();
+  absl::Status LaunchDecodeGraph(Sequence* sequence);
+  absl::Status CaptureDecodeGraph(Sequence* sequence);
 
   const DriverApi* api_;
   const Artifact& artifact_;
@@ -116,11 +132,8 @@ class CudaExecutor final : public Executor {
   std::vector<CUfunction> functions_;  // by step index
   DeviceBlock weight_block_;           // discrete devices: every weight
   std::vector<void*> registered_;      // integrated devices: registered host ranges
-  DeviceBlock arena_;
-  DeviceBlock kv_block_;
-  ArgBindings bindings_;
-  CUgraphExec decode_graph_ = nullptr;
-  int64_t max_length_ = 0;        // 0 until Prepare
+  DeviceBlock arena_;   // allocated with the first sequence, shared by all
+  ArgBindings bindings_;  // arena and weights; the caches are those of the sequence being run
   std::vector<uint8_t> staging_;  // step outputs copied back for the observer
   std::vector<CUevent> step_events_;  // profiling only
   uint64_t allocated_bytes_ = 0;  // now
@@ -133,7 +146,7 @@ CudaExecutor::~CudaExecutor() {
   // Teardown cannot report errors; every resource is released best-effort.
   api_->cuCtxSetCurrent(context_);
   if (stream_ != nullptr) api_->cuStreamSynchronize(stream_);
-  ReleaseActivations();
+  Free(&arena_);
   Free(&weight_block_);
   for (void* pointer : registered_) api_->cuMemHostUnregister(pointer);
   for (CUevent event : step_events_) api_->cuEventDestroy(event);
@@ -296,51 +309,64 @@ absl::Status CudaExecutor::SampleDriverMemory() {
   return absl::OkStatus();
 }
 
-void CudaExecutor::ReleaseActivations() {
-  if (decode_graph_ != nullptr) api_->cuGraphExecDestroy(decode_graph_);
-  Free(&arena_);
-  Free(&kv_block_);
-  decode_graph_ = nullptr;
-  max_length_ = 0;
+absl::Status CudaExecutor::AllocateArena() {
+  if (arena_.address != 0) return absl::OkStatus();
+  SPARK_RETURN_IF_ERROR(WithContext(Allocate(&arena_, plan_.arena_bytes),
+                                    absl::StrCat("allocating the activation arena (",
+                                                 plan_.arena_bytes, " bytes)")));
+  bindings_.arena = arena_.address;
+  return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::AllocateKvCaches(int64_t max_length) {
-  bindings_.k_caches.clear();
-  bindings_.v_caches.clear();
-  bindings_.kv_capacities.clear();
+absl::Status CudaExecutor::AllocateKvCaches(Sequence* sequence) {
   std::vector<uint64_t> offsets;  // K then V of each cache
   uint64_t total = 0;
   for (const KvCacheInfo& cache : plan_.kv_caches) {
-    const int64_t capacity = KvCapacity(cache, max_length, plan_.max_tokens);
+    const int64_t capacity = KvCapacity(cache, sequence->max_length(), plan_.max_tokens);
     const uint64_t bytes = cache.part_bytes(capacity);
     for (int part = 0; part < 2; ++part) {
       offsets.push_back(total);
       total = AlignUp(total + bytes, kPartAlignment);
     }
-    bindings_.kv_capacities.push_back(capacity);
+    sequence->kv_capacities.push_back(capacity);
   }
-  SPARK_RETURN_IF_ERROR(Allocate(&kv_block_, total));
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(kv_block_.address, 0, total));
+  SPARK_RETURN_IF_ERROR(
+      WithContext(Allocate(&sequence->kv_block, total),
+                  absl::StrCat("allocating the KV caches of a sequence of ",
+                               sequence->max_length(), " tokens (", total, " bytes)")));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(sequence->kv_block.address, 0, total));
   for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
-    bindings_.k_caches.push_back(kv_block_.address + offsets[2 * i]);
-    bindings_.v_caches.push_back(kv_block_.address + offsets[2 * i + 1]);
+    sequence->k_caches.push_back(sequence->kv_block.address + offsets[2 * i]);
+    sequence->v_caches.push_back(sequence->kv_block.address + offsets[2 * i + 1]);
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::Prepare(int64_t max_length) {
+void CudaExecutor::ReleaseSequence(Sequence* sequence) {
+  // Teardown cannot report errors: released best-effort, after the work that uses them.
+  api_->cuCtxSetCurrent(context_);
+  api_->cuStreamSynchronize(stream_);
+  if (sequence->decode_graph != nullptr) api_->cuGraphExecDestroy(sequence->decode_graph);
+  Free(&sequence->kv_block);
+}
+
+absl::StatusOr<std::unique_ptr<SequenceState>> CudaExecutor::NewSequence(int64_t max_length) {
   if (max_length < 1 || max_length > INT32_MAX) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
   }
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
-  ReleaseActivations();
-  SPARK_RETURN_IF_ERROR(Allocate(&arena_, plan_.arena_bytes));
-  bindings_.arena = arena_.address;
-  SPARK_RETURN_IF_ERROR(AllocateKvCaches(max_length));
-  max_length_ = max_length;
-  return SampleDriverMemory();
+  SPARK_RETURN_IF_ERROR(AllocateArena());
+  auto sequence = std::make_unique<Sequence>(this, max_length);
+  SPARK_RETURN_IF_ERROR(AllocateKvCaches(sequence.get()));
+  SPARK_RETURN_IF_ERROR(SampleDriverMemory());
+  return std::unique_ptr<SequenceState>(std::move(sequence));
+}
+
+void CudaExecutor::BindSequence(const Sequence& sequence) {
+  bindings_.k_caches = sequence.k_caches;
+  bindings_.v_caches = sequence.v_caches;
+  bindings_.kv_capacities = sequence.kv_capacities;
 }
 
 absl::Status CudaExecutor::CopyInputs(absl::Span<const int32_t> ids,
@@ -457,9 +483,10 @@ absl::Status CudaExecutor::ObserveStep(int step_index, int32_t num_tokens) {
   return absl::OkStatus();
 }
 
-// Captures the launches of a one-token step. Every argument is fixed for such a step (the ids
-// and positions are read from the arena), so the graph is replayed until the next Prepare.
-absl::Status CudaExecutor::CaptureDecodeGraph() {
+// Captures the launches of a one-token step of `sequence`. Every argument is fixed for such a step
+// (the ids and positions are read from the arena, the caches are the sequence's), so the graph is
+// replayed for every decode step of the sequence.
+absl::Status CudaExecutor::CaptureDecodeGraph(Sequence* sequence) {
   SPARK_CU_RETURN_IF_ERROR(api_,
                            api_->cuStreamBeginCapture(stream_, cu::kStreamCaptureModeThreadLocal));
   const absl::Status launched = LaunchSteps(1, 0);
@@ -470,46 +497,56 @@ absl::Status CudaExecutor::CaptureDecodeGraph() {
     return launched;
   }
   SPARK_CU_RETURN_IF_ERROR(api_, ended);
-  const CUresult instantiated = api_->cuGraphInstantiateWithFlags(&decode_graph_, graph, 0);
+  const CUresult instantiated =
+      api_->cuGraphInstantiateWithFlags(&sequence->decode_graph, graph, 0);
   api_->cuGraphDestroy(graph);
-  if (instantiated != cu::kSuccess) decode_graph_ = nullptr;
+  if (instantiated != cu::kSuccess) sequence->decode_graph = nullptr;
   SPARK_CU_RETURN_IF_ERROR(api_, instantiated);
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::LaunchDecodeGraph() {
-  if (decode_graph_ == nullptr) {
-    SPARK_RETURN_IF_ERROR(WithContext(CaptureDecodeGraph(), "capturing the decode graph"));
+absl::Status CudaExecutor::LaunchDecodeGraph(Sequence* sequence) {
+  if (sequence->decode_graph == nullptr) {
+    SPARK_RETURN_IF_ERROR(WithContext(CaptureDecodeGraph(sequence), "capturing the decode graph"));
   }
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuGraphLaunch(decode_graph_, stream_));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuGraphLaunch(sequence->decode_graph, stream_));
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::RunStep(absl::Span<const int32_t> ids,
-                                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
-                                   std::vector<float>* logits) {
-  if (max_length_ == 0) {
-    return absl::FailedPreconditionError("CudaExecutor::Prepare must be called before RunStep");
-  }
-  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, max_length_, ids, positions, soft));
+absl::Status CudaExecutor::Run(SequenceState& state, absl::Span<const int32_t> ids,
+                               absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
+                               LogitRows rows, std::vector<float>* logits) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
+  Sequence& sequence = static_cast<Sequence&>(state);
+  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, sequence.max_length(), ids, positions, soft));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  BindSequence(sequence);
   SPARK_RETURN_IF_ERROR(CopyInputs(ids, positions, soft));
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
   const bool profiling = mutable_profile() != nullptr;
   // Replaying a captured decode graph allocates nothing new: the driver's used memory is sampled
-  // after every other step (the first decode step captures the graph).
+  // after every other step (the first decode step of a sequence captures its graph).
   bool may_allocate = true;
   if (num_tokens == 1 && num_soft == 0 && options_.use_graphs && !step_observer() && !profiling) {
-    may_allocate = decode_graph_ == nullptr;
-    SPARK_RETURN_IF_ERROR(LaunchDecodeGraph());
+    may_allocate = sequence.decode_graph == nullptr;
+    SPARK_RETURN_IF_ERROR(LaunchDecodeGraph(&sequence));
   } else {
     SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft));
   }
-  logits->resize(static_cast<size_t>(num_tokens) * plan_.model.vocab_size);
-  SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemcpyDtoHAsync(logits->data(), BufferAddress(plan_.output_logits),
+  // Sampling needs the last row only: one row of [num_tokens, vocab] crosses to the host.
+  const int64_t vocab = plan_.model.vocab_size;
+  const int64_t first_row = rows == LogitRows::kAll    ? 0
+                            : rows == LogitRows::kLast ? num_tokens - 1
+                                                       : num_tokens;
+  logits->resize(static_cast<size_t>((num_tokens - first_row) * vocab));
+  if (!logits->empty()) {
+    SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyDtoHAsync(logits->data(),
+                                    BufferAddress(plan_.output_logits) +
+                                        static_cast<uint64_t>(first_row * vocab) * sizeof(float),
                                     logits->size() * sizeof(float), stream_));
+  }
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
   if (profiling) SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, positions[0]));
   return may_allocate ? SampleDriverMemory() : absl::OkStatus();

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "cuda/cuda_driver.h"
 #include "spark/runtime/device.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {

@@ -10,7 +10,7 @@
 #include "jinja_parser.h"
 #include "jinja_value.h"
 #include "spark/runtime/printable_text.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark::rt {
 namespace {

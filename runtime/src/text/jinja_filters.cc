@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "jinja_interpreter.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark::rt::jinja {
 namespace {

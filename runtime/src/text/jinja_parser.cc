@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "spark/runtime/printable_text.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 
 // `auto lhs = *expr` for an absl::StatusOr `expr`, returning its status when it is not OK.
 #define SPARK_PARSE_ASSIGN(lhs, expr)           \

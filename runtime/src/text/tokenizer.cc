@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "host_allocation.h"
 #include "spark/runtime/printable_text.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 #include "tokenizer_internal.h"
 
 namespace spark {

@@ -19,7 +19,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/error/en.h"
 #include "spark/runtime/printable_text.h"
-#include "status_macros.h"
+#include "spark/runtime/status_macros.h"
 #include "tokenizer_internal.h"
 
 namespace spark {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,10 +45,15 @@ class FakeExecutor : public Executor {
     std::vector<int32_t> last_visible;
   };
 
-  absl::Status Prepare(int64_t) override { return absl::OkStatus(); }
+  absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
+    return std::make_unique<SequenceState>(this, max_length);
+  }
   MemoryUsage memory_usage() const override { return MemoryUsage(); }
-  absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
-                       const SoftTokenChunk* soft, std::vector<float>* logits) override {
+  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
+                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
+                   std::vector<float>* logits) override {
+    EXPECT_EQ(sequence.owner(), this);
+    row_requests.push_back(rows);
     Call call{{ids.begin(), ids.end()}, {positions.begin(), positions.end()}, {}, {}, {}};
     if (soft != nullptr) {
       call.soft_indices.assign(soft->indices.begin(), soft->indices.end());
@@ -56,7 +62,9 @@ class FakeExecutor : public Executor {
     }
     calls.push_back(call);
     logits->clear();
-    for (size_t t = 0; t < ids.size(); ++t) {
+    const size_t first = rows == LogitRows::kAll ? 0 : rows == LogitRows::kLast ? ids.size() - 1
+                                                                                : ids.size();
+    for (size_t t = first; t < ids.size(); ++t) {
       const std::vector<float> row =
           flat ? std::vector<float>(kVocab, 0.0f) : FakeRow(ids[t], positions[t]);
       logits->insert(logits->end(), row.begin(), row.end());
@@ -66,6 +74,7 @@ class FakeExecutor : public Executor {
   std::string name() const override { return "fake"; }
 
   std::vector<Call> calls;
+  std::vector<LogitRows> row_requests;  // per call
   absl::Status fail_with;
   bool flat = false;  // uniform logits instead of FakeRow
 };
@@ -82,8 +91,13 @@ Plan FakePlan() {
   return plan;
 }
 
-GenerateOptions Options(int64_t max_new_tokens, int64_t max_length = 64) {
-  GenerateOptions options;
+// GenerateOptions and the length of the sequence to generate on.
+struct Opts : GenerateOptions {
+  int64_t max_length = 64;
+};
+
+Opts Options(int64_t max_new_tokens, int64_t max_length = 64) {
+  Opts options;
   options.max_new_tokens = max_new_tokens;
   options.max_length = max_length;
   return options;
@@ -92,9 +106,12 @@ GenerateOptions Options(int64_t max_new_tokens, int64_t max_length = 64) {
 class GeneratorTest : public ::testing::Test {
  protected:
   absl::StatusOr<GenerateResult> Run(const std::vector<int32_t>& prompt,
-                                     const GenerateOptions& options,
+                                     const Opts& options,
                                      const SoftTokens* soft = nullptr) {
-    return Generate(executor_, plan_, prompt, soft, options);
+    absl::StatusOr<std::unique_ptr<SequenceState>> sequence =
+        executor_.NewSequence(options.max_length);
+    if (!sequence.ok()) return sequence.status();
+    return Generate(executor_, **sequence, plan_, prompt, soft, options);
   }
 
   FakeExecutor executor_;
@@ -157,7 +174,7 @@ TEST_F(GeneratorTest, PromptFillingMaxLengthGeneratesNothing) {
 }
 
 TEST_F(GeneratorTest, CollectsOneLogitsRowPerProcessedPosition) {
-  GenerateOptions options = Options(4);
+  Opts options = Options(4);
   options.collect_logits = true;
   const std::vector<int32_t> prompt = {0, 1, 2, 3, 4, 0};
   absl::StatusOr<GenerateResult> result = Run(prompt, options);
@@ -175,7 +192,7 @@ TEST_F(GeneratorTest, CollectsOneLogitsRowPerProcessedPosition) {
 }
 
 TEST_F(GeneratorTest, LogitsRowsStopWithEos) {
-  GenerateOptions options = Options(32);
+  Opts options = Options(32);
   options.collect_logits = true;
   absl::StatusOr<GenerateResult> result = Run({6, 6}, options);
   ASSERT_TRUE(result.ok());
@@ -315,13 +332,13 @@ TEST_F(GeneratorTest, RejectsPromptLongerThanMaxLength) {
 TEST_F(GeneratorTest, RejectsEmptyPromptAndBadOptions) {
   EXPECT_TRUE(ErrorContains(Run({}, Options(1)).status(), "the prompt is empty"));
   EXPECT_TRUE(ErrorContains(Run({1}, Options(0)).status(), "max new tokens must be at least 1"));
-  GenerateOptions options = Options(1);
+  Opts options = Options(1);
   options.sampler.top_p = 2.0f;
   EXPECT_TRUE(ErrorContains(Run({1}, options).status(), "top-p must be in (0, 1]"));
 }
 
 TEST_F(GeneratorTest, SamplingDoesNotDependOnPrefillChunking) {
-  GenerateOptions options = Options(12);
+  Opts options = Options(12);
   options.sampler.temperature = 1.0f;
   options.sampler.seed = 77;
   executor_.flat = true;

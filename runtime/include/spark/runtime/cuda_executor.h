@@ -1,7 +1,7 @@
 // The CUDA executor: runs a plan's steps as kernel launches from the artifact's image (cubin, or
 // PTX that the driver JIT-compiles), through the dlopen'd driver API. Decode steps (one token, no
-// soft tokens) are captured once into a CUDA graph and replayed; with a step observer (dumps)
-// every step is launched on its own and synchronised instead.
+// soft tokens) are captured once per sequence into a CUDA graph and replayed; with a step observer
+// (dumps) or a profile every step is launched on its own instead.
 #ifndef SPARK_RUNTIME_CUDA_EXECUTOR_H_
 #define SPARK_RUNTIME_CUDA_EXECUTOR_H_
 
@@ -31,7 +31,8 @@ struct CudaExecutorOptions {
 // Loads artifact.image into a module of the device's primary context and looks up the kernel of
 // every step (kNotFound naming a missing kernel), then binds the weights: on an integrated device
 // the checkpoint's mapped files are registered with the GPU and used in place, otherwise they are
-// copied into one device allocation. Prepare allocates the arena and the KV caches. `artifact`
+// copied into one device allocation. NewSequence allocates a sequence's KV caches (and the shared
+// activation arena with the first one). `artifact`
 // and `checkpoint` must outlive the executor. kUnavailable without a driver.
 absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(const Artifact& artifact,
                                                              const Checkpoint& checkpoint,

@@ -1,5 +1,6 @@
-// The executor interface: runs a plan's steps for one chunk of tokens, on the host (the reference,
-// host_executor.h) or on a CUDA device (cuda_executor.h). The generator (generator.h) drives it.
+// The executor interface: runs a plan's steps for one chunk of tokens of one sequence, on the host
+// (the reference, host_executor.h) or on a CUDA device (cuda_executor.h). The generator
+// (generator.h) drives it; sessions (session.h) own its sequences.
 #ifndef SPARK_RUNTIME_EXECUTOR_H_
 #define SPARK_RUNTIME_EXECUTOR_H_
 
@@ -12,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "spark/runtime/memory_estimator.h"
+#include "spark/runtime/memory_usage.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/step_profile.h"
 
@@ -46,24 +47,58 @@ struct StepOutput {
 };
 using StepObserver = std::function<absl::Status(const StepOutput&)>;
 
+// Which logits rows a step returns: none (a prefill chunk before the last), the last token's only
+// (what sampling needs: one row is copied from the device), or one per token (--logits-out).
+enum class LogitRows { kNone, kLast, kAll };
+
+class Executor;
+
+// The memory of one sequence on an executor: its KV caches (and, on the CUDA executor, the decode
+// graph that binds them). Made by Executor::NewSequence; the activation arena is the executor's,
+// shared by its sequences (it holds nothing between steps). Steps of one executor run one at a
+// time: a caller that runs several sequences from several threads serialises the Run calls.
+class SequenceState {
+ public:
+  SequenceState(const Executor* owner, int64_t max_length)
+      : owner_(owner), max_length_(max_length) {}
+  virtual ~SequenceState() = default;
+  SequenceState(const SequenceState&) = delete;
+  SequenceState& operator=(const SequenceState&) = delete;
+
+  const Executor* owner() const { return owner_; }
+  int64_t max_length() const { return max_length_; }  // positions it has room for
+
+ private:
+  const Executor* owner_;
+  int64_t max_length_;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
 
-  // Allocates the activation arena and the KV caches for sequences of up to `max_length` tokens
-  // (capacities per KvCapacity) and binds the weights. Must be called before RunStep; calling it
-  // again starts over with empty caches.
-  virtual absl::Status Prepare(int64_t max_length) = 0;
+  // Allocates the KV caches of a sequence of up to `max_length` tokens (capacities per
+  // KvCapacity), and the shared activation arena on the first call. The weights were bound when
+  // the executor was made. The sequence must not outlive the executor.
+  virtual absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) = 0;
 
-  // Runs every step of the plan for ids.size() tokens (1..max_tokens) at `positions` (each in
-  // [0, max_length)), merging `soft` (may be null), and stores the logits [n, vocab] in `logits`.
-  virtual absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
-                               const SoftTokenChunk* soft, std::vector<float>* logits) = 0;
+  // Runs every step of the plan for ids.size() tokens (1..max_tokens) of `sequence` at
+  // `positions` (each in [0, sequence.max_length())), merging `soft` (may be null), and stores
+  // the logits of `rows` in `logits` ([0], [1, vocab] or [n, vocab] floats).
+  virtual absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
+                           absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
+                           LogitRows rows, std::vector<float>* logits) = 0;
+
+  // One-sequence conveniences (tests, fuzzers): Prepare makes (or remakes, with empty caches)
+  // the executor's own sequence; RunStep runs it, returning every logits row.
+  absl::Status Prepare(int64_t max_length);
+  absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
+                       const SoftTokenChunk* soft, std::vector<float>* logits);
 
   // "host" or "cuda:<ordinal> (<device name>)".
   virtual std::string name() const = 0;
 
-  // The memory this executor has used so far (MemoryUsage, memory_estimator.h).
+  // The memory this executor has used so far (memory_usage.h).
   virtual MemoryUsage memory_usage() const = 0;
 
   // When set, called after every step with each of its output buffers (slow: for debugging).
@@ -78,10 +113,14 @@ class Executor {
  protected:
   const StepObserver& step_observer() const { return step_observer_; }
   RunProfile* mutable_profile() { return profile_.get(); }
+  // FAILED_PRECONDITION unless `sequence` was made by this executor (a wrapper such as
+  // WithStepDump hands out, and forwards to, its inner executor's sequences).
+  absl::Status CheckOwnSequence(const SequenceState& sequence) const;
 
  private:
   StepObserver step_observer_;
   std::unique_ptr<RunProfile> profile_;
+  std::unique_ptr<SequenceState> own_sequence_;  // Prepare / RunStep
 };
 
 // KvCapacity (the slots of each KV cache) is declared in plan.h.

@@ -1,9 +1,11 @@
-// Text generation over an Executor: validates the prompt, runs the prefill in chunks of at most
-// plan.max_tokens tokens (never splitting an image block of a vision-bidirectional model), then
-// decodes one token at a time until an EOS token or max_new_tokens.
+// Text generation over an Executor's sequence: validates the prompt, runs the prefill in chunks of
+// at most plan.max_tokens tokens (never splitting an image block of a vision-bidirectional model),
+// then decodes one token at a time until an EOS token, max_new_tokens or a cancellation. Sessions
+// (session.h) call it with the prompt prefix their KV caches already hold.
 #ifndef SPARK_RUNTIME_GENERATOR_H_
 #define SPARK_RUNTIME_GENERATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -68,27 +70,39 @@ absl::StatusOr<std::vector<PrefillChunk>> PlanPrefillChunks(int64_t prompt_lengt
                                                             absl::Span<const int32_t> last_visible);
 
 struct GenerateOptions {
-  int64_t max_new_tokens = 32;  // >= 1; capped so that prompt + new tokens <= max_length
-  int64_t max_length = 0;       // what the executor was prepared for (Executor::Prepare)
+  int64_t max_new_tokens = 32;  // >= 1; capped so that prompt + new tokens <= the sequence's length
   SamplerOptions sampler;
-  bool collect_logits = false;  // keep one logits row per processed position
+  bool collect_logits = false;  // keep one logits row per processed position (all rows copied)
   // Ids that end the generation besides the model's EOS ids (e.g. generation_config.json's
   // eos_token_id: Gemma 4's <turn|> 106 and <|tool_response> 50).
   std::vector<int32_t> stop_token_ids;
   // Called with each generated id as soon as it is sampled, the stopping id included; returning
   // false ends the generation after that id (stopped_by_caller). Null: no callback.
   std::function<bool(int32_t)> on_token;
+  // When set and true, the generation ends before its next step (cancelled); may be set from
+  // another thread or a signal handler.
+  const std::atomic<bool>* cancel = nullptr;
+  // Prompt positions [0, cached_prefix) whose keys and values the sequence already holds (from an
+  // earlier generation with the same ids there): they are not prefilled again. At most
+  // prompt.size() - 1 (the last prompt token is always run, for its logits).
+  int64_t cached_prefix = 0;
 };
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids; ends with the EOS id when one stopped it
   bool stopped_at_eos = false;     // an EOS id or one of stop_token_ids ended it
   bool stopped_by_caller = false;  // on_token returned false
+  bool cancelled = false;          // options.cancel was set
+  // Positions [0, cached_tokens) of prompt + tokens whose keys and values the sequence holds
+  // after the call: the prompt (or the part prefilled before a cancellation) and every generated
+  // token but the last (which was sampled, never run).
+  int64_t cached_tokens = 0;
+  int64_t reused_tokens = 0;  // options.cached_prefix: prompt tokens not prefilled again
   // With collect_logits: [logits_rows, vocab], a row per processed position (every prompt
-  // position, then the input of each decode step): prompt + tokens - 1 rows.
+  // position after the cached prefix, then the input of each decode step).
   std::vector<float> logits;
   int64_t logits_rows = 0;
-  int64_t prefill_tokens = 0;
+  int64_t prefill_tokens = 0;  // prompt tokens run (after the cached prefix)
   double prefill_seconds = 0.0;
   int64_t decode_tokens = 0;  // decode steps run (tokens after the first)
   double decode_seconds = 0.0;
@@ -98,11 +112,11 @@ struct GenerateResult {
   double decode_tokens_per_second() const;
 };
 
-// Generates after `prompt` (and `soft`, which may be null) with `executor`, already prepared for
-// options.max_length.
-absl::StatusOr<GenerateResult> Generate(Executor& executor, const Plan& plan,
-                                        absl::Span<const int32_t> prompt, const SoftTokens* soft,
-                                        const GenerateOptions& options);
+// Generates after `prompt` (and `soft`, which may be null) on `sequence`, a sequence of
+// `executor` (whose plan is `plan`).
+absl::StatusOr<GenerateResult> Generate(Executor& executor, SequenceState& sequence,
+                                        const Plan& plan, absl::Span<const int32_t> prompt,
+                                        const SoftTokens* soft, const GenerateOptions& options);
 
 // Writes result.logits to `path` as one safetensors tensor "logits", F32 [logits_rows, vocab].
 absl::Status WriteLogits(const std::string& path, const GenerateResult& result, int64_t vocab);

@@ -1,8 +1,8 @@
-// Status propagation macros for the runtime's .cc files (absl 20220623 ships none). Internal.
-#ifndef SPARK_RUNTIME_SRC_STATUS_MACROS_H_
-#define SPARK_RUNTIME_SRC_STATUS_MACROS_H_
+// Status propagation macros (absl 20220623 ships none), for the runtime and the tools built on its
+// public API (engine.h, session.h).
+#ifndef SPARK_RUNTIME_STATUS_MACROS_H_
+#define SPARK_RUNTIME_STATUS_MACROS_H_
 
-#include "absl/status/status.h"
 #include <utility>
 
 #include "absl/status/status.h"
@@ -30,4 +30,4 @@
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = *std::move(statusor)
 
-#endif  // SPARK_RUNTIME_SRC_STATUS_MACROS_H_
+#endif  // SPARK_RUNTIME_STATUS_MACROS_H_

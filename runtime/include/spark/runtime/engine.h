@@ -1,0 +1,148 @@
+// The runtime's public API, top half: an Engine opens Models; a Model is one compiled model placed
+// on a device (the image the module resolver chose, or the host reference), its memory estimated,
+// its weights bound once, immutable afterwards and shared by its Sessions (session.h), which
+// generate. spark-run and spark-serve are clients of this API and of session.h:
+//
+//   Engine engine(EngineOptions{...});
+//   SPARK_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, engine.OpenModel({"m.cubin", "ckpt/"}));
+//   SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, model->NewSession());
+//   SPARK_ASSIGN_OR_RETURN(GenerateResult result, session->Generate(prompt_ids, nullptr, options));
+#ifndef SPARK_RUNTIME_ENGINE_H_
+#define SPARK_RUNTIME_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "spark/runtime/artifact.h"
+#include "spark/runtime/device.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/memory_estimator.h"
+#include "spark/runtime/module_resolver.h"
+#include "spark/runtime/plan.h"
+#include "spark/runtime/step_profile.h"
+
+namespace spark {
+namespace rt {
+
+class Checkpoint;
+class Model;
+class Session;
+
+// Where a model runs. kAuto: the first CUDA device when the driver loads, a device exists and the
+// resolver finds an image for it; otherwise the host, with a notice saying why.
+enum class DeviceMode { kAuto, kCuda, kHost };
+
+// "auto", "cuda" or "host"; INVALID_ARGUMENT naming the choices otherwise.
+absl::StatusOr<DeviceMode> ParseDeviceMode(absl::string_view text);
+
+struct EngineOptions {
+  DeviceMode device = DeviceMode::kAuto;
+  // The module resolver's search path (module_resolver.h): --module-path entries, in order;
+  // SPARK_MODULE_PATH; the install prefix (searched as <prefix>/lib/spark, empty: not searched).
+  std::vector<std::string> module_path;
+  std::string env_module_path;
+  std::string install_prefix;
+  double device_memory_utilization = 0.9;  // fraction of the memory pool a model may use
+  bool use_graphs = true;                  // CUDA: replay decode steps as a CUDA graph
+  // One-line notices: the fallback to the host, a PTX JIT, weights copied instead of mapped.
+  std::function<void(absl::string_view)> on_notice;
+  // Weight upload progress in bytes (discrete GPUs).
+  std::function<void(uint64_t done, uint64_t total)> on_progress;
+  // OpenModel's milestones, for a client to report them as they happen: the model is placed
+  // (artifact(), image(), resolution(), device() are set; nothing else is), and its memory
+  // estimate is made (called whether or not it fits).
+  std::function<void(const Model& placed)> on_placed;
+  std::function<void(const MemoryEstimate& estimate)> on_estimate;
+};
+
+struct ModelOptions {
+  std::string artifact;  // the compiled model named by the user (model.cubin)
+  std::string weights;   // checkpoint directory or .safetensors file
+  // Tokens per session (prompt and output); 0: min(4096, the model's max_position_embeddings).
+  int64_t max_length = 0;
+  // Sessions that may hold KV caches at once: the estimate counts this many (NewSession refuses
+  // more).
+  int64_t max_sessions = 1;
+  bool profile = false;  // time every step (RunProfile; CUDA launches without a graph)
+  std::string dump_dir;  // when set: every step's outputs to DIR/runNNN.safetensors (must exist)
+};
+
+class Model : public std::enable_shared_from_this<Model> {
+ public:
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const Artifact& artifact() const { return *artifact_; }  // the artifact named
+  // The image running: the resolver's choice on CUDA, the named artifact on the host.
+  const Artifact& image() const;
+  const Plan& plan() const { return image().plan; }
+  const ModelInfo& info() const { return plan().model; }
+  bool on_cuda() const { return resolution_ != nullptr; }
+  const DeviceInfo& device() const { return device_; }  // CUDA only
+  const Resolution* resolution() const { return resolution_.get(); }  // null on the host
+  const MemoryEstimate& estimate() const { return estimate_; }
+  int64_t max_length() const { return max_length_; }
+  int64_t max_sessions() const { return max_sessions_; }
+  std::string executor_name() const;
+  MemoryUsage memory_usage() const;
+  const RunProfile* profile() const;  // with ModelOptions::profile
+
+  // A session with empty KV caches of max_length() tokens. RESOURCE_EXHAUSTED when
+  // max_sessions() sessions are alive, or the caches cannot be allocated.
+  absl::StatusOr<std::unique_ptr<Session>> NewSession();
+
+ private:
+  friend class Engine;
+  friend class Session;
+  Model() = default;
+  void SessionEnded();
+
+  std::unique_ptr<Artifact> artifact_;
+  std::unique_ptr<Resolution> resolution_;
+  DeviceInfo device_;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  MemoryEstimate estimate_;
+  int64_t max_length_ = 0;
+  int64_t max_sessions_ = 1;
+  // Runs one step at a time (a wrapper that locks around each call): sessions of one model may
+  // generate from several threads, their steps taking turns.
+  std::unique_ptr<Executor> executor_;
+  std::mutex sessions_mutex_;
+  int64_t live_sessions_ = 0;
+};
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options) : options_(std::move(options)) {}
+
+  // Loads the artifact, places it (DeviceMode; the resolver picks the image for the device),
+  // checks the checkpoint against the plan (names, dtypes, shapes), estimates memory for
+  // max_sessions sessions of max_length tokens and refuses (RESOURCE_EXHAUSTED, with the estimate
+  // and advice) when it does not fit, then binds the weights. Every error names what to fix.
+  absl::StatusOr<std::shared_ptr<Model>> OpenModel(const ModelOptions& options) const;
+
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  void Notice(absl::string_view text) const {
+    if (options_.on_notice) options_.on_notice(text);
+  }
+
+  EngineOptions options_;
+};
+
+// The host as an estimator device: its memory is the pool (like an integrated GPU's).
+absl::StatusOr<DeviceMemory> HostMemory();
+
+}  // namespace rt
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_ENGINE_H_

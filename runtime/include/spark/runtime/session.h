@@ -1,0 +1,71 @@
+// The runtime's public API, bottom half: a Session is one sequence of a Model (engine.h): its KV
+// caches and the ids they hold. Generate streams tokens (GenerateOptions::on_token) and reuses the
+// caches for the prompt prefix they already hold, so a chat's next turn prefills only what is new;
+// Cancel, from any thread or a signal handler, ends the running generation after its current step.
+// Several sessions of one model may run from several threads: their steps take turns.
+#ifndef SPARK_RUNTIME_SESSION_H_
+#define SPARK_RUNTIME_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "spark/runtime/engine.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/generator.h"
+
+namespace spark {
+namespace rt {
+
+class Session {
+ public:
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Generates after `prompt` (and `soft`, which may be null), as rt::Generate does (generator.h),
+  // on this session's caches. The longest prefix of `prompt` that the caches hold (the ids of the
+  // earlier prompts and answers) is not prefilled again (result.reused_tokens), unless soft
+  // tokens were given now or last time (their embeddings are not compared), or a sliding-window
+  // cache has already overwritten what a shorter prefix needs (MaxRewind). options.cancel and
+  // options.cached_prefix are the session's own: whatever the caller sets there is replaced.
+  absl::StatusOr<GenerateResult> Generate(absl::Span<const int32_t> prompt, const SoftTokens* soft,
+                                          GenerateOptions options);
+
+  // Ends the running Generate after its current step (result.cancelled), or the next one at once
+  // when none runs. Thread-safe and async-signal-safe. Each Generate clears it when it returns.
+  void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
+
+  // Forgets what the caches hold: the next Generate prefills its whole prompt.
+  void Reset() { history_.clear(); }
+
+  // The ids whose keys and values the caches hold, positions 0.. in order.
+  const std::vector<int32_t>& history() const { return history_; }
+  int64_t max_length() const;
+  const Model& model() const { return *model_; }
+
+  // How far back a generation may resume in caches that hold `held` positions of a sequence of
+  // `max_length`: a sliding cache of capacity C < max_length and window W has overwritten the
+  // keys position p needs once it held p + C - W + 2 positions (docs/design.md); full caches and
+  // sliding caches of capacity max_length never do. The most positions of history that may be
+  // dropped; INT64_MAX when there is no limit.
+  static int64_t MaxRewind(const Plan& plan, int64_t max_length);
+
+ private:
+  friend class Model;
+  Session(std::shared_ptr<Model> model, std::unique_ptr<SequenceState> sequence);
+
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<SequenceState> sequence_;
+  std::vector<int32_t> history_;
+  bool history_has_soft_tokens_ = false;
+  std::atomic<bool> cancel_{false};
+};
+
+}  // namespace rt
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_SESSION_H_

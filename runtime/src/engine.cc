@@ -1,0 +1,200 @@
+#include "spark/runtime/engine.h"
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "spark/runtime/artifact.h"
+#include "spark/runtime/cuda_executor.h"
+#include "spark/runtime/device.h"
+#include "spark/runtime/executor.h"
+#include "spark/runtime/generator.h"
+#include "spark/runtime/host_executor.h"
+#include "spark/runtime/memory_estimator.h"
+#include "spark/runtime/module_resolver.h"
+#include "spark/runtime/safetensors.h"
+#include "spark/runtime/session.h"
+#include "spark/runtime/status_macros.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+// Forwards to `inner`, one call at a time: the executor's arena and bindings serve one step at a
+// time, whichever session's it is.
+class SerializedExecutor final : public Executor {
+ public:
+  explicit SerializedExecutor(std::unique_ptr<Executor> inner) : inner_(std::move(inner)) {}
+
+  absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return inner_->NewSequence(max_length);
+  }
+  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
+                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
+                   std::vector<float>* logits) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return inner_->Run(sequence, ids, positions, soft, rows, logits);
+  }
+  std::string name() const override { return inner_->name(); }
+  MemoryUsage memory_usage() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return inner_->memory_usage();
+  }
+  const RunProfile* profile() const override { return inner_->profile(); }
+  Executor& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<Executor> inner_;
+  mutable std::mutex mutex_;
+};
+
+absl::StatusOr<DeviceInfo> FirstDevice() {
+  SPARK_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, ListDevices());
+  return devices.front();  // ListDevices fails rather than return no device
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceMode> ParseDeviceMode(absl::string_view text) {
+  if (text == "auto") return DeviceMode::kAuto;
+  if (text == "cuda") return DeviceMode::kCuda;
+  if (text == "host") return DeviceMode::kHost;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --device '", text, "' (expected auto, cuda or host)"));
+}
+
+absl::StatusOr<DeviceMemory> HostMemory() {
+  DeviceInfo host;
+  host.name = "host";
+  host.integrated = true;
+  SPARK_ASSIGN_OR_RETURN(DeviceMemory memory, MeasureDeviceMemory(host));
+  memory.source = "host memory (--device host)";
+  return memory;
+}
+
+// ---- Model ----
+
+Model::~Model() = default;
+
+const Artifact& Model::image() const {
+  return resolution_ != nullptr ? resolution_->artifact : *artifact_;
+}
+
+std::string Model::executor_name() const { return executor_->name(); }
+MemoryUsage Model::memory_usage() const { return executor_->memory_usage(); }
+const RunProfile* Model::profile() const { return executor_->profile(); }
+
+absl::StatusOr<std::unique_ptr<Session>> Model::NewSession() {
+  {
+    std::lock_guard<std::mutex> lock(sessions_mutex_);
+    if (live_sessions_ >= max_sessions_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this model was opened for ", max_sessions_, max_sessions_ == 1 ? " session" : " sessions",
+          " at once (the memory estimate counts that many KV caches), and ", live_sessions_,
+          " are alive: end one, or open the model with more sessions"));
+    }
+    ++live_sessions_;
+  }
+  absl::StatusOr<std::unique_ptr<SequenceState>> sequence = executor_->NewSequence(max_length_);
+  if (!sequence.ok()) {
+    SessionEnded();
+    return sequence.status();
+  }
+  // Sessions hold their model: a Model outlives every session of it.
+  return std::unique_ptr<Session>(new Session(shared_from_this(), *std::move(sequence)));
+}
+
+void Model::SessionEnded() {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  --live_sessions_;
+}
+
+// ---- Engine ----
+
+absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& options) const {
+  if (options.max_sessions < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_sessions must be at least 1, got ", options.max_sessions));
+  }
+  // Checked here, not only when resolving: DeviceMode::kAuto falls back to the host on a
+  // resolution error, which would turn this mistake into a notice.
+  SPARK_RETURN_IF_ERROR(CheckModulePath(options_.module_path));
+  std::shared_ptr<Model> model(new Model());
+  SPARK_ASSIGN_OR_RETURN(Artifact artifact, LoadArtifact(options.artifact));
+  model->artifact_ = std::make_unique<Artifact>(std::move(artifact));
+  SPARK_ASSIGN_OR_RETURN(model->max_length_,
+                         ResolveMaxLength(model->artifact_->plan.model, options.max_length));
+  model->max_sessions_ = options.max_sessions;
+  SPARK_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(options.weights));
+
+  // Placement: the GPU and the image the resolver picks for it, or the host.
+  if (options_.device != DeviceMode::kHost) {
+    absl::Status gpu = [&]() -> absl::Status {
+      SPARK_ASSIGN_OR_RETURN(DeviceInfo device, FirstDevice());
+      ResolveRequest request;
+      request.artifact_path = options.artifact;
+      request.cc_major = device.cc_major;
+      request.cc_minor = device.cc_minor;
+      request.module_path = options_.module_path;
+      request.env_module_path = options_.env_module_path;
+      request.install_prefix = options_.install_prefix;
+      SPARK_ASSIGN_OR_RETURN(Resolution resolution, ResolveModule(request));
+      model->device_ = device;
+      model->resolution_ = std::make_unique<Resolution>(std::move(resolution));
+      return absl::OkStatus();
+    }();
+    if (!gpu.ok()) {
+      if (options_.device == DeviceMode::kCuda) return gpu;
+      Notice(absl::StrCat("running on the host: ", gpu.ToString()));
+    }
+  }
+  const Plan& plan = model->plan();
+  SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, *model->checkpoint_));
+  if (options_.on_placed) options_.on_placed(*model);
+
+  // Memory: the estimate for max_sessions sequences of max_length tokens, refused when it does
+  // not fit.
+  SPARK_ASSIGN_OR_RETURN(const DeviceMemory memory, model->on_cuda()
+                                                         ? MeasureDeviceMemory(model->device_)
+                                                         : HostMemory());
+  EstimateOptions estimate_options;
+  estimate_options.max_length = model->max_length_;
+  estimate_options.batch = options.max_sessions;
+  estimate_options.utilization = options_.device_memory_utilization;
+  SPARK_ASSIGN_OR_RETURN(model->estimate_, Estimate(SizesFromPlan(plan), memory, estimate_options));
+  if (options_.on_estimate) options_.on_estimate(model->estimate_);
+  SPARK_RETURN_IF_ERROR(CheckFits(model->estimate_));
+
+  // The executor, weights bound.
+  std::unique_ptr<Executor> executor;
+  if (model->on_cuda()) {
+    CudaExecutorOptions cuda;
+    cuda.device = model->device_;
+    cuda.use_graphs = options_.use_graphs;
+    cuda.on_notice = options_.on_notice;
+    cuda.on_progress = options_.on_progress;
+    SPARK_ASSIGN_OR_RETURN(executor,
+                           CreateCudaExecutor(model->image(), *model->checkpoint_, cuda));
+  } else {
+    SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights,
+                           BindWeights(plan, *model->checkpoint_));
+    SPARK_ASSIGN_OR_RETURN(executor, CreateHostExecutor(plan, std::move(weights)));
+  }
+  if (options.profile) executor->set_profile(std::make_unique<RunProfile>(plan));
+  if (!options.dump_dir.empty()) executor = WithStepDump(std::move(executor), options.dump_dir);
+  model->executor_ = std::make_unique<SerializedExecutor>(std::move(executor));
+  return model;
+}
+
+}  // namespace rt
+}  // namespace spark

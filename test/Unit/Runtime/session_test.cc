@@ -1,0 +1,277 @@
+// The public API (engine.h, session.h) on the host executor, with the tiny model of tiny_plan.h
+// written to disk as a PTX artifact (plan file beside it) and a one-tensor checkpoint: opening a
+// model, sessions that reuse their KV caches for the prompt prefix they hold (and the sliding-
+// window limit on going back), cancellation, several sessions of one model.
+#include "spark/runtime/session.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "loader_test_util.h"
+#include "runtime_test_util.h"
+#include "spark/runtime/engine.h"
+#include "spark/runtime/generator.h"
+#include "spark/runtime/host_kernels.h"
+#include "spark/runtime/plan.h"
+#include "spark/runtime/safetensors.h"
+#include "tiny_plan.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+using testing_util::ErrorContains;
+using namespace tiny_plan;  // NOLINT: the tiny model of tiny_plan.h
+
+class SessionTest : public ::testing::Test {
+ protected:
+  // Writes `plan` as dir/tiny.compute_90.ptx + .plan and the embedding table as a checkpoint,
+  // and opens it on the host.
+  absl::StatusOr<std::shared_ptr<Model>> Open(Plan plan, int64_t max_length = 32,
+                                              int64_t max_sessions = 2) {
+    plan.target = "compute_90";
+    const std::string artifact = temp_.Write("tiny.compute_90.ptx", "// no kernels: host only\n");
+    temp_.Write("tiny.compute_90.plan", SerializePlanSection(plan));
+    OwnedTensor table;
+    table.name = plan.weights[0].name;
+    table.dtype = "BF16";
+    table.shape = plan.weights[0].shape;
+    for (const auto& row : kTable) {
+      for (float v : row) {
+        const uint16_t bits = F32ToBf16(v);
+        table.bytes.append(reinterpret_cast<const char*>(&bits), 2);
+      }
+    }
+    const std::string weights = temp_.Path("model.safetensors");
+    const absl::Status written = WriteSafetensors(weights, {table});
+    if (!written.ok()) return written;
+    EngineOptions engine_options;
+    engine_options.device = DeviceMode::kHost;
+    ModelOptions options;
+    options.artifact = artifact;
+    options.weights = weights;
+    options.max_length = max_length;
+    options.max_sessions = max_sessions;
+    return Engine(engine_options).OpenModel(options);
+  }
+
+  static GenerateOptions Greedy(int64_t max_new_tokens, bool collect_logits = false) {
+    GenerateOptions options;
+    options.max_new_tokens = max_new_tokens;
+    options.collect_logits = collect_logits;
+    options.stop_token_ids = {};
+    return options;
+  }
+
+  // What a fresh session of `model` generates after `prompt`.
+  static GenerateResult Fresh(Model& model, const std::vector<int32_t>& prompt,
+                              const GenerateOptions& options) {
+    absl::StatusOr<std::unique_ptr<Session>> session = model.NewSession();
+    EXPECT_TRUE(session.ok()) << session.status();
+    absl::StatusOr<GenerateResult> result = (*session)->Generate(prompt, nullptr, options);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return *std::move(result);
+  }
+
+  // The last `rows` logits rows of `result`.
+  static std::vector<float> LastRows(const GenerateResult& result, int64_t rows) {
+    return std::vector<float>(result.logits.end() - rows * kVocab, result.logits.end());
+  }
+
+  test::TempDir temp_;
+};
+
+TEST_F(SessionTest, OpenModelReportsWhatItLoaded) {
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0), 24);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_FALSE((*model)->on_cuda());
+  EXPECT_EQ((*model)->resolution(), nullptr);
+  EXPECT_EQ((*model)->executor_name(), "host");
+  EXPECT_EQ((*model)->max_length(), 24);
+  EXPECT_EQ((*model)->info().vocab_size, kVocab);
+  EXPECT_TRUE((*model)->estimate().fits);
+}
+
+TEST_F(SessionTest, NextTurnPrefillsOnlyWhatIsNew) {
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0));
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<Session>> session = (*model)->NewSession();
+  ASSERT_TRUE(session.ok()) << session.status();
+  const std::vector<int32_t> first = {2, 0, 1, 1, 0, 2};
+  absl::StatusOr<GenerateResult> one = (*session)->Generate(first, nullptr, Greedy(3));
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->tokens.size(), 3u);
+  EXPECT_EQ(one->reused_tokens, 0);
+  // The caches hold the prompt and every generated token but the last.
+  EXPECT_EQ(one->cached_tokens, 6 + 2);
+  ASSERT_EQ((*session)->history().size(), 8u);
+
+  // The next turn: the conversation so far, the last answer, and a new message.
+  std::vector<int32_t> second = first;
+  second.insert(second.end(), one->tokens.begin(), one->tokens.end());
+  second.insert(second.end(), {1, 0, 2, 1, 1});
+  absl::StatusOr<GenerateResult> two = (*session)->Generate(second, nullptr, Greedy(4, true));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->reused_tokens, 8);
+  EXPECT_EQ(two->prefill_tokens, static_cast<int64_t>(second.size()) - 8);
+  const GenerateResult fresh = Fresh(**model, second, Greedy(4, true));
+  EXPECT_EQ(two->tokens, fresh.tokens);
+  // Same logits for every position both ran (the reused run has fewer rows).
+  const int64_t rows = two->logits_rows;
+  ASSERT_GT(rows, 0);
+  EXPECT_EQ(LastRows(*two, rows), LastRows(fresh, rows));
+}
+
+TEST_F(SessionTest, APromptThatDivergesGoesBackInAFullCache) {
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0));
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::unique_ptr<Session> session = *(*model)->NewSession();
+  ASSERT_TRUE(session->Generate({2, 0, 1, 1, 0, 2, 1, 1, 0}, nullptr, Greedy(2)).ok());
+  const std::vector<int32_t> edited = {2, 0, 1, 0, 0};  // differs at position 3
+  absl::StatusOr<GenerateResult> result = session->Generate(edited, nullptr, Greedy(5, true));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->reused_tokens, 3);
+  const GenerateResult fresh = Fresh(*model.value(), edited, Greedy(5, true));
+  EXPECT_EQ(result->tokens, fresh.tokens);
+  EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows));
+  // The same prompt again: everything but its last token is reused.
+  absl::StatusOr<GenerateResult> again = session->Generate(edited, nullptr, Greedy(5));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->reused_tokens, 4);
+  EXPECT_EQ(again->tokens, fresh.tokens);
+}
+
+// Sliding window 3, 4 tokens per step: the cache has 3 - 1 + 4 = 6 slots, so going back more
+// than 6 - 3 + 1 = 4 positions would read keys that later positions overwrote.
+TEST_F(SessionTest, SlidingCachesLimitHowFarBackASessionGoes) {
+  const Plan plan = TinyPlan(KvKind::kSliding, 3);
+  EXPECT_EQ(Session::MaxRewind(plan, 32), 4);
+  EXPECT_EQ(Session::MaxRewind(plan, 6), INT64_MAX);  // capacity = max_length: nothing overwritten
+  EXPECT_EQ(Session::MaxRewind(TinyPlan(KvKind::kFull, 0), 32), INT64_MAX);
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(plan);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<int32_t> history = {2, 0, 1, 1, 0, 2, 1, 1, 0, 2, 2, 0};
+  for (const int64_t keep : {8, 7}) {  // drops 4 (allowed), then 5 (not)
+    std::unique_ptr<Session> session = *(*model)->NewSession();
+    ASSERT_TRUE(session->Generate(history, nullptr, Greedy(1)).ok());
+    ASSERT_EQ(session->history().size(), history.size());
+    std::vector<int32_t> edited(history.begin(), history.begin() + keep);
+    edited.insert(edited.end(), {3 - history[keep], 1, 0});
+    absl::StatusOr<GenerateResult> result = session->Generate(edited, nullptr, Greedy(4, true));
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->reused_tokens, keep == 8 ? 8 : 0) << "keep " << keep;
+    session.reset();
+    const GenerateResult fresh = Fresh(**model, edited, Greedy(4, true));
+    EXPECT_EQ(result->tokens, fresh.tokens) << "keep " << keep;
+    EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows))
+        << "keep " << keep;
+  }
+}
+
+TEST_F(SessionTest, CancelEndsTheRunningGenerationAndOnlyIt) {
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0));
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::unique_ptr<Session> session = *(*model)->NewSession();
+  // Cancelled from the token callback (another thread in a server; a signal in spark-run).
+  GenerateOptions options = Greedy(8);
+  int seen = 0;
+  Session* raw = session.get();
+  options.on_token = [&](int32_t) {
+    if (++seen == 2) raw->Cancel();
+    return true;
+  };
+  absl::StatusOr<GenerateResult> result = session->Generate({2, 0, 1}, nullptr, options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->cancelled);
+  EXPECT_EQ(result->tokens.size(), 2u);
+  EXPECT_EQ(session->history().size(), 3u + 1u);
+  // The request is cleared: the next generation runs to its end.
+  absl::StatusOr<GenerateResult> next = session->Generate({2, 0, 1}, nullptr, Greedy(8));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(next->cancelled);
+  EXPECT_EQ(next->tokens.size(), 8u);
+  // Cancelled before it starts: nothing runs, nothing is cached beyond what was reused.
+  session->Reset();
+  session->Cancel();
+  absl::StatusOr<GenerateResult> none = session->Generate({2, 0, 1, 2, 1}, nullptr, Greedy(8));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->cancelled);
+  EXPECT_TRUE(none->tokens.empty());
+  EXPECT_TRUE(session->history().empty());
+}
+
+TEST_F(SessionTest, SessionsOfOneModelKeepTheirOwnCaches) {
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0), 32, 2);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::unique_ptr<Session> a = *(*model)->NewSession();
+  std::unique_ptr<Session> b = *(*model)->NewSession();
+  EXPECT_TRUE(ErrorContains((*model)->NewSession().status(),
+                            "this model was opened for 2 sessions at once"));
+  const std::vector<int32_t> pa = {2, 0, 0, 0, 1}, pb = {2, 1, 1, 1, 0, 1};
+  ASSERT_TRUE(a->Generate(pa, nullptr, Greedy(2)).ok());
+  ASSERT_TRUE(b->Generate(pb, nullptr, Greedy(2)).ok());
+  std::vector<int32_t> more = a->history();
+  more.insert(more.end(), {1, 2, 1});
+  // From two threads at once: their steps take turns on the one executor.
+  absl::StatusOr<GenerateResult> ra, rb;
+  std::vector<int32_t> more_b = b->history();
+  more_b.insert(more_b.end(), {0, 0});
+  std::thread ta([&] { ra = a->Generate(more, nullptr, Greedy(6)); });
+  std::thread tb([&] { rb = b->Generate(more_b, nullptr, Greedy(6)); });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_GT(ra->reused_tokens, 0);
+  EXPECT_GT(rb->reused_tokens, 0);
+  a.reset();
+  b.reset();
+  EXPECT_EQ(ra->tokens, Fresh(**model, more, Greedy(6)).tokens);
+  EXPECT_EQ(rb->tokens, Fresh(**model, more_b, Greedy(6)).tokens);
+}
+
+TEST_F(SessionTest, SoftTokensAreNeverReusedFromTheCache) {
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0));
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::unique_ptr<Session> session = *(*model)->NewSession();
+  SoftTokens soft;
+  soft.hidden = kHidden;
+  soft.embeddings = {0.5f, 0.5f};
+  soft.positions = {1};
+  const std::vector<int32_t> prompt = {2, 0, 1, 1};
+  ASSERT_TRUE(session->Generate(prompt, &soft, Greedy(2)).ok());
+  // Same ids, but the embedding at position 1 came from soft tokens: recomputed.
+  absl::StatusOr<GenerateResult> plain = session->Generate(prompt, nullptr, Greedy(2));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->reused_tokens, 0);
+  absl::StatusOr<GenerateResult> with_soft = session->Generate(prompt, &soft, Greedy(2));
+  ASSERT_TRUE(with_soft.ok()) << with_soft.status();
+  EXPECT_EQ(with_soft->reused_tokens, 0);
+}
+
+TEST_F(SessionTest, OpenModelRefusesBadOptions) {
+  Plan plan = TinyPlan(KvKind::kFull, 0);
+  EXPECT_TRUE(ErrorContains(Open(plan, 32, 0).status(), "max_sessions must be at least 1, got 0"));
+  EXPECT_TRUE(ErrorContains(Open(plan, 65).status(),
+                            "max length 65 exceeds the model's max_position_embeddings 64"));
+  EngineOptions engine_options;
+  engine_options.device = DeviceMode::kHost;
+  engine_options.module_path = {"lib", ""};
+  ModelOptions options;
+  options.artifact = "missing.cubin";
+  EXPECT_TRUE(ErrorContains(Engine(engine_options).OpenModel(options).status(),
+                            "--module-path entry 2 is empty"));
+  engine_options.module_path.clear();
+  EXPECT_EQ(Engine(engine_options).OpenModel(options).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(ErrorContains(ParseDeviceMode("gpu").status(), "expected auto, cuda or host"));
+}
+
+}  // namespace
+}  // namespace rt
+}  // namespace spark
