@@ -3,8 +3,9 @@
 #   1. builds the runtime, spark-run, the runtime's GoogleTest suite and the libFuzzer targets in
 #      build-sanitize/ with clang-22, AddressSanitizer + UndefinedBehaviorSanitizer (no recovery:
 #      any report fails);
-#   2. runs the runtime unit tests, the spark-run tool tests and the host end-to-end tests with
-#      that spark-run (spark-import / spark-compile come from build/, which scripts/build.sh made);
+#   2. runs the runtime unit tests, the spark-run tool tests, the host end-to-end tests and the
+#      spark-serve tests (the OpenAI client suite with its soak) with those binaries (spark-import /
+#      spark-compile come from build/, which scripts/build.sh made);
 #   3. runs every fuzz target from its committed corpus (scripts/fuzz.sh, SPARK_FUZZ_SECONDS each,
 #      default 60).
 # Prints "spark-sanitize: ..." lines; exits non-zero on any failure.
@@ -22,17 +23,17 @@ if [ ! -f build-sanitize/build.ninja ]; then
         -DSPARK_SANITIZE=address,undefined \
         -DSPARK_COMPILER_TOOLS_DIR="$PWD/build/bin" >/dev/null
 fi
-ninja -C build-sanitize -j"$jobs" spark-run SparkRuntimeTests SparkTextTests spark-tokenize spark-fuzzers
+ninja -C build-sanitize -j"$jobs" spark-run SparkRuntimeTests SparkTextTests SparkServeTests spark-tokenize spark-serve spark-fuzzers
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 set +e
 /usr/lib/llvm-22/bin/lit -s build-sanitize/test/Unit build-sanitize/test/tools/spark-run \
     build-sanitize/test/tools/spark-tokenize \
-    build-sanitize/test/e2e
+    build-sanitize/test/e2e build-sanitize/test/serve
 lit_rc=$?
 set -e
-echo "spark-sanitize: ASan+UBSan unit, spark-run and host end-to-end tests: $([ $lit_rc -eq 0 ] && echo passed || echo FAILED)"
+echo "spark-sanitize: ASan+UBSan unit, spark-run, host end-to-end and spark-serve tests: $([ $lit_rc -eq 0 ] && echo passed || echo FAILED)"
 
 fuzz_rc=0
 scripts/fuzz.sh "${SPARK_FUZZ_SECONDS:-60}" || fuzz_rc=$?

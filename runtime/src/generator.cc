@@ -131,7 +131,9 @@ class Generation {
 
  private:
   bool Cancelled() const {
-    return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed);
+    return (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) ||
+           (options_.session_cancel != nullptr &&
+            options_.session_cancel->load(std::memory_order_relaxed));
   }
   // Runs one executor step over `ids` at consecutive positions, keeping the logits it asks for:
   // every row with collect_logits, else the last row when `sample` (none otherwise).

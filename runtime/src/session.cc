@@ -51,7 +51,7 @@ absl::StatusOr<GenerateResult> Session::Generate(absl::Span<const int32_t> promp
     if (dropped > MaxRewind(plan, max_length())) reuse = 0;
   }
   options.cached_prefix = reuse;
-  options.cancel = &cancel_;
+  options.session_cancel = &cancel_;
   absl::StatusOr<GenerateResult> result =
       rt::Generate(*model_->executor_, *sequence_, plan, prompt, soft, options);
   cancel_.store(false, std::memory_order_relaxed);

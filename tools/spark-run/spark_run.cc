@@ -236,16 +236,6 @@ struct RunOptions {
   std::optional<TextIo> text;
 };
 
-// The directory of the tokenizer files: --tokenizer (a directory, or the one of a tokenizer.json
-// file), else the --weights directory (or the one of a .safetensors file).
-std::string TokenizerDirectory(const std::string& flag, const std::string& weights) {
-  const std::string path = flag.empty() ? weights : flag;
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return path;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
-}
-
 // The messages of a chat so far, plus the start of the model's turn, as the template renders
 // them, in ids.
 absl::StatusOr<std::vector<int32_t>> EncodeChat(const TextIo& text, const Json& messages) {
@@ -270,7 +260,7 @@ Json FirstMessages() {
 // generation_config.json's stop ids and sampling defaults.
 absl::Status ReadTextPrompt(RunOptions* options) {
   const std::string& flag = F().tokenizer;
-  const std::string dir = TokenizerDirectory(flag, F().weights);
+  const std::string dir = TextFilesDirectory(flag, F().weights);
   const std::string where = flag.empty() ? absl::StrCat(" (the --weights directory ", dir,
                                                         "; name another with --tokenizer DIR)")
                                          : std::string();
@@ -564,6 +554,8 @@ TextStream::Sink StdoutSink() {
       if (terminal) std::fputs("\033[2m", stdout);
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       if (terminal) std::fputs("\033[0m", stdout);
+    } else if (channel == TextChannel::kToolCall) {
+      std::printf("[tool call: %.*s]", static_cast<int>(piece.size()), piece.data());
     } else {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
     }

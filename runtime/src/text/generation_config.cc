@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -36,6 +37,14 @@ bool Named(const char* const (&keys)[N], const std::string& key) {
 }
 
 }  // namespace
+
+std::string TextFilesDirectory(const std::string& tokenizer, const std::string& weights) {
+  const std::string path = tokenizer.empty() ? weights : tokenizer;
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) return path;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+}
 
 absl::StatusOr<GenerationConfig> LoadGenerationConfig(const std::string& dir) {
   GenerationConfig config;

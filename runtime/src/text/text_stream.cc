@@ -21,17 +21,45 @@ constexpr absl::string_view kThoughtLabel = "thought\n";
 TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings,
                        std::vector<int32_t> stop_ids, Sink sink)
     : detokenizer_(tokenizer, /*skip_special_tokens=*/true),
+      raw_detokenizer_(tokenizer, /*skip_special_tokens=*/false),
       stop_strings_(std::move(stop_strings)),
       stop_ids_(std::move(stop_ids)),
       sink_(std::move(sink)),
       channel_open_(tokenizer.TokenToId("<|channel>")),
-      channel_close_(tokenizer.TokenToId("<channel|>")) {
+      channel_close_(tokenizer.TokenToId("<channel|>")),
+      call_open_(tokenizer.TokenToId("<|tool_call>")),
+      call_close_(tokenizer.TokenToId("<tool_call|>")) {
   for (const std::string& stop : stop_strings_) hold_ = std::max(hold_, stop.size() - 1);
 }
 
 bool TextStream::OnToken(int32_t id) {
   if (std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) return true;
   if (stopped_) return false;
+  if (in_call_) {
+    if (call_close_ && id == *call_close_) {
+      call_ += raw_detokenizer_.Finish();
+      tool_calls_.push_back(call_);
+      if (sink_) sink_(call_, TextChannel::kToolCall);
+      call_.clear();
+      in_call_ = false;
+      return true;
+    }
+    absl::StatusOr<std::string> piece = raw_detokenizer_.Push(id);
+    if (!piece.ok()) {
+      error_ = piece.status();
+      return false;
+    }
+    call_ += *piece;
+    return true;
+  }
+  if (call_open_ && id == *call_open_) {
+    // A call ends the thinking too (gemma4-ecosystem.md section 4).
+    SwitchChannel(TextChannel::kAnswer);
+    Add(detokenizer_.Finish());
+    if (!stopped_) Emit(pending_.size());
+    in_call_ = true;
+    return true;
+  }
   if (channel_open_ && id == *channel_open_) {
     SwitchChannel(TextChannel::kThinking);
     return true;
@@ -58,6 +86,13 @@ void TextStream::SwitchChannel(TextChannel channel) {
 }
 
 void TextStream::Finish() {
+  if (in_call_) {
+    // The generation ended inside a call: what there is stays text of the answer.
+    call_ += raw_detokenizer_.Finish();
+    in_call_ = false;
+    if (!stopped_) Add("<|tool_call>" + call_);
+    call_.clear();
+  }
   if (!stopped_) Add(detokenizer_.Finish());
   if (!stopped_) {
     if (at_channel_start_ && absl::StartsWith(kThoughtLabel, pending_)) pending_.clear();

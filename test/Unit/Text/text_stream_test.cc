@@ -41,7 +41,10 @@ class TextStreamTest : public ::testing::Test {
 
   TextStream::Sink Sink() {
     return [this](absl::string_view text, TextChannel channel) {
-      pieces_.push_back((channel == TextChannel::kThinking ? "T:" : "A:") + std::string(text));
+      pieces_.push_back((channel == TextChannel::kThinking   ? "T:"
+                         : channel == TextChannel::kToolCall ? "C:"
+                                                             : "A:") +
+                        std::string(text));
     };
   }
 
@@ -99,6 +102,35 @@ TEST_F(TextStreamTest, StopStringAndStopIdsAreNotEmitted) {
   EXPECT_TRUE(stopped);
   EXPECT_TRUE(stream.stopped_at_stop_string());
   EXPECT_EQ(stream.text(), "hello world and a");
+}
+
+TEST_F(TextStreamTest, AToolCallComesWholeWithItsQuoteTokens) {
+  std::vector<int32_t> ids = Ids("Let me check");
+  ids.push_back(Id("<|tool_call>"));
+  for (int32_t id : Ids("call:f{city:")) ids.push_back(id);
+  ids.push_back(Id("<|\"|>"));
+  for (int32_t id : Ids("Paris")) ids.push_back(id);
+  ids.push_back(Id("<|\"|>"));
+  for (int32_t id : Ids("}")) ids.push_back(id);
+  ids.push_back(Id("<tool_call|>"));
+  TextStream stream(*tokenizer_, {}, {}, Sink());
+  const std::vector<std::string> pieces = Feed(stream, ids);
+  ASSERT_EQ(stream.tool_calls().size(), 1u);
+  EXPECT_EQ(stream.tool_calls()[0], "call:f{city:<|\"|>Paris<|\"|>}");
+  EXPECT_EQ(stream.text(), "Let me check");
+  // The answer's text first, then the call, whole, on its channel.
+  ASSERT_FALSE(pieces.empty());
+  EXPECT_EQ(pieces.back(), "C:" + stream.tool_calls()[0]);
+  EXPECT_EQ(pieces.front().substr(0, 2), "A:");
+}
+
+TEST_F(TextStreamTest, AnUnclosedToolCallStaysText) {
+  std::vector<int32_t> ids = {Id("<|tool_call>")};
+  for (int32_t id : Ids("call:f{")) ids.push_back(id);
+  TextStream stream(*tokenizer_, {}, {}, nullptr);
+  Feed(stream, ids);
+  EXPECT_TRUE(stream.tool_calls().empty());
+  EXPECT_EQ(stream.text(), "<|tool_call>call:f{");
 }
 
 TEST_F(TextStreamTest, UnknownIdIsAnError) {

@@ -22,6 +22,11 @@ struct GenerationConfig {
   std::optional<int32_t> top_k;
 };
 
+// The directory of a checkpoint's text files (tokenizer.json, tokenizer_config.json,
+// chat_template.jinja, generation_config.json): `tokenizer` (a directory, or the one of a
+// tokenizer.json file) when given, else `weights` (a directory, or the one of a .safetensors file).
+std::string TextFilesDirectory(const std::string& tokenizer, const std::string& weights);
+
 // Reads DIR/generation_config.json; no file gives an empty config. INVALID_ARGUMENT naming the
 // file for text that is not a JSON object, a bad eos_token_id, or a key that would change the
 // tokens generated and that Spark does not implement (repetition_penalty, min_p, ...): refused,

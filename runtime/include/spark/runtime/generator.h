@@ -82,6 +82,8 @@ struct GenerateOptions {
   // When set and true, the generation ends before its next step (cancelled); may be set from
   // another thread or a signal handler.
   const std::atomic<bool>* cancel = nullptr;
+  // The same, set by Session::Generate to its Cancel flag (callers leave it null).
+  const std::atomic<bool>* session_cancel = nullptr;
   // Prompt positions [0, cached_prefix) whose keys and values the sequence already holds (from an
   // earlier generation with the same ids there): they are not prefilled again. At most
   // prompt.size() - 1 (the last prompt token is always run, for its logits).

@@ -30,8 +30,9 @@ class Session {
   // on this session's caches. The longest prefix of `prompt` that the caches hold (the ids of the
   // earlier prompts and answers) is not prefilled again (result.reused_tokens), unless soft
   // tokens were given now or last time (their embeddings are not compared), or a sliding-window
-  // cache has already overwritten what a shorter prefix needs (MaxRewind). options.cancel and
-  // options.cached_prefix are the session's own: whatever the caller sets there is replaced.
+  // cache has already overwritten what a shorter prefix needs (MaxRewind). options.cached_prefix
+  // and options.session_cancel are the session's own (replaced); options.cancel, the caller's
+  // flag, is honoured besides Cancel().
   absl::StatusOr<GenerateResult> Generate(absl::Span<const int32_t> prompt, const SoftTokens* soft,
                                           GenerateOptions options);
 

@@ -3,7 +3,10 @@
 // become a stop string; the stopping ids and the stop string are not emitted. Gemma 4's thinking
 // (`<|channel>thought\n ... <channel|>`) is emitted on its own channel, without the markers and
 // the `thought` label, so that a client can show it dimmed, hide it, or send it as
-// reasoning_content, and keep it out of the conversation's history.
+// reasoning_content, and keep it out of the conversation's history. A tool call
+// (`<|tool_call>call:NAME{...}<tool_call|>`) is emitted whole, once closed, on the tool-call
+// channel: the text between the markers with its special tokens (`<|"|>`) kept, for
+// ParseToolCall (tool_call.h).
 #ifndef SPARK_RUNTIME_TEXT_STREAM_H_
 #define SPARK_RUNTIME_TEXT_STREAM_H_
 
@@ -20,7 +23,7 @@
 namespace spark {
 namespace rt {
 
-enum class TextChannel { kAnswer, kThinking };
+enum class TextChannel { kAnswer, kThinking, kToolCall };
 
 class TextStream {
  public:
@@ -38,6 +41,7 @@ class TextStream {
 
   const std::string& text() const { return text_; }        // the answer, as emitted
   const std::string& thinking() const { return thinking_; }  // the thinking, as emitted
+  const std::vector<std::string>& tool_calls() const { return tool_calls_; }  // each call's text
   bool stopped_at_stop_string() const { return stopped_; }
   const absl::Status& error() const { return error_; }
 
@@ -47,16 +51,20 @@ class TextStream {
   void SwitchChannel(TextChannel channel);
 
   StreamingDetokenizer detokenizer_;
+  StreamingDetokenizer raw_detokenizer_;  // inside a tool call: special tokens kept
   std::vector<std::string> stop_strings_;
   std::vector<int32_t> stop_ids_;
   Sink sink_;
-  std::optional<int32_t> channel_open_, channel_close_;
+  std::optional<int32_t> channel_open_, channel_close_, call_open_, call_close_;
+  bool in_call_ = false;
+  std::string call_;  // the tool call being read
   TextChannel channel_ = TextChannel::kAnswer;
   bool at_channel_start_ = false;  // the `thought` label may still be ahead
   size_t hold_ = 0;
   std::string pending_;
   std::string text_;
   std::string thinking_;
+  std::vector<std::string> tool_calls_;
   bool stopped_ = false;
   absl::Status error_;
 };

@@ -1,0 +1,42 @@
+// spark-serve's view of a request, independent of HTTP: what to generate (GenerationRequest, made
+// by the OpenAI layer, openai_api.h, from a request body) and what failed (ApiError, which the
+// OpenAI layer turns into OpenAI's error object and the HTTP layer into a status code).
+#ifndef SPARK_RUNTIME_SRC_SERVE_API_TYPES_H_
+#define SPARK_RUNTIME_SRC_SERVE_API_TYPES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spark/runtime/generator.h"
+
+namespace spark {
+namespace serve {
+
+// An error as the client sees it: an HTTP status and OpenAI's error fields.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::optional<std::string> param;  // the request field at fault
+  std::optional<std::string> code;
+};
+
+enum class Endpoint { kChat, kCompletion };
+
+// One generation to run: the prompt's ids, how to sample and when to stop, and how to answer.
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::vector<int32_t> prompt;
+  rt::GenerateOptions generate;        // sampler, max_new_tokens, stop ids
+  std::vector<std::string> stop_strings;
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+  std::string model;                   // the name answered with
+};
+
+}  // namespace serve
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_SRC_SERVE_API_TYPES_H_

@@ -1,0 +1,149 @@
+// spark-serve's scheduler: requests (GenerationRequest) wait in a bounded queue and run one at a
+// time, in arrival order, on one Session of the model (so consecutive turns of one chat reuse its
+// KV cache). It knows sessions, not HTTP: the HTTP layer submits a request and reads its Job's
+// events. Continuous batching (issue 22) replaces the loop in Work() without changing this
+// interface.
+#ifndef SPARK_RUNTIME_SRC_SERVE_SCHEDULER_H_
+#define SPARK_RUNTIME_SRC_SERVE_SCHEDULER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "api_types.h"
+#include "spark/runtime/engine.h"
+#include "spark/runtime/generator.h"
+#include "spark/runtime/session.h"
+#include "spark/runtime/text_stream.h"
+#include "spark/runtime/tokenizer.h"
+
+namespace spark {
+namespace serve {
+
+// One request in flight. The worker pushes text pieces and finally the result; the client side
+// (an HTTP handler) takes them. Cancel() (client gone, server stopping) ends it after the current
+// step, or before it starts.
+class Job {
+ public:
+  explicit Job(GenerationRequest request) : request_(std::move(request)) {}
+
+  const GenerationRequest& request() const { return request_; }
+
+  struct Piece {
+    std::string text;
+    rt::TextChannel channel = rt::TextChannel::kAnswer;
+  };
+  // What the generation produced, once it is over.
+  struct Outcome {
+    absl::Status status;  // OK, or why it failed (CANCELLED when cancelled before it ran)
+    rt::GenerateResult result;
+    std::string text, reasoning;
+    std::vector<std::string> tool_calls;  // each call's text (TextStream::tool_calls)
+  };
+
+  // Client side: waits up to `timeout` for pieces; moves them to `pieces`. True once the job is
+  // over and every piece has been taken.
+  bool Wait(std::vector<Piece>* pieces, std::chrono::milliseconds timeout);
+  // The outcome; only after Wait returned true.
+  const Outcome& outcome() const { return outcome_; }
+  void Cancel() { cancel_.store(true); }
+
+  // Worker side.
+  const std::atomic<bool>* cancel_flag() const { return &cancel_; }
+  void Push(absl::string_view text, rt::TextChannel channel);
+  void Finish(Outcome outcome);
+
+  // Timing (for /metrics): when it was queued, and when its first token came.
+  const std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
+
+ private:
+  GenerationRequest request_;
+  std::atomic<bool> cancel_{false};
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Piece> pieces_;
+  bool done_ = false;
+  Outcome outcome_;
+};
+
+// Latency histogram in Prometheus' form: cumulative counts per upper bound (seconds), sum, count.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  void Observe(double seconds);
+  // "# TYPE name histogram" and its lines.
+  std::string Format(const std::string& name, const std::string& help) const;
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mutex_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0.0;
+  uint64_t count_ = 0;
+};
+
+struct SchedulerStats {
+  int64_t queued = 0;              // waiting
+  int64_t running = 0;             // 0 or 1
+  int64_t finished = 0;            // ended (any way) since start
+  int64_t cancelled = 0;           // of which cancelled (client gone, shutdown)
+  int64_t prompt_tokens = 0;       // of finished requests
+  int64_t generated_tokens = 0;
+  int64_t prefill_reused_tokens = 0;  // prompt tokens served from the KV cache
+  int64_t cache_tokens = 0;        // positions the session's KV cache holds now
+  int64_t max_length = 0;
+};
+
+class Scheduler {
+ public:
+  // `model` and `tokenizer` must outlive the scheduler. Makes the session and starts the worker.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(std::shared_ptr<rt::Model> model,
+                                                           const rt::Tokenizer& tokenizer,
+                                                           int64_t max_queue);
+  ~Scheduler();
+
+  // Queues `request`. UNAVAILABLE when the queue holds max_queue requests already, or after
+  // Shutdown.
+  absl::StatusOr<std::shared_ptr<Job>> Submit(GenerationRequest request);
+
+  // Cancels the running request and every queued one (they end with what they have), takes no
+  // new ones, and stops the worker.
+  void Shutdown();
+
+  SchedulerStats stats() const;
+  // The /metrics text of the scheduler's counters and histograms.
+  std::string FormatMetrics() const;
+
+ private:
+  Scheduler(std::shared_ptr<rt::Model> model, const rt::Tokenizer& tokenizer, int64_t max_queue);
+  void Work();
+  void Run(Job& job);
+
+  std::shared_ptr<rt::Model> model_;
+  const rt::Tokenizer& tokenizer_;
+  const int64_t max_queue_;
+  std::unique_ptr<rt::Session> session_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::shared_ptr<Job> running_;
+  bool stopping_ = false;
+  SchedulerStats stats_;
+  Histogram time_to_first_token_;
+  Histogram inter_token_latency_;
+  std::thread worker_;
+};
+
+}  // namespace serve
+}  // namespace spark
+
+#endif  // SPARK_RUNTIME_SRC_SERVE_SCHEDULER_H_

@@ -1,0 +1,284 @@
+// spark-serve: an OpenAI-compatible HTTP server over a compiled Spark model (docs/serving.md).
+// A thin main: the command line (CLI11), the model through the runtime's public API (engine.h),
+// the checkpoint's text files through spark_text, and the server library (runtime/src/serve:
+// OpenAI layer, scheduler, HTTP). It listens first, so that /health answers 503 while the model
+// loads; "listening on http://HOST:PORT" is printed once it is ready. SIGINT / SIGTERM: no new
+// requests, running ones end (their streams close properly), exit 0.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "http_server.h"
+#include "openai_api.h"
+#include "scheduler.h"
+#include "spark/runtime/chat_template.h"
+#include "spark/runtime/engine.h"
+#include "spark/runtime/generation_config.h"
+#include "spark/runtime/memory_estimator.h"
+#include "spark/runtime/module_resolver.h"
+#include "spark/runtime/status_macros.h"
+#include "spark/runtime/tokenizer.h"
+
+namespace spark {
+namespace {
+
+struct Flags {
+  std::string model;
+  std::string weights;
+  std::string tokenizer;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string model_name;
+  std::string api_key;
+  int64_t max_length = 0;
+  int64_t max_queue = 64;
+  std::string device = "auto";
+  double device_memory_utilization = 0.9;
+  std::vector<std::string> module_path;
+};
+
+void Note(const std::string& text) {
+  std::fprintf(stderr, "spark-serve: %s\n", text.c_str());
+  std::fflush(stderr);
+}
+
+std::string InstallPrefix() {
+  char path[PATH_MAX] = {};
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "";
+  std::string exe(path, n);
+  for (int up = 0; up < 2; ++up) {
+    const size_t slash = exe.rfind('/');
+    if (slash == std::string::npos) return "";
+    exe.resize(slash);
+  }
+  return exe.empty() ? "/" : exe;
+}
+
+// The model name clients use: --model-name, else the artifact's stem.
+std::string ModelName(const Flags& flags) {
+  return flags.model_name.empty() ? rt::ModuleStem(flags.model) : flags.model_name;
+}
+
+// Everything the server holds once the model is loaded.
+struct Loaded {
+  std::shared_ptr<rt::Model> model;
+  std::unique_ptr<rt::Tokenizer> tokenizer;
+  std::optional<rt::ChatTemplate> chat_template;
+  rt::GenerationConfig generation_config;
+  std::unique_ptr<serve::Scheduler> scheduler;
+};
+
+absl::StatusOr<Loaded> Load(const Flags& flags) {
+  Loaded loaded;
+  const std::string dir = rt::TextFilesDirectory(flags.tokenizer, flags.weights);
+  absl::StatusOr<std::unique_ptr<rt::Tokenizer>> tokenizer =
+      rt::Tokenizer::Load(flags.tokenizer.empty() ? dir : flags.tokenizer);
+  if (!tokenizer.ok()) {
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrCat("cannot load the tokenizer (from ", dir,
+                                     "; name another with --tokenizer DIR): ",
+                                     tokenizer.status().message()));
+  }
+  loaded.tokenizer = *std::move(tokenizer);
+  absl::StatusOr<rt::ChatTemplate> chat = rt::ChatTemplate::Load(dir);
+  if (chat.ok()) {
+    loaded.chat_template = *std::move(chat);
+  } else {
+    Note(absl::StrCat("no chat template (", chat.status().message(),
+                      "): /v1/chat/completions answers 400; /v1/completions works"));
+  }
+  SPARK_ASSIGN_OR_RETURN(loaded.generation_config, rt::LoadGenerationConfig(dir));
+
+  rt::EngineOptions engine_options;
+  SPARK_ASSIGN_OR_RETURN(engine_options.device, rt::ParseDeviceMode(flags.device));
+  for (const std::string& entry : flags.module_path) {
+    for (absl::string_view part : absl::StrSplit(entry, ',')) {
+      engine_options.module_path.emplace_back(part);
+    }
+  }
+  const char* env = std::getenv("SPARK_MODULE_PATH");
+  engine_options.env_module_path = env == nullptr ? "" : env;
+  engine_options.install_prefix = InstallPrefix();
+  engine_options.device_memory_utilization = flags.device_memory_utilization;
+  engine_options.on_notice = [](absl::string_view text) { Note(std::string(text)); };
+  engine_options.on_placed = [](const rt::Model& model) {
+    if (!model.on_cuda()) {
+      Note(absl::StrCat("device: host reference executor; image ", model.artifact().path));
+      return;
+    }
+    const rt::Resolution& r = *model.resolution();
+    Note(absl::StrCat("device: cuda:", model.device().ordinal, " ", model.device().name,
+                      "; image ", r.artifact.path, " (", r.artifact.target, ", ",
+                      rt::ImageKindName(r.kind), ")"));
+    const std::string fallback = rt::FallbackNote(r);
+    if (!fallback.empty()) Note(fallback);
+  };
+  engine_options.on_estimate = [](const rt::MemoryEstimate& estimate) {
+    Note(rt::FormatEstimateLine(estimate));
+  };
+  if (isatty(STDERR_FILENO)) {
+    engine_options.on_progress = [](uint64_t done, uint64_t total) {
+      std::fprintf(stderr, "\rspark-serve: loading weights %3d%%%s",
+                   total == 0 ? 100 : static_cast<int>(done * 100 / total),
+                   done == total ? "\n" : "");
+    };
+  }
+  rt::ModelOptions model_options;
+  model_options.artifact = flags.model;
+  model_options.weights = flags.weights;
+  model_options.max_length = flags.max_length;
+  SPARK_ASSIGN_OR_RETURN(loaded.model, rt::Engine(engine_options).OpenModel(model_options));
+  SPARK_ASSIGN_OR_RETURN(loaded.scheduler,
+                         serve::Scheduler::Create(loaded.model, *loaded.tokenizer, flags.max_queue));
+  return loaded;
+}
+
+absl::Status Serve(const Flags& flags) {
+  if (flags.weights.empty()) {
+    return absl::InvalidArgumentError(
+        "--weights is required (a checkpoint directory or .safetensors file)");
+  }
+  if (flags.port < 0 || flags.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--port must be in [0, 65535], got ", flags.port));
+  }
+  if (flags.max_queue < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-queue must be at least 1, got ", flags.max_queue));
+  }
+  // Signals are taken by this thread (sigwait), never by the server's: blocked before any thread
+  // starts (threads inherit the mask). SIGUSR1 is the loader's "done".
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
+
+  serve::HttpOptions http;
+  http.host = flags.host;
+  http.port = flags.port;
+  http.api_key = flags.api_key;
+  http.threads = static_cast<int>(std::min<int64_t>(flags.max_queue + 4, 256));
+  serve::HttpServer server(http);
+  SPARK_ASSIGN_OR_RETURN(const int port, server.Bind());
+  const std::string url = absl::StrCat("http://", flags.host, ":", port);
+  std::thread listener([&server] { server.Listen(); });
+  Note(absl::StrCat("loading ", flags.model, " (", url, "/health answers 503 until it is ready)"));
+
+  absl::Status status;
+  std::optional<Loaded> loaded;
+  std::thread loader([&] {
+    absl::StatusOr<Loaded> result = Load(flags);
+    if (!result.ok()) {
+      status = result.status();
+    } else {
+      loaded = *std::move(result);
+    }
+    kill(getpid(), SIGUSR1);  // wakes the signal thread: loading is over
+  });
+  int received = 0;
+  sigwait(&signals, &received);
+  const bool stopped_while_loading = received != SIGUSR1;
+  loader.join();
+  if (status.ok() && !stopped_while_loading) {
+    serve::ServeContext context;
+    context.tokenizer = loaded->tokenizer.get();
+    context.chat_template = loaded->chat_template ? &*loaded->chat_template : nullptr;
+    context.model_name = ModelName(flags);
+    context.max_length = loaded->model->max_length();
+    context.vocab_size = loaded->model->info().vocab_size;
+    context.generation_config = loaded->generation_config;
+    server.SetReady(std::move(context), loaded->scheduler.get(),
+                    static_cast<int64_t>(std::time(nullptr)));
+    Note(absl::StrCat("model '", ModelName(flags), "', max length ", loaded->model->max_length(),
+                      " tokens, queue ", flags.max_queue));
+    Note(absl::StrCat("listening on ", url));
+    do {
+      sigwait(&signals, &received);
+    } while (received == SIGUSR1);
+    Note(absl::StrCat("signal ", received, ": ending the running request, refusing new ones"));
+    loaded->scheduler->Shutdown();
+    // The running request ends at once; its stream gets its final chunks before the server
+    // closes the connections.
+    if (!server.WaitForRequests(std::chrono::seconds(30))) {
+      Note("requests still in flight after 30 s; closing their connections");
+    }
+  }
+  server.Stop();
+  listener.join();
+  if (loaded) loaded->scheduler.reset();  // after the HTTP threads that read its jobs
+  if (status.ok()) Note("stopped");
+  return status;
+}
+
+}  // namespace
+}  // namespace spark
+
+int main(int argc, char** argv) {
+  spark::Flags flags;
+  CLI::App app{
+      "spark-serve: an OpenAI-compatible HTTP server (POST /v1/chat/completions, /v1/completions, "
+      "/tokenize, /detokenize; GET /v1/models, /health, /metrics) over a model compiled by "
+      "spark-compile. docs/serving.md has the details.\n\n"
+      "usage: spark-serve MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] [--host 127.0.0.1] "
+      "[--port 8080] [options]",
+      "spark-serve"};
+  app.add_option("model", flags.model, "MODEL.cubin (or .ptx): the compiled model")
+      ->required()->type_name("MODEL");
+  app.add_option("--weights", flags.weights, "checkpoint directory or .safetensors file (required)")
+      ->type_name("PATH");
+  app.add_option("--tokenizer", flags.tokenizer,
+                 "directory with tokenizer.json, chat_template.jinja, generation_config.json "
+                 "(default: the --weights directory)")->type_name("PATH");
+  app.add_option("--host", flags.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", flags.port, "port to listen on (0: any free port, printed)")
+      ->capture_default_str();
+  app.add_option("--model-name", flags.model_name,
+                 "the model's name in the API (default: the artifact's stem)");
+  app.add_option("--api-key", flags.api_key,
+                 "require 'Authorization: Bearer KEY' on every route but /health and /metrics");
+  app.add_option("--max-length", flags.max_length,
+                 "tokens per request, prompt + completion (0: min(4096, the model's "
+                 "max_position_embeddings))")->capture_default_str();
+  app.add_option("--max-queue", flags.max_queue,
+                 "requests that may wait; more get 503 (requests run one at a time)")
+      ->capture_default_str();
+  app.add_option("--device", flags.device, "auto, cuda or host")->capture_default_str();
+  app.add_option("--device-memory-utilization", flags.device_memory_utilization,
+                 "fraction of the memory pool the model may use")->capture_default_str();
+  app.add_option("--module-path", flags.module_path,
+                 "directory searched first for the image (repeatable, or a comma list)")
+      ->allow_extra_args(false)->type_name("DIR");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error) == 0 ? 0 : 1;
+  }
+  const absl::Status status = spark::Serve(flags);
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
