@@ -4,6 +4,7 @@
 // exits 1 at the first failure.
 //
 // usage: node openai_client.cjs SPARK_SERVE MODEL.cubin WEIGHTS TOKENIZER_DIR GOLDEN_CHAT.json
+// (SPARK_SERVE_DEVICE=cuda: the servers run on the GPU; default host)
 "use strict";
 const { spawn } = require("child_process");
 const fs = require("fs");
@@ -26,7 +27,8 @@ async function pass(name, fn) {
 // Starts spark-serve; resolves with {url, proc, exited} once it prints "listening on".
 function startServer(extra = []) {
   return new Promise((resolve, reject) => {
-    const args = [cubin, "--weights", weights, "--tokenizer", tokenizer, "--device", "host",
+    const args = [cubin, "--weights", weights, "--tokenizer", tokenizer,
+                  "--device", process.env.SPARK_SERVE_DEVICE || "host",
                   "--port", "0", ...extra];
     const proc = spawn(serveBin, args, { stdio: ["ignore", "ignore", "pipe"] });
     let log = "";
