@@ -27,10 +27,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "artifact_cache.h"
 #include "http_server.h"
 #include "openai_api.h"
 #include "scheduler.h"
 #include "spark/runtime/chat_template.h"
+#include "spark/runtime/device.h"
 #include "spark/runtime/engine.h"
 #include "spark/runtime/generation_config.h"
 #include "spark/runtime/memory_estimator.h"
@@ -76,7 +78,13 @@ std::string InstallPrefix() {
 
 // The model name clients use: --model-name, else the artifact's stem.
 std::string ModelName(const Flags& flags) {
-  return flags.model_name.empty() ? rt::ModuleStem(flags.model) : flags.model_name;
+  if (!flags.model_name.empty()) return flags.model_name;
+  if (serve::IsCheckpointDirectory(flags.model)) {
+    std::string dir = flags.model;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir.substr(dir.rfind('/') + 1);
+  }
+  return rt::ModuleStem(flags.model);
 }
 
 // Everything the server holds once the model is loaded.
@@ -87,6 +95,31 @@ struct Loaded {
   rt::GenerationConfig generation_config;
   std::unique_ptr<serve::Scheduler> scheduler;
 };
+
+// MODEL given as a checkpoint directory: the artifact compiled for the device (or, on the host,
+// PTX and its plan, which need no ptxas), from the cache or by spark-import and spark-compile.
+absl::StatusOr<std::string> ArtifactFor(const Flags& flags, rt::DeviceMode mode) {
+  std::string target = "compute_90";
+  if (mode != rt::DeviceMode::kHost) {
+    absl::StatusOr<std::vector<rt::DeviceInfo>> devices = rt::ListDevices();
+    if (devices.ok()) {
+      target = absl::StrCat("sm_", devices->front().cc_major, devices->front().cc_minor, "a");
+    } else if (mode == rt::DeviceMode::kCuda) {
+      return devices.status();
+    }
+  }
+  serve::CompileRequest request;
+  request.checkpoint = flags.model;
+  request.target = target;
+  request.tools_dir = InstallPrefix().empty() ? "" : InstallPrefix() + "/bin";
+  const char* cache = std::getenv("SPARK_CACHE_DIR");
+  const char* home = std::getenv("HOME");
+  request.cache_dir = absl::StrCat(cache != nullptr ? cache
+                                   : home != nullptr ? absl::StrCat(home, "/.cache/spark")
+                                                     : std::string("/tmp/spark-cache"),
+                                   "/artifacts");
+  return serve::CompiledArtifact(request, [](absl::string_view text) { Note(std::string(text)); });
+}
 
 absl::StatusOr<Loaded> Load(const Flags& flags) {
   Loaded loaded;
@@ -145,6 +178,9 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   }
   rt::ModelOptions model_options;
   model_options.artifact = flags.model;
+  if (serve::IsCheckpointDirectory(flags.model)) {
+    SPARK_ASSIGN_OR_RETURN(model_options.artifact, ArtifactFor(flags, engine_options.device));
+  }
   model_options.weights = flags.weights;
   model_options.max_length = flags.max_length;
   SPARK_ASSIGN_OR_RETURN(loaded.model, rt::Engine(engine_options).OpenModel(model_options));
@@ -153,7 +189,8 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   return loaded;
 }
 
-absl::Status Serve(const Flags& flags) {
+absl::Status Serve(Flags flags) {
+  if (flags.weights.empty() && serve::IsCheckpointDirectory(flags.model)) flags.weights = flags.model;
   if (flags.weights.empty()) {
     return absl::InvalidArgumentError(
         "--weights is required (a checkpoint directory or .safetensors file)");
@@ -244,9 +281,14 @@ int main(int argc, char** argv) {
       "usage: spark-serve MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] [--host 127.0.0.1] "
       "[--port 8080] [options]",
       "spark-serve"};
-  app.add_option("model", flags.model, "MODEL.cubin (or .ptx): the compiled model")
+  app.add_option("model", flags.model,
+                 "MODEL.cubin (or .ptx): the compiled model; or a checkpoint directory "
+                 "(config.json + safetensors), imported and compiled for the device on first use "
+                 "and cached in $SPARK_CACHE_DIR/artifacts (default ~/.cache/spark)")
       ->required()->type_name("MODEL");
-  app.add_option("--weights", flags.weights, "checkpoint directory or .safetensors file (required)")
+  app.add_option("--weights", flags.weights,
+                 "checkpoint directory or .safetensors file (default: MODEL when it is a checkpoint "
+                 "directory)")
       ->type_name("PATH");
   app.add_option("--tokenizer", flags.tokenizer,
                  "directory with tokenizer.json, chat_template.jinja, generation_config.json "
