@@ -1,6 +1,7 @@
 #include "http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdint>
@@ -141,6 +142,12 @@ void HttpServer::Routes() {
   const int threads = options_.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.set_payload_max_length(options_.max_body_bytes);
+  // SO_REUSEADDR only (a restart may bind while old connections linger), not httplib's default
+  // SO_REUSEPORT, which would let a second server share the port without a word.
+  s.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&yes), sizeof(yes));
+  });
   s.set_logger([this](const httplib::Request&, const httplib::Response& res) {
     std::lock_guard<std::mutex> lock(status_mutex_);
     ++responses_by_status_[res.status];
