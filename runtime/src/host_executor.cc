@@ -169,7 +169,10 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
                                     int32_t first_position) {
   std::vector<HostArg> args;
   RunProfile* const profile = mutable_profile();
-  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+  // One token: the decode program (the steps that do something for one token), as the CUDA
+  // executor runs it; otherwise every step, the no-op ones included (the reference of the ABI).
+  for (const ProgramLaunch& launch : ProgramFor(plan_, num_tokens, num_soft_tokens)) {
+    const size_t i = static_cast<size_t>(launch.step);
     const Step& step = plan_.steps[i];
     const absl::Time start = profile != nullptr ? absl::Now() : absl::InfinitePast();
     args.clear();

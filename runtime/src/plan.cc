@@ -508,6 +508,16 @@ absl::StatusOr<Plan> PlanFromJson(const Json& json, absl::string_view origin) {
   plan.kv_caches =
       ReadObjects<KvCacheInfo>(root, "kv_caches", pf::kMaxKvCaches, &errors, ReadKvCache);
   plan.steps = ReadObjects<Step>(root, "steps", pf::kMaxSteps, &errors, ReadStep);
+  if (root.Has("decode")) {
+    plan.decode = ReadObjects<DecodeLaunch>(
+        root, "decode", pf::kMaxSteps, &errors, [](ObjectReader object, Errors* errors) {
+          DecodeLaunch launch;
+          launch.step = object.Int("step", kInt64Min, kInt64Max);
+          ReadInt3(object.Get("grid"), object.Child("grid"), launch.grid, errors);
+          object.Finish();
+          return launch;
+        });
+  }
   root.Finish();
   if (!errors.status().ok()) return errors.status();
   return plan;
@@ -552,7 +562,8 @@ absl::Status ValidateCounts(const Plan& plan, absl::string_view origin) {
   } arrays[] = {{"buffers", plan.buffers.size(), pf::kMaxBuffers},
                 {"weights", plan.weights.size(), pf::kMaxWeights},
                 {"kv_caches", plan.kv_caches.size(), pf::kMaxKvCaches},
-                {"steps", plan.steps.size(), pf::kMaxSteps}};
+                {"steps", plan.steps.size(), pf::kMaxSteps},
+                {"decode", plan.decode.size(), pf::kMaxSteps}};
   for (const auto& array : arrays) {
     if (array.count > array.max_count) {
       return PlanError(origin, array.key, TooManyEntries(array.count, array.max_count));
@@ -991,6 +1002,16 @@ Json StepJson(const Step& step) {
 }
 
 template <typename T>
+Json ArrayJson(const std::vector<T>& items, Json (*to_json)(const T&));
+
+Json DecodeLaunchJson(const DecodeLaunch& launch) {
+  Json out = Json::object();
+  AddMember(out, "step", JsonInteger(launch.step));
+  AddMember(out, "grid", Int3Json(launch.grid));
+  return out;
+}
+
+template <typename T>
 Json ArrayJson(const std::vector<T>& items, Json (*to_json)(const T&)) {
   Json array = Json::array();
   for (const T& item : items) array.push_back(to_json(item));
@@ -1011,6 +1032,9 @@ Json PlanJson(const Plan& plan) {
   AddMember(json, "weights", ArrayJson(plan.weights, WeightJson));
   AddMember(json, "kv_caches", ArrayJson(plan.kv_caches, KvCacheJson));
   AddMember(json, "steps", ArrayJson(plan.steps, StepJson));
+  if (!plan.decode.empty()) {
+    AddMember(json, "decode", ArrayJson(plan.decode, DecodeLaunchJson));
+  }
   return json;
 }
 
@@ -1061,6 +1085,46 @@ uint64_t WeightInfo::num_bytes() const {
 
 absl::string_view ArgRefKindName(ArgRefKind kind) { return ArgKindInfoOf(kind).key; }
 
+namespace {
+
+// The decode program, when there is one, is exactly the steps that do something for one token,
+// in order (so a one-token step computes what the prefill program computes), each launched like
+// its step (CheckLaunch) with its own grid.
+absl::Status ValidateDecodeProgram(const Plan& plan, absl::string_view origin) {
+  if (plan.decode.empty()) return absl::OkStatus();
+  size_t next = 0;  // the next step that must appear
+  for (size_t i = 0; i < plan.decode.size(); ++i) {
+    const DecodeLaunch& launch = plan.decode[i];
+    const std::string path = IndexPath("decode", i);
+    SPARK_RETURN_IF_ERROR(
+        CheckId(origin, absl::StrCat(path, ".step"), "step", launch.step, plan.steps.size()));
+    while (next < plan.steps.size() && StepDoesNothing(plan.steps[next], 1, 0)) ++next;
+    if (static_cast<size_t>(launch.step) != next) {
+      return PlanError(
+          origin, absl::StrCat(path, ".step"),
+          absl::StrCat("expected step ", next == plan.steps.size() ? std::string("(none)")
+                                                                    : std::to_string(next),
+                       ", found ", launch.step,
+                       ": the decode program must run, in order, every step that does something "
+                       "for one token and no other"));
+    }
+    Step step = plan.steps[next];
+    std::copy(std::begin(launch.grid), std::end(launch.grid), step.grid);
+    SPARK_RETURN_IF_ERROR(CheckLaunch(step, SpecOf(step), origin, path));
+    ++next;
+  }
+  while (next < plan.steps.size() && StepDoesNothing(plan.steps[next], 1, 0)) ++next;
+  if (next != plan.steps.size()) {
+    return PlanError(origin, "decode",
+                     absl::StrCat("step ", next, " (", plan.steps[next].source,
+                                  ") does something for one token but the decode program "
+                                  "does not run it"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
   SPARK_RETURN_IF_ERROR(ValidateCounts(plan, origin));
   SPARK_RETURN_IF_ERROR(ValidateTopLevel(plan, origin));
@@ -1076,6 +1140,7 @@ absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     SPARK_RETURN_IF_ERROR(ValidateStep(plan.steps[i], i, plan, origin));
   }
+  SPARK_RETURN_IF_ERROR(ValidateDecodeProgram(plan, origin));
   return ValidateKvCachesUsed(plan, origin);
 }
 

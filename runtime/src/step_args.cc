@@ -193,12 +193,31 @@ int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens) {
   return StepSizeArg(step, abi::FindArg(SpecOf(step), name), num_tokens);
 }
 
-bool StepDoesNothing(const Step& step, int64_t num_tokens) {
+std::vector<ProgramLaunch> ProgramFor(const Plan& plan, int64_t num_tokens,
+                                      int64_t num_soft_tokens) {
+  std::vector<ProgramLaunch> launches;
+  if (num_tokens == 1 && num_soft_tokens == 0 && !plan.decode.empty()) {
+    launches.reserve(plan.decode.size());
+    for (const DecodeLaunch& launch : plan.decode) {
+      launches.push_back({static_cast<int>(launch.step), launch.grid});
+    }
+    return launches;
+  }
+  launches.reserve(plan.steps.size());
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    launches.push_back({static_cast<int>(i), plan.steps[i].grid});
+  }
+  return launches;
+}
+
+bool StepDoesNothing(const Step& step, int64_t num_tokens, int64_t num_soft_tokens) {
   const abi::KernelSpec& spec = SpecOf(step);
   const int tokens = static_cast<int>(num_tokens);
   switch (spec.skip) {
     case abi::Skip::kNever:
       return false;
+    case abi::Skip::kWithoutSoftTokens:
+      return num_soft_tokens == 0;
     case abi::Skip::kOutsideTokenRange:
       return num_tokens < StepSizeArg(step, abi::FindRole(spec, abi::Role::kTokensFrom), 0) ||
              num_tokens > StepSizeArg(step, abi::FindRole(spec, abi::Role::kTokensTo), 0);

@@ -67,13 +67,21 @@ std::string DescribeStep(int step_index, const Step& step);
 int64_t StepSizeArg(const Step& step, int arg, int64_t num_tokens);
 int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens);
 
-// True when the kernel of `step` does nothing in a step of `num_tokens` tokens, as the registry's
-// `skip` of its op says (kernel_ops.def): an op given a token range (tokens_from, tokens_to: the MoE expert ops) outside it,
-// moe_combine after an ungrouped moe_down (MoeDownGrouped), attention_merge of an attention that
-// was not split (AttentionSplits == 1). The CUDA executor does not launch such steps (a decode
-// step of 26B-A4B skips the prefill MoE launches and the combine); the step profile counts them
-// as free. The host executor runs them (they return at once), as the reference of the ABI.
-bool StepDoesNothing(const Step& step, int64_t num_tokens);
+// StepDoesNothing (which steps a step of a given size skips) is declared in plan.h.
+
+// One launch of an executor call: a step and the grid it is launched with.
+struct ProgramLaunch {
+  int step = 0;
+  const int* grid = nullptr;  // 3 dims
+};
+
+// The launches of a call of `num_tokens` tokens and `num_soft_tokens` soft rows: for one token
+// and no soft rows, the decode program when the plan has one (the steps that do something then,
+// with their one-token grids); otherwise
+// every step in order with its own grid, those that do nothing at this size included (the CUDA
+// executor skips them, StepDoesNothing; the host reference runs them).
+std::vector<ProgramLaunch> ProgramFor(const Plan& plan, int64_t num_tokens,
+                                      int64_t num_soft_tokens);
 
 }  // namespace rt
 }  // namespace spark

@@ -36,7 +36,8 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
                           int64_t first_position) {
   StepCost cost;
   const abi::KernelSpec& spec = SpecOf(step);
-  if (StepDoesNothing(step, num_tokens)) return cost;
+  // (Soft rows come with prefill steps, whose cost the merge's few rows barely change.)
+  if (StepDoesNothing(step, num_tokens, num_tokens == 1 ? 0 : 1)) return cost;
   const auto size = [&](int arg) { return static_cast<double>(StepSizeArg(step, arg, num_tokens)); };
   const auto product = [&](const int* factors, int n) {
     double p = 1;

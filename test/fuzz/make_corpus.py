@@ -159,7 +159,11 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"),
                         help="build directory with bin/spark-import and bin/spark-compile")
     args = parser.parse_args()
-    shutil.rmtree(os.path.join(HERE, "corpus"), ignore_errors=True)
+    # Only the corpora written here are replaced: the tokenizer, chat-template and request corpora
+    # are committed by hand (their seeds are real files of test/data).
+    for target in ("fuzz_plan_section", "fuzz_plan_execution", "fuzz_cubin", "fuzz_safetensors",
+                   "fuzz_safetensors_index", "fuzz_target_names", "fuzz_gemma_config"):
+        shutil.rmtree(os.path.join(HERE, "corpus", target), ignore_errors=True)
     os.makedirs(os.path.join(HERE, "corpus", "fuzz_gemma_config"))
     plan_seeds(os.path.abspath(args.build))
     safetensors_seeds()

@@ -368,6 +368,10 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     info.dtype = cache.getCacheElementType().isBF16() ? rt::DType::kBF16 : rt::DType::kF32;
     plan.kv_caches.push_back(std::move(info));
   }
+  // The decode program (plan.h): the steps that do something for one token, with the grids the
+  // lowering sized for one token; only when every launch has one (hand-written IR may not).
+  bool every_launch_has_decode_grid = true;
+  std::vector<rt::DecodeLaunch> decode;
   for (LaunchOp launch : program.getBody().getOps<LaunchOp>()) {
     rt::Step step;
     const abi::KernelSpec *spec = abi::FindKernel(launch.getOp().str().c_str());
@@ -388,8 +392,19 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
         return arg.takeError();
       step.args.push_back(*arg);
     }
+    if (std::optional<ArrayRef<int32_t>> grid = launch.getDecodeGrid()) {
+      if (!rt::StepDoesNothing(step, 1, 0)) {
+        rt::DecodeLaunch one;
+        one.step = static_cast<int64_t>(plan.steps.size());
+        for (int i = 0; i < 3; ++i) one.grid[i] = (*grid)[i];
+        decode.push_back(one);
+      }
+    } else {
+      every_launch_has_decode_grid = false;
+    }
     plan.steps.push_back(std::move(step));
   }
+  if (every_launch_has_decode_grid) plan.decode = std::move(decode);
   absl::Status valid = rt::ValidatePlan(plan, "the compiled plan");
   if (!valid.ok())
     return makeError("internal error: the compiler built an invalid plan: " + fromStatus(valid));

@@ -391,6 +391,13 @@ LogicalResult LaunchOp::verify() {
   for (int32_t d : llvm::concat<const int32_t>(getGrid(), getBlock()))
     if (d <= 0)
       return emitOpError("expects positive grid and block dimensions");
+  if (std::optional<ArrayRef<int32_t>> decode = getDecodeGrid()) {
+    if (decode->size() != 3)
+      return emitOpError("expects a 3-dimensional decode grid");
+    for (int32_t d : *decode)
+      if (d <= 0)
+        return emitOpError("expects positive decode grid dimensions");
+  }
   for (Attribute arg : getArgs()) {
     auto dict = dyn_cast<DictionaryAttr>(arg);
     if (!dict || dict.size() != 1)

@@ -466,13 +466,20 @@ def Spark_LaunchOp : Spark_Op<"launch", [HasParent<"ProgramOp">]> {
     `{i32 = n}`, `{f32 = x}`. Literal `i32`/`f32` arguments are compiled into the entry; its
     parameters are the other arguments, in order.
 
+    `grid` is sized for the program's `max_tokens` (prefill). `decode_grid`, when present, is the
+    grid of the same launch in the decode program (one token): the plan's decode program is the
+    launches that have one and do something for one token (docs/plan-format.md). Without it the
+    launch keeps `grid` in decode steps too.
+
     ```mlir
-    spark.launch "add" @kernels::@spark_add__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = 1 : i64}, {buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 64 : i32} ] {source = "layers.0.residual"}
+    spark.launch "add" @kernels::@spark_add__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = 1 : i64}, {buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 64 : i32} ] {source = "layers.0.residual"} decode [1, 1, 1]
     ```
   }];
   let arguments = (ins StrAttr:$op, SymbolRefAttr:$kernel, DenseI32ArrayAttr:$grid,
-                       DenseI32ArrayAttr:$block, ArrayAttr:$args);
-  let assemblyFormat = "$op $kernel `grid` $grid `block` $block `args` $args attr-dict";
+                       DenseI32ArrayAttr:$block, ArrayAttr:$args,
+                       OptionalAttr<DenseI32ArrayAttr>:$decode_grid);
+  let assemblyFormat =
+      "$op $kernel `grid` $grid `block` $block `args` $args attr-dict (`decode` $decode_grid^)?";
   let hasVerifier = 1;
 }
 

@@ -88,11 +88,26 @@ struct Arg {
   bool isLiteral() const { return kind == I32 || kind == F32; }
 };
 
+/// A launch's grid as a function of the step's token count T: ceil(max(T * perToken, fixed) /
+/// divisor) blocks. Prefill grids are sized for max_tokens, decode grids for one token.
+struct GridRule {
+  int64_t perToken = 0;
+  int64_t fixed = 0;
+  int64_t divisor = 1;
+  int64_t at(int64_t tokens) const {
+    return ceilDiv(std::max(tokens * perToken, fixed), divisor);
+  }
+};
+/// Blocks per token (of `divisor` work items each), or a fixed count of work items.
+GridRule perToken(int64_t work, int64_t divisor = 1) { return {work, 0, divisor}; }
+GridRule fixedGrid(int64_t work, int64_t divisor = 1) { return {0, work, divisor}; }
+
 /// A launch before entry points exist.
 struct PendingLaunch {
   const abi::KernelSpec *spec;
   SmallVector<Arg> args;
-  int64_t gridX;
+  int64_t gridX;        // for max_tokens
+  int64_t decodeGridX;  // for one token
   std::string source;
 };
 
@@ -149,7 +164,7 @@ private:
   FailureOr<int64_t> weightOf(Operation *user, Value value);
   void touch(Value value, int64_t time);
   void nextLaunchReads(ArrayRef<int64_t> scratch, ArrayRef<Value> values = {});
-  void launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, int64_t gridX,
+  void launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, GridRule grid,
               StringRef suffix = "");
 
   ModuleOp module;
@@ -226,7 +241,7 @@ FailureOr<int64_t> Lowering::weightOf(Operation *user, Value value) {
   return it->second.second;
 }
 
-void Lowering::launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, int64_t gridX,
+void Lowering::launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, GridRule grid,
                       StringRef suffix) {
   const abi::KernelSpec *spec = &abi::Kernel(kernelOp);
   // The lowering below must pass each op's registry arguments (kernel_ops.def), in order and of
@@ -235,7 +250,8 @@ void Lowering::launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, 
   std::string source = sourceName(op);
   if (!suffix.empty())
     source += ("." + suffix).str();
-  launches.push_back({spec, std::move(args), clampGrid(gridX), source});
+  launches.push_back(
+      {spec, std::move(args), clampGrid(grid.at(maxTokens)), clampGrid(grid.at(1)), source});
 }
 
 LogicalResult Lowering::collectCaches() {
@@ -301,7 +317,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   auto optionalWeightArg = [&](Value v) -> FailureOr<Arg> {
     return v ? weightArg(v) : FailureOr<Arg>(Arg::null());
   };
-  auto elementwiseGrid = [&](Value v) { return ceilDiv(maxTokens * rowElements(shapeOf(v)), 256); };
+  auto elementwiseGrid = [&](Value v) { return perToken(rowElements(shapeOf(v)), 256); };
   // A size the kernels take as a 32-bit argument; one that does not fit fails the op below.
   std::optional<int64_t> oversized;
   auto i32 = [&](int64_t v) {
@@ -332,7 +348,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         launch(op, abi::OpId::kMaskTokens,
                {in, out(m.getResult()), Arg::numTokens(), i32(ids[0]), i32(ids[1]), i32(ids[2]),
                 i32(m.getReplacement())},
-               ceilDiv(maxTokens, 256));
+               perToken(1, 256));
         return success();
       })
       .Case<ScatterNdOp>([&](ScatterNdOp s) -> LogicalResult {
@@ -352,7 +368,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         launch(op, abi::OpId::kScatterRows,
                {dest, buf(s.getIndices()), buf(s.getUpdates()), Arg::numTokens(),
                 Arg::numSoftTokens(), i32(cols)},
-               maxTokens);
+               perToken(1));
         return success();
       })
       .Case<RmsNormOp>([&](RmsNormOp n) -> LogicalResult {
@@ -365,7 +381,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         launch(op, abi::OpId::kRmsNorm,
                {in, *weight, out(n.getResult()), Arg::numTokens(), i32(groups),
                 i32(type.getShape().back()), f32(n.getEpsilon())},
-               maxTokens * groups);
+               perToken(groups));
         return success();
       })
       .Case<ResidualRmsNormOp>([&](ResidualRmsNormOp n) -> LogicalResult {
@@ -385,13 +401,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                  {in, *weight, residual, *scalar, out(scale.getResult()), Arg::numTokens(),
                   i32(n.getInput().getType().getShape().back()), f32(n.getEpsilon()),
                   i32(bf16Activations ? 1 : 0)},
-                 maxTokens, "scale");
+                 perToken(1), "scale");
           return success();
         }
         launch(op, abi::OpId::kResidualRmsNorm,
                {in, *weight, residual, out(n.getResult()), Arg::numTokens(),
                 i32(n.getInput().getType().getShape().back()), f32(n.getEpsilon())},
-               maxTokens);
+               perToken(1));
         return success();
       })
       .Case<RmsNormRopeOp>([&](RmsNormRopeOp r) -> LogicalResult {
@@ -404,7 +420,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                {x, *weight, pos, out(r.getResult()), Arg::numTokens(), i32(in.getDimSize(1)),
                 i32(in.getDimSize(2)), i32(r.getRotatedPairs()), f32(r.getTheta()),
                 f32(r.getFactor()), f32(r.getEpsilon())},
-               maxTokens);
+               perToken(1));
         return success();
       })
       .Case<LinearOp>([&](LinearOp l) -> LogicalResult {
@@ -417,7 +433,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         launch(op, abi::OpId::kLinear,
                {in, *w, out(l.getResult()), Arg::numTokens(), i32(wt.getDimSize(0)),
                 i32(wt.getDimSize(1))},
-               ceilDiv(wt.getDimSize(0), 8));
+               fixedGrid(wt.getDimSize(0), 8));
         return success();
       })
       .Case<AddOp, MulOp>([&](auto b) -> LogicalResult {
@@ -489,7 +505,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                {x, pos, out(r.getResult()), Arg::numTokens(), i32(in.getDimSize(1)),
                 i32(in.getDimSize(2)), i32(r.getRotatedPairs()), f32(r.getTheta()),
                 f32(r.getFactor())},
-               maxTokens * in.getDimSize(1));
+               perToken(in.getDimSize(1)));
         return success();
       })
       .Case<AttentionOp>([&](AttentionOp a) -> LogicalResult {
@@ -507,7 +523,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                  {key, value, pos, Arg::kCache(cache), Arg::vCache(cache), Arg::numTokens(),
                   i32(k.getDimSize(1)), i32(k.getDimSize(2)), Arg::kvCapacity(cache),
                   cacheDType},
-                 ceilDiv(maxTokens * rowElements(k), 256), "kv_write");
+                 perToken(rowElements(k), 256), "kv_write");
         }
         Arg query = buf(a.getQuery());
         Arg lastVisible = a.getLastVisible() ? buf(a.getLastVisible()) : Arg::null();
@@ -519,7 +535,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                   Arg::null(), Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
                   Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(1), i32(0),
                   cacheDType, lastVisible},
-                 maxTokens * qHeads);
+                 perToken(qHeads));
           return success();
         }
         // Split over the KV length (flash-decoding, kernel_abi.h): the workspace holds
@@ -538,12 +554,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                 Arg::numTokens(), i32(qHeads), i32(k.getDimSize(1)), i32(headDim),
                 Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(maxSplits),
                 i32(splitRows), cacheDType, lastVisible},
-               std::max(maxTokens * qHeads, maxSplits * qHeads));
+               GridRule{qHeads, maxSplits * qHeads, 1});
         nextLaunchReads({partials}, {a.getResult()}); // the merge writes the result
         launch(op, abi::OpId::kAttentionMerge,
                {Arg::buffer(partials), y, Arg::numTokens(), i32(qHeads), i32(headDim),
                 i32(maxSplits), i32(splitRows)},
-               maxTokens * qHeads, "merge");
+               perToken(qHeads), "merge");
         return success();
       })
       .Case<MoeRouterOp>([&](MoeRouterOp r) -> LogicalResult {
@@ -560,20 +576,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         launch(op, abi::OpId::kRmsNorm,
                {in, *scale, Arg::buffer(normed), Arg::numTokens(), i32(1), i32(hidden),
                 f32(r.getEpsilon())},
-               maxTokens, "norm");
+               perToken(1), "norm");
         nextLaunchReads({normed});
         int64_t logits = newScratch(sourceName(op) + ".logits", {experts}, time);
         launch(op, abi::OpId::kLinear,
                {Arg::buffer(normed), *proj, Arg::buffer(logits), Arg::numTokens(), i32(experts),
                 i32(hidden)},
-               ceilDiv(experts, 8), "logits");
+               fixedGrid(experts, 8), "logits");
         nextLaunchReads({logits});
         Arg weightsOut = out(r.getWeights()), indicesOut = out(r.getIndices());
         launch(op, abi::OpId::kMoeTopK,
                {Arg::buffer(logits), *pes, weightsOut, indicesOut, Arg::numTokens(),
                 i32(experts), i32(r.getTopK()),
                 Arg::f32v(static_cast<float>(1.0 / std::sqrt(static_cast<double>(hidden))))},
-               maxTokens);
+               perToken(1));
         return success();
       })
       .Case<MoeExpertsOp>([&](MoeExpertsOp m) -> LogicalResult {
@@ -596,7 +612,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           launch(op, abi::OpId::kMoeGateUp,
                  {in, *gateUpW, idx, Arg::buffer(act), Arg::numTokens(), i32(hidden), i32(inter),
                   i32(experts), i32(topK), i32(from), i32(to)},
-                 ceilDiv(maxTokens * topK * inter, 8), suffix);
+                 perToken(topK * inter, 8), suffix);
         };
         gateUp(1, decodeTo, "gate_up");
         if (grouped)
@@ -606,7 +622,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         launch(op, abi::OpId::kMoeDown,
                {Arg::buffer(act), *down, w, idx, y, Arg::null(), Arg::numTokens(), i32(hidden),
                 i32(inter), i32(experts), i32(topK), i32(1), i32(decodeTo)},
-               ceilDiv(maxTokens * hidden, 8), "down");
+               perToken(hidden, 8), "down");
         if (!grouped)
           return success();
         int64_t partials = newScratch(sourceName(op) + ".partials", {topK, hidden}, time);
@@ -614,11 +630,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                {Arg::buffer(act), *down, w, idx, y, Arg::buffer(partials), Arg::numTokens(),
                 i32(hidden), i32(inter), i32(experts), i32(topK), i32(abi::kMoeGroupMinTokens),
                 i32(kAll)},
-               ceilDiv(maxTokens * hidden, 8), "down_grouped");
+               perToken(hidden, 8), "down_grouped");
         nextLaunchReads({partials}, {m.getResult()});
         launch(op, abi::OpId::kMoeCombine,
                {Arg::buffer(partials), y, Arg::numTokens(), i32(hidden), i32(topK)},
-               ceilDiv(maxTokens * hidden, 256), "combine");
+               perToken(hidden, 256), "combine");
         return success();
       })
       .Case<func::ReturnOp>([&](func::ReturnOp r) -> LogicalResult {
@@ -817,7 +833,8 @@ void Lowering::buildProgram() {
         b, entry.getLoc(), l.spec->op,
         SymbolRefAttr::get(ctx, "kernels", {FlatSymbolRefAttr::get(ctx, entryName)}),
         b.getDenseI32ArrayAttr({static_cast<int32_t>(l.gridX), 1, 1}),
-        b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}), b.getArrayAttr(args));
+        b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}), b.getArrayAttr(args),
+        b.getDenseI32ArrayAttr({static_cast<int32_t>(l.decodeGridX), 1, 1}));
     launchOp->setAttr("source", b.getStringAttr(l.source));
   }
 }

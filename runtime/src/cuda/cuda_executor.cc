@@ -110,11 +110,13 @@ class CudaExecutor final : public Executor {
   }
   absl::Status CopyInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                           const SoftTokenChunk* soft);
-  absl::Status Launch(int step_index, int32_t num_tokens, int32_t num_soft_tokens);
+  absl::Status Launch(int step_index, const int* grid, int32_t num_tokens,
+                      int32_t num_soft_tokens);
   absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens);
   // Profiling: one event before each step and one after the last.
   absl::Status CreateStepEvents();
-  absl::Status RecordStepTimes(int32_t num_tokens, int32_t first_position);
+  absl::Status RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens,
+                               int32_t first_position);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
   absl::Status LaunchDecodeGraph(Sequence* sequence);
   absl::Status CaptureDecodeGraph(Sequence* sequence);
@@ -394,7 +396,8 @@ absl::Status CudaExecutor::CopyInputs(absl::Span<const int32_t> ids,
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::Launch(int step_index, int32_t num_tokens, int32_t num_soft_tokens) {
+absl::Status CudaExecutor::Launch(int step_index, const int* grid, int32_t num_tokens,
+                                  int32_t num_soft_tokens) {
   const Step& step = plan_.steps[step_index];
   const std::vector<ResolvedArg> args =
       ResolveStepArgs(plan_, step, bindings_, num_tokens, num_soft_tokens);
@@ -422,7 +425,7 @@ absl::Status CudaExecutor::Launch(int step_index, int32_t num_tokens, int32_t nu
   std::vector<void*> params(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
   SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuLaunchKernel(functions_[step_index], step.grid[0], step.grid[1], step.grid[2],
+      api_, api_->cuLaunchKernel(functions_[step_index], grid[0], grid[1], grid[2],
                                  step.block[0], step.block[1], step.block[2], step.shared_bytes,
                                  stream_, params.data(), nullptr));
   return absl::OkStatus();
@@ -437,12 +440,14 @@ absl::Status CudaExecutor::CreateStepEvents() {
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::RecordStepTimes(int32_t num_tokens, int32_t first_position) {
-  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+absl::Status CudaExecutor::RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens,
+                                           int32_t first_position) {
+  const std::vector<ProgramLaunch> program = ProgramFor(plan_, num_tokens, num_soft_tokens);
+  for (size_t k = 0; k < program.size(); ++k) {
     float ms = 0.0f;
     SPARK_CU_RETURN_IF_ERROR(api_,
-                             api_->cuEventElapsedTime(&ms, step_events_[i], step_events_[i + 1]));
-    mutable_profile()->Record(i, num_tokens, first_position, ms * 1e-3);
+                             api_->cuEventElapsedTime(&ms, step_events_[k], step_events_[k + 1]));
+    mutable_profile()->Record(program[k].step, num_tokens, first_position, ms * 1e-3);
   }
   return absl::OkStatus();
 }
@@ -450,22 +455,23 @@ absl::Status CudaExecutor::RecordStepTimes(int32_t num_tokens, int32_t first_pos
 absl::Status CudaExecutor::LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens) {
   const bool profiling = mutable_profile() != nullptr;
   if (profiling) SPARK_RETURN_IF_ERROR(CreateStepEvents());
-  for (size_t i = 0; i < plan_.steps.size(); ++i) {
-    const int index = static_cast<int>(i);
-    if (profiling) SPARK_CU_RETURN_IF_ERROR(api_, api_->cuEventRecord(step_events_[i], stream_));
-    // A launch the ABI defines as doing nothing at this size is not made (step_args.h).
-    if (!StepDoesNothing(plan_.steps[i], num_tokens)) {
-      SPARK_RETURN_IF_ERROR(WithContext(Launch(index, num_tokens, num_soft_tokens),
-                                        DescribeStep(index, plan_.steps[i])));
+  // One token: the decode program (its steps, one-token grids); otherwise every step.
+  const std::vector<ProgramLaunch> program = ProgramFor(plan_, num_tokens, num_soft_tokens);
+  for (size_t k = 0; k < program.size(); ++k) {
+    const int index = program[k].step;
+    const Step& step = plan_.steps[index];
+    if (profiling) SPARK_CU_RETURN_IF_ERROR(api_, api_->cuEventRecord(step_events_[k], stream_));
+    // A launch the ABI defines as doing nothing at this size is not made (plan.h).
+    if (!StepDoesNothing(step, num_tokens, num_soft_tokens)) {
+      SPARK_RETURN_IF_ERROR(WithContext(Launch(index, program[k].grid, num_tokens, num_soft_tokens),
+                                        DescribeStep(index, step)));
     }
     if (step_observer()) {
-      SPARK_RETURN_IF_ERROR(
-          WithContext(ObserveStep(index, num_tokens), DescribeStep(index, plan_.steps[i])));
+      SPARK_RETURN_IF_ERROR(WithContext(ObserveStep(index, num_tokens), DescribeStep(index, step)));
     }
   }
   if (profiling) {
-    SPARK_CU_RETURN_IF_ERROR(api_,
-                             api_->cuEventRecord(step_events_[plan_.steps.size()], stream_));
+    SPARK_CU_RETURN_IF_ERROR(api_, api_->cuEventRecord(step_events_[program.size()], stream_));
   }
   return absl::OkStatus();
 }
@@ -548,7 +554,7 @@ absl::Status CudaExecutor::Run(SequenceState& state, absl::Span<const int32_t> i
                                     logits->size() * sizeof(float), stream_));
   }
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
-  if (profiling) SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, positions[0]));
+  if (profiling) SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, num_soft, positions[0]));
   return may_allocate ? SampleDriverMemory() : absl::OkStatus();
 }
 

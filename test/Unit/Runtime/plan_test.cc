@@ -107,6 +107,54 @@ TEST(PlanTest, RoundTripIsExact) {
   }
 }
 
+// The decode program of TestPlan: every step that does something for one token, grids of 1.
+Plan WithDecodeProgram(Plan plan) {
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (StepDoesNothing(plan.steps[i], 1, 0)) continue;
+    DecodeLaunch launch;
+    launch.step = static_cast<int64_t>(i);
+    plan.decode.push_back(launch);
+  }
+  return plan;
+}
+
+TEST(PlanTest, TheDecodeProgramRoundTrips) {
+  const Plan plan = WithDecodeProgram(TestPlan());
+  ASSERT_FALSE(plan.decode.empty());
+  const std::string section = SerializePlanSection(plan);
+  EXPECT_TRUE(absl::StrContains(section, R"("decode":[{"step":)"));
+  const absl::StatusOr<Plan> parsed = ParsePlanSection(section, "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->decode.size(), plan.decode.size());
+  EXPECT_EQ(parsed->decode[0].step, plan.decode[0].step);
+  EXPECT_EQ(SerializePlanSection(*parsed), section);
+  // A plan without one keeps none (decode steps then run every step).
+  EXPECT_FALSE(absl::StrContains(SerializePlanSection(TestPlan()), R"("decode")"));
+}
+
+TEST(PlanTest, TheDecodeProgramRunsExactlyTheStepsThatWorkForOneToken) {
+  const Plan plan = WithDecodeProgram(TestPlan());
+  Plan missing = plan;
+  missing.decode.erase(missing.decode.begin() + 1);
+  EXPECT_TRUE(StatusIs(ParsePlan(missing), kInvalid, "the decode program must run, in order"));
+  Plan last_missing = plan;
+  last_missing.decode.pop_back();
+  EXPECT_TRUE(StatusIs(ParsePlan(last_missing), kInvalid,
+                       "does something for one token but the decode program does not run it"));
+  Plan swapped = plan;
+  std::swap(swapped.decode[0], swapped.decode[1]);
+  EXPECT_TRUE(StatusIs(ParsePlan(swapped), kInvalid, "decode[0].step: expected step"));
+  Plan out_of_range = plan;
+  out_of_range.decode[0].step = 100000;
+  EXPECT_TRUE(StatusIs(ParsePlan(out_of_range), kInvalid, "decode[0].step: step id 100000"));
+  Plan bad_grid = plan;
+  bad_grid.decode[0].grid[0] = 0;
+  EXPECT_TRUE(StatusIs(ParsePlan(bad_grid), kInvalid, "decode[0].grid[0]"));
+  Plan two_d = plan;
+  two_d.decode[0].grid[1] = 2;
+  EXPECT_TRUE(StatusIs(ParsePlan(two_d), kInvalid, "decode[0].grid[1]: expected 1"));
+}
+
 TEST(PlanTest, FloatsRoundTripBitExactInShortestForm) {
   Plan plan = TestPlan();
   const float values[] = {1e-6f, 0.1f, 1.0f / 3.0f, std::numeric_limits<float>::max(),
@@ -127,7 +175,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 6u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 7u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -167,14 +215,14 @@ TEST(PlanTest, RejectsBadMagic) {
 
 TEST(PlanTest, RejectsNewerVersion) {
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 7;
+  section[8] = 8;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 7 is not supported (this runtime reads version "
-                       "6); recompile the model with this release's spark-compile"));
-  section[8] = 5;  // version 5: attention without last_visible (16 arguments)
+                       "model.cubin: plan version 8 is not supported (this runtime reads version "
+                       "7); recompile the model with this release's spark-compile"));
+  section[8] = 6;  // version 6: no decode program
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 5 is not supported (this runtime reads version "
-                       "6)"));
+                       "model.cubin: plan version 6 is not supported (this runtime reads version "
+                       "7)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -309,7 +357,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 6); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 7); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -932,7 +980,7 @@ TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kF32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 6 weights are bf16, found "
+                       "m.cubin: plan weights[1].dtype: plan version 7 weights are bf16, found "
                        "f32"));
   plan = TestPlan();
   plan.weights[1].name = plan.weights[0].name;

@@ -44,9 +44,9 @@ TEST(StepCostTest, MoeOpOutsideItsTokenRangeCostsNothing) {
   EXPECT_EQ(cost.weight_bytes, 0);
   EXPECT_EQ(cost.activation_bytes, 0);
   EXPECT_EQ(cost.flops, 0);
-  EXPECT_FALSE(StepDoesNothing(down, 1));
-  EXPECT_FALSE(StepDoesNothing(down, 15));
-  EXPECT_TRUE(StepDoesNothing(down, 16));
+  EXPECT_FALSE(StepDoesNothing(down, 1, 0));
+  EXPECT_FALSE(StepDoesNothing(down, 15, 0));
+  EXPECT_TRUE(StepDoesNothing(down, 16, 0));
 }
 
 // The launches the ABI defines as doing nothing at a step size, and only those.
@@ -55,21 +55,26 @@ TEST(StepDoesNothingTest, FollowsTheAbisNoOpRules) {
       "moe_combine", 256,
       {test::BufferArg(3), test::BufferArg(2), test::KindArg(ArgRefKind::kNumTokens),
        test::I32Arg(2), test::I32Arg(1)});
-  EXPECT_TRUE(StepDoesNothing(combine, abi::kMoeGroupMinTokens - 1));
-  EXPECT_FALSE(StepDoesNothing(combine, abi::kMoeGroupMinTokens));
+  EXPECT_TRUE(StepDoesNothing(combine, abi::kMoeGroupMinTokens - 1, 0));
+  EXPECT_FALSE(StepDoesNothing(combine, abi::kMoeGroupMinTokens, 0));
   // max_splits 8, split_rows 64: T <= 32 splits (at least 2 per token), T >= 33 does not.
   const Step merge = test::MakeStep(
       "attention_merge", 128,
       {test::BufferArg(3), test::BufferArg(2), test::KindArg(ArgRefKind::kNumTokens),
        test::I32Arg(1), test::I32Arg(4), test::I32Arg(8), test::I32Arg(64)});
-  EXPECT_FALSE(StepDoesNothing(merge, 1));
-  EXPECT_FALSE(StepDoesNothing(merge, 32));
-  EXPECT_TRUE(StepDoesNothing(merge, 33));
+  EXPECT_FALSE(StepDoesNothing(merge, 1, 0));
+  EXPECT_FALSE(StepDoesNothing(merge, 32, 0));
+  EXPECT_TRUE(StepDoesNothing(merge, 33, 0));
   EXPECT_EQ(StepSizeArg(merge, "split_rows", 5), 64);
   EXPECT_EQ(StepSizeArg(merge, "num_tokens", 5), 5);
   EXPECT_EQ(StepSizeArg(merge, "no_such_arg", 5), 0);
   for (const Step& step : TestPlan().steps) {
-    for (int64_t t : {1, 16, 64}) EXPECT_FALSE(StepDoesNothing(step, t)) << OpName(step) << " " << t;
+    for (int64_t t : {1, 16, 64}) {
+      // scatter_rows merges soft tokens: nothing to do in a step without them.
+      EXPECT_EQ(StepDoesNothing(step, t, 0), step.op == abi::OpId::kScatterRows)
+          << OpName(step) << " " << t;
+      EXPECT_FALSE(StepDoesNothing(step, t, 1)) << OpName(step) << " " << t;
+    }
   }
 }
 

@@ -160,7 +160,7 @@ struct Rule {
 };
 
 // When a launch does nothing (kernel_ops.def).
-enum class Skip : int { kNever, kOutsideTokenRange, kUnlessSplit, kUnlessGrouped };
+enum class Skip : int { kNever, kOutsideTokenRange, kUnlessSplit, kUnlessGrouped, kWithoutSoftTokens };
 
 // The arithmetic of an op (for profiles): multiplier x the product of `factors` per token
 // (kPerToken) or per key attended (kPerKey).

@@ -97,6 +97,12 @@ struct Step {
   std::vector<StepArg> args;  // in kernel ABI order
 };
 
+// One launch of the decode program: which step runs, and its grid for one token.
+struct DecodeLaunch {
+  int64_t step = 0;  // index into Plan::steps
+  int grid[3] = {1, 1, 1};
+};
+
 // Model facts the runtime needs (from the imported config).
 struct ModelInfo {
   std::string variant;  // e.g. "gemma4-e2b-like"
@@ -133,8 +139,26 @@ struct Plan {
   std::vector<BufferInfo> buffers;
   std::vector<WeightInfo> weights;
   std::vector<KvCacheInfo> kv_caches;
+  // The prefill program: every step, grids sized for max_tokens; a step of fewer tokens skips
+  // the steps that do nothing at its size (StepDoesNothing).
   std::vector<Step> steps;
+  // The decode program (steps of one token, no soft rows): exactly the steps that do something
+  // then (StepDoesNothing(step, 1, 0) false), in order, each with its grid for one token (docs/plan-format.md "Programs"). Empty in a plan
+  // without one: decode steps then run `steps` like any other.
+  std::vector<DecodeLaunch> decode;
 };
+
+// True when the kernel of `step` does nothing in a step of `num_tokens` tokens with
+// `num_soft_tokens` soft-token rows, as the registry's `skip` of its op says (kernel_ops.def): an
+// op given a token range (tokens_from, tokens_to: the MoE expert ops) outside it, moe_combine
+// after an ungrouped moe_down (MoeDownGrouped), attention_merge of an attention that was not split
+// (AttentionSplits == 1), scatter_rows without soft rows. The CUDA executor
+// does not launch such steps; the step profile counts them as free; the decode program leaves
+// them out. The host executor runs them in prefill (they return at once), as the reference of the
+// ABI. (Defined with the executors' helpers, in step_args.cc.)
+bool StepDoesNothing(const Step& step, int64_t num_tokens, int64_t num_soft_tokens);
+
+
 
 // The spec of a step's op, and its name in plans ("rms_norm").
 inline const abi::KernelSpec& SpecOf(const Step& step) { return abi::Kernel(step.op); }
