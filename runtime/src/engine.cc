@@ -34,6 +34,7 @@ namespace {
 class SerializedExecutor final : public Executor {
  public:
   explicit SerializedExecutor(std::unique_ptr<Executor> inner) : inner_(std::move(inner)) {}
+  ~SerializedExecutor() override { ReleaseOwnSequence(); }
 
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -29,6 +29,7 @@ class DumpingExecutor final : public Executor {
       : inner_(std::move(inner)), dir_(std::move(dir)) {
     inner_->set_step_observer([this](const StepOutput& output) { return Collect(output); });
   }
+  ~DumpingExecutor() override { ReleaseOwnSequence(); }
 
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
     return inner_->NewSequence(max_length);

@@ -33,6 +33,7 @@ class HostExecutor final : public Executor {
  public:
   HostExecutor(const Plan& plan, std::vector<WeightData> weights)
       : plan_(plan), weights_(std::move(weights)) {}
+  ~HostExecutor() override { ReleaseOwnSequence(); }
 
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,

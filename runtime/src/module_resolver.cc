@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -367,6 +369,16 @@ std::string FallbackNote(const Resolution& resolution) {
                           " (the first load is slower; the driver caches the result)");
   }
   return "";
+}
+
+std::string RunningInstallPrefix() {
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error || !exe.has_parent_path()) return "";
+  const std::filesystem::path bin = exe.parent_path();
+  if (!bin.has_parent_path()) return "";
+  const std::string prefix = bin.parent_path().string();
+  return prefix.empty() ? "/" : prefix;
 }
 
 }  // namespace rt

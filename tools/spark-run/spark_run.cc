@@ -125,19 +125,6 @@ absl::StatusOr<std::pair<int, int>> ParseComputeCapability(absl::string_view tex
   return std::make_pair(major, minor);
 }
 
-// The install prefix is where the binary lives: <prefix>/bin/spark-run.
-std::string InstallPrefix() {
-  char path[PATH_MAX] = {};
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return "";
-  std::string exe(path, n);
-  for (int up = 0; up < 2; ++up) {
-    const size_t slash = exe.rfind('/');
-    if (slash == std::string::npos) return "";
-    exe.resize(slash);
-  }
-  return exe.empty() ? "/" : exe;
-}
 
 std::string EnvModulePath() {
   const char* env = std::getenv("SPARK_MODULE_PATH");
@@ -183,7 +170,7 @@ absl::Status ExplainCommand(const std::string& model) {
   request.cc_minor = cc.second;
   request.module_path = ModulePath();
   request.env_module_path = EnvModulePath();
-  request.install_prefix = InstallPrefix();
+  request.install_prefix = RunningInstallPrefix();
   SPARK_ASSIGN_OR_RETURN(const Resolution resolution, ResolveModule(request));
   std::printf("%s\n", ExplainResolution(resolution).c_str());
   return absl::OkStatus();
@@ -408,7 +395,7 @@ absl::StatusOr<std::shared_ptr<Model>> OpenModel(const std::string& artifact) {
   SPARK_ASSIGN_OR_RETURN(engine_options.device, ParseDeviceMode(F().device));
   engine_options.module_path = ModulePath();
   engine_options.env_module_path = EnvModulePath();
-  engine_options.install_prefix = InstallPrefix();
+  engine_options.install_prefix = RunningInstallPrefix();
   engine_options.device_memory_utilization = F().device_memory_utilization;
   engine_options.on_notice = Note;
   if (isatty(STDERR_FILENO)) engine_options.on_progress = ShowProgress;

@@ -63,18 +63,6 @@ void Note(const std::string& text) {
   std::fflush(stderr);
 }
 
-std::string InstallPrefix() {
-  char path[PATH_MAX] = {};
-  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return "";
-  std::string exe(path, n);
-  for (int up = 0; up < 2; ++up) {
-    const size_t slash = exe.rfind('/');
-    if (slash == std::string::npos) return "";
-    exe.resize(slash);
-  }
-  return exe.empty() ? "/" : exe;
-}
 
 // The model name clients use: --model-name, else the artifact's stem.
 std::string ModelName(const Flags& flags) {
@@ -111,7 +99,8 @@ absl::StatusOr<std::string> ArtifactFor(const Flags& flags, rt::DeviceMode mode)
   serve::CompileRequest request;
   request.checkpoint = flags.model;
   request.target = target;
-  request.tools_dir = InstallPrefix().empty() ? "" : InstallPrefix() + "/bin";
+  const std::string prefix = rt::RunningInstallPrefix();
+  request.tools_dir = prefix.empty() ? "" : prefix + "/bin";
   const char* cache = std::getenv("SPARK_CACHE_DIR");
   const char* home = std::getenv("HOME");
   request.cache_dir = absl::StrCat(cache != nullptr ? cache
@@ -151,7 +140,7 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   }
   const char* env = std::getenv("SPARK_MODULE_PATH");
   engine_options.env_module_path = env == nullptr ? "" : env;
-  engine_options.install_prefix = InstallPrefix();
+  engine_options.install_prefix = rt::RunningInstallPrefix();
   engine_options.device_memory_utilization = flags.device_memory_utilization;
   engine_options.on_notice = [](absl::string_view text) { Note(std::string(text)); };
   engine_options.on_placed = [](const rt::Model& model) {

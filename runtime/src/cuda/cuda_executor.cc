@@ -144,6 +144,7 @@ class CudaExecutor final : public Executor {
 };
 
 CudaExecutor::~CudaExecutor() {
+  ReleaseOwnSequence();  // its caches and graph, while the context and stream exist
   if (context_ == nullptr) return;
   // Teardown cannot report errors; every resource is released best-effort.
   api_->cuCtxSetCurrent(context_);

@@ -113,6 +113,10 @@ class Executor {
  protected:
   const StepObserver& step_observer() const { return step_observer_; }
   RunProfile* mutable_profile() { return profile_.get(); }
+  // Frees the sequence of Prepare. Every executor's destructor calls it first: that sequence
+  // belongs to this executor (or, for a wrapper, to the one it wraps), which must still be whole
+  // when the sequence releases its caches.
+  void ReleaseOwnSequence() { own_sequence_.reset(); }
   // FAILED_PRECONDITION unless `sequence` was made by this executor (a wrapper such as
   // WithStepDump hands out, and forwards to, its inner executor's sequences).
   absl::Status CheckOwnSequence(const SequenceState& sequence) const;

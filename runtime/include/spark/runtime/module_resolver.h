@@ -93,6 +93,10 @@ std::string FallbackNote(const Resolution& resolution);
 // The directories of the search path in order, duplicates removed (for tools and tests).
 std::vector<SearchDir> ModuleSearchPath(const ResolveRequest& request);
 
+// The install prefix of the running tool: <prefix> of <prefix>/bin/<tool> (/proc/self/exe);
+// empty when it cannot be read.
+std::string RunningInstallPrefix();
+
 // The stem of an artifact file name: "dir/model.sm_90a.cubin" -> "model".
 std::string ModuleStem(absl::string_view artifact_path);
 
