@@ -70,6 +70,18 @@ std::optional<ApiError> CheckNeutral(const std::string& key, const Json& value) 
     if (type == nullptr || !type->is_string() || type->get<std::string>() != "text") {
       return refuse("other than {\"type\": \"text\"} (structured output)");
     }
+  } else if (key == "parallel_tool_calls") {
+    // The model may write several calls in one answer, and each is returned.
+    if (!value.is_boolean()) return WrongType(key, "a boolean", value);
+    if (!value.get<bool>()) return refuse("false (at most one call per answer)");
+  } else if (key == "store") {
+    if (!value.is_boolean()) return WrongType(key, "a boolean", value);
+    if (value.get<bool>()) return refuse("true (spark-serve keeps no completions)");
+  } else if (key == "service_tier") {
+    if (!value.is_string() || (value.get<std::string>() != "auto" &&
+                               value.get<std::string>() != "default")) {
+      return refuse("other than \"auto\" or \"default\"");
+    }
   } else if (key == "tool_choice") {
     if (!value.is_string() || (value.get<std::string>() != "auto" && value.get<std::string>() != "none")) {
       return refuse("other than \"auto\" or \"none\"");

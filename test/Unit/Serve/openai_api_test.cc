@@ -73,7 +73,8 @@ TEST_F(OpenAiApiTest, ChatFieldsOverrideAndStreamOptionsNeedAStream) {
   Expected<GenerationRequest> parsed = Chat(std::string("{") + kHello +
       R"(, "temperature": 0, "top_k": -1, "seed": 9, "max_tokens": 5, "stop": "x",
          "stream": true, "stream_options": {"include_usage": true}, "frequency_penalty": 0,
-         "user": "u", "chat_template_kwargs": {"enable_thinking": true}})");
+         "user": "u", "store": false, "parallel_tool_calls": true, "service_tier": "auto",
+         "chat_template_kwargs": {"enable_thinking": true}})");
   ASSERT_EQ(ErrorOf(parsed), "");
   const GenerationRequest& r = std::get<GenerationRequest>(parsed);
   EXPECT_EQ(r.generate.sampler.temperature, 0.0f);
@@ -109,6 +110,9 @@ TEST_F(OpenAiApiTest, RefusesWhatItDoesNotImplementNamingTheField) {
   EXPECT_EQ(param_of(R"("tools": [{"type": "retrieval"}])"), "tools");
   EXPECT_EQ(param_of(R"("tools": 5)"), "tools");
   EXPECT_EQ(param_of(R"("tool_choice": "required")"), "tool_choice");
+  EXPECT_EQ(param_of(R"("parallel_tool_calls": false)"), "parallel_tool_calls");
+  EXPECT_EQ(param_of(R"("store": true)"), "store");
+  EXPECT_EQ(param_of(R"("service_tier": "flex")"), "service_tier");
   EXPECT_EQ(param_of(R"("temperature": 3)"), "temperature");
   EXPECT_EQ(param_of(R"("top_p": 0)"), "top_p");
   EXPECT_EQ(param_of(R"("max_tokens": 0)"), "max_tokens");
