@@ -13,9 +13,15 @@ usage: serve_bench.py URL [--requests 5] [--tokens 128]
 import argparse
 import http.client
 import json
+import os
 import statistics
+import sys
 import time
 import urllib.parse
+
+# The server-sent-event reader of the standard-library check (test/serve/http_check.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "serve"))
+from http_check import events  # noqa: E402
 
 
 def stream(url, body):
@@ -29,24 +35,17 @@ def stream(url, body):
         raise SystemExit(f"HTTP {response.status}: {response.read()[:300]!r}")
     first = last = None
     usage = None
-    buffer = b""
-    while True:
-        chunk = response.read1(65536)
-        if not chunk:
-            break
-        buffer += chunk
-        while b"\n\n" in buffer:
-            event, buffer = buffer.split(b"\n\n", 1)
-            if not event.startswith(b"data: ") or event == b"data: [DONE]":
-                continue
-            data = json.loads(event[6:])
-            if data.get("usage"):
-                usage = data["usage"]
-            for choice in data.get("choices", []):
-                if choice["delta"].get("content"):
-                    now = time.perf_counter()
-                    first = first or now
-                    last = now
+    for event in events(response):
+        if event == b"[DONE]":
+            continue
+        data = json.loads(event)
+        if data.get("usage"):
+            usage = data["usage"]
+        for choice in data.get("choices", []):
+            if choice["delta"].get("content"):
+                now = time.perf_counter()
+                first = first or now
+                last = now
     conn.close()
     return start, first, last, usage
 
