@@ -56,6 +56,27 @@ struct Layout {
       }
     }
   }
+  // The same elements of an activation row (the query), widened to f32.
+  __device__ static void load(ActIn row, int d, float v[NS]) {
+    const int lane = lane_id();
+    if (kVec) {
+#pragma unroll
+      for (int c = 0; c < kNC; ++c) {
+        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (c * 128 < d) f = row.ldg4(c * 128 + lane * 4);
+        v[4 * c] = f.x;
+        v[4 * c + 1] = f.y;
+        v[4 * c + 2] = f.z;
+        v[4 * c + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < NS; ++s) {
+        const int e = s * 32 + lane;
+        v[s] = e < d ? row.ldg(e) : 0.0f;
+      }
+    }
+  }
   // The same elements of a bf16 row, widened to f32 (vector layout: one 8-byte load per chunk).
   __device__ static void load(const unsigned short* row, int d, float v[NS]) {
     const int lane = lane_id();
@@ -87,9 +108,9 @@ struct Layout {
 // o[head_dim], m, l of kernel_abi.h (o = 0, m = 0, l = 0 when n == 0).
 // C: the cache element (float, or unsigned short holding bf16 bits).
 template <int NS, bool kVec, typename C>
-SPK_DEVICE void attend_range(const float* q, const C* k_cache, const C* v_cache,
+SPK_DEVICE void attend_range(ActIn q, const C* k_cache, const C* v_cache,
                              int first, int n, int head_dim, int kv_heads, int kvh, int capacity,
-                             float scale, float* y, float* record, float* s_m, float* s_l,
+                             float scale, ActOut y, float* record, float* s_m, float* s_l,
                              float (*s_o)[kMaxHeadDim]) {
   using L = Layout<NS, kVec>;
   // Keys per warp step: K and V rows of all of them are loaded before any arithmetic, so that
@@ -170,7 +191,7 @@ SPK_DEVICE void attend_range(const float* q, const C* k_cache, const C* v_cache,
 #pragma unroll
       for (int w = 0; w < kWarps; ++w)
         if (f[w] != 0.0f) num = fmaf_(s_o[w][e], f[w], num);
-      y[e] = act(num * inv);
+      y[e] = num * inv;
     }
   } else {
     for (int e = threadIdx.x; e < head_dim; e += blockDim.x) {
@@ -207,11 +228,11 @@ SPK_DEVICE bool aligned_x4(const float* p) { return aligned16(p); }
 SPK_DEVICE bool aligned_x4(const unsigned short* p) { return aligned8(p); }
 
 template <typename C>
-SPK_DEVICE void kv_write(const float* k, const float* v, const int* positions, C* k_cache,
-                         C* v_cache, int num_tokens, int kv_heads, int head_dim, int capacity) {
+SPK_DEVICE void kv_write(ActIn k, ActIn v, const int* positions, C* k_cache, C* v_cache,
+                         int num_tokens, int kv_heads, int head_dim, int capacity) {
   const int64_t row = static_cast<int64_t>(kv_heads) * head_dim;
   const int64_t start = global_thread(), stride = grid_threads();
-  const bool vec = (row % 4) == 0 && aligned16(k) && aligned16(v) && aligned_x4(k_cache) &&
+  const bool vec = (row % 4) == 0 && k.aligned4() && v.aligned4() && aligned_x4(k_cache) &&
                    aligned_x4(v_cache);
   if (vec) {
     const int64_t r4 = row / 4;
@@ -221,8 +242,8 @@ SPK_DEVICE void kv_write(const float* k, const float* v, const int* positions, C
       const int pos = ldg_i(positions + t);
       if (pos < 0) continue;  // not a token position: nothing is written
       const int64_t dst = static_cast<int64_t>(pos % capacity) * r4 + c;
-      put4(k_cache, dst, reinterpret_cast<const float4*>(k)[i]);
-      put4(v_cache, dst, reinterpret_cast<const float4*>(v)[i]);
+      put4(k_cache, dst, k.ld4(4 * i));
+      put4(v_cache, dst, v.ld4(4 * i));
     }
   } else {
     const int64_t n = static_cast<int64_t>(num_tokens) * row;
@@ -238,8 +259,8 @@ SPK_DEVICE void kv_write(const float* k, const float* v, const int* positions, C
 }
 
 template <typename C>
-SPK_DEVICE void attention(const float* q, const int* positions, const C* k_cache,
-                          const C* v_cache, float* y, float* partials, int num_tokens,
+SPK_DEVICE void attention(ActIn q, const int* positions, const C* k_cache,
+                          const C* v_cache, ActOut y, float* partials, int num_tokens,
                           int q_heads, int kv_heads, int head_dim, int capacity, int window,
                           float scale, int max_splits, int split_rows, const int* last_visible,
                           float* s_m, float* s_l, float (*s_o)[kMaxHeadDim]) {
@@ -247,7 +268,7 @@ SPK_DEVICE void attention(const float* q, const int* positions, const C* k_cache
   const int splits =
       partials == nullptr ? 1 : spark::abi::AttentionSplits(num_tokens, max_splits, split_rows);
   const int64_t record_floats = spark::abi::AttentionRecordFloats(head_dim);
-  const bool vec = (head_dim % 128) == 0 && aligned16(q) && aligned_x4(k_cache) &&
+  const bool vec = (head_dim % 128) == 0 && q.aligned4() && aligned_x4(k_cache) &&
                    aligned_x4(v_cache);
   const int64_t units = static_cast<int64_t>(num_tokens) * q_heads * splits;
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
@@ -285,24 +306,24 @@ SPK_DEVICE void attention(const float* q, const int* positions, const C* k_cache
 }  // namespace spk
 
 // The cache is reinterpreted by cache_dtype (kernel_abi.h); any other value writes nothing.
-SPK_EXPORT void spark_kv_write(const float* k, const float* v, const int* positions, void* k_cache,
+SPK_EXPORT void spark_kv_write(const void* k, const void* v, const int* positions, void* k_cache,
                                void* v_cache, int num_tokens, int kv_heads, int head_dim,
                                int capacity, int cache_dtype) {
   using namespace spk::attn;
   if (num_tokens <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
   if (cache_dtype == spark::abi::kCacheF32) {
-    kv_write(k, v, positions, static_cast<float*>(k_cache), static_cast<float*>(v_cache),
+    kv_write({k}, {v}, positions, static_cast<float*>(k_cache), static_cast<float*>(v_cache),
              num_tokens, kv_heads, head_dim, capacity);
   } else if (cache_dtype == spark::abi::kCacheBF16) {
-    kv_write(k, v, positions, static_cast<unsigned short*>(k_cache),
+    kv_write({k}, {v}, positions, static_cast<unsigned short*>(k_cache),
              static_cast<unsigned short*>(v_cache), num_tokens, kv_heads, head_dim, capacity);
   }
 }
 
 // An unknown cache_dtype writes NaN to y, and to the partial records when the step splits (so
 // that the merge also yields NaN); the runtime rejects such a plan before launching.
-SPK_EXPORT void spark_attention(const float* q, const int* positions, const void* k_cache,
-                                const void* v_cache, float* y, float* partials, int num_tokens,
+SPK_EXPORT void spark_attention(const void* q, const int* positions, const void* k_cache,
+                                const void* v_cache, void* y_out, float* partials, int num_tokens,
                                 int q_heads, int kv_heads, int head_dim, int capacity, int window,
                                 float scale, int max_splits, int split_rows, int cache_dtype,
                                 const int* last_visible) {
@@ -311,13 +332,14 @@ SPK_EXPORT void spark_attention(const float* q, const int* positions, const void
   __shared__ float s_l[kWarps];
   __shared__ __align__(16) float s_o[kWarps][kMaxHeadDim];
   if (num_tokens <= 0 || q_heads <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
+  const spk::ActOut y{y_out};
   if (cache_dtype == spark::abi::kCacheF32) {
-    attention(q, positions, static_cast<const float*>(k_cache),
+    attention({q}, positions, static_cast<const float*>(k_cache),
               static_cast<const float*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
               head_dim, capacity, window, scale, max_splits, split_rows, last_visible, s_m, s_l,
               s_o);
   } else if (cache_dtype == spark::abi::kCacheBF16) {
-    attention(q, positions, static_cast<const unsigned short*>(k_cache),
+    attention({q}, positions, static_cast<const unsigned short*>(k_cache),
               static_cast<const unsigned short*>(v_cache), y, partials, num_tokens, q_heads,
               kv_heads, head_dim, capacity, window, scale, max_splits, split_rows, last_visible,
               s_m, s_l, s_o);
@@ -337,9 +359,10 @@ SPK_EXPORT void spark_attention(const float* q, const int* positions, const void
 
 // One block per (token, query head), grid-stride: y = sum_j exp(m_j - M) o_j / sum_j exp(m_j - M) l_j
 // over the splits j with l_j > 0, M their largest m_j (zeros when no split has keys).
-SPK_EXPORT void spark_attention_merge(const float* partials, float* y, int num_tokens, int q_heads,
-                                      int head_dim, int max_splits, int split_rows) {
+SPK_EXPORT void spark_attention_merge(const float* partials, void* y_out, int num_tokens,
+                                      int q_heads, int head_dim, int max_splits, int split_rows) {
   using namespace spk;
+  const ActOut y{y_out};
   __shared__ float s_w[spark::abi::kMaxAttentionSplits];
   if (num_tokens <= 0 || q_heads <= 0 || head_dim <= 0) return;
   const int splits = spark::abi::AttentionSplits(num_tokens, max_splits, split_rows);
@@ -367,7 +390,7 @@ SPK_EXPORT void spark_attention_merge(const float* partials, float* y, int num_t
       float num = 0.0f;
       for (int j = 0; j < splits; ++j)
         if (s_w[j] != 0.0f) num = fmaf_(ldg_f(recs + j * record_floats + e), s_w[j], num);
-      y[u * head_dim + e] = spk::act(num * inv);
+      y[u * head_dim + e] = num * inv;
     }
     __syncthreads();  // s_w is reused by the next unit
   }

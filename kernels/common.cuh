@@ -6,8 +6,9 @@
 //   - `extern "C" __device__ void spark_<op>(...)` is the whole kernel body; the compiler wraps it
 //     in a generated `gpu.func` entry. It must be correct for any gridDim.x >= 1 (grid-stride
 //     loops) and for blockDim.x == the ABI block size;
-//   - pointers are generic; weights are bf16 bits (`const unsigned short*`), activations f32,
-//     ids/positions/indices int32;
+//   - pointers are generic; weights are bf16 bits (`const unsigned short*`), activations
+//     `void*` of the module's activation type (f32 or bf16: read and written through ActIn /
+//     ActOut below), workspaces f32, ids/positions/indices int32;
 //   - vector (16-byte) loads are used only after checking the alignment of the pointer and of
 //     the row pitch; otherwise a scalar path runs.
 #ifndef SPARK_KERNELS_COMMON_CUH_
@@ -19,6 +20,7 @@
 #include "spark/runtime/kernel_abi.h"
 
 #define SPK_DEVICE static __device__ __forceinline__
+#define SPK_MEMBER __device__ __forceinline__  // a member function of a device type
 #define SPK_EXPORT extern "C" __device__
 // An exported function inlined into every generated entry, so that the entry's literal arguments
 // fold into it (a function called from several entries is otherwise compiled once, for all of
@@ -89,25 +91,6 @@ SPK_DEVICE void unpack_bf16x8(const uint4& v, float f[8]) {
   f[7] = bf16hi_to_f32(v.w);
 }
 
-// This thread's share of sum(row[c]^2): elements start, start + stride, ... (with vec: float4
-// groups start, start + stride, ... of a 16-byte aligned row, cols % 4 == 0), f32 fused
-// multiply-adds in index order. The norms add the shares with block_sum / warp_sum.
-SPK_DEVICE float sum_squares(const float* row, int cols, bool vec, int start, int stride) {
-  float ss = 0.0f;
-  if (vec) {
-    for (int c = start; c < cols / 4; c += stride) {
-      const float4 v = reinterpret_cast<const float4*>(row)[c];
-      ss = fmaf_(v.x, v.x, ss);
-      ss = fmaf_(v.y, v.y, ss);
-      ss = fmaf_(v.z, v.z, ss);
-      ss = fmaf_(v.w, v.w, ss);
-    }
-  } else {
-    for (int c = start; c < cols; c += stride) ss = fmaf_(row[c], row[c], ss);
-  }
-  return ss;
-}
-
 // acc + w[0..7] . (a.x, a.y, a.z, a.w, b.x, ..., b.w), one fused multiply-add at a time, in
 // index order (the GEMV and MoE paths share it, so their rounding is the same).
 SPK_DEVICE float dot8_acc(const float w[8], const float4& a, const float4& b, float acc) {
@@ -144,10 +127,11 @@ SPK_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Activation precision (kernel_abi.h, ActivationPrecision). spark-compile defines
+// Activations (kernel_abi.h ActivationPrecision): f32, or bf16 storage. spark-compile defines
 // `spark_activation_precision` as a constant of every generated module, so act_bf16() folds and
-// each kernel carries only its mode's code. Every store of an f32 output argument goes through
-// act() / act4(); workspaces (attention and MoE partials) do not. The nvcc test harnesses define
+// each kernel carries only its mode's loads and stores. Kernels take activation pointers as
+// void* and go through ActIn / ActOut: reads widen to f32, writes round to bf16 (nearest even).
+// Workspaces (attention and MoE partials) are plain f32. The nvcc test harnesses define
 // SPARK_ACTIVATION_PRECISION_VARIABLE and their own variable, which they set per case.
 // ------------------------------------------------------------------------------------------------
 #if defined(SPARK_ACTIVATION_PRECISION_VARIABLE)
@@ -159,12 +143,105 @@ extern "C" __device__ const int spark_activation_precision;
 SPK_DEVICE bool act_bf16() {
   return spark_activation_precision == spark::abi::kActivationBF16;
 }
-// v as an activation of this module's precision: itself, or rounded to bf16 (nearest even).
-SPK_DEVICE float act(float v) { return act_bf16() ? bf16lo_to_f32(pack_bf16x2(v, 0.0f)) : v; }
-SPK_DEVICE float4 act4(float4 v) {
-  if (!act_bf16()) return v;
-  const uint32_t a = pack_bf16x2(v.x, v.y), b = pack_bf16x2(v.z, v.w);
-  return make_float4(bf16lo_to_f32(a), bf16hi_to_f32(a), bf16lo_to_f32(b), bf16hi_to_f32(b));
+// Bytes of one activation element.
+SPK_DEVICE int act_bytes() { return act_bf16() ? 2 : 4; }
+SPK_DEVICE unsigned short f32_to_bf16(float v) {
+  return static_cast<unsigned short>(pack_bf16x2(v, 0.0f) & 0xffffu);
+}
+SPK_DEVICE float4 unpack_bf16x4(uint2 v) {
+  return make_float4(bf16lo_to_f32(v.x), bf16hi_to_f32(v.x), bf16lo_to_f32(v.y),
+                     bf16hi_to_f32(v.y));
+}
+
+// A read-only activation buffer. Indices are in elements. ld4 / ldg4 load elements i .. i + 3
+// (i % 4 == 0, an aligned4() buffer: 16 bytes for f32, 8 for bf16).
+struct ActIn {
+  const void* p;
+  SPK_MEMBER const float* f32() const { return static_cast<const float*>(p); }
+  SPK_MEMBER const unsigned short* bf16() const { return static_cast<const unsigned short*>(p); }
+  SPK_MEMBER bool null() const { return p == nullptr; }
+  SPK_MEMBER ActIn operator+(int64_t n) const {
+    return {static_cast<const char*>(p) + n * act_bytes()};
+  }
+  SPK_MEMBER float operator[](int64_t i) const {
+    return act_bf16() ? bf16_to_f32(bf16()[i]) : f32()[i];
+  }
+  // Through the non-coherent path (data no thread of the kernel writes).
+  SPK_MEMBER float ldg(int64_t i) const {
+    return act_bf16() ? bf16_to_f32(__ldg(bf16() + i)) : __ldg(f32() + i);
+  }
+  SPK_MEMBER float4 ld4(int64_t i) const {
+    return act_bf16() ? unpack_bf16x4(*reinterpret_cast<const uint2*>(bf16() + i))
+                      : *reinterpret_cast<const float4*>(f32() + i);
+  }
+  SPK_MEMBER float4 ldg4(int64_t i) const {
+    return act_bf16() ? unpack_bf16x4(__ldg(reinterpret_cast<const uint2*>(bf16() + i)))
+                      : __ldg(reinterpret_cast<const float4*>(f32() + i));
+  }
+  // Elements i .. i + 7 into a (first four) and b (last four), non-coherent: one 16-byte load
+  // for bf16, two for f32 (16-byte aligned row and i % 8 == 0).
+  SPK_MEMBER void ldg8(int64_t i, float4& a, float4& b) const {
+    if (act_bf16()) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(bf16() + i));
+      a = unpack_bf16x4(make_uint2(v.x, v.y));
+      b = unpack_bf16x4(make_uint2(v.z, v.w));
+    } else {
+      a = __ldg(reinterpret_cast<const float4*>(f32() + i));
+      b = __ldg(reinterpret_cast<const float4*>(f32() + i + 4));
+    }
+  }
+  SPK_MEMBER bool aligned4() const { return act_bf16() ? aligned8(p) : aligned16(p); }
+};
+
+// A written activation buffer: y[i] = v stores v (rounded to bf16 under bf16 storage);
+// reading y[i] gives the stored value back as f32.
+struct ActOut {
+  void* p;
+  struct Element {
+    void* p;
+    int64_t i;
+    SPK_MEMBER void operator=(float v) const {
+      if (act_bf16()) {
+        static_cast<unsigned short*>(p)[i] = f32_to_bf16(v);
+      } else {
+        static_cast<float*>(p)[i] = v;
+      }
+    }
+    SPK_MEMBER operator float() const { return ActIn{p}[i]; }
+  };
+  SPK_MEMBER operator ActIn() const { return {p}; }
+  SPK_MEMBER bool null() const { return p == nullptr; }
+  SPK_MEMBER ActOut operator+(int64_t n) const { return {static_cast<char*>(p) + n * act_bytes()}; }
+  SPK_MEMBER Element operator[](int64_t i) const { return {p, i}; }
+  SPK_MEMBER float4 ld4(int64_t i) const { return ActIn{p}.ld4(i); }
+  SPK_MEMBER void st4(int64_t i, float4 v) const {
+    if (act_bf16()) {
+      *reinterpret_cast<uint2*>(static_cast<unsigned short*>(p) + i) =
+          make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
+    } else {
+      *reinterpret_cast<float4*>(static_cast<float*>(p) + i) = v;
+    }
+  }
+  SPK_MEMBER bool aligned4() const { return act_bf16() ? aligned8(p) : aligned16(p); }
+};
+
+// This thread's share of sum(row[c]^2): elements start, start + stride, ... (with vec: float4
+// groups start, start + stride, ... of an aligned4() row, cols % 4 == 0), f32 fused
+// multiply-adds in index order. The norms add the shares with block_sum / warp_sum.
+SPK_DEVICE float sum_squares(ActIn row, int cols, bool vec, int start, int stride) {
+  float ss = 0.0f;
+  if (vec) {
+    for (int c = start; c < cols / 4; c += stride) {
+      const float4 v = row.ld4(4 * c);
+      ss = fmaf_(v.x, v.x, ss);
+      ss = fmaf_(v.y, v.y, ss);
+      ss = fmaf_(v.z, v.z, ss);
+      ss = fmaf_(v.w, v.w, ss);
+    }
+  } else {
+    for (int c = start; c < cols; c += stride) ss = fmaf_(row[c], row[c], ss);
+  }
+  return ss;
 }
 
 // D = A * B + C for one warp: m16n8k16, A row-major bf16 (4 regs of bf16x2), B column-major

@@ -1,7 +1,8 @@
 // Elementwise and data-movement ops: add, mul, scale, scalar_mul, gelu, gelu_mul, softcap, copy,
-// mask_tokens, select_group, scatter_rows. All are grid-stride loops; the f32 ops use 16-byte
-// vector accesses when every pointer is 16-byte aligned and the element count is a multiple of 4
-// (outputs may alias inputs: every element is read before it is written by the same thread).
+// mask_tokens, select_group, scatter_rows. All are grid-stride loops; the activation ops use
+// 4-element vector accesses (16 bytes of f32, 8 of bf16) when every pointer is aligned for them
+// and the element count is a multiple of 4 (outputs may alias inputs: every element is read
+// before it is written by the same thread).
 #include "common.cuh"
 
 namespace spk {
@@ -9,24 +10,24 @@ namespace {
 
 // Applies f to n elements: y[i] = f(a[i], b[i]) (b may be null for unary ops).
 template <typename F>
-SPK_DEVICE void map2(const float* a, const float* b, float* y, int64_t n, F f) {
+SPK_DEVICE void map2(ActIn a, ActIn b, ActOut y, int64_t n, F f) {
   const int64_t start = global_thread(), stride = grid_threads();
-  const bool vec = (n % 4) == 0 && aligned16(a) && aligned16(y) && (b == nullptr || aligned16(b));
+  const bool vec = (n % 4) == 0 && a.aligned4() && y.aligned4() && (b.null() || b.aligned4());
   if (vec) {
     const int64_t n4 = n / 4;
     for (int64_t i = start; i < n4; i += stride) {
-      const float4 va = reinterpret_cast<const float4*>(a)[i];
+      const float4 va = a.ld4(4 * i);
       float4 vb = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (b != nullptr) vb = reinterpret_cast<const float4*>(b)[i];
+      if (!b.null()) vb = b.ld4(4 * i);
       float4 r;
       r.x = f(va.x, vb.x);
       r.y = f(va.y, vb.y);
       r.z = f(va.z, vb.z);
       r.w = f(va.w, vb.w);
-      reinterpret_cast<float4*>(y)[i] = act4(r);
+      y.st4(4 * i, r);
     }
   } else {
-    for (int64_t i = start; i < n; i += stride) y[i] = act(f(a[i], b != nullptr ? b[i] : 0.0f));
+    for (int64_t i = start; i < n; i += stride) y[i] = f(a[i], !b.null() ? b[i] : 0.0f);
   }
 }
 
@@ -62,40 +63,40 @@ struct CopyOp {
 }  // namespace
 }  // namespace spk
 
-SPK_EXPORT void spark_add(const float* a, const float* b, float* y, int num_tokens, int cols) {
-  spk::map2(a, b, y, spk::count(num_tokens, cols), spk::AddOp{});
+SPK_EXPORT void spark_add(const void* a, const void* b, void* y, int num_tokens, int cols) {
+  spk::map2({a}, {b}, {y}, spk::count(num_tokens, cols), spk::AddOp{});
 }
 
-SPK_EXPORT void spark_mul(const float* a, const float* b, float* y, int num_tokens, int cols) {
-  spk::map2(a, b, y, spk::count(num_tokens, cols), spk::MulOp{});
+SPK_EXPORT void spark_mul(const void* a, const void* b, void* y, int num_tokens, int cols) {
+  spk::map2({a}, {b}, {y}, spk::count(num_tokens, cols), spk::MulOp{});
 }
 
-SPK_EXPORT void spark_scale(const float* x, float* y, int num_tokens, int cols, float factor) {
-  spk::map2(x, nullptr, y, spk::count(num_tokens, cols), spk::ScaleOp{factor});
+SPK_EXPORT void spark_scale(const void* x, void* y, int num_tokens, int cols, float factor) {
+  spk::map2({x}, {nullptr}, {y}, spk::count(num_tokens, cols), spk::ScaleOp{factor});
 }
 
 // s: bf16 [1] (layer_scalar).
-SPK_EXPORT void spark_scalar_mul(const float* x, const unsigned short* s, float* y, int num_tokens,
+SPK_EXPORT void spark_scalar_mul(const void* x, const unsigned short* s, void* y, int num_tokens,
                                  int cols) {
   const float factor = spk::ldg_bf16(s);
-  spk::map2(x, nullptr, y, spk::count(num_tokens, cols), spk::ScaleOp{factor});
+  spk::map2({x}, {nullptr}, {y}, spk::count(num_tokens, cols), spk::ScaleOp{factor});
 }
 
-SPK_EXPORT void spark_gelu(const float* x, float* y, int num_tokens, int cols) {
-  spk::map2(x, nullptr, y, spk::count(num_tokens, cols), spk::GeluOp{});
+SPK_EXPORT void spark_gelu(const void* x, void* y, int num_tokens, int cols) {
+  spk::map2({x}, {nullptr}, {y}, spk::count(num_tokens, cols), spk::GeluOp{});
 }
 
-SPK_EXPORT void spark_gelu_mul(const float* a, const float* b, float* y, int num_tokens,
+SPK_EXPORT void spark_gelu_mul(const void* a, const void* b, void* y, int num_tokens,
                                int cols) {
-  spk::map2(a, b, y, spk::count(num_tokens, cols), spk::GeluMulOp{});
+  spk::map2({a}, {b}, {y}, spk::count(num_tokens, cols), spk::GeluMulOp{});
 }
 
-SPK_EXPORT void spark_softcap(const float* x, float* y, int num_tokens, int cols, float cap) {
-  spk::map2(x, nullptr, y, spk::count(num_tokens, cols), spk::SoftcapOp{cap});
+SPK_EXPORT void spark_softcap(const void* x, void* y, int num_tokens, int cols, float cap) {
+  spk::map2({x}, {nullptr}, {y}, spk::count(num_tokens, cols), spk::SoftcapOp{cap});
 }
 
-SPK_EXPORT void spark_copy(const float* x, float* y, int num_tokens, int cols) {
-  spk::map2(x, nullptr, y, spk::count(num_tokens, cols), spk::CopyOp{});
+SPK_EXPORT void spark_copy(const void* x, void* y, int num_tokens, int cols) {
+  spk::map2({x}, {nullptr}, {y}, spk::count(num_tokens, cols), spk::CopyOp{});
 }
 
 // y[t] = ids[t] unless it equals one of token_a/b/c (a value of -1 is an unused slot).
@@ -110,44 +111,45 @@ SPK_EXPORT void spark_mask_tokens(const int* ids, int* y, int num_tokens, int to
 }
 
 // y[t, :] = x[t, index, :] for x [T, groups, cols].
-SPK_EXPORT void spark_select_group(const float* x, float* y, int num_tokens, int groups, int cols,
-                                   int index) {
+SPK_EXPORT void spark_select_group(const void* x, void* y_out, int num_tokens, int groups,
+                                   int cols, int index) {
   if (num_tokens <= 0 || cols <= 0 || groups <= 0) return;
   const int64_t start = spk::global_thread(), stride = spk::grid_threads();
   const int64_t x_pitch = static_cast<int64_t>(groups) * cols;
-  const float* src = x + static_cast<int64_t>(index) * cols;
-  if ((cols % 4) == 0 && spk::aligned16(x) && spk::aligned16(y)) {
+  const spk::ActIn src = spk::ActIn{x} + static_cast<int64_t>(index) * cols;
+  const spk::ActOut y{y_out};
+  if ((cols % 4) == 0 && spk::ActIn{x}.aligned4() && y.aligned4()) {
     const int c4 = cols / 4;
     const int64_t n = static_cast<int64_t>(num_tokens) * c4;
     for (int64_t i = start; i < n; i += stride) {
       const int64_t t = i / c4, c = i % c4;
-      reinterpret_cast<float4*>(y)[i] =
-          spk::act4(reinterpret_cast<const float4*>(src + t * x_pitch)[c]);
+      y.st4(4 * i, src.ld4(t * x_pitch + 4 * c));
     }
   } else {
     const int64_t n = static_cast<int64_t>(num_tokens) * cols;
     for (int64_t i = start; i < n; i += stride) {
       const int64_t t = i / cols, c = i % cols;
-      y[i] = spk::act(src[t * x_pitch + c]);
+      y[i] = src[t * x_pitch + c];
     }
   }
 }
 
 // In place: dest[indices[n], :] = updates[n, :] for n < num_updates, skipping indices outside
 // [0, num_tokens).
-SPK_EXPORT void spark_scatter_rows(float* dest, const int* indices, const float* updates,
+SPK_EXPORT void spark_scatter_rows(void* dest_out, const int* indices, const void* updates_in,
                                    int num_tokens, int num_updates, int cols) {
   if (num_updates <= 0 || cols <= 0) return;
   const int64_t start = spk::global_thread(), stride = spk::grid_threads();
-  if ((cols % 4) == 0 && spk::aligned16(dest) && spk::aligned16(updates)) {
+  const spk::ActOut dest{dest_out};
+  const spk::ActIn updates{updates_in};
+  if ((cols % 4) == 0 && dest.aligned4() && updates.aligned4()) {
     const int c4 = cols / 4;
     const int64_t n = static_cast<int64_t>(num_updates) * c4;
     for (int64_t i = start; i < n; i += stride) {
       const int64_t u = i / c4, c = i % c4;
       const int row = indices[u];
       if (row < 0 || row >= num_tokens) continue;
-      reinterpret_cast<float4*>(dest + static_cast<int64_t>(row) * cols)[c] =
-          spk::act4(reinterpret_cast<const float4*>(updates)[i]);
+      dest.st4(static_cast<int64_t>(row) * cols + 4 * c, updates.ld4(4 * i));
     }
   } else {
     const int64_t n = static_cast<int64_t>(num_updates) * cols;
@@ -155,7 +157,7 @@ SPK_EXPORT void spark_scatter_rows(float* dest, const int* indices, const float*
       const int64_t u = i / cols, c = i % cols;
       const int row = indices[u];
       if (row < 0 || row >= num_tokens) continue;
-      dest[static_cast<int64_t>(row) * cols + c] = spk::act(updates[i]);
+      dest[static_cast<int64_t>(row) * cols + c] = updates[i];
     }
   }
 }

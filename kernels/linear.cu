@@ -1,15 +1,16 @@
-// y[T, out] = x[T, in] @ w[out, in]^T with w bf16 (checkpoint layout), x and y f32, f32
-// accumulation.
+// y[T, out] = x[T, in] @ w[out, in]^T with w bf16 (checkpoint layout), x and y activations (f32 or
+// bf16 storage), f32 accumulation.
 //
 // Three paths, chosen per call:
 //   1. num_tokens >= kMmaMinTokens, in % 8 == 0, 16-byte aligned x and w, blockDim.x == 256:
 //      tensor-core tiles with `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+, including
 //      sm_121a; mma_tile.cuh). A block computes a 64-token x 128-row tile of y, K in steps of 32
 //      through two shared-memory stages (weights by cp.async, activations through registers,
-//      fragments by ldmatrix; the loads of the next steps overlap the MMAs). The
-//      f32 activations are split into two bf16 terms, x = hi + lo, both multiplied with the
-//      (exact) bf16 weights: relative error ~2^-17 per product instead of 2^-9 for a plain bf16
-//      cast, at 2x the MMA work, which prefill (memory- and latency-bound here) hides.
+//      fragments by ldmatrix; the loads of the next steps overlap the MMAs). f32 activations
+//      are split into two bf16 terms, x = hi + lo, both multiplied with the (exact) bf16
+//      weights: relative error ~2^-17 per product instead of 2^-9 for a plain bf16 cast, at 2x
+//      the MMA work; bf16 activations go to shared memory by cp.async as they are and take one
+//      MMA per product.
 //   2. otherwise, in % 8 == 0 and aligned: decode GEMV, one warp per output row (grid-stride over
 //      rows), 16-byte loads of 8 bf16 weights (8 per lane issued together), up to 8 tokens per
 //      pass so that a weight row is read from memory once per 8 tokens; warp-shuffle reduction.
@@ -31,7 +32,7 @@ constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane (deco
 // Token tile of TT tokens starting at t0 for row r, vector loads. Lane j handles 8-element
 // chunks j, j+32, ...
 template <int TT>
-SPK_DEVICE void gemv_row_vec(const float* x, const unsigned short* w, float* y, int t0, int nt,
+SPK_DEVICE void gemv_row_vec(ActIn x, const unsigned short* w, ActOut y, int t0, int nt,
                              int64_t r, int out, int in) {
   // A step covers kGemvUnroll chunks per lane: all their weight loads are issued before any
   // arithmetic, so a warp has kGemvUnroll x 512 bytes in flight. (The kernel's register count
@@ -59,8 +60,8 @@ SPK_DEVICE void gemv_row_vec(const float* x, const unsigned short* w, float* y, 
 #pragma unroll
       for (int j = 0; j < TT; ++j) {
         if (j < nt) {
-          const float* xr = x + static_cast<int64_t>(t0 + j) * in + c * 8;
-          const float4 a = ldg_f4(xr), b = ldg_f4(xr + 4);
+          float4 a, b;
+          x.ldg8(static_cast<int64_t>(t0 + j) * in + c * 8, a, b);
           acc[j] = dot8_acc(wf, a, b, acc[j]);
         }
       }
@@ -69,12 +70,12 @@ SPK_DEVICE void gemv_row_vec(const float* x, const unsigned short* w, float* y, 
 #pragma unroll
   for (int j = 0; j < TT; ++j) {
     const float s = warp_sum(acc[j]);
-    if (lane == 0 && j < nt) y[static_cast<int64_t>(t0 + j) * out + r] = act(s);
+    if (lane == 0 && j < nt) y[static_cast<int64_t>(t0 + j) * out + r] = s;
   }
 }
 
 template <int TT>
-SPK_DEVICE void gemv_row_scalar(const float* x, const unsigned short* w, float* y, int t0, int nt,
+SPK_DEVICE void gemv_row_scalar(ActIn x, const unsigned short* w, ActOut y, int t0, int nt,
                                 int64_t r, int out, int in) {
   const int lane = lane_id();
   const unsigned short* wr = w + r * in;
@@ -85,17 +86,17 @@ SPK_DEVICE void gemv_row_scalar(const float* x, const unsigned short* w, float* 
     const float wk = ldg_bf16(wr + k);
 #pragma unroll
     for (int j = 0; j < TT; ++j)
-      if (j < nt) acc[j] = fmaf_(wk, ldg_f(x + static_cast<int64_t>(t0 + j) * in + k), acc[j]);
+      if (j < nt) acc[j] = fmaf_(wk, x.ldg(static_cast<int64_t>(t0 + j) * in + k), acc[j]);
   }
 #pragma unroll
   for (int j = 0; j < TT; ++j) {
     const float s = warp_sum(acc[j]);
-    if (lane == 0 && j < nt) y[static_cast<int64_t>(t0 + j) * out + r] = act(s);
+    if (lane == 0 && j < nt) y[static_cast<int64_t>(t0 + j) * out + r] = s;
   }
 }
 
 template <int TT, bool kVec>
-SPK_DEVICE void gemv(const float* x, const unsigned short* w, float* y, int T, int out, int in) {
+SPK_DEVICE void gemv(ActIn x, const unsigned short* w, ActOut y, int T, int out, int in) {
   for (int64_t r = global_warp(); r < out; r += grid_warps()) {
     for (int t0 = 0; t0 < T; t0 += TT) {
       const int nt = T - t0 < TT ? T - t0 : TT;
@@ -108,7 +109,7 @@ SPK_DEVICE void gemv(const float* x, const unsigned short* w, float* y, int T, i
 }
 
 template <bool kVec>
-SPK_DEVICE void gemv_dispatch(const float* x, const unsigned short* w, float* y, int T, int out,
+SPK_DEVICE void gemv_dispatch(ActIn x, const unsigned short* w, ActOut y, int T, int out,
                               int in) {
   if (T == 1)
     gemv<1, kVec>(x, w, y, T, out, in);
@@ -122,8 +123,7 @@ SPK_DEVICE void gemv_dispatch(const float* x, const unsigned short* w, float* y,
 
 // ---- tensor-core tiles (prefill): mma_tile.cuh ----
 
-SPK_DEVICE void gemm_mma(const float* x, const unsigned short* w, float* y, int T, int out,
-                         int in) {
+SPK_DEVICE void gemm_mma(ActIn x, const unsigned short* w, ActOut y, int T, int out, int in) {
   __shared__ __align__(16) mma::Smem smem;
   const int mt = (T + mma::kBM - 1) / mma::kBM;
   const int nt = (out + mma::kBN - 1) / mma::kBN;
@@ -131,8 +131,8 @@ SPK_DEVICE void gemm_mma(const float* x, const unsigned short* w, float* y, int 
     // Consecutive blocks take consecutive token tiles of the same weight tile (L2 reuse).
     const int m0 = static_cast<int>(tile % mt) * mma::kBM;
     const int n0 = static_cast<int>(tile / mt) * mma::kBN;
-    const auto x_row = [&](int r) -> const float* {
-      return m0 + r < T ? x + static_cast<int64_t>(m0 + r) * in : nullptr;
+    const auto x_row = [&](int r) -> ActIn {
+      return m0 + r < T ? x + static_cast<int64_t>(m0 + r) * in : ActIn{nullptr};
     };
     const auto w_row = [&](int n) -> const unsigned short* {
       return n0 + n < out ? w + static_cast<int64_t>(n0 + n) * in : nullptr;
@@ -142,9 +142,9 @@ SPK_DEVICE void gemm_mma(const float* x, const unsigned short* w, float* y, int 
     mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
       const int t = m0 + r, col = n0 + c;
       if (t >= T) return;
-      float* yr = y + static_cast<int64_t>(t) * out;
-      if (col < out) yr[col] = act(c0);
-      if (col + 1 < out) yr[col + 1] = act(c1);
+      const ActOut yr = y + static_cast<int64_t>(t) * out;
+      if (col < out) yr[col] = c0;
+      if (col + 1 < out) yr[col + 1] = c1;
     });
   }
 }
@@ -153,16 +153,19 @@ SPK_DEVICE void gemm_mma(const float* x, const unsigned short* w, float* y, int 
 }  // namespace linear
 }  // namespace spk
 
-SPK_EXPORT void spark_linear(const float* x, const unsigned short* w, float* y, int num_tokens,
-                             int out_features, int in_features) {
+SPK_EXPORT void spark_linear(const void* x_in, const unsigned short* w, void* y_out,
+                             int num_tokens, int out_features, int in_features) {
   using namespace spk::linear;
+  const spk::ActIn x{x_in};
+  const spk::ActOut y{y_out};
   if (num_tokens <= 0 || out_features <= 0) return;
   if (in_features <= 0) {  // empty reduction: y = 0
     const int64_t n = static_cast<int64_t>(num_tokens) * out_features;
     for (int64_t i = spk::global_thread(); i < n; i += spk::grid_threads()) y[i] = 0.0f;
     return;
   }
-  const bool vec = (in_features % 8) == 0 && spk::aligned16(x) && spk::aligned16(w);
+  // 8-element activation loads (16 bytes of bf16, two of 16 of f32) and 16-byte weight loads.
+  const bool vec = (in_features % 8) == 0 && spk::aligned16(x_in) && spk::aligned16(w);
   if (vec && num_tokens >= kMmaMinTokens && blockDim.x == 256) {
     gemm_mma(x, w, y, num_tokens, out_features, in_features);
   } else if (vec) {

@@ -1,19 +1,21 @@
 // One 64 x 128 output tile of C = A @ B^T on tensor cores (`mma.sync.m16n8k16` bf16, f32
 // accumulation), shared by the dense GEMM (linear.cu) and the grouped MoE GEMM (moe.cu).
 //
-// A is f32 (activations), B bf16 (weights, checkpoint layout [rows, K]); the caller says where
-// each tile row lives (a row pointer, or null for a zero row), so that A rows may be gathered
-// (the tokens routed to one expert) and B rows interleaved (an expert's gate and up rows). The
-// f32 A is split into two bf16 terms, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), both
-// multiplied with the exact bf16 B: ~16 mantissa bits of a per product (relative error ~2^-17)
-// instead of 2^-9 for a plain bf16 cast, at 2x the MMA work. (With bf16 activations every A
-// element is already a bf16 value, lo is 0, and the tile is the exact product of the bf16
-// inputs.)
-//
-// Pipeline: K runs in steps of 32 through two shared-memory buffers. B goes from global to
-// shared memory with cp.async (no registers), A through registers (it is converted to hi + lo
-// on the way); while the warps multiply step k, B of step k + 1 is in flight and A of step k + 2
-// is being loaded, with one barrier per step. Fragments come from shared memory with ldmatrix.
+// A is activations (f32 or bf16 storage, common.cuh ActIn), B bf16 (weights, checkpoint layout
+// [rows, K]); the caller says where each tile row lives (a row, or null for a zero row), so that
+// A rows may be gathered (the tokens routed to one expert) and B rows interleaved (an expert's
+// gate and up rows).
+//   - f32 A is split into two bf16 terms, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), both
+//     multiplied with the exact bf16 B: ~16 mantissa bits of a per product (relative error
+//     ~2^-17) instead of 2^-9 for a plain bf16 cast, at 2x the MMA work. Pipeline: K runs in
+//     steps of 32 through two shared-memory buffers; B goes from global to shared memory with
+//     cp.async (no registers), A through registers (converted to hi + lo on the way); while the
+//     warps multiply step k, B of step k + 1 is in flight and A of step k + 2 is being loaded,
+//     with one barrier per step.
+//   - bf16 A is already an MMA operand: A and B both go to shared memory by cp.async (step
+//     k + 1 in flight while step k is multiplied) and each product takes one MMA, the exact
+//     product of the bf16 inputs with f32 accumulation.
+// Fragments come from shared memory with ldmatrix.
 // 256 threads (8 warps, 2 x 4, each 32 x 32 of the tile); K % 8 == 0 and 16-byte aligned rows are
 // the caller's to check. Shared memory: 40 KiB (Smem).
 #ifndef SPARK_KERNELS_MMA_TILE_CUH_
@@ -49,8 +51,7 @@ struct ARegs {
   float4 v[2];
 };
 
-// Loads A of the K step starting at k0; rows whose pointer is null and columns at or past k_size
-// are zeros.
+// Loads f32 A of the K step starting at k0; null rows and columns at or past k_size are zeros.
 template <class ARow>
 SPK_DEVICE void load_a(ARegs& g, const ARow& a_row, int k_size, int k0) {
   const int tid = threadIdx.x;
@@ -59,8 +60,25 @@ SPK_DEVICE void load_a(ARegs& g, const ARow& a_row, int k_size, int k0) {
     const int idx = tid + i * kThreads;  // 0..511
     const int row = idx >> 3, c4 = idx & 7;
     const int k = k0 + c4 * 4;
-    const float* p = a_row(row);
-    g.v[i] = (p != nullptr && k < k_size) ? ldg_f4(p + k) : make_float4(0.f, 0.f, 0.f, 0.f);
+    const ActIn p = a_row(row);
+    g.v[i] = (!p.null() && k < k_size) ? ldg_f4(p.f32() + k) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// Starts the copy of bf16 A of the K step at k0 into a_hi of stage `st` (one 16-byte chunk per
+// thread of the 64 x 32 bf16 tile); null rows and columns at or past k_size are stored as zeros
+// directly. The caller commits the group.
+template <class ARow>
+SPK_DEVICE void copy_a_async(Smem& s, int st, const ARow& a_row, int k_size, int k0) {
+  const int tid = threadIdx.x;
+  const int row = tid >> 2, c8 = tid & 3;
+  const int k = k0 + c8 * 8;
+  const ActIn p = a_row(row);
+  uint16_t* dst = &s.a_hi[st][row][c8 * 8];
+  if (!p.null() && k < k_size) {
+    cp_async16(dst, p.bf16() + k);
+  } else {
+    *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
   }
 }
 
@@ -101,14 +119,62 @@ SPK_DEVICE void copy_b_async(Smem& s, int st, const BRow& b_row, int k_size, int
   }
 }
 
-}  // namespace detail
 
-// acc = A_tile @ B_tile^T over K = k_size. a_row(r) (r < 64) and b_row(n) (n < 128) return the
-// row's address or null; they are called again at every K step, so they should be cheap (e.g. a
-// lookup in shared memory). Every thread of the block must call this; it may be called again at
-// once for the next tile (it begins with a barrier).
+// The bf16-A tile (see the file comment): A and B by cp.async, one MMA per product.
 template <class ARow, class BRow>
-SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, const BRow& b_row, int k_size, Accum& acc) {
+SPK_DEVICE void tile_mma_bf16(Smem& s, const ARow& a_row, const BRow& b_row, int k_size,
+                              Accum& acc) {
+  const int lane = lane_id(), warp = warp_id();
+  const int wm = (warp >> 2) * 32, wn = (warp & 3) * 32;
+  const int ksteps = (k_size + kBK - 1) / kBK;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc.v[i][j][e] = 0.0f;
+  // ldmatrix row addresses of this lane: as in tile_mma_split below.
+  const int a_r = lane & 15, a_k = (lane >> 4) * 8;
+  const int b_n = (lane >> 4) * 8 + (lane & 7), b_k = ((lane >> 3) & 1) * 8;
+
+  __syncthreads();  // a previous call's last step is consumed by every warp
+  copy_a_async(s, 0, a_row, k_size, 0);
+  copy_b_async(s, 0, b_row, k_size, 0);
+  cp_async_commit();
+  for (int ks = 0; ks < ksteps; ++ks) {
+    const int st = ks & 1;
+    cp_async_wait_all();
+    __syncthreads();  // stage st holds step ks; every warp is done with step ks - 1 (stage st ^ 1)
+    if (ks + 1 < ksteps) {
+      copy_a_async(s, st ^ 1, a_row, k_size, (ks + 1) * kBK);
+      copy_b_async(s, st ^ 1, b_row, k_size, (ks + 1) * kBK);
+      cp_async_commit();
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      uint32_t a[2][4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) ldmatrix_x4(a[i], &s.a_hi[st][wm + i * 16 + a_r][kk + a_k]);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        uint32_t b[4];
+        ldmatrix_x4(b, &s.b[st][wn + jj * 16 + b_n][kk + b_k]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            mma_bf16_16816(acc.v[i][2 * jj + h], a[i], b[2 * h], b[2 * h + 1]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The f32-A tile (see the file comment): A split into hi + lo, two MMAs per product.
+template <class ARow, class BRow>
+SPK_DEVICE void tile_mma_split(Smem& s, const ARow& a_row, const BRow& b_row, int k_size,
+                               Accum& acc) {
   const int lane = lane_id(), warp = warp_id();
   const int wm = (warp >> 2) * 32;  // warp's 32 A rows within the tile
   const int wn = (warp & 3) * 32;   // warp's 32 B rows within the tile
@@ -166,6 +232,22 @@ SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, const BRow& b_row, int k_si
         }
       }
     }
+  }
+}
+
+}  // namespace detail
+
+// acc = A_tile @ B_tile^T over K = k_size. a_row(r) (r < 64) returns the row as an ActIn (null for
+// a zero row), b_row(n) (n < 128) the row's address or null; they are called again at every K
+// step, so they should be cheap (e.g. a lookup in shared memory). Every thread of the block must
+// call this; it may be called again at once for the next tile (it begins with a barrier). The
+// module's activation precision picks the path (folded at code generation).
+template <class ARow, class BRow>
+SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, const BRow& b_row, int k_size, Accum& acc) {
+  if (act_bf16()) {
+    detail::tile_mma_bf16(s, a_row, b_row, k_size, acc);
+  } else {
+    detail::tile_mma_split(s, a_row, b_row, k_size, acc);
   }
 }
 

@@ -34,9 +34,9 @@ namespace {
 
 constexpr int kMaxExperts = 1024;
 
-// Dot of an f32 vector with a bf16 row of length n; per-lane partial (not reduced).
+// Dot of an activation row with a bf16 row of length n; per-lane partial (not reduced).
 template <bool kVec>
-SPK_DEVICE float dot_partial(const float* a, const unsigned short* w, int n) {
+SPK_DEVICE float dot_partial(ActIn a, const unsigned short* w, int n) {
   const int lane = lane_id();
   float acc = 0.0f;
   if (kVec) {
@@ -44,19 +44,20 @@ SPK_DEVICE float dot_partial(const float* a, const unsigned short* w, int n) {
     for (int c = lane; c < n / 8; c += 32) {
       float wf[8];
       unpack_bf16x8(ldg_u4(w + c * 8), wf);
-      const float4 x0 = ldg_f4(a + c * 8), x1 = ldg_f4(a + c * 8 + 4);
+      float4 x0, x1;
+      a.ldg8(c * 8, x0, x1);
       acc = dot8_acc(wf, x0, x1, acc);
     }
   } else {
-    for (int k = lane; k < n; k += 32) acc = fmaf_(ldg_bf16(w + k), ldg_f(a + k), acc);
+    for (int k = lane; k < n; k += 32) acc = fmaf_(ldg_bf16(w + k), a.ldg(k), acc);
   }
   return acc;
 }
 
 // Dot of two rows of gate_up with the same x: gate and up partials.
 template <bool kVec>
-SPK_DEVICE void dot2_partial(const float* a, const unsigned short* wg, const unsigned short* wu,
-                             int n, float* pg, float* pu) {
+SPK_DEVICE void dot2_partial(ActIn a, const unsigned short* wg, const unsigned short* wu, int n,
+                             float* pg, float* pu) {
   const int lane = lane_id();
   float ag = 0.0f, au = 0.0f;
   if (kVec) {
@@ -65,7 +66,8 @@ SPK_DEVICE void dot2_partial(const float* a, const unsigned short* wg, const uns
       float g[8], u[8];
       unpack_bf16x8(ldg_u4(wg + c * 8), g);
       unpack_bf16x8(ldg_u4(wu + c * 8), u);
-      const float4 x0 = ldg_f4(a + c * 8), x1 = ldg_f4(a + c * 8 + 4);
+      float4 x0, x1;
+      a.ldg8(c * 8, x0, x1);
       const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -75,7 +77,7 @@ SPK_DEVICE void dot2_partial(const float* a, const unsigned short* wg, const uns
     }
   } else {
     for (int k = lane; k < n; k += 32) {
-      const float xv = ldg_f(a + k);
+      const float xv = a.ldg(k);
       ag = fmaf_(ldg_bf16(wg + k), xv, ag);
       au = fmaf_(ldg_bf16(wu + k), xv, au);
     }
@@ -119,8 +121,10 @@ SPK_DEVICE int expert_rows(const int* indices, int num_slots, int e, int first, 
 }
 
 // Slots whose index is outside [0, num_experts) belong to no expert's group: their rows (of
-// row_len floats) are zeros, as in the ungrouped paths. Grid-stride over all threads.
-SPK_DEVICE void zero_unrouted_rows(const int* indices, int num_slots, int num_experts, float* rows,
+// row_len elements: an activation buffer, or the f32 partials) are zeros, as in the ungrouped
+// paths. Grid-stride over all threads.
+template <class Rows>
+SPK_DEVICE void zero_unrouted_rows(const int* indices, int num_slots, int num_experts, Rows rows,
                                    int row_len) {
   for (int64_t i = global_thread(); i < static_cast<int64_t>(num_slots) * row_len;
        i += grid_threads()) {
@@ -134,8 +138,8 @@ SPK_DEVICE void zero_unrouted_rows(const int* indices, int num_slots, int num_ex
 // every selected expert's weights are read once per 64 slots instead of once per slot. Tile =
 // (expert, 64 intermediate columns); its 128 B rows interleave gate row i and up row i, so one
 // thread's fragment pair (c0, c1) is (gate, up) of the same column: act = gelu(c0) * c1.
-SPK_DEVICE void gate_up_grouped(const float* x, const unsigned short* gate_up, const int* indices,
-                                float* act, int num_tokens, int hidden, int intermediate,
+SPK_DEVICE void gate_up_grouped(ActIn x, const unsigned short* gate_up, const int* indices,
+                                ActOut act, int num_tokens, int hidden, int intermediate,
                                 int num_experts, int top_k) {
   __shared__ __align__(16) mma::Smem smem;
   __shared__ int s_rows[mma::kBM];
@@ -152,8 +156,8 @@ SPK_DEVICE void gate_up_grouped(const float* x, const unsigned short* gate_up, c
       const int total = expert_rows(indices, num_slots, e, first, s_rows, s_warp);
       if (first >= total) break;
       const int nrows = total - first < mma::kBM ? total - first : mma::kBM;
-      const auto x_row = [&](int r) -> const float* {
-        return r < nrows ? x + static_cast<int64_t>(s_rows[r] / top_k) * hidden : nullptr;
+      const auto x_row = [&](int r) -> ActIn {
+        return r < nrows ? x + static_cast<int64_t>(s_rows[r] / top_k) * hidden : ActIn{nullptr};
       };
       const auto w_row = [&](int n) -> const unsigned short* {
         const int i = i0 + (n >> 1);
@@ -165,7 +169,7 @@ SPK_DEVICE void gate_up_grouped(const float* x, const unsigned short* gate_up, c
       mma::for_each_pair(acc, [&](int r, int c, float gate, float up) {
         const int i = i0 + (c >> 1);
         if (r < nrows && i < intermediate) {
-          act[static_cast<int64_t>(s_rows[r]) * intermediate + i] = spk::act(spk_gelu(gate) * up);
+          act[static_cast<int64_t>(s_rows[r]) * intermediate + i] = spk_gelu(gate) * up;
         }
       });
     }
@@ -175,7 +179,7 @@ SPK_DEVICE void gate_up_grouped(const float* x, const unsigned short* gate_up, c
 // moe_down for a grouped step: partials[slot, h] = weights[slot] * (act[slot] @ down[e]^T), the
 // slots grouped by expert on tensor cores (tile = expert x 128 hidden columns, K = intermediate),
 // each selected expert's weights read once per 64 slots. Zeros for slots with an invalid index.
-SPK_DEVICE void down_grouped(const float* act, const unsigned short* down, const float* weights,
+SPK_DEVICE void down_grouped(ActIn act, const unsigned short* down, ActIn weights,
                              const int* indices, float* partials, int num_tokens, int hidden,
                              int intermediate, int num_experts, int top_k) {
   __shared__ __align__(16) mma::Smem smem;
@@ -193,8 +197,8 @@ SPK_DEVICE void down_grouped(const float* act, const unsigned short* down, const
       const int total = expert_rows(indices, num_slots, e, first, s_rows, s_warp);
       if (first >= total) break;
       const int nrows = total - first < mma::kBM ? total - first : mma::kBM;
-      const auto act_row = [&](int r) -> const float* {
-        return r < nrows ? act + static_cast<int64_t>(s_rows[r]) * intermediate : nullptr;
+      const auto act_row = [&](int r) -> ActIn {
+        return r < nrows ? act + static_cast<int64_t>(s_rows[r]) * intermediate : ActIn{nullptr};
       };
       const auto w_row = [&](int n) -> const unsigned short* {
         return h0 + n < hidden ? base + static_cast<int64_t>(h0 + n) * intermediate : nullptr;
@@ -204,7 +208,7 @@ SPK_DEVICE void down_grouped(const float* act, const unsigned short* down, const
       mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
         if (r >= nrows) return;
         const int slot = s_rows[r], h = h0 + c;
-        const float w = ldg_f(weights + slot);
+        const float w = weights.ldg(slot);
         float* row = partials + static_cast<int64_t>(slot) * hidden;
         if (h < hidden) row[h] = w * c0;
         if (h + 1 < hidden) row[h + 1] = w * c1;
@@ -214,7 +218,7 @@ SPK_DEVICE void down_grouped(const float* act, const unsigned short* down, const
 }
 
 // The same contract without tensor cores (unaligned rows): one warp per (slot, h).
-SPK_DEVICE void down_slots(const float* act, const unsigned short* down, const float* weights,
+SPK_DEVICE void down_slots(ActIn act, const unsigned short* down, ActIn weights,
                            const int* indices, float* partials, int num_tokens, int hidden,
                            int intermediate, int num_experts, int top_k) {
   const int64_t units = static_cast<int64_t>(num_tokens) * top_k * hidden;
@@ -229,7 +233,7 @@ SPK_DEVICE void down_slots(const float* act, const unsigned short* down, const f
                                 intermediate);
     }
     part = warp_sum(part);
-    if (lane_id() == 0) partials[u] = e >= 0 && e < num_experts ? ldg_f(weights + slot) * part : 0.0f;
+    if (lane_id() == 0) partials[u] = e >= 0 && e < num_experts ? weights.ldg(slot) * part : 0.0f;
   }
 }
 
@@ -242,11 +246,14 @@ SPK_DEVICE bool better(float v, int i, float bv, int bi) {
 }  // namespace moe
 }  // namespace spk
 
-SPK_EXPORT void spark_moe_topk(const float* logits, const unsigned short* per_expert_scale,
-                               float* weights, int* indices, int num_tokens, int num_experts,
+SPK_EXPORT void spark_moe_topk(const void* logits_in, const unsigned short* per_expert_scale,
+                               void* weights_out, int* indices, int num_tokens, int num_experts,
                                int top_k, float logit_scale) {
   using namespace spk::moe;
+  const spk::ActIn logits{logits_in};
+  const spk::ActOut weights{weights_out};
   __shared__ float s_p[kMaxExperts];
+  __shared__ float s_selected[kMaxExperts];  // p of selection k (f32 whatever the storage)
   __shared__ float s_scratch[32];
   __shared__ float s_bv[32];
   __shared__ int s_bi[32];
@@ -262,11 +269,11 @@ SPK_EXPORT void spark_moe_topk(const float* logits, const unsigned short* per_ex
       }
       continue;
     }
-    const float* lt = logits + t * num_experts;
+    const spk::ActIn lt = logits + t * num_experts;
     // 1. softmax over all experts.
     float mx = -spk::inff_();
     for (int e = tid; e < num_experts; e += nt) {
-      s_p[e] = spk::ldg_f(lt + e) * logit_scale;
+      s_p[e] = lt.ldg(e) * logit_scale;
       mx = spk::fmaxf_(mx, s_p[e]);
     }
     mx = spk::block_max(mx, s_scratch);
@@ -280,8 +287,8 @@ SPK_EXPORT void spark_moe_topk(const float* logits, const unsigned short* per_ex
     for (int e = tid; e < num_experts; e += nt) s_p[e] = s_p[e] / sum;
     __syncthreads();
     // 2. top_k by iterative block argmax (ties: lower index); a taken expert is marked -1.
-    //    Thread 0 writes each selection at once (weights hold p until step 3) and sums the
-    //    selected probabilities in selection order.
+    //    Thread 0 writes each selection's index at once, keeps its p in s_selected until step
+    //    3 and sums the selected probabilities in selection order.
     float total = 0.0f;
     for (int k = 0; k < top_k; ++k) {
       float bv = -2.0f;
@@ -316,7 +323,7 @@ SPK_EXPORT void spark_moe_topk(const float* logits, const unsigned short* per_ex
         }
         const bool ok = k < num_experts && bi >= 0 && bi < num_experts && bv >= 0.0f;
         indices[t * top_k + k] = ok ? bi : -1;
-        weights[t * top_k + k] = ok ? bv : 0.0f;
+        s_selected[k] = ok ? bv : 0.0f;
         if (ok) {
           total += bv;
           s_p[bi] = -1.0f;
@@ -328,22 +335,24 @@ SPK_EXPORT void spark_moe_topk(const float* logits, const unsigned short* per_ex
     if (tid == 0) {
       for (int k = 0; k < top_k; ++k) {
         const int e = indices[t * top_k + k];
-        const float w = weights[t * top_k + k];
-        weights[t * top_k + k] =
-            e >= 0 ? spk::act(w / total * spk::ldg_bf16(per_expert_scale + e)) : 0.0f;
+        const float w = s_selected[k];
+        weights[t * top_k + k] = e >= 0 ? w / total * spk::ldg_bf16(per_expert_scale + e) : 0.0f;
       }
     }
     __syncthreads();
   }
 }
 
-SPK_EXPORT_INLINE void spark_moe_gate_up(const float* x, const unsigned short* gate_up, const int* indices,
-                                  float* act, int num_tokens, int hidden, int intermediate,
-                                  int num_experts, int top_k, int tokens_from, int tokens_to) {
+SPK_EXPORT_INLINE void spark_moe_gate_up(const void* x_in, const unsigned short* gate_up,
+                                         const int* indices, void* act_out, int num_tokens,
+                                         int hidden, int intermediate, int num_experts, int top_k,
+                                         int tokens_from, int tokens_to) {
   using namespace spk::moe;
+  const spk::ActIn x{x_in};
+  const spk::ActOut act{act_out};
   if (num_tokens < tokens_from || num_tokens > tokens_to) return;
   if (num_tokens <= 0 || intermediate <= 0 || top_k <= 0) return;
-  const bool vec = (hidden % 8) == 0 && spk::aligned16(x) && spk::aligned16(gate_up);
+  const bool vec = (hidden % 8) == 0 && spk::aligned16(x_in) && spk::aligned16(gate_up);
   if (vec && hidden > 0 && num_tokens >= kGroupMinTokens && blockDim.x == spk::mma::kThreads) {
     gate_up_grouped(x, gate_up, indices, act, num_tokens, hidden, intermediate, num_experts, top_k);
     return;
@@ -370,18 +379,21 @@ SPK_EXPORT_INLINE void spark_moe_gate_up(const float* x, const unsigned short* g
       pu = spk::warp_sum(pu);
       result = spk::spk_gelu(pg) * pu;
     }
-    if (lane == 0) act[u] = spk::act(result);
+    if (lane == 0) act[u] = result;
   }
 }
 
-SPK_EXPORT_INLINE void spark_moe_down(const float* act, const unsigned short* down, const float* weights,
-                               const int* indices, float* y, float* partials, int num_tokens,
-                               int hidden, int intermediate, int num_experts, int top_k,
-                               int tokens_from, int tokens_to) {
+SPK_EXPORT_INLINE void spark_moe_down(const void* act_in, const unsigned short* down,
+                                      const void* weights_in, const int* indices, void* y_out,
+                                      float* partials, int num_tokens, int hidden,
+                                      int intermediate, int num_experts, int top_k,
+                                      int tokens_from, int tokens_to) {
   using namespace spk::moe;
+  const spk::ActIn act{act_in}, weights{weights_in};
+  const spk::ActOut y{y_out};
   if (num_tokens < tokens_from || num_tokens > tokens_to) return;
   if (num_tokens <= 0 || hidden <= 0) return;
-  const bool vec = (intermediate % 8) == 0 && spk::aligned16(act) && spk::aligned16(down);
+  const bool vec = (intermediate % 8) == 0 && spk::aligned16(act_in) && spk::aligned16(down);
   if (spark::abi::MoeDownGrouped(num_tokens, partials != nullptr)) {
     if (top_k <= 0) return;
     if (vec && intermediate > 0 && blockDim.x == spk::mma::kThreads) {
@@ -409,11 +421,11 @@ SPK_EXPORT_INLINE void spark_moe_down(const float* act, const unsigned short* do
       int my_ok = 0;
       if (lane < kn) {
         my_e = spk::ldg_i(indices + t * top_k + k0 + lane);
-        my_w = spk::ldg_f(weights + t * top_k + k0 + lane);
+        my_w = weights.ldg(t * top_k + k0 + lane);
         my_ok = my_e >= 0 && my_e < num_experts;
         if (!my_ok) my_e = 0;
       }
-      const float* a0 = act + (t * top_k + k0) * static_cast<int64_t>(intermediate);
+      const spk::ActIn a0 = act + (t * top_k + k0) * static_cast<int64_t>(intermediate);
       if (vec) {
         // The kn x (intermediate / 8) chunks of all selections, dealt to the lanes: every
         // iteration of every lane is an independent 16-byte load.
@@ -434,8 +446,8 @@ SPK_EXPORT_INLINE void spark_moe_down(const float* act, const unsigned short* do
             spk::unpack_bf16x8(spk::ldg_u4(down + (static_cast<int64_t>(e) * hidden + h) *
                                                       intermediate + cc * 8),
                                wf);
-            const float* ar = a0 + static_cast<int64_t>(k) * intermediate + cc * 8;
-            const float4 x0 = spk::ldg_f4(ar), x1 = spk::ldg_f4(ar + 4);
+            float4 x0, x1;
+            a0.ldg8(static_cast<int64_t>(k) * intermediate + cc * 8, x0, x1);
             const float d = spk::dot8_acc(wf, x0, x1, 0.0f);
             acc = (ok && fl < total) ? spk::fmaf_(w, d, acc) : acc;
           }
@@ -453,12 +465,13 @@ SPK_EXPORT_INLINE void spark_moe_down(const float* act, const unsigned short* do
       }
     }
     acc = spk::warp_sum(acc);
-    if (lane == 0) y[u] = spk::act(acc);
+    if (lane == 0) y[u] = acc;
   }
 }
 
-SPK_EXPORT void spark_moe_combine(const float* partials, float* y, int num_tokens, int hidden,
+SPK_EXPORT void spark_moe_combine(const float* partials, void* y_out, int num_tokens, int hidden,
                                   int top_k) {
+  const spk::ActOut y{y_out};
   if (!spark::abi::MoeDownGrouped(num_tokens, true) || hidden <= 0) return;
   const int64_t n = static_cast<int64_t>(num_tokens) * hidden;
   for (int64_t i = spk::global_thread(); i < n; i += spk::grid_threads()) {
@@ -466,7 +479,7 @@ SPK_EXPORT void spark_moe_combine(const float* partials, float* y, int num_token
     const float* p = partials + t * top_k * hidden + h;
     float sum = 0.0f;  // in k order, adds only: the host reference's order
     for (int k = 0; k < top_k; ++k) sum += spk::ldg_f(p + static_cast<int64_t>(k) * hidden);
-    y[i] = spk::act(sum);
+    y[i] = sum;
   }
 }
 

@@ -10,16 +10,16 @@ namespace {
 
 // (mean(row^2) + epsilon)^-0.5 of one row, the whole block reducing. Ends with a barrier: every
 // thread has finished reading the row for the sum, and `scratch` may be reused.
-SPK_DEVICE float row_inverse_rms(const float* row, int cols, bool vec, float epsilon,
+SPK_DEVICE float row_inverse_rms(ActIn row, int cols, bool vec, float epsilon,
                                  float* scratch) {
   const float ss = block_sum(sum_squares(row, cols, vec, threadIdx.x, blockDim.x), scratch);
   return spk_rsqrtf(ss / static_cast<float>(cols) + epsilon);
 }
 
-// row[4c .. 4c + 3] * inv [* w[4c .. 4c + 3]] (the float4 output path; wvec: w 8-byte aligned).
-SPK_DEVICE float4 normalized4(const float* row, int c, float inv, const unsigned short* weight,
+// row[4c .. 4c + 3] * inv [* w[4c .. 4c + 3]] (the vector output path; wvec: w 8-byte aligned).
+SPK_DEVICE float4 normalized4(ActIn row, int c, float inv, const unsigned short* weight,
                               bool wvec) {
-  float4 v = reinterpret_cast<const float4*>(row)[c];
+  float4 v = row.ld4(4 * c);
   v.x *= inv;
   v.y *= inv;
   v.z *= inv;
@@ -40,7 +40,7 @@ SPK_DEVICE float4 normalized4(const float* row, int c, float inv, const unsigned
 }
 
 // row[c] * inv [* w[c]] (the scalar output path).
-SPK_DEVICE float normalized1(const float* row, int c, float inv, const unsigned short* weight) {
+SPK_DEVICE float normalized1(ActIn row, int c, float inv, const unsigned short* weight) {
   float v = row[c] * inv;
   if (weight != nullptr) v *= ldg_bf16(weight + c);
   return v;
@@ -49,24 +49,26 @@ SPK_DEVICE float normalized1(const float* row, int c, float inv, const unsigned 
 }  // namespace
 }  // namespace spk
 
-SPK_EXPORT void spark_rms_norm(const float* x, const unsigned short* weight, float* y,
+SPK_EXPORT void spark_rms_norm(const void* x_in, const unsigned short* weight, void* y_out,
                                int num_tokens, int groups, int cols, float epsilon) {
   __shared__ float scratch[32];
   if (num_tokens <= 0 || groups <= 0 || cols <= 0) return;
+  const spk::ActIn x{x_in};
+  const spk::ActOut y{y_out};
   const int64_t rows = static_cast<int64_t>(num_tokens) * groups;
-  const bool vec = (cols % 4) == 0 && spk::aligned16(x) && spk::aligned16(y);
+  const bool vec = (cols % 4) == 0 && x.aligned4() && y.aligned4();
   const bool wvec = vec && weight != nullptr && spk::aligned8(weight);
   const int tid = threadIdx.x, nt = blockDim.x;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* xr = x + row * cols;
-    float* yr = y + row * cols;
+    const spk::ActIn xr = x + row * cols;
+    const spk::ActOut yr = y + row * cols;
     const float inv = spk::row_inverse_rms(xr, cols, vec, epsilon, scratch);
     if (vec) {
       for (int c = tid; c < cols / 4; c += nt) {
-        reinterpret_cast<float4*>(yr)[c] = spk::act4(spk::normalized4(xr, c, inv, weight, wvec));
+        yr.st4(4 * c, spk::normalized4(xr, c, inv, weight, wvec));
       }
     } else {
-      for (int c = tid; c < cols; c += nt) yr[c] = spk::act(spk::normalized1(xr, c, inv, weight));
+      for (int c = tid; c < cols; c += nt) yr[c] = spk::normalized1(xr, c, inv, weight);
     }
     // The reduction ended with a barrier; the next row's reduction reuses `scratch` safely.
   }
@@ -78,18 +80,17 @@ namespace {
 // The rows of residual_rms_norm (scale null) and residual_rms_norm_scale:
 //   y = (residual + x * (mean(x^2) + eps)^-0.5 [* w]) [* scale[0]]
 // Same parallelisation and reduction as spark_rms_norm (one block per row, grid-stride over
-// rows, float4 rows when x, residual, y are 16-byte aligned and cols % 4 == 0). y may alias x or
+// rows, 4-element accesses when x, residual, y are aligned for them and cols % 4 == 0). y may alias x or
 // residual: the output pass reads x[c] and residual[c] in the thread that then writes y[c], and
 // the reduction's barrier separates every other read of the row from the writes. Neither x nor
 // residual goes through the non-coherent (__ldg) path, since y may overwrite them. round_sum:
 // the sum is rounded to bf16 before the product (kernel_ops.def).
-SPK_DEVICE void residual_rms_norm_rows(const float* x, const unsigned short* weight,
-                                       const float* residual, const unsigned short* scale,
-                                       float* y, int num_tokens, int cols, float epsilon,
-                                       bool round_sum) {
+SPK_DEVICE void residual_rms_norm_rows(ActIn x, const unsigned short* weight, ActIn residual,
+                                       const unsigned short* scale, ActOut y, int num_tokens,
+                                       int cols, float epsilon, bool round_sum) {
   __shared__ float scratch[32];
   if (num_tokens <= 0 || cols <= 0) return;
-  const bool vec = (cols % 4) == 0 && aligned16(x) && aligned16(residual) && aligned16(y);
+  const bool vec = (cols % 4) == 0 && x.aligned4() && residual.aligned4() && y.aligned4();
   const bool wvec = vec && weight != nullptr && aligned8(weight);
   const float s = scale != nullptr ? ldg_bf16(scale) : 1.0f;
   const auto finish = [&](float sum) {
@@ -99,23 +100,23 @@ SPK_DEVICE void residual_rms_norm_rows(const float* x, const unsigned short* wei
   };
   const int tid = threadIdx.x, nt = blockDim.x;
   for (int64_t row = blockIdx.x; row < num_tokens; row += gridDim.x) {
-    const float* xr = x + row * cols;
-    const float* rr = residual + row * cols;
-    float* yr = y + row * cols;
+    const ActIn xr = x + row * cols;
+    const ActIn rr = residual + row * cols;
+    const ActOut yr = y + row * cols;
     const float inv = row_inverse_rms(xr, cols, vec, epsilon, scratch);
     if (vec) {
       for (int c = tid; c < cols / 4; c += nt) {
         float4 v = normalized4(xr, c, inv, weight, wvec);
-        const float4 r = reinterpret_cast<const float4*>(rr)[c];
+        const float4 r = rr.ld4(4 * c);
         v.x = finish(r.x + v.x);
         v.y = finish(r.y + v.y);
         v.z = finish(r.z + v.z);
         v.w = finish(r.w + v.w);
-        reinterpret_cast<float4*>(yr)[c] = act4(v);
+        yr.st4(4 * c, v);
       }
     } else {
       for (int c = tid; c < cols; c += nt) {
-        yr[c] = act(finish(rr[c] + normalized1(xr, c, inv, weight)));
+        yr[c] = finish(rr[c] + normalized1(xr, c, inv, weight));
       }
     }
     // The reduction ended with a barrier; the next row's reduction reuses `scratch` safely.
@@ -127,18 +128,19 @@ SPK_DEVICE void residual_rms_norm_rows(const float* x, const unsigned short* wei
 
 // Residual add fused with the RMSNorm above, over rows of x [num_tokens, cols]:
 //   y = residual + x * (mean(x^2) + eps)^-0.5 [* w]
-SPK_EXPORT void spark_residual_rms_norm(const float* x, const unsigned short* weight,
-                                        const float* residual, float* y, int num_tokens, int cols,
+SPK_EXPORT void spark_residual_rms_norm(const void* x, const unsigned short* weight,
+                                        const void* residual, void* y, int num_tokens, int cols,
                                         float epsilon) {
-  spk::residual_rms_norm_rows(x, weight, residual, nullptr, y, num_tokens, cols, epsilon, false);
+  spk::residual_rms_norm_rows({x}, weight, {residual}, nullptr, {y}, num_tokens, cols, epsilon,
+                              false);
 }
 
 // The same, times the layer scalar s[0]: y = (residual + rms_norm(x) [* w]) * s[0].
-SPK_EXPORT void spark_residual_rms_norm_scale(const float* x, const unsigned short* weight,
-                                              const float* residual, const unsigned short* s,
-                                              float* y, int num_tokens, int cols, float epsilon,
+SPK_EXPORT void spark_residual_rms_norm_scale(const void* x, const unsigned short* weight,
+                                              const void* residual, const unsigned short* s,
+                                              void* y, int num_tokens, int cols, float epsilon,
                                               int round_sum) {
-  spk::residual_rms_norm_rows(x, weight, residual, s, y, num_tokens, cols, epsilon,
+  spk::residual_rms_norm_rows({x}, weight, {residual}, s, {y}, num_tokens, cols, epsilon,
                               round_sum != 0);
 }
 

@@ -54,7 +54,7 @@ SPK_DEVICE int rope_rotated_pairs(int rotated_pairs, int half) {
 }  // namespace
 }  // namespace spk
 
-SPK_EXPORT void spark_rope(const float* x, const int* positions, float* y, int num_tokens,
+SPK_EXPORT void spark_rope(const void* x, const int* positions, void* y, int num_tokens,
                            int heads, int head_dim, int rotated_pairs, float theta, float factor) {
   __shared__ float s_cos[spk::kRopeChunk];
   __shared__ float s_sin[spk::kRopeChunk];
@@ -64,8 +64,8 @@ SPK_EXPORT void spark_rope(const float* x, const int* positions, float* y, int n
   const int tid = threadIdx.x, nt = blockDim.x;
   const int64_t row_pitch = static_cast<int64_t>(heads) * head_dim;
   for (int64_t t = blockIdx.x; t < num_tokens; t += gridDim.x) {
-    const float* xt = x + t * row_pitch;
-    float* yt = y + t * row_pitch;
+    const spk::ActIn xt = spk::ActIn{x} + t * row_pitch;
+    const spk::ActOut yt = spk::ActOut{y} + t * row_pitch;
     const float pos = static_cast<float>(spk::ldg_i(positions + t));
     for (int p0 = 0; p0 < half; p0 += spk::kRopeChunk) {
       const int np = half - p0 < spk::kRopeChunk ? half - p0 : spk::kRopeChunk;
@@ -80,25 +80,25 @@ SPK_EXPORT void spark_rope(const float* x, const int* positions, float* y, int n
         const float x0 = xt[off], x1 = xt[off + half];
         if (pair < rot) {
           const float c = s_cos[i], s = s_sin[i];
-          yt[off] = spk::act(x0 * c - x1 * s);
-          yt[off + half] = spk::act(x1 * c + x0 * s);
+          yt[off] = x0 * c - x1 * s;
+          yt[off + half] = x1 * c + x0 * s;
         } else {
-          yt[off] = spk::act(x0);
-          yt[off + half] = spk::act(x1);
+          yt[off] = x0;
+          yt[off + half] = x1;
         }
       }
     }
     if (head_dim & 1) {  // odd head_dim: the last element has no partner and passes through
       for (int h = tid; h < heads; h += nt) {
         const int64_t off = static_cast<int64_t>(h) * head_dim + head_dim - 1;
-        yt[off] = spk::act(xt[off]);
+        yt[off] = xt[off];
       }
     }
   }
 }
 
-SPK_EXPORT void spark_rms_norm_rope(const float* x, const unsigned short* weight,
-                                    const int* positions, float* y, int num_tokens, int heads,
+SPK_EXPORT void spark_rms_norm_rope(const void* x, const unsigned short* weight,
+                                    const int* positions, void* y, int num_tokens, int heads,
                                     int head_dim, int rotated_pairs, float theta, float factor,
                                     float epsilon) {
   __shared__ float s_cos[spk::kRopeChunk];
@@ -109,21 +109,22 @@ SPK_EXPORT void spark_rms_norm_rope(const float* x, const unsigned short* weight
   const int rot = spk::rope_rotated_pairs(rotated_pairs, half);
   const int tid = threadIdx.x, nt = blockDim.x;
   const int lane = spk::lane_id(), warp = spk::warp_id(), nw = spk::num_warps();
-  // Head rows start at multiples of head_dim: 16-byte aligned when x is and head_dim % 4 == 0.
-  const bool vec = (head_dim % 4) == 0 && spk::aligned16(x);
+  // Head rows start at multiples of head_dim: aligned for 4-element loads when x is and
+  // head_dim % 4 == 0.
+  const bool vec = (head_dim % 4) == 0 && spk::ActIn{x}.aligned4();
   // With a single pair chunk, cos/sin stay valid across the head chunks of a token.
   const bool one_pair_chunk = half <= spk::kRopeChunk;
   const int64_t row_pitch = static_cast<int64_t>(heads) * head_dim;
   for (int64_t t = blockIdx.x; t < num_tokens; t += gridDim.x) {
-    const float* xt = x + t * row_pitch;
-    float* yt = y + t * row_pitch;
+    const spk::ActIn xt = spk::ActIn{x} + t * row_pitch;
+    const spk::ActOut yt = spk::ActOut{y} + t * row_pitch;
     const float pos = static_cast<float>(spk::ldg_i(positions + t));
     for (int h0 = 0; h0 < heads; h0 += spk::kNormRopeHeads) {
       const int nh = heads - h0 < spk::kNormRopeHeads ? heads - h0 : spk::kNormRopeHeads;
       __syncthreads();  // previous head chunk/token finished with s_inv, s_cos, s_sin
       // Inverse RMS of the chunk's head rows, one warp per row (lane-strided f32 sums).
       for (int j = warp; j < nh; j += nw) {
-        const float* xh = xt + static_cast<int64_t>(h0 + j) * head_dim;
+        const spk::ActIn xh = xt + static_cast<int64_t>(h0 + j) * head_dim;
         const float ss = spk::warp_sum(spk::sum_squares(xh, head_dim, vec, lane, 32));
         if (lane == 0) s_inv[j] = spk::spk_rsqrtf(ss / static_cast<float>(head_dim) + epsilon);
       }
@@ -147,11 +148,11 @@ SPK_EXPORT void spark_rms_norm_rope(const float* x, const unsigned short* weight
           }
           if (pair < rot) {
             const float c = s_cos[i], s = s_sin[i];
-            yt[off] = spk::act(x0 * c - x1 * s);
-            yt[off + half] = spk::act(x1 * c + x0 * s);
+            yt[off] = x0 * c - x1 * s;
+            yt[off + half] = x1 * c + x0 * s;
           } else {
-            yt[off] = spk::act(x0);
-            yt[off + half] = spk::act(x1);
+            yt[off] = x0;
+            yt[off + half] = x1;
           }
         }
       }
@@ -161,7 +162,7 @@ SPK_EXPORT void spark_rms_norm_rope(const float* x, const unsigned short* weight
           const int64_t off = static_cast<int64_t>(h0 + j) * head_dim + head_dim - 1;
           float v = xt[off] * s_inv[j];
           if (weight != nullptr) v *= spk::ldg_bf16(weight + head_dim - 1);
-          yt[off] = spk::act(v);
+          yt[off] = v;
         }
       }
     }

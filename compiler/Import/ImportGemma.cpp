@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Import/ImportGemma.h"
 
+#include "compiler/Support/ElementTypes.h"
 #include "dialects/Spark/IR/SparkOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -352,7 +353,9 @@ llvm::Error checkWeightsAgainstCheckpoint(ModuleOp module, llvm::StringRef dir) 
       return;
     rt::WeightInfo info;
     info.name = w.getName().str();
-    info.dtype = w.getType().getElementType().isBF16() ? rt::DType::kBF16 : rt::DType::kF32;
+    // An element type the runtime has no name for cannot be in a checkpoint: f32 then makes the
+    // check below report the mismatch with the checkpoint's real dtype.
+    info.dtype = runtimeElementType(w.getType().getElementType()).value_or(rt::DType::kF32);
     info.shape.assign(w.getType().getShape().begin(), w.getType().getShape().end());
     plan.weights.push_back(std::move(info));
   });

@@ -8,6 +8,7 @@
 
 #include "absl/types/optional.h"
 #include "absl/types/span.h"
+#include "spark/runtime/element_type.h"
 
 namespace spark {
 namespace rt {
@@ -41,6 +42,13 @@ inline absl::optional<uint64_t> CheckedShapeBytes(absl::Span<const int64_t> shap
 // The same, saturating at UINT64_MAX instead of failing (for accessors on validated data).
 inline uint64_t SaturatingShapeBytes(absl::Span<const int64_t> shape, uint64_t element_size) {
   return CheckedShapeBytes(shape, element_size).value_or(std::numeric_limits<uint64_t>::max());
+}
+
+// Bytes of a tensor of `shape` and `dtype` (packed types rounded up to whole bytes), or nullopt
+// when a dimension is negative or the size overflows.
+inline absl::optional<uint64_t> CheckedTensorBytes(absl::Span<const int64_t> shape, DType dtype) {
+  const absl::optional<uint64_t> elements = CheckedShapeBytes(shape, 1);
+  return elements ? DTypeBytes(dtype, *elements) : absl::nullopt;
 }
 
 }  // namespace rt

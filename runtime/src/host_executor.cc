@@ -70,12 +70,23 @@ class HostExecutor final : public Executor {
                    const SoftTokenChunk* soft);
   absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t first_position);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
-  // bf16 activations (Plan::activation_precision): rounds the f32 outputs of step `step_index`
-  // (its first num_tokens rows) to bf16, as the kernels round each value they store.
-  void RoundOutputsToBf16(int step_index, int32_t num_tokens);
+  // bf16 activations (Plan::activation_precision): the host reference computes on f32 buffers
+  // (abi::ops::<op>::HostFn). Points the step's activation arguments (kAct) at f32 copies of
+  // their buffers' first `rows` rows (one copy per buffer, so that aliased arguments stay
+  // aliased); WriteBackWidened rounds the copies of the buffers the step wrote back to bf16
+  // (nearest even), as the kernels round each value they store.
+  void WidenActivations(const Step& step, int32_t rows, std::vector<HostArg>* args);
+  void WriteBackWidened(const Step& step);
+
+  struct WidenedBuffer {
+    int64_t buffer = 0;
+    int64_t elements = 0;
+    std::vector<float> values;
+  };
 
   const Plan& plan_;
   std::vector<WeightData> weights_;
+  std::vector<WidenedBuffer> widened_;  // of the step running (bf16 activations only)
   std::vector<uint64_t> arena_;  // arena_bytes, 8-byte aligned; empty until the first sequence
   ArgBindings bindings_;         // arena and weights; the caches are the running sequence's
   uint64_t allocated_bytes_ = 0;
@@ -140,11 +151,18 @@ absl::Status HostExecutor::Run(SequenceState& state, absl::Span<const int32_t> i
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
   SPARK_RETURN_IF_ERROR(RunSteps(num_tokens, num_soft, positions[0]));
   const int64_t vocab = plan_.model.vocab_size;
-  const float* out = reinterpret_cast<const float*>(BufferData(plan_.output_logits));
   const int64_t first_row = rows == LogitRows::kAll    ? 0
                             : rows == LogitRows::kLast ? num_tokens - 1
                                                        : num_tokens;
-  logits->assign(out + first_row * vocab, out + static_cast<int64_t>(num_tokens) * vocab);
+  const int64_t begin = first_row * vocab, end = static_cast<int64_t>(num_tokens) * vocab;
+  const uint8_t* out = BufferData(plan_.output_logits);
+  if (plan_.activation_precision == DType::kBF16) {
+    logits->resize(static_cast<size_t>(end - begin));
+    ActivationsToF32(out + begin * 2, DType::kBF16, absl::MakeSpan(*logits));
+  } else {
+    const float* f32 = reinterpret_cast<const float*>(out);
+    logits->assign(f32 + begin, f32 + end);
+  }
   return absl::OkStatus();
 }
 
@@ -160,8 +178,8 @@ void HostExecutor::WriteInputs(absl::Span<const int32_t> ids, absl::Span<const i
                 positions.size() * sizeof(int32_t));
   }
   if (soft == nullptr || soft->indices.empty()) return;
-  std::memcpy(BufferData(plan_.soft_embeddings), soft->embeddings.data(),
-              soft->embeddings.size() * sizeof(float));
+  ActivationsFromF32(soft->embeddings, plan_.activation_precision,
+                     BufferData(plan_.soft_embeddings));
   std::memcpy(BufferData(plan_.soft_indices), soft->indices.data(),
               soft->indices.size() * sizeof(int32_t));
 }
@@ -182,6 +200,8 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
       args.push_back(
           {r.kind, reinterpret_cast<void*>(static_cast<uintptr_t>(r.address)), r.i32, r.f32});
     }
+    const bool widen = plan_.activation_precision == DType::kBF16;
+    if (widen) WidenActivations(step, std::max(num_tokens, num_soft_tokens), &args);
     const absl::Status status = RunHostKernel(step.op, args);
     if (profile != nullptr) {
       profile->Record(i, num_tokens, first_position, absl::ToDoubleSeconds(absl::Now() - start));
@@ -190,22 +210,49 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
       return absl::Status(status.code(), absl::StrCat(DescribeStep(static_cast<int>(i), step), ": ",
                                                       status.message()));
     }
-    if (plan_.activation_precision == DType::kBF16) {
-      RoundOutputsToBf16(static_cast<int>(i), num_tokens);
-    }
+    if (widen) WriteBackWidened(step);
     if (step_observer()) SPARK_RETURN_IF_ERROR(ObserveStep(static_cast<int>(i), num_tokens));
   }
   return absl::OkStatus();
 }
 
-void HostExecutor::RoundOutputsToBf16(int step_index, int32_t num_tokens) {
-  for (const OutputBuffer& output : StepOutputBuffers(step_index, plan_.steps[step_index])) {
-    const BufferInfo& buffer = plan_.buffers[output.buffer];
-    if (buffer.dtype != DType::kF32) continue;  // token ids, expert indices
-    float* data = reinterpret_cast<float*>(BufferData(output.buffer));
-    const int64_t n = static_cast<int64_t>(num_tokens) * buffer.row_bytes() / sizeof(float);
-    for (int64_t i = 0; i < n; ++i) data[i] = Bf16ToF32(F32ToBf16(data[i]));
+void HostExecutor::WidenActivations(const Step& step, int32_t rows, std::vector<HostArg>* args) {
+  widened_.clear();
+  const abi::KernelSpec& spec = SpecOf(step);
+  const int64_t step_rows = std::min<int64_t>(rows, plan_.max_tokens);
+  for (int a = 0; a < spec.num_args; ++a) {
+    if (spec.args[a].element != abi::ElementType::kAct) continue;
+    if (step.args[a].kind != ArgRefKind::kBuffer) continue;  // null (ValidatePlan allows it)
+    const int64_t buffer = step.args[a].index;
+    auto found = std::find_if(widened_.begin(), widened_.end(),
+                              [&](const WidenedBuffer& w) { return w.buffer == buffer; });
+    if (found == widened_.end()) {
+      const BufferInfo& info = plan_.buffers[buffer];
+      WidenedBuffer w;
+      w.buffer = buffer;
+      int64_t row_elements = 1;
+      for (int64_t d : info.row_shape) row_elements *= d;  // validated: no overflow
+      w.elements = step_rows * row_elements;
+      w.values.resize(static_cast<size_t>(w.elements));
+      ActivationsToF32(BufferData(buffer), info.dtype, absl::MakeSpan(w.values));
+      widened_.push_back(std::move(w));
+      found = widened_.end() - 1;
+    }
+    (*args)[a].ptr = found->values.data();
   }
+}
+
+void HostExecutor::WriteBackWidened(const Step& step) {
+  const abi::KernelSpec& spec = SpecOf(step);
+  for (const WidenedBuffer& w : widened_) {
+    bool written = false;
+    for (int a = 0; a < spec.num_args; ++a) {
+      written |= step.args[a].kind == ArgRefKind::kBuffer && step.args[a].index == w.buffer &&
+                 abi::IsWrittenRole(spec.args[a].role);
+    }
+    if (written) ActivationsFromF32(w.values, plan_.buffers[w.buffer].dtype, BufferData(w.buffer));
+  }
+  widened_.clear();
 }
 
 absl::Status HostExecutor::ObserveStep(int step_index, int32_t num_tokens) {

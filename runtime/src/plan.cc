@@ -621,9 +621,16 @@ absl::Status ValidateModel(const ModelInfo& model, absl::string_view origin) {
 
 absl::Status ValidateBuffer(const BufferInfo& buffer, const std::string& path, const Plan& plan,
                             absl::string_view origin) {
-  if (buffer.dtype == DType::kBF16) {
+  // bf16 is the storage of activations under activation_precision bf16 (kernel_abi.h
+  // ActivationPrecision); workspaces stay f32, ids and indices i32.
+  if (buffer.dtype != DType::kF32 && buffer.dtype != DType::kBF16 && buffer.dtype != DType::kI32) {
     return PlanError(origin, absl::StrCat(path, ".dtype"),
-                     "activation buffers are f32 or i32, found bf16");
+                     absl::StrCat("buffers are f32, bf16 or i32, found ", DTypeName(buffer.dtype)));
+  }
+  if (buffer.dtype == DType::kBF16 && plan.activation_precision != DType::kBF16) {
+    return PlanError(origin, absl::StrCat(path, ".dtype"),
+                     "a bf16 buffer in a plan whose activation_precision is f32 (buffers are "
+                     "f32 or i32 then)");
   }
   SPARK_RETURN_IF_ERROR(CheckDims(origin, absl::StrCat(path, ".row_shape"), buffer.row_shape));
   const uint64_t element_size = static_cast<uint64_t>(DTypeSize(buffer.dtype));
@@ -657,7 +664,7 @@ absl::Status ValidateWeight(const WeightInfo& weight, const std::string& path,
                                   " weights are bf16, found ", DTypeName(weight.dtype)));
   }
   SPARK_RETURN_IF_ERROR(CheckDims(origin, absl::StrCat(path, ".shape"), weight.shape));
-  if (!CheckedShapeBytes(weight.shape, DTypeSize(weight.dtype))) {
+  if (!CheckedTensorBytes(weight.shape, weight.dtype)) {
     return PlanError(origin, absl::StrCat(path, ".shape"),
                      absl::StrCat(ShapeText(weight.shape), " is too large (over 2^64 bytes)"));
   }
@@ -717,8 +724,10 @@ absl::Status ValidateEntryPoints(const Plan& plan, absl::string_view origin) {
       CheckEntryBuffer(plan, origin, "inputs.ids", plan.input_ids, DType::kI32, {}));
   SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.positions", plan.input_positions,
                                          DType::kI32, {}));
+  // The logits and the soft-token embeddings are activations: of the plan's precision. The
+  // executors convert them from and to the f32 the API speaks.
   SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "outputs.logits", plan.output_logits,
-                                         DType::kF32, {plan.model.vocab_size}));
+                                         plan.activation_precision, {plan.model.vocab_size}));
   if (plan.input_last_visible >= 0) {
     SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.last_visible",
                                            plan.input_last_visible, DType::kI32, {}));
@@ -729,7 +738,7 @@ absl::Status ValidateEntryPoints(const Plan& plan, absl::string_view origin) {
   }
   if (plan.soft_embeddings < 0) return absl::OkStatus();
   SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.soft_embeddings",
-                                         plan.soft_embeddings, DType::kF32,
+                                         plan.soft_embeddings, plan.activation_precision,
                                          {plan.model.hidden_size}));
   return CheckEntryBuffer(plan, origin, "inputs.soft_indices", plan.soft_indices, DType::kI32,
                           {});
@@ -1040,32 +1049,6 @@ Json PlanJson(const Plan& plan) {
 
 }  // namespace
 
-int DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kI32: return 4;
-  }
-  return 0;
-}
-
-absl::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kI32: return "i32";
-  }
-  return "?";
-}
-
-absl::StatusOr<DType> ParseDType(absl::string_view name) {
-  for (const DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
-    if (name == DTypeName(dtype)) return dtype;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype \"", name, "\" (expected f32, bf16 or i32)"));
-}
-
 uint64_t BufferInfo::row_bytes() const {
   return SaturatingShapeBytes(row_shape, static_cast<uint64_t>(DTypeSize(dtype)));
 }
@@ -1080,7 +1063,7 @@ int KvCacheInfo::abi_dtype() const {
 }
 
 uint64_t WeightInfo::num_bytes() const {
-  return SaturatingShapeBytes(shape, static_cast<uint64_t>(DTypeSize(dtype)));
+  return CheckedTensorBytes(shape, dtype).value_or(std::numeric_limits<uint64_t>::max());
 }
 
 absl::string_view ArgRefKindName(ArgRefKind kind) { return ArgKindInfoOf(kind).key; }

@@ -436,15 +436,6 @@ int SafetensorsDTypeSize(absl::string_view dtype) {
   return 0;
 }
 
-absl::string_view SafetensorsDTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kI32: return "I32";
-  }
-  return "";
-}
-
 Checkpoint::~Checkpoint() = default;
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir_or_file) {

@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/executor.h"
+#include "spark/runtime/host_kernels.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan.h"
 
@@ -176,6 +177,31 @@ StepOutput MakeStepOutput(const Plan& plan, int step_index, const OutputBuffer& 
   out.data = data;
   out.num_bytes = static_cast<uint64_t>(num_tokens) * buffer.row_bytes();
   return out;
+}
+
+void ActivationsToF32(const void* data, DType dtype, absl::Span<float> out) {
+  if (dtype == DType::kF32) {
+    std::memcpy(out.data(), data, out.size() * sizeof(float));
+    return;
+  }
+  const uint8_t* bytes = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, bytes + 2 * i, sizeof(bits));
+    out[i] = Bf16ToF32(bits);
+  }
+}
+
+void ActivationsFromF32(absl::Span<const float> values, DType dtype, void* data) {
+  if (dtype == DType::kF32) {
+    std::memcpy(data, values.data(), values.size() * sizeof(float));
+    return;
+  }
+  uint8_t* bytes = static_cast<uint8_t*>(data);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t bits = F32ToBf16(values[i]);
+    std::memcpy(bytes + 2 * i, &bits, sizeof(bits));
+  }
 }
 
 std::string DescribeStep(int step_index, const Step& step) {

@@ -58,6 +58,11 @@ std::vector<OutputBuffer> StepOutputBuffers(int step_index, const Step& step);
 StepOutput MakeStepOutput(const Plan& plan, int step_index, const OutputBuffer& output,
                           int32_t num_tokens, const void* data);
 
+// Activations between the f32 the API speaks and their storage in a buffer of `dtype` (kF32, or
+// kBF16: rounded to nearest even): out.size() / values.size() elements.
+void ActivationsToF32(const void* data, DType dtype, absl::Span<float> out);
+void ActivationsFromF32(absl::Span<const float> values, DType dtype, void* data);
+
 // "step 12 (layers.0.attention, op attention, kernel spark_attention__i8_i1_...)", for error messages.
 std::string DescribeStep(int step_index, const Step& step);
 

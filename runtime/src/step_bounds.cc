@@ -119,8 +119,12 @@ class StepChecker {
     return step_.args[i].kind == ArgRefKind::kNull && spec_.args[i].nullable;
   }
 
-  static DType BufferDType(abi::ElementType element) {
-    return element == abi::ElementType::kI32 ? DType::kI32 : DType::kF32;
+  // The dtype a buffer of the registry's element type has in this plan: kAct is the plan's
+  // activation precision.
+  DType BufferDType(abi::ElementType element) const {
+    return element == abi::ElementType::kI32   ? DType::kI32
+           : element == abi::ElementType::kAct ? plan_.activation_precision
+                                               : DType::kF32;
   }
 
   // An activation buffer of at least `per_token` elements of the slot's type in each row.
@@ -140,12 +144,13 @@ class StepChecker {
     const DType dtype = BufferDType(slot.element);
     if (buffer.dtype != dtype) {
       return Error(i, absl::StrCat(slot.name, " of ", spec_.op, " is ", DTypeName(dtype),
-                                   dtype == DType::kI32 ? " (token ids or indices)"
-                                                        : " (activations)",
+                                   dtype == DType::kI32                      ? " (token ids or indices)"
+                                   : slot.element == abi::ElementType::kAct ? " (activations)"
+                                                                            : " (a workspace)",
                                    ", buffer ", arg.index, " (", buffer.name, ") is ",
                                    DTypeName(buffer.dtype)));
     }
-    const uint64_t have = buffer.row_bytes() / DTypeSize(buffer.dtype);
+    const uint64_t have = SaturatingShapeBytes(buffer.row_shape, 1);  // elements per row
     if (have < static_cast<uint64_t>(per_token)) {
       return Error(i, absl::StrCat(spec_.op, " uses ", per_token, " elements per token of ",
                                    slot.name, ", buffer ", arg.index, " (", buffer.name,
@@ -167,7 +172,7 @@ class StepChecker {
                                    ArgRefKindName(arg.kind)));
     }
     const WeightInfo& weight = plan_.weights[arg.index];
-    const uint64_t have = weight.num_bytes() / DTypeSize(weight.dtype);
+    const uint64_t have = SaturatingShapeBytes(weight.shape, 1);  // elements
     if (have < static_cast<uint64_t>(total)) {
       return Error(i, absl::StrCat(spec_.op, " reads ", total, " elements of ", slot.name,
                                    ", weight ", arg.index, " (", weight.name, ") has ", have));

@@ -6,7 +6,7 @@
 Finds the plan header (magic "SPKPLAN\\0", docs/plan-format.md) and changes one thing, keeping the
 file's size and ELF structure: `checksum` flips a bit of the first JSON byte (the header's FNV-1a
 checksum no longer matches), `magic` overwrites the magic's first byte, `version` sets the version
-to 8 (newer than this runtime reads), `flags` sets the flags to 1, `arena` sets the JSON's arena_bytes to 1 (padded with spaces
+to the file's own plus one (newer than this runtime reads), `flags` sets the flags to 1, `arena` sets the JSON's arena_bytes to 1 (padded with spaces
 to the same length) and updates the checksum, so that only the plan's own checks can reject it;
 `kernel` points the first linear step at another linear step's entry whose name has the same
 length (an entry compiled for other sizes, e.g. a 128-output projection at the 512-output LM
@@ -45,7 +45,8 @@ def main():
     elif what == "magic":
         data[at] = ord("X")
     elif what == "version":
-        data[at + 8:at + 12] = struct.pack("<I", 8)
+        (version,) = struct.unpack("<I", data[at + 8:at + 12])
+        data[at + 8:at + 12] = struct.pack("<I", version + 1)
     elif what == "flags":
         data[at + 12:at + 16] = struct.pack("<I", 1)
     else:

@@ -352,7 +352,7 @@ void CheckResidualRmsNorm(int T, int cols, bool weight, Alias alias, int misalig
 
 // ---- bf16 activations (kernel_abi.h ActivationPrecision) ----
 // The kernels' activation precision is bf16 while one of these lives (launches made in its scope
-// round their f32 outputs), f32 again after.
+// read and write their activations as bf16; workspaces stay f32), f32 again after.
 class Bf16Activations {
  public:
   Bf16Activations() { Set(spark::abi::kActivationBF16); }
@@ -373,38 +373,34 @@ std::vector<float> RoundedToBf16(std::vector<float> v) {
   for (float& f : v) f = spark::rt::Bf16ToF32(spark::rt::F32ToBf16(f));
   return v;
 }
-// Elements of `got` that are not bf16 values (low 16 bits set): every f32 output must be one.
-int64_t NonBf16Count(const std::vector<float>& got) {
-  int64_t n = 0;
-  for (float f : got) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof(bits));
-    n += (bits & 0xffffu) != 0 ? 1 : 0;
-  }
-  return n;
+std::vector<bf16> Bf16Bits(const std::vector<float>& v) {
+  std::vector<bf16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = spark::rt::F32ToBf16(v[i]);
+  return out;
 }
-// A bf16-activation case: the kernel's inputs are bf16 values (as every activation of such a
-// module is) and its reference is the host kernel's output rounded to bf16. Outputs near a
-// rounding boundary may land one bf16 step apart (2^-8 of the element, <= 3.9e-3 of max|ref|):
-// threshold 8e-3. A single output that is not a bf16 value fails the case.
-void ReportBf16(const char* op, const std::string& shape, const std::vector<float>& got,
+std::vector<float> Widened(const std::vector<bf16>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = spark::rt::Bf16ToF32(v[i]);
+  return out;
+}
+// A bf16-activation case: the kernel's inputs are bf16 (stored as such: Dev<bf16>) and its
+// reference is the host kernel's output, on the same values widened to f32, rounded to bf16.
+// Outputs near a rounding boundary may land one bf16 step apart (2^-8 of the element, <= 3.9e-3
+// of max|ref|): threshold 8e-3.
+void ReportBf16(const char* op, const std::string& shape, const std::vector<bf16>& got,
                 const std::vector<float>& ref) {
-  const int64_t stray = NonBf16Count(got);
-  Err e = Compare(got, RoundedToBf16(ref));
-  if (stray != 0) e.abs = INFINITY;
-  Report(op, shape + " [act=bf16]", e, 8e-3,
-         stray != 0 ? Fmt("%lld outputs are not bf16 values", static_cast<long long>(stray)) : "");
+  Report(op, shape + " [act=bf16]", Compare(Widened(got), RoundedToBf16(ref)), 8e-3);
 }
 
 void CheckLinearBf16Act(int T, int out, int in) {
   if (!Enabled("linear")) return;
-  const auto x = RoundedToBf16(Normals(static_cast<size_t>(T) * in));
+  const auto x = Bf16Bits(Normals(static_cast<size_t>(T) * in));
   const auto w = Bf16Uniform(static_cast<size_t>(out) * in, -0.05f, 0.05f);
   std::vector<float> ref(static_cast<size_t>(T) * out);
-  host::Linear(x.data(), w.data(), ref.data(), T, out, in);
-  Dev<float> d_x(x);
+  host::Linear(Widened(x).data(), w.data(), ref.data(), T, out, in);
+  Dev<bf16> d_x(x);
   Dev<bf16> d_w(w);
-  Dev<float> d_y(ref.size());
+  Dev<bf16> d_y(ref.size());
   const bool mma = T >= 16 && in % 8 == 0;
   d_y.Poison();
   {
@@ -418,12 +414,13 @@ void CheckLinearBf16Act(int T, int out, int in) {
 
 void CheckResidualRmsNormBf16Act(int T, int cols) {
   if (!Enabled("residual_rms_norm")) return;
-  const auto x = RoundedToBf16(Normals(static_cast<size_t>(T) * cols));
-  const auto res = RoundedToBf16(Normals(static_cast<size_t>(T) * cols));
+  const auto x = Bf16Bits(Normals(static_cast<size_t>(T) * cols));
+  const auto res = Bf16Bits(Normals(static_cast<size_t>(T) * cols));
   const auto w = Bf16Uniform(cols, 0.5f, 1.5f);
   std::vector<float> ref(x.size());
-  host::ResidualRmsNorm(x.data(), w.data(), res.data(), ref.data(), T, cols, 1e-6f);
-  Dev<float> d_x(x), d_res(res), d_y(ref.size());
+  host::ResidualRmsNorm(Widened(x).data(), w.data(), Widened(res).data(), ref.data(), T, cols,
+                        1e-6f);
+  Dev<bf16> d_x(x), d_res(res), d_y(ref.size());
   Dev<bf16> d_w(w);
   d_y.Poison();
   {
@@ -436,11 +433,11 @@ void CheckResidualRmsNormBf16Act(int T, int cols) {
 
 void CheckGeluMulBf16Act(int T, int cols) {
   if (!Enabled("gelu_mul")) return;
-  const auto a = RoundedToBf16(Normals(static_cast<size_t>(T) * cols));
-  const auto b = RoundedToBf16(Normals(static_cast<size_t>(T) * cols));
+  const auto a = Bf16Bits(Normals(static_cast<size_t>(T) * cols));
+  const auto b = Bf16Bits(Normals(static_cast<size_t>(T) * cols));
   std::vector<float> ref(a.size());
-  host::GeluMul(a.data(), b.data(), ref.data(), T, cols);
-  Dev<float> d_a(a), d_b(b), d_y(ref.size());
+  host::GeluMul(Widened(a).data(), Widened(b).data(), ref.data(), T, cols);
+  Dev<bf16> d_a(a), d_b(b), d_y(ref.size());
   d_y.Poison();
   {
     const Bf16Activations bf16_activations;
@@ -448,6 +445,119 @@ void CheckGeluMulBf16Act(int T, int cols) {
     Launch("gelu_mul", check_gelu_mul, grid, d_a.p, d_b.p, d_y.p, T, cols);
   }
   ReportBf16("gelu_mul", Fmt("T=%d cols=%d", T, cols), d_y.Download(), ref);
+}
+
+void CheckEmbeddingBf16Act(int T, int vocab, int dim) {
+  if (!Enabled("embedding")) return;
+  const auto table = Bf16Uniform(static_cast<size_t>(vocab) * dim, -1.0f, 1.0f);
+  std::vector<int> ids(T);
+  for (int t = 0; t < T; ++t) ids[t] = g_rng.Int(0, vocab - 1);
+  std::vector<float> ref(static_cast<size_t>(T) * dim);
+  host::Embedding(ids.data(), table.data(), ref.data(), T, vocab, dim, 3.0f);
+  Dev<int> d_ids(ids);
+  Dev<bf16> d_table(table), d_y(ref.size());
+  d_y.Poison();
+  {
+    const Bf16Activations bf16_activations;
+    Launch("embedding", check_embedding, T, d_ids.p, d_table.p, d_y.p, T, vocab, dim, 3.0f);
+  }
+  ReportBf16("embedding", Fmt("T=%d vocab=%d dim=%d", T, vocab, dim), d_y.Download(), ref);
+}
+
+void CheckRmsNormRopeBf16Act(int T, int heads, int head_dim, int rotated, float theta) {
+  if (!Enabled("rms_norm_rope")) return;
+  const size_t n = static_cast<size_t>(T) * heads * head_dim;
+  const auto x = Bf16Bits(Normals(n, 2.0f));
+  const auto w = Bf16Uniform(head_dim, 0.5f, 1.5f);
+  std::vector<int> pos(T);
+  for (int t = 0; t < T; ++t) pos[t] = 100 + 7 * t;
+  std::vector<float> ref(n);
+  host::RmsNormRope(Widened(x).data(), w.data(), pos.data(), ref.data(), T, heads, head_dim,
+                    rotated, theta, 1.0f, 1e-6f);
+  Dev<bf16> d_x(x), d_w(w), d_y(n);
+  Dev<int> d_pos(pos);
+  d_y.Poison();
+  {
+    const Bf16Activations bf16_activations;
+    Launch("rms_norm_rope", check_rms_norm_rope, T, d_x.p, d_w.p, d_pos.p, d_y.p, T, heads,
+           head_dim, rotated, theta, 1.0f, 1e-6f);
+  }
+  ReportBf16("rms_norm_rope", Fmt("T=%d heads=%d hd=%d rot=%d", T, heads, head_dim, rotated),
+             d_y.Download(), ref);
+}
+
+// q and y bf16 (f32 cache); with max_splits > 1 the partials (a workspace) stay f32 and the merge
+// writes bf16.
+void CheckAttentionBf16Act(int T, int q_heads, int kv_heads, int head_dim, int capacity,
+                           int window, int pos0, int max_splits, int split_rows) {
+  if (!Enabled("attention")) return;
+  const size_t kv_n = static_cast<size_t>(capacity) * kv_heads * head_dim;
+  const size_t q_n = static_cast<size_t>(T) * q_heads * head_dim;
+  const auto q = Bf16Bits(Normals(q_n, 0.1f));
+  const auto kc = Normals(kv_n), vc = Normals(kv_n);
+  std::vector<int> pos(T);
+  for (int t = 0; t < T; ++t) pos[t] = pos0 + t;
+  std::vector<float> ref(q_n);
+  host::Attention(Widened(q).data(), pos.data(), kc.data(), vc.data(), ref.data(), nullptr, T,
+                  q_heads, kv_heads, head_dim, capacity, window, 1.0f, 1, 0,
+                  spark::abi::kCacheF32, nullptr);
+  const int splits = spark::abi::AttentionSplits(T, max_splits, split_rows);
+  const size_t rec = spark::abi::AttentionRecordFloats(head_dim);
+  Dev<bf16> d_q(q), d_y(q_n);
+  Dev<float> d_kc(kc), d_vc(vc), d_parts(std::max<size_t>(split_rows * q_heads * rec, 1));
+  Dev<int> d_pos(pos);
+  d_y.Poison();
+  {
+    const Bf16Activations bf16_activations;
+    Launch("attention", check_attention, static_cast<int>(T * q_heads * splits), d_q.p, d_pos.p,
+           d_kc.p, d_vc.p, d_y.p, max_splits > 1 ? d_parts.p : static_cast<float*>(nullptr), T,
+           q_heads, kv_heads, head_dim, capacity, window, 1.0f, max_splits, split_rows,
+           static_cast<int>(spark::abi::kCacheF32), static_cast<const int*>(nullptr));
+    if (splits > 1) {
+      Launch("attention_merge", check_attention_merge, T * q_heads, d_parts.p, d_y.p, T, q_heads,
+             head_dim, max_splits, split_rows);
+    }
+  }
+  ReportBf16("attention",
+             Fmt("T=%d q/kv=%d/%d hd=%d cap=%d win=%d pos=%d.. split=%d", T, q_heads, kv_heads,
+                 head_dim, capacity, window, pos0, splits),
+             d_y.Download(), ref);
+}
+
+void CheckMoeTopKBf16Act(int T, int E, int K) {
+  if (!Enabled("moe_topk")) return;
+  const float logit_scale = 1.0f / std::sqrt(2816.0f);
+  const auto logits = Bf16Bits(Normals(static_cast<size_t>(T) * E, 1.5f / logit_scale));
+  const auto pes = Bf16Uniform(E, 0.5f, 1.5f);
+  std::vector<float> wref(static_cast<size_t>(T) * K);
+  std::vector<int> iref(static_cast<size_t>(T) * K);
+  host::MoeTopK(Widened(logits).data(), pes.data(), wref.data(), iref.data(), T, E, K,
+                logit_scale);
+  Dev<bf16> d_logits(logits), d_pes(pes), d_w(wref.size());
+  Dev<int> d_i(iref.size());
+  d_w.Poison();
+  {
+    const Bf16Activations bf16_activations;
+    Launch("moe_topk", check_moe_topk, T, d_logits.p, d_pes.p, d_w.p, d_i.p, T, E, K,
+           logit_scale);
+  }
+  // bf16 logits make exact ties likely: compare the weights only where the selection is equal.
+  const auto idx = d_i.Download();
+  const auto w = Widened(d_w.Download());
+  std::vector<float> got, want;
+  int differing = 0;
+  for (int t = 0; t < T; ++t) {
+    if (!std::equal(idx.begin() + t * K, idx.begin() + (t + 1) * K, iref.begin() + t * K)) {
+      ++differing;
+      continue;
+    }
+    got.insert(got.end(), w.begin() + t * K, w.begin() + (t + 1) * K);
+    want.insert(want.end(), wref.begin() + t * K, wref.begin() + (t + 1) * K);
+  }
+  Err e = Compare(got, RoundedToBf16(want));
+  if (differing > T / 8) e.abs = INFINITY;  // more than rare ties
+  Report("moe_topk", Fmt("T=%d experts=%d top_k=%d [act=bf16]", T, E, K), e, 8e-3,
+         differing > 0 ? Fmt("%d token(s) with another selection", differing) : "");
 }
 
 void CheckLinear(int T, int out, int in, bool misaligned, bool small_grids = true) {
@@ -822,7 +932,7 @@ std::vector<int> RandomIndices(int T, int E, int K, bool invalid) {
   return idx;
 }
 
-// bf16_act: the module's activations are bf16 (inputs bf16 values, outputs rounded; one launch).
+// bf16_act: the module's activations are bf16 (stored as bf16; one launch).
 void CheckMoeGateUp(int T, int hidden, int inter, int E, int K, const std::vector<bf16>& gate_up,
                     bool small_grids, bool bf16_act = false) {
   if (!Enabled("moe_gate_up")) return;
@@ -840,13 +950,14 @@ void CheckMoeGateUp(int T, int hidden, int inter, int E, int K, const std::vecto
                                 inter, E, K, T > 1 ? " +invalid idx" : "",
                                 grouped ? " grouped" : "");
   if (bf16_act) {
-    d_act.Poison();
+    Dev<bf16> d_x16(Bf16Bits(x)), d_act16(ref.size());
+    d_act16.Poison();
     {
       const Bf16Activations bf16_activations;
-      Launch("moe_gate_up", check_moe_gate_up, kMaxGrid, d_x.p, d_gu.p, d_idx.p, d_act.p, T,
+      Launch("moe_gate_up", check_moe_gate_up, kMaxGrid, d_x16.p, d_gu.p, d_idx.p, d_act16.p, T,
              hidden, inter, E, K, 1, kAllTokens);
     }
-    ReportBf16("moe_gate_up", shape, d_act.Download(), ref);
+    ReportBf16("moe_gate_up", shape, d_act16.Download(), ref);
     return;
   }
   Err e;
@@ -876,7 +987,8 @@ void CheckMoeDown(int T, int hidden, int inter, int E, int K, const std::vector<
   auto act = Normals(static_cast<size_t>(T) * K * inter);
   if (bf16_act) act = RoundedToBf16(std::move(act));
   const auto idx = RandomIndices(T, E, K, T > 1);
-  const auto w = Uniforms(static_cast<size_t>(T) * K, 0.0f, 0.3f);
+  auto w = Uniforms(static_cast<size_t>(T) * K, 0.0f, 0.3f);
+  if (bf16_act) w = RoundedToBf16(std::move(w));  // the router's weights are activations too
   std::vector<float> ref(static_cast<size_t>(T) * hidden);
   host::MoeDown(act.data(), down.data(), w.data(), idx.data(), ref.data(), nullptr, T, hidden,
                 inter, E, K, 1, kAllTokens);
@@ -905,19 +1017,20 @@ void CheckMoeDown(int T, int hidden, int inter, int E, int K, const std::vector<
                 hidden, inter, E, K, 1, kAllTokens);
   Err e_parts, e_combine, e_whole;
   if (bf16_act) {
+    Dev<bf16> d_act16(Bf16Bits(act)), d_w16(Bf16Bits(w)), d_y16(ref.size());
     d_parts.Poison();
     {
       const Bf16Activations bf16_activations;
-      Launch("moe_down", check_moe_down, kMaxGrid, d_act.p, d_down.p, d_w.p, d_idx.p, d_y.p, parts,
-             T, hidden, inter, E, K, 1, kAllTokens);
+      Launch("moe_down", check_moe_down, kMaxGrid, d_act16.p, d_down.p, d_w16.p, d_idx.p,
+             d_y16.p, parts, T, hidden, inter, E, K, 1, kAllTokens);
       const std::vector<float> got = d_parts.Download();
       e_parts.Merge(Compare(got, ref_parts));
       host::MoeCombine(got.data(), combined.data(), T, hidden, K);
-      d_y.Poison();
-      Launch("moe_combine", check_moe_combine, kMaxGrid, d_parts.p, d_y.p, T, hidden, K);
+      d_y16.Poison();
+      Launch("moe_combine", check_moe_combine, kMaxGrid, d_parts.p, d_y16.p, T, hidden, K);
     }
     Report("moe_down", shape + " partials [act=bf16]", e_parts, 1e-4);
-    ReportBf16("moe_combine", shape, d_y.Download(), combined);
+    ReportBf16("moe_combine", shape, d_y16.Download(), combined);
     return;
   }
   for (int g : Grids(Ceil(static_cast<int64_t>(T) * hidden, 8), small_grids)) {
@@ -1117,8 +1230,16 @@ int main(int argc, char** argv) {
   CheckLinearBf16Act(5, 1024, 2816);
   CheckLinearBf16Act(37, 2048, 1536);
   CheckLinearBf16Act(100, 520, 704);
+  CheckLinearBf16Act(24, 128, 16);  // E2B per-layer inputs: K below one 32-wide step
+  CheckLinearBf16Act(24, 96, 128);
   CheckResidualRmsNormBf16Act(17, 5376);
   CheckGeluMulBf16Act(17, 2112);
+  CheckEmbeddingBf16Act(9, 300, 1536);
+  CheckRmsNormRopeBf16Act(17, 8, 256, 128, 10000.0f);
+  CheckRmsNormRopeBf16Act(5, 4, 512, 64, 1000000.0f);
+  CheckAttentionBf16Act(17, 8, 2, 256, 64, 0, 20, 1, 0);
+  CheckAttentionBf16Act(1, 8, 1, 512, 600, 0, 500, 8, 64);  // split over the KV length
+  CheckMoeTopKBf16Act(33, 128, 8);
   CheckLinear(100, 520, 704, false);
   CheckLinear(3, 257, 1001, false);
   CheckLinear(37, 130, 1001, false);

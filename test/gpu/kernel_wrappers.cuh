@@ -22,94 +22,98 @@ __device__ int spark_activation_precision = 0;  // spark::abi::kActivationF32
 
 typedef unsigned short bf16_t;
 
+// Activations are void* (f32 or bf16 by the activation precision a case sets), as in the
+// registry's device types (abi::ops::<op>::Fn); workspaces (partials) f32.
+typedef void act_t;
+
 #define SPK_ENTRY(bs) extern "C" __global__ void __launch_bounds__(bs)
 
-SPK_ENTRY(256) check_embedding(const int* ids, const bf16_t* table, float* y, int T, int vocab,
+SPK_ENTRY(256) check_embedding(const int* ids, const bf16_t* table, act_t* y, int T, int vocab,
                                int dim, float scale) {
   spark_embedding(ids, table, y, T, vocab, dim, scale);
 }
-SPK_ENTRY(256) check_rms_norm(const float* x, const bf16_t* w, float* y, int T, int groups,
+SPK_ENTRY(256) check_rms_norm(const act_t* x, const bf16_t* w, act_t* y, int T, int groups,
                               int cols, float eps) {
   spark_rms_norm(x, w, y, T, groups, cols, eps);
 }
-SPK_ENTRY(256) check_residual_rms_norm(const float* x, const bf16_t* w, const float* res, float* y,
+SPK_ENTRY(256) check_residual_rms_norm(const act_t* x, const bf16_t* w, const act_t* res, act_t* y,
                                        int T, int cols, float eps) {
   spark_residual_rms_norm(x, w, res, y, T, cols, eps);
 }
-SPK_ENTRY(256) check_rms_norm_rope(const float* x, const bf16_t* w, const int* pos, float* y, int T,
+SPK_ENTRY(256) check_rms_norm_rope(const act_t* x, const bf16_t* w, const int* pos, act_t* y, int T,
                                    int heads, int hd, int rot, float theta, float factor,
                                    float eps) {
   spark_rms_norm_rope(x, w, pos, y, T, heads, hd, rot, theta, factor, eps);
 }
-SPK_ENTRY(256) check_linear(const float* x, const bf16_t* w, float* y, int T, int out, int in) {
+SPK_ENTRY(256) check_linear(const act_t* x, const bf16_t* w, act_t* y, int T, int out, int in) {
   spark_linear(x, w, y, T, out, in);
 }
-SPK_ENTRY(256) check_add(const float* a, const float* b, float* y, int T, int cols) {
+SPK_ENTRY(256) check_add(const act_t* a, const act_t* b, act_t* y, int T, int cols) {
   spark_add(a, b, y, T, cols);
 }
-SPK_ENTRY(256) check_mul(const float* a, const float* b, float* y, int T, int cols) {
+SPK_ENTRY(256) check_mul(const act_t* a, const act_t* b, act_t* y, int T, int cols) {
   spark_mul(a, b, y, T, cols);
 }
-SPK_ENTRY(256) check_scale(const float* x, float* y, int T, int cols, float f) {
+SPK_ENTRY(256) check_scale(const act_t* x, act_t* y, int T, int cols, float f) {
   spark_scale(x, y, T, cols, f);
 }
-SPK_ENTRY(256) check_scalar_mul(const float* x, const bf16_t* s, float* y, int T, int cols) {
+SPK_ENTRY(256) check_scalar_mul(const act_t* x, const bf16_t* s, act_t* y, int T, int cols) {
   spark_scalar_mul(x, s, y, T, cols);
 }
-SPK_ENTRY(256) check_gelu(const float* x, float* y, int T, int cols) { spark_gelu(x, y, T, cols); }
-SPK_ENTRY(256) check_gelu_mul(const float* a, const float* b, float* y, int T, int cols) {
+SPK_ENTRY(256) check_gelu(const act_t* x, act_t* y, int T, int cols) { spark_gelu(x, y, T, cols); }
+SPK_ENTRY(256) check_gelu_mul(const act_t* a, const act_t* b, act_t* y, int T, int cols) {
   spark_gelu_mul(a, b, y, T, cols);
 }
-SPK_ENTRY(256) check_softcap(const float* x, float* y, int T, int cols, float cap) {
+SPK_ENTRY(256) check_softcap(const act_t* x, act_t* y, int T, int cols, float cap) {
   spark_softcap(x, y, T, cols, cap);
 }
-SPK_ENTRY(256) check_rope(const float* x, const int* pos, float* y, int T, int heads, int hd,
+SPK_ENTRY(256) check_rope(const act_t* x, const int* pos, act_t* y, int T, int heads, int hd,
                           int rot, float theta, float factor) {
   spark_rope(x, pos, y, T, heads, hd, rot, theta, factor);
 }
-SPK_ENTRY(256) check_kv_write(const float* k, const float* v, const int* pos, void* kc, void* vc,
+SPK_ENTRY(256) check_kv_write(const act_t* k, const act_t* v, const int* pos, void* kc, void* vc,
                               int T, int kvh, int hd, int cap, int cache_dtype) {
   spark_kv_write(k, v, pos, kc, vc, T, kvh, hd, cap, cache_dtype);
 }
-SPK_ENTRY(128) check_attention(const float* q, const int* pos, const void* kc, const void* vc,
-                               float* y, float* partials, int T, int qh, int kvh, int hd, int cap,
+SPK_ENTRY(128) check_attention(const act_t* q, const int* pos, const void* kc, const void* vc,
+                               act_t* y, float* partials, int T, int qh, int kvh, int hd, int cap,
                                int window, float scale, int max_splits, int split_rows,
                                int cache_dtype, const int* last_visible) {
   spark_attention(q, pos, kc, vc, y, partials, T, qh, kvh, hd, cap, window, scale, max_splits,
                   split_rows, cache_dtype, last_visible);
 }
-SPK_ENTRY(128) check_attention_merge(const float* partials, float* y, int T, int qh, int hd,
+SPK_ENTRY(128) check_attention_merge(const float* partials, act_t* y, int T, int qh, int hd,
                                      int max_splits, int split_rows) {
   spark_attention_merge(partials, y, T, qh, hd, max_splits, split_rows);
 }
-SPK_ENTRY(128) check_moe_topk(const float* logits, const bf16_t* pes, float* w, int* idx, int T,
+SPK_ENTRY(128) check_moe_topk(const act_t* logits, const bf16_t* pes, act_t* w, int* idx, int T,
                               int E, int K, float logit_scale) {
   spark_moe_topk(logits, pes, w, idx, T, E, K, logit_scale);
 }
-SPK_ENTRY(256) check_moe_gate_up(const float* x, const bf16_t* gu, const int* idx, float* act,
+SPK_ENTRY(256) check_moe_gate_up(const act_t* x, const bf16_t* gu, const int* idx, act_t* act,
                                  int T, int hidden, int inter, int E, int K, int from, int to) {
   spark_moe_gate_up(x, gu, idx, act, T, hidden, inter, E, K, from, to);
 }
-SPK_ENTRY(256) check_moe_down(const float* act, const bf16_t* down, const float* w, const int* idx,
-                              float* y, float* partials, int T, int hidden, int inter, int E,
+SPK_ENTRY(256) check_moe_down(const act_t* act, const bf16_t* down, const act_t* w, const int* idx,
+                              act_t* y, float* partials, int T, int hidden, int inter, int E,
                               int K, int from, int to) {
   spark_moe_down(act, down, w, idx, y, partials, T, hidden, inter, E, K, from, to);
 }
-SPK_ENTRY(256) check_moe_combine(const float* partials, float* y, int T, int hidden, int K) {
+SPK_ENTRY(256) check_moe_combine(const float* partials, act_t* y, int T, int hidden, int K) {
   spark_moe_combine(partials, y, T, hidden, K);
 }
-SPK_ENTRY(256) check_scatter_rows(float* dest, const int* idx, const float* upd, int T, int n,
+SPK_ENTRY(256) check_scatter_rows(act_t* dest, const int* idx, const act_t* upd, int T, int n,
                                   int cols) {
   spark_scatter_rows(dest, idx, upd, T, n, cols);
 }
 SPK_ENTRY(256) check_mask_tokens(const int* ids, int* y, int T, int a, int b, int c, int r) {
   spark_mask_tokens(ids, y, T, a, b, c, r);
 }
-SPK_ENTRY(256) check_select_group(const float* x, float* y, int T, int groups, int cols,
+SPK_ENTRY(256) check_select_group(const act_t* x, act_t* y, int T, int groups, int cols,
                                   int index) {
   spark_select_group(x, y, T, groups, cols, index);
 }
-SPK_ENTRY(256) check_copy(const float* x, float* y, int T, int cols) { spark_copy(x, y, T, cols); }
+SPK_ENTRY(256) check_copy(const act_t* x, act_t* y, int T, int cols) { spark_copy(x, y, T, cols); }
 
 #undef SPK_ENTRY
 

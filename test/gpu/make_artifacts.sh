@@ -3,7 +3,8 @@
 # ART (on this machine: the GPU machine has no LLVM/MLIR):
 #   <m>.sm_121a.cubin, <m>.sm_90a.cubin, <m>.compute_90.{ptx,plan}   (default options)
 #   <m>.kv-bf16.sm_90a.cubin                                          (--kv-cache-dtype bf16)
-#   <m>.act-bf16.sm_90a.cubin                                         (--activation-precision bf16)
+#   <m>.act-bf16.sm_90a.cubin, <m>.act-bf16.sm_121a.cubin             (--activation-precision bf16;
+#                                                                      sm_121a for its SASS)
 #   tiny-vision.chunk12.sm_90a.cubin                                  (--max-tokens 12: an image
 #                                                                      across a chunk boundary)
 #
@@ -21,8 +22,8 @@ for dir in "$MODELS"/tiny-*/; do
     -o "$ART/$m.cubin"
   "$BIN/spark-compile" "$ART/$m.mlir" --target sm_90a --kv-cache-dtype bf16 \
     -o "$ART/$m.kv-bf16.sm_90a.cubin"
-  "$BIN/spark-compile" "$ART/$m.mlir" --target sm_90a --activation-precision bf16 \
-    -o "$ART/$m.act-bf16.sm_90a.cubin"
+  "$BIN/spark-compile" "$ART/$m.mlir" --target sm_121a --target sm_90a \
+    --activation-precision bf16 -o "$ART/$m.act-bf16.cubin"
   rm -f "$ART/$m.mlir"
 done
 if [ -d "$MODELS/tiny-vision" ]; then

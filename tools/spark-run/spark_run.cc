@@ -366,7 +366,7 @@ void ReportPlacement(const Model& model) {
   for (const KvCacheInfo& cache : plan.kv_caches) bf16_cache |= cache.dtype == DType::kBF16;
   if (plan.activation_precision != DType::kBF16 && !bf16_cache) return;
   Note(absl::StrCat("precision: weights bf16, activations ",
-                    plan.activation_precision == DType::kBF16 ? "bf16 (rounded, in f32 buffers)"
+                    plan.activation_precision == DType::kBF16 ? "bf16 (bf16 buffers)"
                                                               : "f32",
                     ", KV cache ", bf16_cache ? "bf16" : "f32"));
 }

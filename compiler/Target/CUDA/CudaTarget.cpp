@@ -1,6 +1,7 @@
 //===- CudaTarget.cpp - targets, kernel library, ptxas, plan section -------===//
 #include "compiler/Target/CUDA/CudaTarget.h"
 
+#include "compiler/Support/ElementTypes.h"
 #include "dialects/Spark/IR/SparkOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Object/ELF.h"
@@ -345,7 +346,13 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     auto dict = cast<mlir::DictionaryAttr>(a);
     rt::BufferInfo buffer;
     buffer.name = stringOr(dict, "name", "");
-    buffer.dtype = stringOr(dict, "dtype", "f32") == "i32" ? rt::DType::kI32 : rt::DType::kF32;
+    // ValidatePlan (below) checks that the dtype fits the plan's activation precision.
+    absl::StatusOr<rt::DType> dtype = rt::ParseDType(stringOr(dict, "dtype", "f32"));
+    if (!dtype.ok())
+      return makeError(llvm::formatv("spark.program buffer '{0}': {1}", buffer.name,
+                                     std::string(dtype.status().message()))
+                           .str());
+    buffer.dtype = *dtype;
     buffer.row_shape = toVector(dict.getAs<ArrayAttr>("row_shape"));
     buffer.offset = intOr(dict, "offset", 0);
     plan.buffers.push_back(std::move(buffer));
@@ -354,7 +361,12 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     auto dict = cast<mlir::DictionaryAttr>(a);
     rt::WeightInfo weight;
     weight.name = stringOr(dict, "name", "");
-    weight.dtype = stringOr(dict, "dtype", "bf16") == "bf16" ? rt::DType::kBF16 : rt::DType::kF32;
+    absl::StatusOr<rt::DType> weightType = rt::ParseDType(stringOr(dict, "dtype", ""));
+    if (!weightType.ok())
+      return makeError(llvm::formatv("spark.program weight '{0}': {1}", weight.name,
+                                     std::string(weightType.status().message()))
+                           .str());
+    weight.dtype = *weightType;  // ValidatePlan (below) says which types plans may hold
     weight.shape = toVector(dict.getAs<ArrayAttr>("shape"));
     plan.weights.push_back(std::move(weight));
   }
@@ -365,7 +377,13 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     info.window = cache.getWindow();
     info.kv_heads = cache.getKvHeads();
     info.head_dim = cache.getHeadDim();
-    info.dtype = cache.getCacheElementType().isBF16() ? rt::DType::kBF16 : rt::DType::kF32;
+    std::optional<rt::DType> cacheType = runtimeElementType(cache.getCacheElementType());
+    if (!cacheType)
+      return makeError(llvm::formatv("KV cache '{0}' has element type {1}, which the runtime has "
+                                     "no type for",
+                                     info.name, cache.getCacheElementType())
+                           .str());
+    info.dtype = *cacheType;
     plan.kv_caches.push_back(std::move(info));
   }
   // The decode program (plan.h): the steps that do something for one token, with the grids the

@@ -113,14 +113,22 @@ struct PendingLaunch {
 
 /// A logical buffer: what one or more tensor values (views, in-place results) live in.
 struct LogicalBuffer {
+  /// What the buffer's elements are, from the registry element type of the arguments it is
+  /// passed as (assignElementTypes): token ids and indices, an f32 workspace, or activations of
+  /// the module's precision (kernel_abi.h ElementType::kAct).
+  enum class Element { kI32, kF32, kActivation };
   std::string name;
-  bool isInt = false;
+  Element element = Element::kActivation;
   SmallVector<int64_t> rowShape;
   int64_t firstUse = 0;
   int64_t lastUse = 0;
   int64_t offset = -1;
-  int64_t rowBytes() const {
-    int64_t n = 4;
+  /// Bytes of one element: activations are 2 with bf16 activation storage.
+  int64_t elementBytes(bool bf16Activations) const {
+    return element == Element::kActivation && bf16Activations ? 2 : 4;
+  }
+  int64_t rowElements() const {
+    int64_t n = 1;
     for (int64_t d : rowShape)
       n *= d;
     return n;
@@ -154,11 +162,16 @@ private:
   LogicalResult collectCaches();
   LogicalResult assignBuffers();
   LogicalResult lowerOp(Operation *op);
+  LogicalResult checkWeightTypes(Operation *op, size_t first);
+  LogicalResult assignElementTypes();
   LogicalResult planOffsets();
   void buildEntries();
   void buildProgram();
 
   int64_t bufferOf(Value value) { return valueBuffer.lookup(value); }
+  int64_t bufferBytes(const LogicalBuffer &buffer) const {
+    return maxTokens * buffer.rowElements() * buffer.elementBytes(bf16Activations);
+  }
   int64_t newBuffer(Value value, StringRef name, int64_t time);
   int64_t newScratch(StringRef name, ArrayRef<int64_t> rowShape, int64_t time);
   FailureOr<int64_t> weightOf(Operation *user, Value value);
@@ -193,7 +206,8 @@ int64_t Lowering::newBuffer(Value value, StringRef name, int64_t at) {
   auto type = cast<RankedTensorType>(value.getType());
   LogicalBuffer buffer;
   buffer.name = name.str();
-  buffer.isInt = type.getElementType().isInteger(32);
+  if (type.getElementType().isInteger(32))
+    buffer.element = LogicalBuffer::Element::kI32;
   buffer.rowShape.assign(type.getShape().begin() + 1, type.getShape().end());
   buffer.firstUse = buffer.lastUse = at;
   buffers.push_back(buffer);
@@ -295,6 +309,7 @@ LogicalResult Lowering::assignBuffers() {
 
 LogicalResult Lowering::lowerOp(Operation *op) {
   ++time;
+  const size_t firstLaunch = launches.size();
   int64_t t = time;
   Value unbuffered;
   auto buf = [&](Value v) {
@@ -656,14 +671,67 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return op->emitOpError("expects operand #")
            << llvm::find(op->getOperands(), unbuffered) - op->operand_begin()
            << " to be an activation, got a value without a buffer (a spark.weight?)";
+  if (succeeded(result))
+    return checkWeightTypes(op, firstLaunch);
   return result;
+}
+
+/// The weights the launches of `op` (from index `first`) take must have the element type the
+/// registry gives those arguments (kernel_ops.def: bf16 for every weight of plan version 8).
+LogicalResult Lowering::checkWeightTypes(Operation *op, size_t first) {
+  for (size_t l = first; l < launches.size(); ++l) {
+    for (auto [i, arg] : llvm::enumerate(launches[l].args)) {
+      if (arg.kind != Arg::Weight)
+        continue;
+      const abi::ElementType want = launches[l].spec->args[i].element;
+      for (auto &[name, typeAndId] : weights) {
+        if (typeAndId.second != arg.index)
+          continue;
+        Type element = typeAndId.first.getElementType();
+        if (want == abi::ElementType::kBF16 && !element.isBF16())
+          return op->emitOpError("expects weight '")
+                 << name << "' in bf16 (the " << launches[l].spec->op << " kernel's "
+                 << launches[l].spec->args[i].name << "), got " << typeAndId.first
+                 << "; quantized or f32 weights are not supported by this plan version";
+      }
+    }
+  }
+  return success();
+}
+
+/// Gives every buffer the element type of the registry arguments it is passed as (kI32, kF32 for
+/// a workspace, kAct for activations); buffers no launch takes keep the type of their value.
+/// A buffer passed as two different types is a bug of this lowering.
+LogicalResult Lowering::assignElementTypes() {
+  using Element = LogicalBuffer::Element;
+  SmallVector<std::optional<Element>> seen(buffers.size());
+  for (const PendingLaunch &l : launches) {
+    for (auto [i, arg] : llvm::enumerate(l.args)) {
+      if (arg.kind != Arg::Buffer)
+        continue;
+      const abi::ElementType element = l.spec->args[i].element;
+      const Element want = element == abi::ElementType::kI32   ? Element::kI32
+                           : element == abi::ElementType::kAct ? Element::kActivation
+                                                               : Element::kF32;
+      std::optional<Element> &have = seen[arg.index];
+      if (have && *have != want)
+        return entry.emitOpError("internal error: buffer '")
+               << buffers[arg.index].name << "' is passed to " << l.spec->op << " ("
+               << l.source << ") as another element type than to an earlier launch";
+      have = want;
+    }
+  }
+  for (auto [buffer, element] : llvm::zip(buffers, seen))
+    if (element)
+      buffer.element = *element;
+  return success();
 }
 
 LogicalResult Lowering::planOffsets() {
   // Every buffer's bytes (max_tokens rows) in int64 without overflow, and far below what any
   // device holds (2^40 bytes).
   for (const LogicalBuffer &buffer : buffers) {
-    int64_t bytes = 4 * maxTokens;
+    int64_t bytes = buffer.elementBytes(bf16Activations) * maxTokens;
     for (int64_t d : buffer.rowShape)
       if (d < 0 || llvm::MulOverflow(bytes, d, bytes) || bytes > (int64_t{1} << 40))
         return entry.emitOpError("needs a buffer '")
@@ -682,13 +750,13 @@ LogicalResult Lowering::planOffsets() {
   SmallVector<int64_t> placed;
   for (int64_t id : order) {
     LogicalBuffer &buffer = buffers[id];
-    int64_t size = alignUp(maxTokens * buffer.rowBytes());
+    int64_t size = alignUp(bufferBytes(buffer));
     // Occupied intervals of buffers still live when this one is written.
     SmallVector<std::pair<int64_t, int64_t>> busy;
     for (int64_t other : placed)
       if (buffers[other].lastUse >= buffer.firstUse)
         busy.push_back({buffers[other].offset,
-                        buffers[other].offset + alignUp(maxTokens * buffers[other].rowBytes())});
+                        buffers[other].offset + alignUp(bufferBytes(buffers[other]))});
     llvm::sort(busy);
     int64_t offset = 0;
     for (auto [begin, end] : busy) {
@@ -798,7 +866,12 @@ void Lowering::buildProgram() {
   for (const LogicalBuffer &buffer : buffers)
     bufferAttrs.push_back(b.getDictionaryAttr({
         b.getNamedAttr("name", b.getStringAttr(buffer.name)),
-        b.getNamedAttr("dtype", b.getStringAttr(buffer.isInt ? "i32" : "f32")),
+        b.getNamedAttr("dtype",
+                       b.getStringAttr(buffer.element == LogicalBuffer::Element::kI32 ? "i32"
+                                       : buffer.element == LogicalBuffer::Element::kF32 ||
+                                               !bf16Activations
+                                           ? "f32"
+                                           : "bf16")),
         b.getNamedAttr("row_shape", b.getI64ArrayAttr(buffer.rowShape)),
         b.getNamedAttr("offset", b.getI64IntegerAttr(buffer.offset)),
     }));
@@ -847,7 +920,7 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
       return failure();
   if (logits < 0)
     return entry.emitOpError("expects a func.return of the logits");
-  if (failed(planOffsets()))
+  if (failed(assignElementTypes()) || failed(planOffsets()))
     return failure();
   buildEntries();
   buildProgram();

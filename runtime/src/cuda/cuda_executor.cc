@@ -136,7 +136,8 @@ class CudaExecutor final : public Executor {
   std::vector<void*> registered_;      // integrated devices: registered host ranges
   DeviceBlock arena_;   // allocated with the first sequence, shared by all
   ArgBindings bindings_;  // arena and weights; the caches are those of the sequence being run
-  std::vector<uint8_t> staging_;  // step outputs copied back for the observer
+  std::vector<uint8_t> staging_;  // step outputs copied back for the observer, bf16 logits
+  std::vector<uint8_t> input_staging_;  // bf16 soft-token rows on their way to the device
   std::vector<CUevent> step_events_;  // profiling only
   uint64_t allocated_bytes_ = 0;  // now
   size_t used_at_context_ = 0;  // total - free right after the context was created
@@ -388,9 +389,19 @@ absl::Status CudaExecutor::CopyInputs(absl::Span<const int32_t> ids,
                                       positions.size() * 4, stream_));
   }
   if (soft == nullptr || soft->indices.empty()) return absl::OkStatus();
+  // The soft tokens' rows in the plan's activation type (bf16 ones converted on the host; the
+  // staging buffer lives until Run synchronises the stream).
+  const void* embeddings = soft->embeddings.data();
+  uint64_t embedding_bytes = soft->embeddings.size() * 4;
+  if (plan_.activation_precision == DType::kBF16) {
+    embedding_bytes = soft->embeddings.size() * 2;
+    input_staging_.resize(embedding_bytes);
+    ActivationsFromF32(soft->embeddings, DType::kBF16, input_staging_.data());
+    embeddings = input_staging_.data();
+  }
   SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.soft_embeddings), soft->embeddings.data(),
-                                    soft->embeddings.size() * 4, stream_));
+      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.soft_embeddings), embeddings,
+                                    embedding_bytes, stream_));
   SPARK_CU_RETURN_IF_ERROR(
       api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.soft_indices), soft->indices.data(),
                                     soft->indices.size() * 4, stream_));
@@ -546,15 +557,22 @@ absl::Status CudaExecutor::Run(SequenceState& state, absl::Span<const int32_t> i
   const int64_t first_row = rows == LogitRows::kAll    ? 0
                             : rows == LogitRows::kLast ? num_tokens - 1
                                                        : num_tokens;
+  // The logits are activations: bf16 ones are converted to f32 on the host.
   logits->resize(static_cast<size_t>((num_tokens - first_row) * vocab));
+  const bool bf16 = plan_.activation_precision == DType::kBF16;
+  const uint64_t element_bytes = bf16 ? 2 : 4;
   if (!logits->empty()) {
+    if (bf16) staging_.resize(logits->size() * 2);
     SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemcpyDtoHAsync(logits->data(),
+      api_, api_->cuMemcpyDtoHAsync(bf16 ? static_cast<void*>(staging_.data()) : logits->data(),
                                     BufferAddress(plan_.output_logits) +
-                                        static_cast<uint64_t>(first_row * vocab) * sizeof(float),
-                                    logits->size() * sizeof(float), stream_));
+                                        static_cast<uint64_t>(first_row * vocab) * element_bytes,
+                                    logits->size() * element_bytes, stream_));
   }
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
+  if (bf16 && !logits->empty()) {
+    ActivationsToF32(staging_.data(), DType::kBF16, absl::MakeSpan(*logits));
+  }
   if (profiling) SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, num_soft, positions[0]));
   return may_allocate ? SampleDriverMemory() : absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <thread>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -101,9 +102,21 @@ absl::StatusOr<int> HttpServer::Bind() {
   return port;
 }
 
-void HttpServer::Listen() { server_->listen_after_bind(); }
+void HttpServer::Listen() {
+  listen_entered_ = true;
+  if (!stop_requested_) server_->listen_after_bind();
+  listen_returned_ = true;
+}
 
-void HttpServer::Stop() { server_->stop(); }
+void HttpServer::Stop() {
+  stop_requested_ = true;
+  // A Listen entered before stop_requested_ was set serves (or is about to): wait until httplib
+  // runs it, so that stop() takes effect. One entered later sees stop_requested_ and returns.
+  while (listen_entered_ && !listen_returned_ && !server_->is_running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  server_->stop();
+}
 
 bool HttpServer::WaitForRequests(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(requests_mutex_);

@@ -47,7 +47,8 @@ class HttpServer {
   // Shutdown, each ends at once: its stream gets its last chunks and [DONE]). True when none is.
   bool WaitForRequests(std::chrono::milliseconds timeout);
   // Stops accepting connections and closes them; a stream still being written is cut off, so
-  // call WaitForRequests first.
+  // call WaitForRequests first. Safe at any time from another thread than Listen's: before Listen
+  // has started serving (Listen then returns at once) as well as after.
   void Stop();
 
  private:
@@ -58,6 +59,12 @@ class HttpServer {
   HttpOptions options_;
   std::unique_ptr<httplib::Server> server_;
   std::atomic<bool> ready_{false};
+  // Listen / Stop handshake: httplib's stop() does nothing until listen has started, so Stop
+  // waits for a Listen that was entered to be running (or over), and a Listen entered after Stop
+  // does not serve.
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> listen_entered_{false};
+  std::atomic<bool> listen_returned_{false};
   ServeContext context_;
   Scheduler* scheduler_ = nullptr;
   int64_t created_ = 0;

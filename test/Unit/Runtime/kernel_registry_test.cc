@@ -59,6 +59,12 @@ TEST(KernelRegistryTest, ArgumentsAreConsistent) {
       if (arg.extent.kind == Extent::kRecords) EXPECT_EQ(arg.extent.num_factors, 4);
       if (arg.role == Role::kWeight) EXPECT_EQ(arg.extent.kind, Extent::kTotal);
       if (IsActivationRole(arg.role)) EXPECT_NE(arg.extent.kind, Extent::kTotal);
+      // Activations (of the plan's precision) only in arena buffers other than workspaces,
+      // which keep f32 / i32 at every precision.
+      if (arg.element == ElementType::kAct) {
+        EXPECT_TRUE(IsActivationRole(arg.role) && arg.role != Role::kWorkspace);
+      }
+      if (arg.role == Role::kWorkspace) EXPECT_NE(arg.element, ElementType::kAct);
     }
     EXPECT_EQ(num_tokens, 1) << spec.op << " takes one num_tokens";
     // Ops with cache parts also take the cache's capacity and element type.
@@ -97,11 +103,18 @@ TEST(KernelRegistryTest, ArgumentsAreConsistent) {
 TEST(KernelRegistryTest, IndicesAndTypesFollowTheCallOrder) {
   static_assert(ops::linear::x == 0 && ops::linear::in_features == 5, "");
   static_assert(ops::attention::last_visible == 16 && ops::attention::kNumArgs == 17, "");
+  // On the device, activations are void* (f32 or bf16 by the module's precision); the host
+  // reference takes them as float*.
   static_assert(std::is_same<ops::linear::Fn,
+                             void(const void*, const unsigned short*, void*, int, int, int)>::value,
+                "");
+  static_assert(std::is_same<ops::linear::HostFn,
                              void(const float*, const unsigned short*, float*, int, int, int)>::value,
                 "");
-  static_assert(std::is_same<ops::kv_write::Fn, void(const float*, const float*, const int*, void*,
+  static_assert(std::is_same<ops::kv_write::Fn, void(const void*, const void*, const int*, void*,
                                                      void*, int, int, int, int, int)>::value,
+                "");
+  static_assert(std::is_same<ops::moe_combine::Fn, void(const float*, void*, int, int, int)>::value,
                 "");
   EXPECT_STREQ(Kernel(OpId::kAttention).args[ops::attention::partials].name, "partials");
   EXPECT_TRUE(Kernel(OpId::kAttention).args[ops::attention::partials].nullable);

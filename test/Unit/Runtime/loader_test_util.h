@@ -227,6 +227,27 @@ inline std::string MakeCubin(const Plan& plan) {
                     {".spark.plan", SerializePlanSection(plan)}});
 }
 
+// `plan` with bf16 activation storage, as spark-compile --activation-precision bf16 writes it:
+// every buffer a step takes as an activation (the registry's kAct arguments), the logits and the
+// soft-token embeddings become bf16; workspaces and i32 buffers stay. Offsets are kept (a bf16
+// buffer fits where its f32 one was).
+inline Plan WithBf16Activations(Plan plan) {
+  plan.activation_precision = DType::kBF16;
+  for (const Step& step : plan.steps) {
+    const abi::KernelSpec& spec = SpecOf(step);
+    for (int a = 0; a < spec.num_args && a < static_cast<int>(step.args.size()); ++a) {
+      if (spec.args[a].element == abi::ElementType::kAct &&
+          step.args[a].kind == ArgRefKind::kBuffer) {
+        plan.buffers[step.args[a].index].dtype = DType::kBF16;
+      }
+    }
+  }
+  for (int64_t id : {plan.output_logits, plan.soft_embeddings}) {
+    if (id >= 0) plan.buffers[id].dtype = DType::kBF16;
+  }
+  return plan;
+}
+
 }  // namespace test
 }  // namespace rt
 }  // namespace spark

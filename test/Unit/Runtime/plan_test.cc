@@ -48,11 +48,33 @@ TEST(DTypeTest, SizesNamesAndParsing) {
   EXPECT_EQ(DTypeSize(DType::kF32), 4);
   EXPECT_EQ(DTypeSize(DType::kBF16), 2);
   EXPECT_EQ(DTypeSize(DType::kI32), 4);
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
-    EXPECT_EQ(*ParseDType(DTypeName(dtype)), dtype);
+  EXPECT_EQ(DTypeSize(DType::kF8E4M3FN), 1);
+  EXPECT_EQ(DTypeSize(DType::kF4E2M1FN), 0);  // packed: sizes through DTypeBytes
+  EXPECT_EQ(DTypeBits(DType::kF4E2M1FN), 4);
+  EXPECT_EQ(*DTypeBytes(DType::kF4E2M1FN, 32), 16u);
+  EXPECT_EQ(*DTypeBytes(DType::kF4E2M1FN, 33), 17u);  // rounded up to a whole byte
+  EXPECT_EQ(*DTypeBytes(DType::kBF16, 3), 6u);
+  EXPECT_FALSE(DTypeBytes(DType::kF32, uint64_t{1} << 62).has_value());
+  for (DType dtype : kAllDTypes) {
+    EXPECT_EQ(*ParseDType(DTypeName(dtype)), dtype) << DTypeName(dtype);
+    const absl::string_view safetensors = SafetensorsDTypeName(dtype);
+    if (!safetensors.empty()) EXPECT_EQ(*DTypeFromSafetensors(safetensors), dtype);
   }
-  EXPECT_TRUE(StatusIs(ParseDType("f16").status(), kInvalid,
-                       "unknown dtype \"f16\" (expected f32, bf16 or i32)"));
+  EXPECT_EQ(DTypeName(DType::kF8E4M3FN), "f8E4M3FN");  // MLIR's names
+  EXPECT_EQ(SafetensorsDTypeName(DType::kF8E4M3FN), "F8_E4M3");
+  EXPECT_EQ(SafetensorsDTypeName(DType::kF4E2M1FN), "");  // stored as U8 pairs
+  EXPECT_FALSE(DTypeFromSafetensors("I64").has_value());
+  EXPECT_FALSE(DTypeFromSafetensors("").has_value());
+  EXPECT_TRUE(StatusIs(ParseDType("f64").status(), kInvalid,
+                       "unknown dtype \"f64\" (expected f32, bf16, i32, f16, ui8, f8E4M3FN, "
+                       "f4E2M1FN)"));
+}
+
+TEST(PlanTest, BuffersAreF32Bf16OrI32) {
+  Plan plan = TestPlan();
+  plan.buffers[2].dtype = DType::kF8E4M3FN;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "plan buffers[2].dtype: buffers are f32, bf16 or i32, found f8E4M3FN"));
 }
 
 TEST(PlanInfoTest, RowAndWeightBytes) {
@@ -175,7 +197,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 7u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 8u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -215,14 +237,14 @@ TEST(PlanTest, RejectsBadMagic) {
 
 TEST(PlanTest, RejectsNewerVersion) {
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 8;
+  section[8] = 9;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 8 is not supported (this runtime reads version "
-                       "7); recompile the model with this release's spark-compile"));
-  section[8] = 6;  // version 6: no decode program
+                       "model.cubin: plan version 9 is not supported (this runtime reads version "
+                       "8); recompile the model with this release's spark-compile"));
+  section[8] = 7;  // version 7: activation buffers always f32
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 6 is not supported (this runtime reads version "
-                       "7)"));
+                       "model.cubin: plan version 7 is not supported (this runtime reads version "
+                       "8)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -357,7 +379,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 7); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 8); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -386,21 +408,29 @@ TEST(PlanTest, RejectsWrongJsonTypes) {
 
 TEST(PlanTest, RejectsUnknownDTypeAndKvKind) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("dtype":"i32")", R"("dtype":"i8")"), kInvalid,
-                       "m.cubin: plan buffers[0].dtype: unknown dtype \"i8\" (expected f32, bf16 "
-                       "or i32)"));
+                       "m.cubin: plan buffers[0].dtype: unknown dtype \"i8\" (expected f32, bf16, "
+                       "i32, f16, ui8, f8E4M3FN, f4E2M1FN)"));
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("kind":"full")", R"("kind":"global")"), kInvalid,
                        "m.cubin: plan kv_caches[1].kind: expected \"full\" or \"sliding\", found "
                        "\"global\""));
 }
 
 TEST(PlanTest, ActivationPrecisionRoundTripsAndIsF32OrBf16) {
-  Plan plan = TestPlan();
-  plan.activation_precision = DType::kBF16;
+  Plan plan = test::WithBf16Activations(TestPlan());
   const std::string section = SerializePlanSection(plan);
   EXPECT_NE(section.find(R"("activation_precision":"bf16")"), std::string::npos);
   const absl::StatusOr<Plan> parsed = ParsePlanSection(section, "m.cubin");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->activation_precision, DType::kBF16);
+  EXPECT_EQ(parsed->buffers[parsed->output_logits].dtype, DType::kBF16);
+  // Under bf16 activations every activation argument is a bf16 buffer: an f32 one is refused at
+  // the step that takes it; the logits must be bf16 too.
+  Plan mixed = plan;
+  mixed.buffers[mixed.steps[1].args[0].index].dtype = DType::kF32;
+  EXPECT_TRUE(StatusIs(ValidatePlan(mixed, "m.cubin"), kInvalid, "is bf16 (activations)"));
+  mixed = plan;
+  mixed.buffers[mixed.output_logits].dtype = DType::kF32;
+  EXPECT_TRUE(StatusIs(ValidatePlan(mixed, "m.cubin"), kInvalid, "outputs.logits"));
   EXPECT_TRUE(StatusIs(
       ParseEditedJson(R"("activation_precision":"f32")", R"("activation_precision":"i32")"),
       kInvalid, "m.cubin: plan activation_precision: expected \"f32\" or \"bf16\", found \"i32\""));
@@ -462,7 +492,8 @@ TEST(PlanTest, RejectsMisalignedOrBf16Buffer) {
   plan = TestPlan();
   plan.buffers[2].dtype = DType::kBF16;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "plan buffers[2].dtype: activation buffers are f32 or i32, found bf16"));
+                       "plan buffers[2].dtype: a bf16 buffer in a plan whose activation_precision "
+                       "is f32 (buffers are f32 or i32 then)"));
   plan = TestPlan();
   plan.buffers[2].row_shape = {0};
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
@@ -980,7 +1011,7 @@ TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kF32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 7 weights are bf16, found "
+                       "m.cubin: plan weights[1].dtype: plan version 8 weights are bf16, found "
                        "f32"));
   plan = TestPlan();
   plan.weights[1].name = plan.weights[0].name;

@@ -1,10 +1,15 @@
 // spark-serve's HTTP layer before the model is ready: it listens at once, /health answers 503
 // {"status": "loading"} and the API 503 with OpenAI's error object; /metrics says spark_ready 0;
-// the API key applies to the API, not to /health.
+// the API key applies to the API, not to /health; Stop ends the listener whenever it comes.
 #include "http_server.h"
 
 #include <httplib.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -41,6 +46,45 @@ TEST(HttpServerTest, AnswersWhileLoading) {
   EXPECT_NE(metrics->body.find("spark_ready 0"), std::string::npos);
   server.Stop();
   listener.join();
+}
+
+// Runs server.Listen() on a thread and returns a function that waits for it to return: a listener
+// still running after 10 s fails the test and ends the process (a hang would stop the suite).
+std::function<void()> StartListener(HttpServer& server) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::shared_future<void> returned = done->get_future().share();
+  std::thread([&server, done] {
+    server.Listen();
+    done->set_value();
+  }).detach();
+  return [returned] {
+    if (returned.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << "Listen() did not return after Stop()";
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+  };
+}
+
+// Stop right after starting the listener (a model that fails to load at once): httplib's own
+// stop() does nothing before its listen loop runs, which used to leave spark-serve hanging. Both
+// orders must end: Stop while the listener thread starts, and Stop before it starts.
+TEST(HttpServerTest, StopEndsAListenerThatHasNotStartedYet) {
+  for (int i = 0; i < 50; ++i) {
+    HttpOptions options;
+    options.port = 0;
+    HttpServer server(options);
+    ASSERT_TRUE(server.Bind().ok());
+    std::function<void()> join = StartListener(server);
+    server.Stop();
+    join();
+  }
+  HttpOptions options;
+  options.port = 0;
+  HttpServer server(options);
+  ASSERT_TRUE(server.Bind().ok());
+  server.Stop();
+  StartListener(server)();  // after Stop: returns without serving
 }
 
 TEST(HttpServerTest, APortInUseIsAClearError) {

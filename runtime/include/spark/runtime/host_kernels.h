@@ -2,7 +2,9 @@
 // (kernel_ops.def), with exactly the op's argument list (docs/plan-format.md gives the semantics). They are the oracle the CUDA
 // kernels are tested against and what `spark-run --device host` executes.
 //
-// Argument types: activations are `float*`, token ids / positions / expert indices `int32_t*`,
+// Argument types (abi::ops::<op>::HostFn): activations are `float*` (for a plan with bf16
+// activations the host executor widens them to f32 around each call and rounds what the op
+// wrote back to bf16), token ids / positions / expert indices `int32_t*`,
 // weights `const uint16_t*` holding bfloat16 bits (checkpoint layout), KV caches `float*`.
 // Arithmetic is float32; reductions accumulate in double. Element-wise ops, rms_norm and rope may
 // run in place (y == x); the others need distinct input and output buffers.
@@ -33,7 +35,7 @@ float GeluTanh(float x);
 
 namespace host {
 
-// One function per op of the registry, host::<Name> of type abi::ops::<op>::Fn (kernel_ops.def
+// One function per op of the registry, host::<Name> of type abi::ops::<op>::HostFn (kernel_ops.def
 // documents each op): a definition in host_kernels.cc with other parameters does not compile.
 // Notes beyond the registry's:
 //   - RmsNorm, ResidualRmsNorm, RmsNormRope, Rope and the elementwise ops may run in place
@@ -41,7 +43,7 @@ namespace host {
 //   - KvWrite and Attention reinterpret the caches by cache_dtype (abi::KvCacheDType), which
 //     RunHostKernel checks before calling;
 //   - the MoE expert ops do nothing when num_tokens is outside [tokens_from, tokens_to].
-#define SPARK_HOST_DECLARE_KERNEL(Name, op, block_size, skip, flops) abi::ops::op::Fn Name;
+#define SPARK_HOST_DECLARE_KERNEL(Name, op, block_size, skip, flops) abi::ops::op::HostFn Name;
 SPARK_KERNEL_OPS(SPARK_HOST_DECLARE_KERNEL)
 #undef SPARK_HOST_DECLARE_KERNEL
 

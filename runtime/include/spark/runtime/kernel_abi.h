@@ -11,7 +11,8 @@
 // Plain C++17, no dependencies: the runtime owns it and the compiler includes it.
 //
 // Conventions (docs/plan-format.md has the full semantics of each op):
-//   - activations are float32, row-major, with a leading token dimension T (`num_tokens`);
+//   - activations are row-major with a leading token dimension T (`num_tokens`), of the plan's
+//     activation element type (ActivationPrecision below: float32, or bfloat16 storage);
 //   - weights are bfloat16 in checkpoint layout (a Linear weight is [out, in]);
 //   - KV caches are [capacity, kv_heads, head_dim] of float32 or bfloat16 (the plan's cache
 //     dtype, passed to kv_write and attention as `cache_dtype`: KvCacheDType below), token
@@ -53,9 +54,9 @@ enum class ArgKind : int {
 enum class Role : int {
   // Pointers to activation buffers of the arena (per-token rows).
   kInput,      // read
-  kOutput,     // written (an f32 output is rounded to bf16 under kActivationBF16)
+  kOutput,     // written
   kInOut,      // updated in place (rounded like an output)
-  kWorkspace,  // scratch the op writes and a later op (or itself) reads; never rounded
+  kWorkspace,  // scratch the op writes and a later op (or itself) reads (f32 or i32 always)
   // Other pointers.
   kWeight,                     // a checkpoint tensor
   kKCacheRead, kVCacheRead,    // a KV cache part, read
@@ -76,9 +77,11 @@ enum class Role : int {
   kParam,       // an f32
 };
 
-// The element type of what a pointer argument points to (or of a scalar argument). kCache: the
-// element type of the op's KV cache (KvCacheDType, passed as the kCacheDType argument).
-enum class ElementType : int { kF32, kBF16, kI32, kCache };
+// The element type of what a pointer argument points to (or of a scalar argument). kAct: the
+// plan's activation element type (f32, or bf16 under kActivationBF16: ActivationPrecision
+// below). kCache: the element type of the op's KV cache (KvCacheDType, passed as the kCacheDType
+// argument).
+enum class ElementType : int { kF32, kBF16, kI32, kAct, kCache };
 enum class Nullability : int { kRequired, kNullable };
 
 SPARK_ABI_CONSTEXPR_FN bool IsScalarRole(Role role) { return role >= Role::kNumTokens; }
@@ -136,7 +139,7 @@ struct ArgSpec {
   ElementType element = ElementType::kF32;
   bool nullable = false;  // a pointer that may be null (the weight of a weight-less RMSNorm)
   Extent extent;
-  // A pointer to what the op computes (kOutput, kInOut): rounded under kActivationBF16.
+  // A pointer to what the op computes (kOutput, kInOut).
   constexpr bool output() const { return role == Role::kOutput || role == Role::kInOut; }
 };
 
@@ -180,27 +183,32 @@ constexpr OpFlops Flops(FlopsKind kind, long long m, std::initializer_list<int> 
   return OpFlops(kind, m, f);
 }
 
-// The C type of an argument: activations float*, token ids / positions / indices int*, weights
-// unsigned short* holding bf16 bits, KV caches void* (their element type is an argument);
-// pointers the op does not write are const.
-template <ElementType E> struct ElementCType;
-template <> struct ElementCType<ElementType::kF32> { using type = float; };
-template <> struct ElementCType<ElementType::kBF16> { using type = unsigned short; };
-template <> struct ElementCType<ElementType::kI32> { using type = int; };
-template <> struct ElementCType<ElementType::kCache> { using type = void; };
+// The C type of an argument on the device: activations void* (their element type is the
+// module's activation precision, ActivationPrecision), token ids / positions / indices int*,
+// weights unsigned short* holding bf16 bits, KV caches void* (their element type is an
+// argument); pointers the op does not write are const. The host reference (HostFn) takes
+// activations as float*: the host executor widens bf16 activations to f32 around each call.
+enum class Side : int { kDevice, kHost };
+template <ElementType E, Side S> struct ElementCType;
+template <Side S> struct ElementCType<ElementType::kF32, S> { using type = float; };
+template <Side S> struct ElementCType<ElementType::kBF16, S> { using type = unsigned short; };
+template <Side S> struct ElementCType<ElementType::kI32, S> { using type = int; };
+template <> struct ElementCType<ElementType::kAct, Side::kDevice> { using type = void; };
+template <> struct ElementCType<ElementType::kAct, Side::kHost> { using type = float; };
+template <Side S> struct ElementCType<ElementType::kCache, S> { using type = void; };
 template <bool kScalar, bool kWritten, typename T> struct ArgCTypeImpl { using type = const T*; };
 template <typename T> struct ArgCTypeImpl<false, true, T> { using type = T*; };
 template <bool kWritten, typename T> struct ArgCTypeImpl<true, kWritten, T> { using type = T; };
-template <Role R, ElementType E>
+template <Role R, ElementType E, Side S>
 using ArgCType = typename ArgCTypeImpl<IsScalarRole(R), IsWrittenRole(R),
-                                       typename ElementCType<E>::type>::type;
+                                       typename ElementCType<E, S>::type>::type;
 // void(A...) from the list `void, A...` the registry macros produce.
 template <typename R, typename... A> struct FunctionOfImpl { using type = R(A...); };
 template <typename... T> using FunctionOf = typename FunctionOfImpl<T...>::type;
 
 // Per op, in namespace abi::ops::<op>: `enum Arg` (each argument's index by its name, kNumArgs,
-// kNoArg), kArgs (ArgSpec in call order), kRules (ending with kEnd), kFlops, and Fn, the C
-// function type of spark_<op> and of host::<Name>.
+// kNoArg), kArgs (ArgSpec in call order), kRules (ending with kEnd), kFlops, Fn, the C
+// function type of the device function spark_<op>, and HostFn, that of host::<Name>.
 #define SPARK_ABI_IGNORE(...)
 #define SPARK_ABI_ARG_ENUM(name, role, element, nullability, extent) name,
 #define SPARK_ABI_ARG_SPEC(name, role, element, nullability, extent)                          \
@@ -208,8 +216,12 @@ template <typename... T> using FunctionOf = typename FunctionOfImpl<T...>::type;
    ::spark::abi::Role::role, ::spark::abi::ElementType::element,                              \
    ::spark::abi::Nullability::nullability == ::spark::abi::Nullability::kNullable, extent},
 #define SPARK_ABI_RULE_SPEC(kind, a, b) {::spark::abi::RuleKind::kind, a, b},
-#define SPARK_ABI_ARG_CTYPE(name, role, element, nullability, extent) \
-  , ::spark::abi::ArgCType<::spark::abi::Role::role, ::spark::abi::ElementType::element>
+#define SPARK_ABI_ARG_CTYPE(name, role, element, nullability, extent)                  \
+  , ::spark::abi::ArgCType<::spark::abi::Role::role, ::spark::abi::ElementType::element, \
+                           ::spark::abi::Side::kDevice>
+#define SPARK_ABI_ARG_HOST_CTYPE(name, role, element, nullability, extent)             \
+  , ::spark::abi::ArgCType<::spark::abi::Role::role, ::spark::abi::ElementType::element, \
+                           ::spark::abi::Side::kHost>
 #define SPARK_ABI_DEFINE_OP(Name, op, block_size, skip, flops)                                 \
   namespace op {                                                                               \
   enum Arg : int {                                                                             \
@@ -220,6 +232,7 @@ template <typename... T> using FunctionOf = typename FunctionOfImpl<T...>::type;
       SPARK_OP_ARGS_##op(SPARK_ABI_IGNORE, SPARK_ABI_RULE_SPEC){RuleKind::kEnd, kNoArg, kNoArg}}; \
   inline constexpr OpFlops kFlops = flops;                                                     \
   using Fn = FunctionOf<void SPARK_OP_ARGS_##op(SPARK_ABI_ARG_CTYPE, SPARK_ABI_IGNORE)>;       \
+  using HostFn = FunctionOf<void SPARK_OP_ARGS_##op(SPARK_ABI_ARG_HOST_CTYPE, SPARK_ABI_IGNORE)>; \
   }
 
 namespace ops {
@@ -270,12 +283,13 @@ constexpr int KvCacheElementBytes(int cache_dtype) {
 }
 
 // ---- Activation precision ----
-// What the values in activation buffers are. kActivationF32: f32 as computed. kActivationBF16:
-// every f32 output of a step (the `output` arguments above; not workspaces, not int32 outputs)
-// is rounded to bf16 (nearest even) as it is stored; storage stays f32. The compiler defines
-// the kernels' `spark_activation_precision` (an i32 constant of the generated module, so that
-// each kernel's rounding folds at code generation); the plan records it and the host reference
-// executor rounds the same outputs.
+// The element type of activation buffers (ElementType::kAct). kActivationF32: f32.
+// kActivationBF16: bf16 storage (half the bytes); kernels read bf16 and widen to f32, compute in
+// f32, and round what they store to bf16 (nearest even). Workspaces (attention and MoE partials)
+// stay f32, token ids and indices i32. The compiler defines the kernels'
+// `spark_activation_precision` (an i32 constant of the generated module, so that each kernel's
+// loads and stores fold at code generation); the plan records it (every kAct buffer has that
+// dtype) and the host reference executor widens and rounds the same way.
 enum ActivationPrecision : int {
   kActivationF32 = 0,
   kActivationBF16 = 1,

@@ -13,17 +13,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "spark/runtime/element_type.h"
 #include "spark/runtime/kernel_abi.h"
 
 namespace spark {
 namespace rt {
-
-enum class DType { kF32, kBF16, kI32 };
-
-// Bytes per element; the plan only uses the three types above.
-int DTypeSize(DType dtype);
-absl::string_view DTypeName(DType dtype);
-absl::StatusOr<DType> ParseDType(absl::string_view name);
 
 // An activation buffer in the arena: [max_tokens, row_shape...] of `dtype` at `offset`.
 struct BufferInfo {
@@ -122,20 +116,21 @@ struct Plan {
   std::string target;         // e.g. "sm_121a"
   int64_t max_tokens = 0;     // rows every activation buffer has room for (prefill chunk)
   uint64_t arena_bytes = 0;   // size of the activation arena
-  // What the f32 activation buffers hold: kF32, or kBF16 (every f32 output of a step rounded to
-  // bf16 as it is stored: kernel_abi.h ActivationPrecision). Storage is f32 either way.
+  // The element type of every activation buffer (the registry's kAct arguments, the logits and
+  // the soft-token embeddings): kF32, or kBF16 (bf16 storage; kernels compute in f32 and round
+  // what they store: kernel_abi.h ActivationPrecision). Workspaces are f32 either way.
   DType activation_precision = DType::kF32;
   ModelInfo model;
   // Entry point buffers. soft_embeddings/soft_indices are -1 if the model has no merge.
   int64_t input_ids = -1;        // i32 [T]
   int64_t input_positions = -1;  // i32 [T]
-  int64_t soft_embeddings = -1;  // f32 [max_tokens, hidden]
+  int64_t soft_embeddings = -1;  // activation_precision [max_tokens, hidden]
   int64_t soft_indices = -1;     // i32 [max_tokens]
   // i32 [T]: the last key position each token sees on vision-bidirectional attention layers (its
   // own position, or the end of its image block: kernel_abi.h attention). -1 when the model's
   // attention is causal everywhere (use_bidirectional_attention not "vision").
   int64_t input_last_visible = -1;
-  int64_t output_logits = -1;    // f32 [T, vocab]
+  int64_t output_logits = -1;    // activation_precision [T, vocab]
   std::vector<BufferInfo> buffers;
   std::vector<WeightInfo> weights;
   std::vector<KvCacheInfo> kv_caches;

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "spark/runtime/element_type.h"
 #include "spark/runtime/plan.h"
 
 namespace spark {
@@ -46,8 +47,8 @@ struct TensorView {
 // F64 (8).
 int SafetensorsDTypeSize(absl::string_view dtype);
 
-// The safetensors dtype name of a plan dtype: bf16 -> "BF16", f32 -> "F32", i32 -> "I32".
-absl::string_view SafetensorsDTypeName(DType dtype);
+// (The names of Spark's element types: SafetensorsDTypeName and DTypeFromSafetensors,
+// element_type.h.)
 
 // Parses and validates one whole safetensors file held in memory (as Checkpoint::Open does for
 // each mapped file); the views point into `image`. `origin` names the file in errors.
