@@ -18,6 +18,12 @@
 #       SPARK_BENCH_NAME (default MODEL) names the result files spark_<name>_... (e.g.
 #       31b-kv-bf16 for an image compiled with --kv-cache-dtype bf16).
 #       Every run records nvidia-smi's used-memory peak next to spark-run's JSON.
+#   bench/run_bench.sh act-precision MODEL OUTDIR IMAGEDIR SPARK_RUN
+#       f32 against bf16 activation storage in one call: the `spark` stage (one round, prefill
+#       512 / 4096 and decode after 1024 / 8192) on IMAGEDIR/gemma-4-MODEL.f32.sm_90a.cubin and
+#       then on IMAGEDIR/gemma-4-MODEL.act-bf16.sm_90a.cubin (spark-compile --max-tokens 512,
+#       without and with --activation-precision bf16), results named spark_MODEL-f32_... and
+#       spark_MODEL-act-bf16_.... About 6 minutes per model on the H200.
 #   bench/run_bench.sh pytorch MODEL OUTDIR MODE [CONTEXTS] [PREFILLS]
 #       bench/pytorch_llm.py on the same checkpoint (MODE eager or compile; compile runs under
 #       timeout -s INT ${SPARK_BENCH_COMPILE_SECONDS:-500} so that what was measured is kept).
@@ -116,6 +122,13 @@ case "$stage" in
         --prompt-ids "$ids" --max-new-tokens 17 --max-length 1152 --json --profile
       sed -n '/^profile: decode/,$p' "$out/spark_${name}_profile1024.err" | head -24
     fi
+    ;;
+  act-precision)
+    model=$1 out=$2 images=$3 run=$4
+    for variant in f32 act-bf16; do
+      SPARK_BENCH_ROUNDS=1 SPARK_BENCH_CASES="prefill decode" SPARK_BENCH_NAME=$model-$variant \
+        bash bench/run_bench.sh spark "$model" "$out" "$images/gemma-4-$model.$variant.sm_90a.cubin" "$run" || exit 1
+    done
     ;;
   pytorch)
     model=$1 out=$2 mode=$3 contexts=${4:-1024,8192} prefills=${5:-512,4096}

@@ -3,6 +3,15 @@
 // RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=f16" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: spark-compile %s --target sm_90a --activation-precision bf16 --emit llvm -o - | FileCheck %s --check-prefix=LLVM
 // RUN: spark-compile %s --target sm_90a --emit ptx -o - | FileCheck %s --check-prefix=PTX-F32
+// The tensor-core tile of the linear entry, in the PTX for sm_121a (the DGX Spark): f32
+// activations take two MMAs per product (hi + lo) and reach shared memory through registers;
+// bf16 ones take one MMA per product and go to shared memory by cp.async, like the weights.
+// RUN: spark-compile %s --target sm_121a --emit ptx -o %t.f32.ptx
+// RUN: grep -c "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" %t.f32.ptx | FileCheck %s --check-prefix=MMA-F32
+// RUN: grep -c "cp.async.cg.shared.global" %t.f32.ptx | FileCheck %s --check-prefix=CPASYNC-F32
+// RUN: spark-compile %s --target sm_121a --activation-precision bf16 --emit ptx -o %t.bf16.ptx
+// RUN: grep -c "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" %t.bf16.ptx | FileCheck %s --check-prefix=MMA-BF16
+// RUN: grep -c "cp.async.cg.shared.global" %t.bf16.ptx | FileCheck %s --check-prefix=CPASYNC-BF16
 
 // The activation precision (kernel_abi.h ActivationPrecision): the program records bf16 (absent:
 // f32) and the gpu.module defines the constant the kernel library declares, 1 for bf16 and 0 for
@@ -27,6 +36,11 @@
 // LLVM-NOT: load {{.*}}@spark_activation_precision
 
 // PTX-F32: .visible .global .align 4 .u32 spark_activation_precision;
+
+// MMA-F32: {{^}}32{{$}}
+// MMA-BF16: {{^}}16{{$}}
+// CPASYNC-F32: {{^}}1{{$}}
+// CPASYNC-BF16: {{^}}2{{$}}
 
 module {
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x32xf32> {
