@@ -96,6 +96,17 @@ def plan_seeds(build):
             if model == "tiny-dense":
                 with open(cubin, "rb") as f:
                     put("fuzz_cubin", model + ".sm_90a.cubin", f.read())
+            if model == "tiny-moe":
+                # A plan with bf16 activation storage (bf16 buffers, f32 workspaces).
+                subprocess.run([os.path.join(build, "bin", "spark-compile"), mlir, "--target",
+                                "sm_90a", "--activation-precision", "bf16", "-o", cubin],
+                               check=True)
+                subprocess.run([OBJCOPY, "--dump-section", ".spark.plan=" + plan, cubin,
+                                os.path.join(tmp, model + ".objcopy.cubin")], check=True)
+                with open(plan, "rb") as f:
+                    section = f.read()
+                put("fuzz_plan_section", model + "-act-bf16-raw", b"\0" + section)
+                put("fuzz_plan_execution", model + ".act-bf16.json", section[32:].rstrip(b"\0"))
         put("fuzz_cubin", "no-plan.cubin", minimal_cuda_elf([(".text", b"\0" * 16)]))
 
 
