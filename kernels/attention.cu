@@ -36,67 +36,43 @@ constexpr int kMaxHeadDim = 512;  // Gemma 4: 256 (sliding) and 512 (full)
 template <int NS, bool kVec>
 struct Layout {
   static constexpr int kNC = NS / 4;
+  // This lane's elements of a row of d elements, widened to f32: load4(e) gives elements
+  // e .. e + 3 (vector layout), load1(e) element e (scalar layout); zeros past d.
+  template <class Load4, class Load1>
+  __device__ static void load_with(int d, float v[NS], const Load4& load4, const Load1& load1) {
+    const int lane = lane_id();
+    if (kVec) {
+#pragma unroll
+      for (int c = 0; c < kNC; ++c) {
+        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (c * 128 < d) f = load4(c * 128 + lane * 4);
+        v[4 * c] = f.x;
+        v[4 * c + 1] = f.y;
+        v[4 * c + 2] = f.z;
+        v[4 * c + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < NS; ++s) {
+        const int e = s * 32 + lane;
+        v[s] = e < d ? load1(e) : 0.0f;
+      }
+    }
+  }
+  // An f32 cache row (16-byte loads).
   __device__ static void load(const float* row, int d, float v[NS]) {
-    const int lane = lane_id();
-    if (kVec) {
-#pragma unroll
-      for (int c = 0; c < kNC; ++c) {
-        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (c * 128 < d) f = ldg_f4(row + c * 128 + lane * 4);
-        v[4 * c] = f.x;
-        v[4 * c + 1] = f.y;
-        v[4 * c + 2] = f.z;
-        v[4 * c + 3] = f.w;
-      }
-    } else {
-#pragma unroll
-      for (int s = 0; s < NS; ++s) {
-        const int e = s * 32 + lane;
-        v[s] = e < d ? ldg_f(row + e) : 0.0f;
-      }
-    }
+    load_with(d, v, [&](int e) { return ldg_f4(row + e); }, [&](int e) { return ldg_f(row + e); });
   }
-  // The same elements of an activation row (the query), widened to f32.
-  __device__ static void load(ActIn row, int d, float v[NS]) {
-    const int lane = lane_id();
-    if (kVec) {
-#pragma unroll
-      for (int c = 0; c < kNC; ++c) {
-        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (c * 128 < d) f = row.ldg4(c * 128 + lane * 4);
-        v[4 * c] = f.x;
-        v[4 * c + 1] = f.y;
-        v[4 * c + 2] = f.z;
-        v[4 * c + 3] = f.w;
-      }
-    } else {
-#pragma unroll
-      for (int s = 0; s < NS; ++s) {
-        const int e = s * 32 + lane;
-        v[s] = e < d ? row.ldg(e) : 0.0f;
-      }
-    }
-  }
-  // The same elements of a bf16 row, widened to f32 (vector layout: one 8-byte load per chunk).
+  // A bf16 cache row (8-byte loads).
   __device__ static void load(const unsigned short* row, int d, float v[NS]) {
-    const int lane = lane_id();
-    if (kVec) {
-#pragma unroll
-      for (int c = 0; c < kNC; ++c) {
-        uint2 b = make_uint2(0u, 0u);
-        if (c * 128 < d) b = __ldg(reinterpret_cast<const uint2*>(row + c * 128 + lane * 4));
-        v[4 * c] = bf16lo_to_f32(b.x);
-        v[4 * c + 1] = bf16hi_to_f32(b.x);
-        v[4 * c + 2] = bf16lo_to_f32(b.y);
-        v[4 * c + 3] = bf16hi_to_f32(b.y);
-      }
-    } else {
-#pragma unroll
-      for (int s = 0; s < NS; ++s) {
-        const int e = s * 32 + lane;
-        v[s] = e < d ? ldg_bf16(row + e) : 0.0f;
-      }
-    }
+    load_with(
+        d, v,
+        [&](int e) { return unpack_bf16x4(__ldg(reinterpret_cast<const uint2*>(row + e))); },
+        [&](int e) { return ldg_bf16(row + e); });
+  }
+  // An activation row (the query), of the module's activation type.
+  __device__ static void load(ActIn row, int d, float v[NS]) {
+    load_with(d, v, [&](int e) { return row.ldg4(e); }, [&](int e) { return row.ldg(e); });
   }
   __device__ static int index(int s) {
     return kVec ? (s / 4) * 128 + lane_id() * 4 + (s % 4) : s * 32 + lane_id();

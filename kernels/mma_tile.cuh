@@ -120,22 +120,38 @@ SPK_DEVICE void copy_b_async(Smem& s, int st, const BRow& b_row, int k_size, int
 }
 
 
-// The bf16-A tile (see the file comment): A and B by cp.async, one MMA per product.
-template <class ARow, class BRow>
-SPK_DEVICE void tile_mma_bf16(Smem& s, const ARow& a_row, const BRow& b_row, int k_size,
-                              Accum& acc) {
-  const int lane = lane_id(), warp = warp_id();
-  const int wm = (warp >> 2) * 32, wn = (warp & 3) * 32;
-  const int ksteps = (k_size + kBK - 1) / kBK;
+// This thread's place in the tile: its warp's 32 x 32 part (rows wm.., columns wn..) and its
+// ldmatrix row addresses (see ldmatrix_x4): A matrices 0..3 are (rows 0-7, k 0-7), (rows 8-15,
+// k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) of a 16 x 16 block = a0..a3; B matrices are
+// (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) of 16 B rows = b0, b1 of one
+// 8-column block, then b0, b1 of the next.
+struct Lanes {
+  int wm, wn, a_r, a_k, b_n, b_k;
+  SPK_MEMBER Lanes()
+      : wm((warp_id() >> 2) * 32),
+        wn((warp_id() & 3) * 32),
+        a_r(lane_id() & 15),
+        a_k((lane_id() >> 4) * 8),
+        b_n((lane_id() >> 4) * 8 + (lane_id() & 7)),
+        b_k(((lane_id() >> 3) & 1) * 8) {}
+};
+
+SPK_DEVICE void zero(Accum& acc) {
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc.v[i][j][e] = 0.0f;
-  // ldmatrix row addresses of this lane: as in tile_mma_split below.
-  const int a_r = lane & 15, a_k = (lane >> 4) * 8;
-  const int b_n = (lane >> 4) * 8 + (lane & 7), b_k = ((lane >> 3) & 1) * 8;
+}
+
+// The bf16-A tile (see the file comment): A and B by cp.async, one MMA per product.
+template <class ARow, class BRow>
+SPK_DEVICE void tile_mma_bf16(Smem& s, const ARow& a_row, const BRow& b_row, int k_size,
+                              Accum& acc) {
+  const Lanes l;
+  const int ksteps = (k_size + kBK - 1) / kBK;
+  zero(acc);
 
   __syncthreads();  // a previous call's last step is consumed by every warp
   copy_a_async(s, 0, a_row, k_size, 0);
@@ -154,11 +170,13 @@ SPK_DEVICE void tile_mma_bf16(Smem& s, const ARow& a_row, const BRow& b_row, int
     for (int kk = 0; kk < kBK; kk += 16) {
       uint32_t a[2][4];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) ldmatrix_x4(a[i], &s.a_hi[st][wm + i * 16 + a_r][kk + a_k]);
+      for (int i = 0; i < 2; ++i) {
+        ldmatrix_x4(a[i], &s.a_hi[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
+      }
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         uint32_t b[4];
-        ldmatrix_x4(b, &s.b[st][wn + jj * 16 + b_n][kk + b_k]);
+        ldmatrix_x4(b, &s.b[st][l.wn + jj * 16 + l.b_n][kk + l.b_k]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -175,23 +193,9 @@ SPK_DEVICE void tile_mma_bf16(Smem& s, const ARow& a_row, const BRow& b_row, int
 template <class ARow, class BRow>
 SPK_DEVICE void tile_mma_split(Smem& s, const ARow& a_row, const BRow& b_row, int k_size,
                                Accum& acc) {
-  const int lane = lane_id(), warp = warp_id();
-  const int wm = (warp >> 2) * 32;  // warp's 32 A rows within the tile
-  const int wn = (warp & 3) * 32;   // warp's 32 B rows within the tile
+  const Lanes l;
   const int ksteps = (k_size + kBK - 1) / kBK;
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc.v[i][j][e] = 0.0f;
-
-  // ldmatrix row addresses of this lane (see ldmatrix_x4): A matrices 0..3 are (rows 0-7, k 0-7),
-  // (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) of a 16 x 16 block = a0..a3; B
-  // matrices are (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) of 16 B rows
-  // = b0, b1 of one 8-column block, then b0, b1 of the next.
-  const int a_r = lane & 15, a_k = (lane >> 4) * 8;
-  const int b_n = (lane >> 4) * 8 + (lane & 7), b_k = ((lane >> 3) & 1) * 8;
+  zero(acc);
 
   __syncthreads();  // a previous call's last step is consumed by every warp
   detail::ARegs regs;
@@ -215,13 +219,13 @@ SPK_DEVICE void tile_mma_split(Smem& s, const ARow& a_row, const BRow& b_row, in
       uint32_t ah[2][4], al[2][4];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        ldmatrix_x4(ah[i], &s.a_hi[st][wm + i * 16 + a_r][kk + a_k]);
-        ldmatrix_x4(al[i], &s.a_lo[st][wm + i * 16 + a_r][kk + a_k]);
+        ldmatrix_x4(ah[i], &s.a_hi[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
+        ldmatrix_x4(al[i], &s.a_lo[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
       }
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         uint32_t b[4];
-        ldmatrix_x4(b, &s.b[st][wn + jj * 16 + b_n][kk + b_k]);
+        ldmatrix_x4(b, &s.b[st][l.wn + jj * 16 + l.b_n][kk + l.b_k]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
 #pragma unroll

@@ -80,11 +80,11 @@ namespace {
 // The rows of residual_rms_norm (scale null) and residual_rms_norm_scale:
 //   y = (residual + x * (mean(x^2) + eps)^-0.5 [* w]) [* scale[0]]
 // Same parallelisation and reduction as spark_rms_norm (one block per row, grid-stride over
-// rows, 4-element accesses when x, residual, y are aligned for them and cols % 4 == 0). y may alias x or
-// residual: the output pass reads x[c] and residual[c] in the thread that then writes y[c], and
-// the reduction's barrier separates every other read of the row from the writes. Neither x nor
-// residual goes through the non-coherent (__ldg) path, since y may overwrite them. round_sum:
-// the sum is rounded to bf16 before the product (kernel_ops.def).
+// rows, 4-element accesses when x, residual, y are aligned for them and cols % 4 == 0). y may
+// alias x or residual: the output pass reads x[c] and residual[c] in the thread that then writes
+// y[c], and the reduction's barrier separates every other read of the row from the writes.
+// Neither x nor residual goes through the non-coherent (__ldg) path, since y may overwrite them.
+// round_sum: the sum is rounded to bf16 before the product (kernel_ops.def).
 SPK_DEVICE void residual_rms_norm_rows(ActIn x, const unsigned short* weight, ActIn residual,
                                        const unsigned short* scale, ActOut y, int num_tokens,
                                        int cols, float epsilon, bool round_sum) {

@@ -68,19 +68,20 @@ class HostExecutor final : public Executor {
   }
   void WriteInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                    const SoftTokenChunk* soft);
-  absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t first_position);
+  absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t first_position,
+                        LogitRows rows);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
   // bf16 activations (Plan::activation_precision): the host reference computes on f32 buffers
   // (abi::ops::<op>::HostFn). Points the step's activation arguments (kAct) at f32 copies of
-  // their buffers' first `rows` rows (one copy per buffer, so that aliased arguments stay
-  // aliased); WriteBackWidened rounds the copies of the buffers the step wrote back to bf16
-  // (nearest even), as the kernels round each value they store.
+  // `rows` rows of their buffers from where the arguments point (one copy per buffer, so that
+  // aliased arguments stay aliased); WriteBackWidened rounds the copies of the buffers the step
+  // wrote back to bf16 (nearest even), as the kernels round each value they store.
   void WidenActivations(const Step& step, int32_t rows, std::vector<HostArg>* args);
   void WriteBackWidened(const Step& step);
 
   struct WidenedBuffer {
     int64_t buffer = 0;
-    int64_t elements = 0;
+    uint8_t* data = nullptr;  // the rows in the arena
     std::vector<float> values;
   };
 
@@ -149,7 +150,9 @@ absl::Status HostExecutor::Run(SequenceState& state, absl::Span<const int32_t> i
   WriteInputs(ids, positions, soft);
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
-  SPARK_RETURN_IF_ERROR(RunSteps(num_tokens, num_soft, positions[0]));
+  // A step observer sees every row of every step: the logits tail runs on all rows then.
+  SPARK_RETURN_IF_ERROR(
+      RunSteps(num_tokens, num_soft, positions[0], step_observer() ? LogitRows::kAll : rows));
   const int64_t vocab = plan_.model.vocab_size;
   const int64_t first_row = rows == LogitRows::kAll    ? 0
                             : rows == LogitRows::kLast ? num_tokens - 1
@@ -185,26 +188,35 @@ void HostExecutor::WriteInputs(absl::Span<const int32_t> ids, absl::Span<const i
 }
 
 absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
-                                    int32_t first_position) {
+                                    int32_t first_position, LogitRows rows) {
   std::vector<HostArg> args;
   RunProfile* const profile = mutable_profile();
   // One token: the decode program (the steps that do something for one token), as the CUDA
-  // executor runs it; otherwise every step, the no-op ones included (the reference of the ABI).
-  for (const ProgramLaunch& launch : ProgramFor(plan_, num_tokens, num_soft_tokens)) {
+  // executor runs it; otherwise every step, the no-op ones included (the reference of the ABI);
+  // the logits tail on the rows asked for.
+  for (const ProgramLaunch& launch : ProgramFor(plan_, num_tokens, num_soft_tokens, rows)) {
     const size_t i = static_cast<size_t>(launch.step);
     const Step& step = plan_.steps[i];
     const absl::Time start = profile != nullptr ? absl::Now() : absl::InfinitePast();
     args.clear();
-    for (const ResolvedArg& r :
-         ResolveStepArgs(plan_, step, bindings_, num_tokens, num_soft_tokens)) {
+    for (const ResolvedArg& r : ResolveStepArgs(plan_, step, bindings_, launch.num_tokens,
+                                                num_soft_tokens, launch.first_row)) {
       args.push_back(
           {r.kind, reinterpret_cast<void*>(static_cast<uintptr_t>(r.address)), r.i32, r.f32});
     }
     const bool widen = plan_.activation_precision == DType::kBF16;
-    if (widen) WidenActivations(step, std::max(num_tokens, num_soft_tokens), &args);
+    // Rows the op may touch: its tokens, or the soft rows scatter_rows reads (a tail step reads
+    // none).
+    if (widen) {
+      WidenActivations(step,
+                       step.logits_tail ? launch.num_tokens
+                                        : std::max(launch.num_tokens, num_soft_tokens),
+                       &args);
+    }
     const absl::Status status = RunHostKernel(step.op, args);
     if (profile != nullptr) {
-      profile->Record(i, num_tokens, first_position, absl::ToDoubleSeconds(absl::Now() - start));
+      profile->Record(i, num_tokens, first_position, absl::ToDoubleSeconds(absl::Now() - start),
+                      launch.num_tokens);
     }
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat(DescribeStep(static_cast<int>(i), step), ": ",
@@ -230,11 +242,11 @@ void HostExecutor::WidenActivations(const Step& step, int32_t rows, std::vector<
       const BufferInfo& info = plan_.buffers[buffer];
       WidenedBuffer w;
       w.buffer = buffer;
+      w.data = static_cast<uint8_t*>((*args)[a].ptr);
       int64_t row_elements = 1;
       for (int64_t d : info.row_shape) row_elements *= d;  // validated: no overflow
-      w.elements = step_rows * row_elements;
-      w.values.resize(static_cast<size_t>(w.elements));
-      ActivationsToF32(BufferData(buffer), info.dtype, absl::MakeSpan(w.values));
+      w.values.resize(static_cast<size_t>(step_rows * row_elements));
+      ActivationsToF32(w.data, info.dtype, absl::MakeSpan(w.values));
       widened_.push_back(std::move(w));
       found = widened_.end() - 1;
     }
@@ -250,7 +262,7 @@ void HostExecutor::WriteBackWidened(const Step& step) {
       written |= step.args[a].kind == ArgRefKind::kBuffer && step.args[a].index == w.buffer &&
                  abi::IsWrittenRole(spec.args[a].role);
     }
-    if (written) ActivationsFromF32(w.values, plan_.buffers[w.buffer].dtype, BufferData(w.buffer));
+    if (written) ActivationsFromF32(w.values, plan_.buffers[w.buffer].dtype, w.data);
   }
   widened_.clear();
 }

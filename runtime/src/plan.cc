@@ -237,6 +237,17 @@ class ObjectReader {
   std::vector<int64_t> IntArray(absl::string_view key, int64_t min, int64_t max) {
     return ReadIntArray(Get(key), Child(key), min, max, errors_);
   }
+  // The boolean `key`, which must be true when present (a flag: absent means false).
+  bool Flag(absl::string_view key) {
+    if (!Has(key)) return false;
+    const Json& value = Get(key);
+    if (!value.is_boolean() || !value.get<bool>()) {
+      errors_->Fail(Child(key), absl::StrCat("expected true (absent means false), found ",
+                                            DescribeJson(value)));
+      return false;
+    }
+    return true;
+  }
   std::string String(absl::string_view key) {
     const Json& value = Get(key);
     if (!value.is_string()) {
@@ -458,6 +469,7 @@ Step ReadStep(ObjectReader object, Errors* errors) {
   ReadInt3(object.Get("grid"), object.Child("grid"), step.grid, errors);
   ReadInt3(object.Get("block"), object.Child("block"), step.block, errors);
   step.shared_bytes = static_cast<int>(object.Int("shared_bytes", kInt32Min, kInt32Max));
+  step.logits_tail = object.Flag("logits_tail");
   const Json& args = object.Array("args");
   for (size_t i = 0; i < args.size(); ++i) {
     step.args.push_back(ReadArg(args[i], IndexPath(object.Child("args"), i), errors));
@@ -1007,6 +1019,7 @@ Json StepJson(const Step& step) {
   Json args = Json::array();
   for (const StepArg& arg : step.args) args.push_back(ArgJson(arg));
   AddMember(json, "args", std::move(args));
+  if (step.logits_tail) AddMember(json, "logits_tail", Json(true));
   return json;
 }
 
@@ -1108,6 +1121,46 @@ absl::Status ValidateDecodeProgram(const Plan& plan, absl::string_view origin) {
 
 }  // namespace
 
+namespace {
+
+// The logits tail (plan.h Step::logits_tail): a suffix of the steps, of row-local ops, that
+// writes the logits; no step before it reads what a tail step writes (it could not: the tail
+// comes last). A call may then run the tail on its last row only, or skip it.
+absl::Status ValidateLogitsTail(const Plan& plan, absl::string_view origin) {
+  size_t first = plan.steps.size();
+  while (first > 0 && plan.steps[first - 1].logits_tail) --first;
+  for (size_t i = 0; i < first; ++i) {
+    if (plan.steps[i].logits_tail) {
+      return PlanError(origin, IndexPath("steps", i),
+                       absl::StrCat("logits_tail on a step that is followed by step ", first - 1,
+                                    ", which is not in the tail: the tail must be the last steps"));
+    }
+  }
+  if (first == plan.steps.size()) return absl::OkStatus();
+  bool writes_logits = false;
+  for (size_t i = first; i < plan.steps.size(); ++i) {
+    const Step& step = plan.steps[i];
+    const abi::KernelSpec& spec = SpecOf(step);
+    if (!abi::RowLocal(spec)) {
+      return PlanError(origin, IndexPath("steps", i),
+                       absl::StrCat("logits_tail on ", spec.op, ", which is not row-local (it reads "
+                                    "other tokens' rows, a KV cache or the soft tokens)"));
+    }
+    for (size_t a = 0; a < step.args.size(); ++a) {
+      writes_logits |= step.args[a].kind == ArgRefKind::kBuffer &&
+                       step.args[a].index == plan.output_logits &&
+                       abi::IsWrittenRole(spec.args[a].role);
+    }
+  }
+  if (!writes_logits) {
+    return PlanError(origin, IndexPath("steps", first),
+                     "the logits tail does not write outputs.logits");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
   SPARK_RETURN_IF_ERROR(ValidateCounts(plan, origin));
   SPARK_RETURN_IF_ERROR(ValidateTopLevel(plan, origin));
@@ -1124,6 +1177,7 @@ absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
     SPARK_RETURN_IF_ERROR(ValidateStep(plan.steps[i], i, plan, origin));
   }
   SPARK_RETURN_IF_ERROR(ValidateDecodeProgram(plan, origin));
+  SPARK_RETURN_IF_ERROR(ValidateLogitsTail(plan, origin));
   return ValidateKvCachesUsed(plan, origin);
 }
 

@@ -101,14 +101,15 @@ absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, absl::Span<co
 
 std::vector<ResolvedArg> ResolveStepArgs(const Plan& plan, const Step& step,
                                          const ArgBindings& bindings, int32_t num_tokens,
-                                         int32_t num_soft_tokens) {
+                                         int32_t num_soft_tokens, int32_t first_row) {
   std::vector<ResolvedArg> out;
   out.reserve(step.args.size());
   for (const StepArg& arg : step.args) {
     ResolvedArg r;
     switch (arg.kind) {
       case ArgRefKind::kBuffer:
-        r.address = bindings.arena + plan.buffers[arg.index].offset;
+        r.address = bindings.arena + plan.buffers[arg.index].offset +
+                    static_cast<uint64_t>(first_row) * plan.buffers[arg.index].row_bytes();
         break;
       case ArgRefKind::kWeight:
         r.address = bindings.weights[arg.index];
@@ -220,18 +221,33 @@ int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens) {
 }
 
 std::vector<ProgramLaunch> ProgramFor(const Plan& plan, int64_t num_tokens,
-                                      int64_t num_soft_tokens) {
+                                      int64_t num_soft_tokens, LogitRows rows) {
+  const int32_t tokens = static_cast<int32_t>(num_tokens);
   std::vector<ProgramLaunch> launches;
   if (num_tokens == 1 && num_soft_tokens == 0 && !plan.decode.empty()) {
     launches.reserve(plan.decode.size());
     for (const DecodeLaunch& launch : plan.decode) {
-      launches.push_back({static_cast<int>(launch.step), launch.grid});
+      if (rows == LogitRows::kNone && plan.steps[launch.step].logits_tail) continue;
+      launches.push_back({static_cast<int>(launch.step), launch.grid, tokens, 0});
     }
     return launches;
   }
   launches.reserve(plan.steps.size());
   for (size_t i = 0; i < plan.steps.size(); ++i) {
-    launches.push_back({static_cast<int>(i), plan.steps[i].grid});
+    const Step& step = plan.steps[i];
+    if (!step.logits_tail || rows == LogitRows::kAll || num_tokens == 1) {
+      if (step.logits_tail && rows == LogitRows::kNone) continue;
+      launches.push_back({static_cast<int>(i), step.grid, tokens, 0});
+      continue;
+    }
+    if (rows == LogitRows::kNone) continue;
+    // The last row only: one token, with the step's one-token grid when the decode program has
+    // it (a tail step always works for one token, so it is there when there is a program).
+    const int* grid = step.grid;
+    for (const DecodeLaunch& launch : plan.decode) {
+      if (launch.step == static_cast<int64_t>(i)) grid = launch.grid;
+    }
+    launches.push_back({static_cast<int>(i), grid, 1, tokens - 1});
   }
   return launches;
 }

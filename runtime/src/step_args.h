@@ -42,10 +42,11 @@ struct ResolvedArg {
   float f32 = 0.0f;
 };
 
-// The arguments of `step` for a call with `num_tokens` tokens and `num_soft_tokens` soft rows.
+// The arguments of `step` for a launch with `num_tokens` tokens and `num_soft_tokens` soft rows.
+// Buffers start at token row `first_row` (ProgramLaunch::first_row).
 std::vector<ResolvedArg> ResolveStepArgs(const Plan& plan, const Step& step,
                                          const ArgBindings& bindings, int32_t num_tokens,
-                                         int32_t num_soft_tokens);
+                                         int32_t num_soft_tokens, int32_t first_row = 0);
 
 // The buffers a step writes (for dumps), with their StepOutput names.
 struct OutputBuffer {
@@ -74,19 +75,25 @@ int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens);
 
 // StepDoesNothing (which steps a step of a given size skips) is declared in plan.h.
 
-// One launch of an executor call: a step and the grid it is launched with.
+// One launch of an executor call: a step, the grid it is launched with, the token count it is
+// given and the first token row its buffers start at (a logits-tail step run on the last row
+// only: num_tokens 1, first_row = the call's last row; 0 otherwise).
 struct ProgramLaunch {
   int step = 0;
   const int* grid = nullptr;  // 3 dims
+  int32_t num_tokens = 0;
+  int32_t first_row = 0;
 };
 
-// The launches of a call of `num_tokens` tokens and `num_soft_tokens` soft rows: for one token
-// and no soft rows, the decode program when the plan has one (the steps that do something then,
-// with their one-token grids); otherwise
-// every step in order with its own grid, those that do nothing at this size included (the CUDA
-// executor skips them, StepDoesNothing; the host reference runs them).
+// The launches of a call of `num_tokens` tokens and `num_soft_tokens` soft rows that returns the
+// logits rows `rows`: for one token and no soft rows, the decode program when the plan has one
+// (the steps that do something then, with their one-token grids); otherwise every step in order
+// with its own grid, those that do nothing at this size included (the CUDA executor skips them,
+// StepDoesNothing; the host reference runs them). The logits tail (Step::logits_tail) runs on
+// every row for kAll, on the last row for kLast (one token, with its one-token grid), and not at
+// all for kNone.
 std::vector<ProgramLaunch> ProgramFor(const Plan& plan, int64_t num_tokens,
-                                      int64_t num_soft_tokens);
+                                      int64_t num_soft_tokens, LogitRows rows);
 
 }  // namespace rt
 }  // namespace spark

@@ -123,7 +123,7 @@ RunProfile::RunProfile(const Plan& plan)
     : plan_(plan), decode_(plan.steps.size()), prefill_(plan.steps.size()) {}
 
 void RunProfile::Record(size_t step_index, int64_t num_tokens, int64_t first_position,
-                        double seconds) {
+                        double seconds, int64_t launch_tokens) {
   const bool decode = num_tokens == 1;
   if (step_index == 0) {
     (decode ? decode_calls_ : prefill_calls_) += 1;
@@ -132,7 +132,10 @@ void RunProfile::Record(size_t step_index, int64_t num_tokens, int64_t first_pos
   StepTiming& timing = (decode ? decode_ : prefill_)[step_index];
   timing.launches += 1;
   timing.seconds += seconds;
-  timing.cost += EstimateStepCost(plan_, plan_.steps[step_index], num_tokens, first_position);
+  // A logits-tail launch on the last row: its one token, at the call's last position.
+  const int64_t tokens = launch_tokens < 0 ? num_tokens : launch_tokens;
+  timing.cost += EstimateStepCost(plan_, plan_.steps[step_index], tokens,
+                                  first_position + num_tokens - tokens);
 }
 
 std::vector<OpTiming> SumByOp(const Plan& plan, const std::vector<StepTiming>& steps) {

@@ -31,7 +31,11 @@
 // CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O0:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
 // The kv_shared attention writes nothing and reuses the entry of the first one.
 // CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid [8, 1, 1] block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O1:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
+// CHECK-SAME: decode [{{[0-9]+}}, 1, 1]{{$}}
+// The logits tail (plan.h Step::logits_tail): every launch after the last attention feeds
+// only the logits, row by row, so a step that needs the last row only runs them on it.
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[O0]] : i64}, {buffer = [[O1]] : i64}, {buffer = [[O:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-SAME: logits_tail
 // CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [2, 1, 1] block [256, 1, 1] args [{buffer = [[O]] : i64}, {weight = 4 : i64}, {buffer = [[ATTN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {buffer = [[ATTN]] : i64}, {buffer = [[H:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
 // The second weighted rms_norm has the first one's literals: same entry, other weight. Entries
@@ -45,6 +49,7 @@
 // The tied LM head reads weight 0, the embedding table.
 // CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid [4, 1, 1] block [256, 1, 1] args [{buffer = [[H2]] : i64}, {weight = 0 : i64}, {buffer = [[LG:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
 // CHECK-NEXT: spark.launch "softcap" @kernels::@spark_softcap__{{[a-z0-9_]+}} grid [1, 1, 1] block [256, 1, 1] args [{buffer = [[LG]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {f32 = 3.000000e+01 : f32}]
+// CHECK-SAME: logits_tail
 // CHECK-NEXT: {{^ *}$}}
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kernels {

@@ -400,6 +400,7 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     step.kernel = launch.getKernel().getLeafReference().getValue().str();
     if (auto source = launch->getAttrOfType<mlir::StringAttr>("source"))
       step.source = source.getValue().str();
+    step.logits_tail = launch.getLogitsTail();
     for (int i = 0; i < 3; ++i) {
       step.grid[i] = launch.getGrid()[i];
       step.block[i] = launch.getBlock()[i];

@@ -471,15 +471,21 @@ def Spark_LaunchOp : Spark_Op<"launch", [HasParent<"ProgramOp">]> {
     launches that have one and do something for one token (docs/plan-format.md). Without it the
     launch keeps `grid` in decode steps too.
 
+    `logits_tail` marks the launches that only turn the last hidden state into logits (the
+    final norm, the LM head, the softcap): the last launches of the program, each of a row-local
+    op. The runtime runs them on the last token's row only when a step needs no other logits,
+    and skips them when it needs none (docs/plan-format.md "The logits tail").
+
     ```mlir
     spark.launch "add" @kernels::@spark_add__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = 1 : i64}, {buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 64 : i32} ] {source = "layers.0.residual"} decode [1, 1, 1]
     ```
   }];
   let arguments = (ins StrAttr:$op, SymbolRefAttr:$kernel, DenseI32ArrayAttr:$grid,
                        DenseI32ArrayAttr:$block, ArrayAttr:$args,
-                       OptionalAttr<DenseI32ArrayAttr>:$decode_grid);
+                       OptionalAttr<DenseI32ArrayAttr>:$decode_grid, UnitAttr:$logits_tail);
   let assemblyFormat =
-      "$op $kernel `grid` $grid `block` $block `args` $args attr-dict (`decode` $decode_grid^)?";
+      "$op $kernel `grid` $grid `block` $block `args` $args attr-dict (`decode` $decode_grid^)? "
+      "(`logits_tail` $logits_tail^)?";
   let hasVerifier = 1;
 }
 

@@ -109,6 +109,7 @@ struct PendingLaunch {
   int64_t gridX;        // for max_tokens
   int64_t decodeGridX;  // for one token
   std::string source;
+  bool logitsTail = false;  // markLogitsTail
 };
 
 /// A logical buffer: what one or more tensor values (views, in-place results) live in.
@@ -163,6 +164,7 @@ private:
   LogicalResult assignBuffers();
   LogicalResult lowerOp(Operation *op);
   LogicalResult checkWeightTypes(Operation *op, size_t first);
+  void markLogitsTail();
   LogicalResult assignElementTypes();
   LogicalResult planOffsets();
   void buildEntries();
@@ -699,6 +701,40 @@ LogicalResult Lowering::checkWeightTypes(Operation *op, size_t first) {
   return success();
 }
 
+/// Marks the logits tail (plan.h Step::logits_tail): the longest run of last launches, each of a
+/// row-local op (abi::RowLocal), whose written buffers only later tail launches read or which are
+/// the logits. A step that needs only its last token's logits then runs them on that row. In a
+/// Gemma 4 plan that is the final norm, the LM head and the softcap, and before them the last
+/// layer's launches after its attention (the MLP or experts and the residual adds), which no
+/// other token needs either.
+void Lowering::markLogitsTail() {
+  // Readers of each buffer, by launch index.
+  llvm::DenseMap<int64_t, SmallVector<size_t>> readers;
+  for (auto [l, launch] : llvm::enumerate(launches))
+    for (auto [i, arg] : llvm::enumerate(launch.args))
+      if (arg.kind == Arg::Buffer && !abi::IsWrittenRole(launch.spec->args[i].role))
+        readers[arg.index].push_back(l);
+  size_t first = launches.size();
+  while (first > 0) {
+    const PendingLaunch &launch = launches[first - 1];
+    if (!abi::RowLocal(*launch.spec))
+      break;
+    bool onlyTailReads = true;
+    for (auto [i, arg] : llvm::enumerate(launch.args)) {
+      if (arg.kind != Arg::Buffer || !abi::IsWrittenRole(launch.spec->args[i].role))
+        continue;
+      for (size_t reader : readers.lookup(arg.index))
+        onlyTailReads &= reader >= first - 1;  // itself (in place) or the tail so far
+      onlyTailReads &= arg.index == logits || !readers.lookup(arg.index).empty();
+    }
+    if (!onlyTailReads)
+      break;
+    --first;
+  }
+  for (size_t l = first; l < launches.size(); ++l)
+    launches[l].logitsTail = true;
+}
+
 /// Gives every buffer the element type of the registry arguments it is passed as (kI32, kF32 for
 /// a workspace, kAct for activations); buffers no launch takes keep the type of their value.
 /// A buffer passed as two different types is a bug of this lowering.
@@ -907,7 +943,7 @@ void Lowering::buildProgram() {
         SymbolRefAttr::get(ctx, "kernels", {FlatSymbolRefAttr::get(ctx, entryName)}),
         b.getDenseI32ArrayAttr({static_cast<int32_t>(l.gridX), 1, 1}),
         b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}), b.getArrayAttr(args),
-        b.getDenseI32ArrayAttr({static_cast<int32_t>(l.decodeGridX), 1, 1}));
+        b.getDenseI32ArrayAttr({static_cast<int32_t>(l.decodeGridX), 1, 1}), l.logitsTail);
     launchOp->setAttr("source", b.getStringAttr(l.source));
   }
 }
@@ -920,6 +956,7 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
       return failure();
   if (logits < 0)
     return entry.emitOpError("expects a func.return of the logits");
+  markLogitsTail();
   if (failed(assignElementTypes()) || failed(planOffsets()))
     return failure();
   buildEntries();

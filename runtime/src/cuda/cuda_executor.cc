@@ -110,12 +110,12 @@ class CudaExecutor final : public Executor {
   }
   absl::Status CopyInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                           const SoftTokenChunk* soft);
-  absl::Status Launch(int step_index, const int* grid, int32_t num_tokens,
-                      int32_t num_soft_tokens);
-  absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens);
+  absl::Status Launch(const ProgramLaunch& launch, int32_t num_soft_tokens);
+  // The launches of ProgramFor(plan_, num_tokens, num_soft_tokens, rows).
+  absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens, LogitRows rows);
   // Profiling: one event before each step and one after the last.
   absl::Status CreateStepEvents();
-  absl::Status RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens,
+  absl::Status RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens, LogitRows rows,
                                int32_t first_position);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
   absl::Status LaunchDecodeGraph(Sequence* sequence);
@@ -408,11 +408,12 @@ absl::Status CudaExecutor::CopyInputs(absl::Span<const int32_t> ids,
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::Launch(int step_index, const int* grid, int32_t num_tokens,
-                                  int32_t num_soft_tokens) {
+absl::Status CudaExecutor::Launch(const ProgramLaunch& launch, int32_t num_soft_tokens) {
+  const int step_index = launch.step;
+  const int* grid = launch.grid;
   const Step& step = plan_.steps[step_index];
-  const std::vector<ResolvedArg> args =
-      ResolveStepArgs(plan_, step, bindings_, num_tokens, num_soft_tokens);
+  const std::vector<ResolvedArg> args = ResolveStepArgs(
+      plan_, step, bindings_, launch.num_tokens, num_soft_tokens, launch.first_row);
   // Literal i32/f32 arguments are compiled into the entry point (docs/plan-format.md); the
   // entry's parameters are the other arguments, in order. Each parameter gets its own 8-byte
   // slot: a CUdeviceptr, or an i32 / f32 in the low 4 bytes.
@@ -453,30 +454,35 @@ absl::Status CudaExecutor::CreateStepEvents() {
 }
 
 absl::Status CudaExecutor::RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens,
-                                           int32_t first_position) {
-  const std::vector<ProgramLaunch> program = ProgramFor(plan_, num_tokens, num_soft_tokens);
+                                           LogitRows rows, int32_t first_position) {
+  const std::vector<ProgramLaunch> program =
+      ProgramFor(plan_, num_tokens, num_soft_tokens, rows);
   for (size_t k = 0; k < program.size(); ++k) {
     float ms = 0.0f;
     SPARK_CU_RETURN_IF_ERROR(api_,
                              api_->cuEventElapsedTime(&ms, step_events_[k], step_events_[k + 1]));
-    mutable_profile()->Record(program[k].step, num_tokens, first_position, ms * 1e-3);
+    mutable_profile()->Record(program[k].step, num_tokens, first_position, ms * 1e-3,
+                              program[k].num_tokens);
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens) {
+absl::Status CudaExecutor::LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens,
+                                       LogitRows rows) {
   const bool profiling = mutable_profile() != nullptr;
   if (profiling) SPARK_RETURN_IF_ERROR(CreateStepEvents());
-  // One token: the decode program (its steps, one-token grids); otherwise every step.
-  const std::vector<ProgramLaunch> program = ProgramFor(plan_, num_tokens, num_soft_tokens);
+  // One token: the decode program (its steps, one-token grids); otherwise every step; the
+  // logits tail on the rows asked for.
+  const std::vector<ProgramLaunch> program =
+      ProgramFor(plan_, num_tokens, num_soft_tokens, rows);
   for (size_t k = 0; k < program.size(); ++k) {
     const int index = program[k].step;
     const Step& step = plan_.steps[index];
     if (profiling) SPARK_CU_RETURN_IF_ERROR(api_, api_->cuEventRecord(step_events_[k], stream_));
     // A launch the ABI defines as doing nothing at this size is not made (plan.h).
-    if (!StepDoesNothing(step, num_tokens, num_soft_tokens)) {
-      SPARK_RETURN_IF_ERROR(WithContext(Launch(index, program[k].grid, num_tokens, num_soft_tokens),
-                                        DescribeStep(index, step)));
+    if (!StepDoesNothing(step, program[k].num_tokens, num_soft_tokens)) {
+      SPARK_RETURN_IF_ERROR(
+          WithContext(Launch(program[k], num_soft_tokens), DescribeStep(index, step)));
     }
     if (step_observer()) {
       SPARK_RETURN_IF_ERROR(WithContext(ObserveStep(index, num_tokens), DescribeStep(index, step)));
@@ -507,7 +513,8 @@ absl::Status CudaExecutor::ObserveStep(int step_index, int32_t num_tokens) {
 absl::Status CudaExecutor::CaptureDecodeGraph(Sequence* sequence) {
   SPARK_CU_RETURN_IF_ERROR(api_,
                            api_->cuStreamBeginCapture(stream_, cu::kStreamCaptureModeThreadLocal));
-  const absl::Status launched = LaunchSteps(1, 0);
+  // The graph serves every decode step of the sequence, whatever logits it asks for.
+  const absl::Status launched = LaunchSteps(1, 0, LogitRows::kLast);
   CUgraph graph = nullptr;
   const CUresult ended = api_->cuStreamEndCapture(stream_, &graph);
   if (!launched.ok()) {
@@ -546,11 +553,13 @@ absl::Status CudaExecutor::Run(SequenceState& state, absl::Span<const int32_t> i
   // Replaying a captured decode graph allocates nothing new: the driver's used memory is sampled
   // after every other step (the first decode step of a sequence captures its graph).
   bool may_allocate = true;
+  // A step observer sees every row of every step: the logits tail runs on all rows then.
+  const LogitRows program_rows = step_observer() ? LogitRows::kAll : rows;
   if (num_tokens == 1 && num_soft == 0 && options_.use_graphs && !step_observer() && !profiling) {
     may_allocate = sequence.decode_graph == nullptr;
     SPARK_RETURN_IF_ERROR(LaunchDecodeGraph(&sequence));
   } else {
-    SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft));
+    SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft, program_rows));
   }
   // Sampling needs the last row only: one row of [num_tokens, vocab] crosses to the host.
   const int64_t vocab = plan_.model.vocab_size;
@@ -573,7 +582,9 @@ absl::Status CudaExecutor::Run(SequenceState& state, absl::Span<const int32_t> i
   if (bf16 && !logits->empty()) {
     ActivationsToF32(staging_.data(), DType::kBF16, absl::MakeSpan(*logits));
   }
-  if (profiling) SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, num_soft, positions[0]));
+  if (profiling) {
+    SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, num_soft, program_rows, positions[0]));
+  }
   return may_allocate ? SampleDriverMemory() : absl::OkStatus();
 }
 

@@ -19,6 +19,7 @@
 #include "spark/runtime/plan.h"
 #include "spark/runtime/plan_format.h"
 #include "spark/runtime/safetensors.h"
+#include "spark/runtime/step_profile.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -93,6 +94,41 @@ TEST_F(HostExecutorTest, PrefillComputesEveryRow) {
   ExpectNear(Row(logits, 1), {0.5f, 0.5f, 1, 0.5f});
   for (int p = 0; p < 3; ++p) ExpectNear(Row(logits, p), Expected(ids, p, 0));
   EXPECT_EQ(executor->name(), "host");
+}
+
+// The logits tail (Step::logits_tail; here the LM head): a step that needs the last row only runs
+// it on that row, one that needs none not at all, and the result equals the full run's.
+TEST_F(HostExecutorTest, TheLogitsTailRunsOnTheRowsAskedFor) {
+  Plan plan = TinyPlan(KvKind::kFull, 0);
+  plan.steps.back().logits_tail = true;
+  ASSERT_TRUE(ValidatePlan(plan, "tail").ok()) << ValidatePlan(plan, "tail");
+  const size_t lm_head = plan.steps.size() - 1;
+  std::unique_ptr<Executor> executor = Make(plan);
+  auto profile = std::make_unique<RunProfile>(plan);
+  const RunProfile* seen = profile.get();
+  executor->set_profile(std::move(profile));
+  const std::vector<int32_t> ids = {0, 1, 2};
+  std::vector<float> last, all;
+  {
+    absl::StatusOr<std::unique_ptr<SequenceState>> sequence = executor->NewSequence(32);
+    ASSERT_TRUE(sequence.ok());
+    ASSERT_TRUE(executor->Run(**sequence, ids, {0, 1, 2}, nullptr, LogitRows::kLast, &last).ok());
+    ASSERT_EQ(last.size(), static_cast<size_t>(kVocab));
+    ExpectNear(last, Expected(ids, 2, 0));
+    // The tail ran once, for one token; the steps before it for three.
+    EXPECT_EQ(seen->prefill()[lm_head].launches, 1);
+    EXPECT_EQ(seen->prefill()[lm_head].cost.flops, 2.0 * kVocab * kHidden);
+    std::vector<float> none;
+    ASSERT_TRUE(executor->Run(**sequence, {3, 1}, {3, 4}, nullptr, LogitRows::kNone, &none).ok());
+    EXPECT_TRUE(none.empty());
+    EXPECT_EQ(seen->prefill()[lm_head].launches, 1);  // not run
+    EXPECT_EQ(seen->prefill()[0].launches, 2);
+  }
+  absl::StatusOr<std::unique_ptr<SequenceState>> sequence = executor->NewSequence(32);
+  ASSERT_TRUE(sequence.ok());
+  ASSERT_TRUE(executor->Run(**sequence, ids, {0, 1, 2}, nullptr, LogitRows::kAll, &all).ok());
+  EXPECT_EQ(Row(all, 2), last);
+  for (int p = 0; p < 3; ++p) ExpectNear(Row(all, p), Expected(ids, p, 0));
 }
 
 TEST_F(HostExecutorTest, DecodeAfterPrefillReadsTheCache) {

@@ -70,6 +70,49 @@ TEST(DTypeTest, SizesNamesAndParsing) {
                        "f4E2M1FN)"));
 }
 
+// The logits tail: a suffix of row-local steps that writes the logits, round-tripped as
+// "logits_tail": true; anything else is refused.
+TEST(PlanTest, TheLogitsTailIsASuffixOfRowLocalStepsWritingTheLogits) {
+  Plan plan = TestPlan();
+  // TestPlan: embedding, scatter_rows, rms_norm, kv_write, linear (logits), attention.
+  EXPECT_TRUE(abi::RowLocal(abi::Kernel(abi::OpId::kLinear)));
+  EXPECT_TRUE(abi::RowLocal(abi::Kernel(abi::OpId::kMoeDown)));
+  EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kAttention)));
+  EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kKvWrite)));
+  EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kScatterRows)));
+  EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kAttentionMerge)));
+  std::swap(plan.steps[4], plan.steps[5]);  // the logits linear last
+  ASSERT_TRUE(ValidatePlan(plan, "m.cubin").ok()) << ValidatePlan(plan, "m.cubin");
+  plan.steps[5].logits_tail = true;
+  const std::string section = SerializePlanSection(plan);
+  EXPECT_NE(section.find(R"("logits_tail":true)"), std::string::npos);
+  const absl::StatusOr<Plan> parsed = ParsePlanSection(section, "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->steps[5].logits_tail);
+  EXPECT_FALSE(parsed->steps[4].logits_tail);
+  EXPECT_EQ(SerializePlanSection(*parsed), section);
+  Plan bad = plan;
+  bad.steps[3].logits_tail = true;  // not a suffix
+  EXPECT_TRUE(StatusIs(ValidatePlan(bad, "m.cubin"), kInvalid,
+                       "m.cubin: plan steps[3]: logits_tail on a step that is followed by step 4, "
+                       "which is not in the tail"));
+  bad = plan;
+  bad.steps[4].logits_tail = true;  // attention
+  EXPECT_TRUE(StatusIs(ValidatePlan(bad, "m.cubin"), kInvalid,
+                       "m.cubin: plan steps[4]: logits_tail on attention, which is not row-local"));
+  bad = plan;
+  std::swap(bad.steps[4], bad.steps[5]);
+  bad.steps[5].logits_tail = false;
+  bad.steps[4].logits_tail = false;
+  bad.steps.push_back(bad.steps[2]);  // an rms_norm after the logits, alone in the tail
+  bad.steps.back().logits_tail = true;
+  EXPECT_TRUE(StatusIs(ValidatePlan(bad, "m.cubin"), kInvalid,
+                       "the logits tail does not write outputs.logits"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("shared_bytes":1024,)",
+                                       R"("shared_bytes":1024,"logits_tail":false,)"),
+                       kInvalid, "logits_tail: expected true (absent means false), found false"));
+}
+
 TEST(PlanTest, BuffersAreF32Bf16OrI32) {
   Plan plan = TestPlan();
   plan.buffers[2].dtype = DType::kF8E4M3FN;

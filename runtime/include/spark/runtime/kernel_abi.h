@@ -270,6 +270,23 @@ static_assert(kNumKernels == static_cast<int>(OpId::kCount), "one KernelSpec per
 // The spec of an op by id (kKernels is in OpId order).
 SPARK_ABI_CONSTEXPR_FN const KernelSpec& Kernel(OpId id) { return kKernels[static_cast<int>(id)]; }
 
+// True when each token row of the op's outputs depends only on the same row of its inputs (and
+// on weights and literals): every pointer is a per-token buffer row or a weight, and the op takes
+// no KV cache, soft-token count, attention records or last_visible. Such an op can run on one
+// row of a step by offsetting its buffers (the plan's logits tail: plan.h Step::logits_tail).
+SPARK_ABI_CONSTEXPR_FN bool RowLocal(const KernelSpec& spec) {
+  for (int i = 0; i < spec.num_args; ++i) {
+    const ArgSpec& arg = spec.args[i];
+    if (arg.role == Role::kWeight || arg.role == Role::kNumTokens) continue;
+    if (IsScalarRole(arg.role)) {
+      if (IsRuntimeValue(arg.role)) return false;  // soft-token count, cache capacity
+      continue;
+    }
+    if (!IsActivationRole(arg.role) || arg.extent.kind != Extent::kPerToken) return false;
+  }
+  return true;
+}
+
 // ---- KV cache element types ----
 // The `cache_dtype` argument of kv_write and attention: how the K and V caches store their
 // elements. bf16 halves the cache's memory and the bytes attention reads per key.

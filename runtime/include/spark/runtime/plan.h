@@ -89,6 +89,12 @@ struct Step {
   int block[3] = {1, 1, 1};
   int shared_bytes = 0;
   std::vector<StepArg> args;  // in kernel ABI order
+  // One of the steps that only turn the last hidden state into logits (the final norm, the LM
+  // head, the softcap): a suffix of `steps`, of row-local ops (abi::RowLocal). A call that needs
+  // the logits of its last token only runs them on that row (one token, buffers offset to it),
+  // one that needs no logits (an early prefill chunk) not at all; every row only when all logits
+  // are asked for (docs/plan-format.md "The logits tail").
+  bool logits_tail = false;
 };
 
 // One launch of the decode program: which step runs, and its grid for one token.

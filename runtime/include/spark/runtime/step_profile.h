@@ -40,7 +40,10 @@ struct StepTiming {
 class RunProfile {
  public:
   explicit RunProfile(const Plan& plan);
-  void Record(size_t step_index, int64_t num_tokens, int64_t first_position, double seconds);
+  // One launch of step `step_index` in a call of `num_tokens` tokens (decode when 1), made for
+  // `launch_tokens` of them (fewer for a logits-tail step run on the last row only; -1: all).
+  void Record(size_t step_index, int64_t num_tokens, int64_t first_position, double seconds,
+              int64_t launch_tokens = -1);
   const Plan& plan() const { return plan_; }
   const std::vector<StepTiming>& decode() const { return decode_; }
   const std::vector<StepTiming>& prefill() const { return prefill_; }
