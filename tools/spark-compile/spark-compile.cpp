@@ -56,9 +56,9 @@ static cl::opt<std::string>
                  cl::value_desc("f32|bf16"), cl::init("f32"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> activationPrecision(
     "activation-precision",
-    cl::desc("What activations hold: f32 (default), or bf16: every kernel output is rounded to "
-             "bf16 as it is stored, the numerics of an engine that keeps its activations in "
-             "bf16. Buffers stay f32 in memory: the same memory and speed (docs/precision.md)"),
+    cl::desc("Element type of the activations: f32 (default), or bf16: stored in bf16 (half "
+             "the activation arena; kernels compute in f32 and round what they store, the "
+             "numerics of an engine that keeps its activations in bf16; docs/precision.md)"),
     cl::value_desc("f32|bf16"), cl::init("f32"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> ptxasPath("ptxas",
                                       cl::desc("ptxas to use (else SPARK_PTXAS, CUDA_HOME, "

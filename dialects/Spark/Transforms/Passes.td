@@ -57,9 +57,9 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
            "Element type of every KV cache, f32 or bf16 (sets element_type on each "
            "spark.kv_cache; empty: as the module declares, f32 when absent)">,
     Option<"activationPrecision", "activation-precision", "std::string", /*default=*/"\"f32\"",
-           "What activation buffers hold: f32, or bf16 (every f32 output of a kernel rounded to "
-           "bf16 as it is stored; the program records it, the gpu.module defines the kernels' "
-           "spark_activation_precision constant)">
+           "Element type of the activation buffers: f32, or bf16 (bf16 storage, what kernels "
+           "store rounded to nearest even; workspaces stay f32; the program records it, the "
+           "gpu.module defines the kernels' spark_activation_precision constant)">
   ];
   let statistics = [
     Statistic<"numLaunches", "num-launches", "Number of kernel launches in the plan">,
