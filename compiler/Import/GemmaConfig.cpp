@@ -367,6 +367,22 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     return topReader.error("unsupported model_type '" + modelType +
                            "' (expected 'gemma4' or 'gemma4_text')");
   }
+  // Quantized checkpoints (ModelOpt NVFP4 / FP8, AWQ, GPTQ, MXFP4, ...): their weights are not
+  // bf16, and a bf16 graph over them would be wrong. Refused, naming what the config says.
+  for (const json::Object *object : {top, textObject}) {
+    const json::Value *quantization = object->get("quantization_config");
+    if (!quantization || quantization->kind() == json::Value::Null)
+      continue;
+    std::string what;
+    if (const json::Object *q = quantization->getAsObject())
+      for (StringRef key : {"quant_method", "quant_algo", "format"})
+        if (std::optional<StringRef> value = q->getString(key))
+          what += (what.empty() ? "" : ", ") + key.str() + " '" + value->str() + "'";
+    return topReader.error(
+        "quantization_config" + (what.empty() ? std::string() : " (" + what + ")") +
+        ": this is a quantized checkpoint, and Spark imports bf16 checkpoints only (quantized "
+        "weights are not supported yet); use the model's bf16 checkpoint");
+  }
   if (const json::Array *archs = top->getArray("architectures"))
     if (!archs->empty())
       if (std::optional<StringRef> a = (*archs)[0].getAsString()) {
@@ -658,6 +674,15 @@ Expected<GemmaConfig> parseGemmaConfig(StringRef pathOrDir) {
   Expected<std::unique_ptr<MemoryBuffer>> buffer = readInputFile(path, kConfigJsonInput);
   if (!buffer)
     return buffer.takeError();
+  // ModelOpt may describe the quantization in a file of its own next to config.json.
+  SmallString<256> quantConfig = sys::path::parent_path(path);
+  sys::path::append(quantConfig, "hf_quant_config.json");
+  if (sys::fs::exists(quantConfig))
+    return createStringError(inconvertibleErrorCode(),
+                             "%s: the checkpoint is quantized (it has hf_quant_config.json), and "
+                             "Spark imports bf16 checkpoints only (quantized weights are not "
+                             "supported yet); use the model's bf16 checkpoint",
+                             quantConfig.c_str());
   return parseGemmaConfigText((*buffer)->getBuffer(), path);
 }
 
