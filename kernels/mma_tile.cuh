@@ -145,6 +145,38 @@ SPK_DEVICE void zero(Accum& acc) {
       for (int e = 0; e < 4; ++e) acc.v[i][j][e] = 0.0f;
 }
 
+// acc += the products of stage `st` (K = kBK) for this thread's fragments: the hi half of A
+// times B, after the lo half when kSplit (f32 A: lo first, then hi, as the split adds them).
+template <bool kSplit>
+SPK_DEVICE void multiply_stage(Smem& s, int st, const Lanes& l, Accum& acc) {
+#pragma unroll
+  for (int kk = 0; kk < kBK; kk += 16) {
+    uint32_t ah[2][4], al[2][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      ldmatrix_x4(ah[i], &s.a_hi[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
+      if constexpr (kSplit) {
+        ldmatrix_x4(al[i], &s.a_lo[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
+      }
+    }
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      uint32_t b[4];
+      ldmatrix_x4(b, &s.b[st][l.wn + jj * 16 + l.b_n][kk + l.b_k]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          if constexpr (kSplit) {
+            mma_bf16_16816(acc.v[i][2 * jj + h], al[i], b[2 * h], b[2 * h + 1]);
+          }
+          mma_bf16_16816(acc.v[i][2 * jj + h], ah[i], b[2 * h], b[2 * h + 1]);
+        }
+      }
+    }
+  }
+}
+
 // The bf16-A tile (see the file comment): A and B by cp.async, one MMA per product.
 template <class ARow, class BRow>
 SPK_DEVICE void tile_mma_bf16(Smem& s, const ARow& a_row, const BRow& b_row, int k_size,
@@ -166,26 +198,7 @@ SPK_DEVICE void tile_mma_bf16(Smem& s, const ARow& a_row, const BRow& b_row, int
       copy_b_async(s, st ^ 1, b_row, k_size, (ks + 1) * kBK);
       cp_async_commit();
     }
-#pragma unroll
-    for (int kk = 0; kk < kBK; kk += 16) {
-      uint32_t a[2][4];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        ldmatrix_x4(a[i], &s.a_hi[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
-      }
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        uint32_t b[4];
-        ldmatrix_x4(b, &s.b[st][l.wn + jj * 16 + l.b_n][kk + l.b_k]);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            mma_bf16_16816(acc.v[i][2 * jj + h], a[i], b[2 * h], b[2 * h + 1]);
-          }
-        }
-      }
-    }
+    multiply_stage<false>(s, st, l, acc);
   }
 }
 
@@ -214,28 +227,7 @@ SPK_DEVICE void tile_mma_split(Smem& s, const ARow& a_row, const BRow& b_row, in
       detail::store_a(regs, s, st ^ 1);
       if (ks + 2 < ksteps) detail::load_a(regs, a_row, k_size, (ks + 2) * kBK);
     }
-#pragma unroll
-    for (int kk = 0; kk < kBK; kk += 16) {
-      uint32_t ah[2][4], al[2][4];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        ldmatrix_x4(ah[i], &s.a_hi[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
-        ldmatrix_x4(al[i], &s.a_lo[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
-      }
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        uint32_t b[4];
-        ldmatrix_x4(b, &s.b[st][l.wn + jj * 16 + l.b_n][kk + l.b_k]);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            mma_bf16_16816(acc.v[i][2 * jj + h], al[i], b[2 * h], b[2 * h + 1]);
-            mma_bf16_16816(acc.v[i][2 * jj + h], ah[i], b[2 * h], b[2 * h + 1]);
-          }
-        }
-      }
-    }
+    multiply_stage<true>(s, st, l, acc);
   }
 }
 
