@@ -24,6 +24,13 @@
 #       then on IMAGEDIR/gemma-4-MODEL.act-bf16.sm_90a.cubin (spark-compile --max-tokens 512,
 #       without and with --activation-precision bf16), results named spark_MODEL-f32_... and
 #       spark_MODEL-act-bf16_.... About 6 minutes per model on the H200.
+#   bench/run_bench.sh quantized MODEL FORMAT OUTDIR IMAGE SPARK_RUN SPARK_QUANTIZE
+#       a quantized checkpoint (FORMAT nvfp4 or fp8) of the random-weight model: the bf16 one is
+#       built in memory (/dev/shm: the device's 64 GiB disk cannot hold 31B in bf16 beside its
+#       quantized copy), spark-quantize writes /tmp/gemma4-MODEL-FORMAT (timed, in
+#       OUTDIR/quantize_MODEL_FORMAT.log) and the bf16 copy is removed; then the `spark` stage's
+#       runs (one round) on IMAGE (compiled from a config with the same quantization_config),
+#       results named spark_MODEL-FORMAT_....
 #   bench/run_bench.sh pytorch MODEL OUTDIR MODE [CONTEXTS] [PREFILLS]
 #       bench/pytorch_llm.py on the same checkpoint (MODE eager or compile; compile runs under
 #       timeout -s INT ${SPARK_BENCH_COMPILE_SECONDS:-500} so that what was measured is kept).
@@ -89,9 +96,9 @@ case "$stage" in
     ;;
   spark)
     model=$1 out=$2 image=$3 run=$4
-    ckpt=/tmp/gemma4-$model-random
+    ckpt=${SPARK_BENCH_CKPT:-/tmp/gemma4-$model-random}
     mkdir -p "$out"
-    if [ ! -f "$ckpt/model.safetensors.index.json" ] || [ ! -f "$ckpt/.complete" ]; then
+    if [ -z "${SPARK_BENCH_CKPT:-}" ] && { [ ! -f "$ckpt/model.safetensors.index.json" ] || [ ! -f "$ckpt/.complete" ]; }; then
       t0=$(date +%s)
       python3 tools/reference/make_full_size.py --model "$model" --out "$ckpt" --device cuda \
         > "$out/make_$model.log" 2>&1 || { tail -20 "$out/make_$model.log"; exit 1; }
@@ -129,6 +136,28 @@ case "$stage" in
       SPARK_BENCH_ROUNDS=1 SPARK_BENCH_CASES="prefill decode" SPARK_BENCH_NAME=$model-$variant \
         bash bench/run_bench.sh spark "$model" "$out" "$images/gemma-4-$model.$variant.sm_90a.cubin" "$run" || exit 1
     done
+    ;;
+  quantized)
+    model=$1 format=$2 out=$3 image=$4 run=$5 quantize=$6
+    src=/dev/shm/gemma4-$model-random dst=/tmp/gemma4-$model-$format
+    mkdir -p "$out"
+    if [ ! -f "$dst/hf_quant_config.json" ]; then
+      if [ ! -f "$src/.complete" ]; then
+        t0=$(date +%s)
+        python3 tools/reference/make_full_size.py --model "$model" --out "$src" --device cuda \
+          > "$out/make_$model.log" 2>&1 || { tail -20 "$out/make_$model.log"; exit 1; }
+        touch "$src/.complete"
+        echo "checkpoint $src written in $(( $(date +%s) - t0 )) s"
+      fi
+      t0=$(date +%s)
+      "$quantize" "$src" "$dst" --format "$format" > "$out/quantize_${model}_$format.log" 2>&1 \
+        || { tail -5 "$out/quantize_${model}_$format.log"; exit 1; }
+      echo "spark-quantize $model $format: $(( $(date +%s) - t0 )) s, $(tail -1 "$out/quantize_${model}_$format.log")" \
+        | tee -a "$out/quantize_${model}_$format.log"
+      rm -rf "$src"
+    fi
+    SPARK_BENCH_CKPT=$dst SPARK_BENCH_ROUNDS=1 SPARK_BENCH_NAME=$model-$format \
+      bash bench/run_bench.sh spark "$model" "$out" "$image" "$run"
     ;;
   pytorch)
     model=$1 out=$2 mode=$3 contexts=${4:-1024,8192} prefills=${5:-512,4096}
@@ -180,7 +209,7 @@ case "$stage" in
     echo "tables: $out/summary.md"
     ;;
   *)
-    echo "unknown stage $stage (ceilings, tiny, spark, pytorch, clean, all)" >&2
+    echo "unknown stage $stage (ceilings, tiny, spark, act-precision, quantized, pytorch, kernels, clean, all)" >&2
     exit 2
     ;;
 esac

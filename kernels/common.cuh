@@ -6,7 +6,8 @@
 //   - `extern "C" __device__ void spark_<op>(...)` is the whole kernel body; the compiler wraps it
 //     in a generated `gpu.func` entry. It must be correct for any gridDim.x >= 1 (grid-stride
 //     loops) and for blockDim.x == the ABI block size;
-//   - pointers are generic; weights are bf16 bits (`const unsigned short*`), activations
+//   - pointers are generic; weights are bf16 bits (`const unsigned short*`; quantized ones
+//     `const unsigned char*` with their scales, kernel_ops.def), activations
 //     `void*` of the module's activation type (f32 or bf16: read and written through ActIn /
 //     ActOut below), workspaces f32, ids/positions/indices int32;
 //   - vector (16-byte) loads are used only after checking the alignment of the pointer and of
@@ -102,6 +103,26 @@ SPK_DEVICE float dot8_acc(const float w[8], const float4& a, const float4& b, fl
   acc = fmaf_(w[5], b.y, acc);
   acc = fmaf_(w[6], b.z, acc);
   return fmaf_(w[7], b.w, acc);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Quantized weight elements (runtime/include/spark/runtime/quantized_weights.h has the formats;
+// these are the fast device forms, exact for every value a loaded checkpoint holds: the runtime
+// rejects NaN scales, and e4m3 NaN is the one code these do not decode).
+// ------------------------------------------------------------------------------------------------
+// The value of the E2M1 code in the low 4 bits of `code`: the f32 pattern is built directly
+// (magnitudes 1 .. 6 of codes 2-7 are 0x3f000000 + (m << 22); code 1 is 0.5).
+SPK_DEVICE float e2m1_to_f32(uint32_t code) {
+  const uint32_t m = code & 7u;
+  const uint32_t magnitude = m >= 2u ? 0x3f000000u + (m << 22) : (m != 0u ? 0x3f000000u : 0u);
+  return u32_as_f32(magnitude | ((code & 8u) << 28));
+}
+// The value of an e4m3fn byte (low 8 bits of `bits`).
+SPK_DEVICE float e4m3_to_f32(uint32_t bits) {
+  const uint32_t e = (bits >> 3) & 15u, m = bits & 7u;
+  const float magnitude = e == 0u ? static_cast<float>(m) * 0.001953125f  // m x 2^-9
+                                  : u32_as_f32(((e + 120u) << 23) | (m << 20));
+  return (bits & 0x80u) != 0u ? -magnitude : magnitude;
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 // One 64 x 128 output tile of C = A @ B^T on tensor cores (`mma.sync.m16n8k16` bf16, f32
 // accumulation), shared by the dense GEMM (linear.cu) and the grouped MoE GEMM (moe.cu).
 //
-// A is activations (f32 or bf16 storage, common.cuh ActIn), B bf16 (weights, checkpoint layout
-// [rows, K]); the caller says where each tile row lives (a row, or null for a zero row), so that
+// A is activations (f32 or bf16 storage, common.cuh ActIn), B weights in checkpoint layout
+// [rows, K]: bf16, or quantized (NVFP4, FP8) and converted to bf16 on the way to shared memory
+// (the B sources below); the caller says where each tile row lives (a row, or null for a zero row), so that
 // A rows may be gathered (the tokens routed to one expert) and B rows interleaved (an expert's
 // gate and up rows).
 //   - f32 A is split into two bf16 terms, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), both
@@ -177,74 +178,169 @@ SPK_DEVICE void multiply_stage(Smem& s, int st, const Lanes& l, Accum& acc) {
   }
 }
 
-// The bf16-A tile (see the file comment): A and B by cp.async, one MMA per product.
-template <class ARow, class BRow>
-SPK_DEVICE void tile_mma_bf16(Smem& s, const ARow& a_row, const BRow& b_row, int k_size,
-                              Accum& acc) {
+// The K-step pipeline of every tile. A: bf16 storage goes to shared memory by cp.async and takes
+// one MMA per product; f32 (kSplitA) comes through registers, split into hi + lo (two MMAs).
+// B: a source (below) either copies its step by cp.async (kAsync) or loads it into registers
+// and converts it on the way to shared memory (quantized weights). Register operands are
+// loaded two steps ahead and stored one step ahead; asynchronous copies run one step ahead.
+// One barrier per step: stage st holds step ks; every warp is done with step ks - 1 (stage
+// st ^ 1), which is refilled while step ks is multiplied.
+template <bool kSplitA, class ARow, class BSource>
+SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, BSource& b, int k_size, Accum& acc) {
   const Lanes l;
   const int ksteps = (k_size + kBK - 1) / kBK;
   zero(acc);
 
   __syncthreads();  // a previous call's last step is consumed by every warp
-  copy_a_async(s, 0, a_row, k_size, 0);
-  copy_b_async(s, 0, b_row, k_size, 0);
-  cp_async_commit();
-  for (int ks = 0; ks < ksteps; ++ks) {
-    const int st = ks & 1;
-    cp_async_wait_all();
-    __syncthreads();  // stage st holds step ks; every warp is done with step ks - 1 (stage st ^ 1)
-    if (ks + 1 < ksteps) {
-      copy_a_async(s, st ^ 1, a_row, k_size, (ks + 1) * kBK);
-      copy_b_async(s, st ^ 1, b_row, k_size, (ks + 1) * kBK);
-      cp_async_commit();
-    }
-    multiply_stage<false>(s, st, l, acc);
+  ARegs regs;
+  if constexpr (kSplitA) {
+    load_a(regs, a_row, k_size, 0);
+  } else {
+    copy_a_async(s, 0, a_row, k_size, 0);
   }
-}
-
-// The f32-A tile (see the file comment): A split into hi + lo, two MMAs per product.
-template <class ARow, class BRow>
-SPK_DEVICE void tile_mma_split(Smem& s, const ARow& a_row, const BRow& b_row, int k_size,
-                               Accum& acc) {
-  const Lanes l;
-  const int ksteps = (k_size + kBK - 1) / kBK;
-  zero(acc);
-
-  __syncthreads();  // a previous call's last step is consumed by every warp
-  detail::ARegs regs;
-  detail::load_a(regs, a_row, k_size, 0);
-  detail::copy_b_async(s, 0, b_row, k_size, 0);
+  if constexpr (BSource::kAsync) {
+    b.copy_async(s, 0, k_size, 0);
+  } else {
+    b.load(k_size, 0);
+  }
   cp_async_commit();
-  detail::store_a(regs, s, 0);
-  if (ksteps > 1) detail::load_a(regs, a_row, k_size, kBK);
+  if constexpr (kSplitA) {
+    store_a(regs, s, 0);
+    if (ksteps > 1) load_a(regs, a_row, k_size, kBK);
+  }
+  if constexpr (!BSource::kAsync) {
+    b.store(s, 0);
+    if (ksteps > 1) b.load(k_size, kBK);
+  }
   for (int ks = 0; ks < ksteps; ++ks) {
     const int st = ks & 1;
     cp_async_wait_all();
-    __syncthreads();  // stage st holds step ks; every warp is done with step ks - 1 (stage st ^ 1)
+    __syncthreads();
     if (ks + 1 < ksteps) {
-      detail::copy_b_async(s, st ^ 1, b_row, k_size, (ks + 1) * kBK);
+      const int k1 = (ks + 1) * kBK, k2 = (ks + 2) * kBK;
+      if constexpr (!kSplitA) copy_a_async(s, st ^ 1, a_row, k_size, k1);
+      if constexpr (BSource::kAsync) b.copy_async(s, st ^ 1, k_size, k1);
       cp_async_commit();
-      detail::store_a(regs, s, st ^ 1);
-      if (ks + 2 < ksteps) detail::load_a(regs, a_row, k_size, (ks + 2) * kBK);
+      if constexpr (kSplitA) {
+        store_a(regs, s, st ^ 1);
+        if (ks + 2 < ksteps) load_a(regs, a_row, k_size, k2);
+      }
+      if constexpr (!BSource::kAsync) {
+        b.store(s, st ^ 1);
+        if (ks + 2 < ksteps) b.load(k_size, k2);
+      }
     }
-    multiply_stage<true>(s, st, l, acc);
+    multiply_stage<kSplitA>(s, st, l, acc);
   }
 }
 
 }  // namespace detail
 
-// acc = A_tile @ B_tile^T over K = k_size. a_row(r) (r < 64) returns the row as an ActIn (null for
-// a zero row), b_row(n) (n < 128) the row's address or null; they are called again at every K
-// step, so they should be cheap (e.g. a lookup in shared memory). Every thread of the block must
-// call this; it may be called again at once for the next tile (it begins with a barrier). The
-// module's activation precision picks the path (folded at code generation).
+// ---- B sources: where each K step's 128 x 32 B tile comes from ----
+
+// bf16 rows (weights in checkpoint layout): b_row(n) (n < 128) returns the row's address or null
+// (a zero row); copied by cp.async.
+template <class BRow>
+struct Bf16Rows {
+  static constexpr bool kAsync = true;
+  const BRow& b_row;
+  SPK_MEMBER void copy_async(Smem& s, int st, int k_size, int k0) const {
+    detail::copy_b_async(s, st, b_row, k_size, k0);
+  }
+  SPK_MEMBER void load(int, int) {}
+  SPK_MEMBER void store(Smem&, int) const {}
+};
+
+// The rows of a quantized weight a B source reads: codes (or elements) and block scales of row
+// n, null codes for a zero row.
+struct QuantRow {
+  const unsigned char* codes;
+  const unsigned char* scales;  // NVFP4 block scales; unused for FP8
+};
+
+// NVFP4 rows (K a multiple of 16, rows 8-byte aligned): b_row(n) returns the row's QuantRow.
+// Each thread converts half a row per step (16 codes and their block scale) into bf16: code x
+// block scale is exact in bf16 (at most 6 significant bits); the tensor scale is the caller's
+// to apply to the accumulators.
+template <class BRow>
+struct Nvfp4Rows {
+  static constexpr bool kAsync = false;
+  const BRow& b_row;
+  uint2 codes = {0u, 0u};
+  uint32_t scale = 0u;
+  SPK_MEMBER void load(int k_size, int k0) {
+    const int n = threadIdx.x >> 1, k = k0 + (threadIdx.x & 1) * 16;
+    const QuantRow q = b_row(n);
+    if (q.codes != nullptr && k < k_size) {
+      codes = __ldg(reinterpret_cast<const uint2*>(q.codes + k / 2));
+      scale = __ldg(q.scales + k / 16);
+    } else {
+      codes = make_uint2(0u, 0u);
+      scale = 0u;
+    }
+  }
+  SPK_MEMBER void store(Smem& s, int st) const {
+    const float sc = e4m3_to_f32(scale);
+    uint32_t packed[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t word = i < 4 ? codes.x : codes.y, shift = (i & 3) * 8;
+      packed[i] =
+          pack_bf16x2(e2m1_to_f32(word >> shift) * sc, e2m1_to_f32(word >> (shift + 4)) * sc);
+    }
+    uint16_t* dst = &s.b[st][threadIdx.x >> 1][(threadIdx.x & 1) * 16];
+    *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    *reinterpret_cast<uint4*>(dst + 8) = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+  }
+};
+
+// FP8 rows (K a multiple of 16, rows 16-byte aligned): b_row(n) returns the row's QuantRow
+// (scales unused). Each thread converts half a row per step (16 e4m3 elements, exact in bf16);
+// the per-tensor or per-row scale is the caller's to apply to the accumulators.
+template <class BRow>
+struct Fp8Rows {
+  static constexpr bool kAsync = false;
+  const BRow& b_row;
+  uint4 elements = {0u, 0u, 0u, 0u};
+  SPK_MEMBER void load(int k_size, int k0) {
+    const int n = threadIdx.x >> 1, k = k0 + (threadIdx.x & 1) * 16;
+    const QuantRow q = b_row(n);
+    elements =
+        q.codes != nullptr && k < k_size ? ldg_u4(q.codes + k) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  SPK_MEMBER void store(Smem& s, int st) const {
+    const uint32_t words[4] = {elements.x, elements.y, elements.z, elements.w};
+    uint32_t packed[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t word = words[i / 2], shift = (i & 1) * 16;
+      packed[i] = pack_bf16x2(e4m3_to_f32(word >> shift), e4m3_to_f32(word >> (shift + 8)));
+    }
+    uint16_t* dst = &s.b[st][threadIdx.x >> 1][(threadIdx.x & 1) * 16];
+    *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    *reinterpret_cast<uint4*>(dst + 8) = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+  }
+};
+
+// acc = A_tile @ B_tile^T over K = k_size, B from `b` (a source above). a_row(r) (r < 64) returns
+// the row as an ActIn (null for a zero row); it and the source's row function are called again
+// at every K step, so they should be cheap (e.g. a lookup in shared memory). Every thread of
+// the block must call this; it may be called again at once for the next tile (it begins with a
+// barrier). The module's activation precision picks the A path (folded at code generation).
+template <class ARow, class BSource>
+SPK_DEVICE void tile_mma_from(Smem& s, const ARow& a_row, BSource& b, int k_size, Accum& acc) {
+  if (act_bf16()) {
+    detail::tile_pipeline<false>(s, a_row, b, k_size, acc);
+  } else {
+    detail::tile_pipeline<true>(s, a_row, b, k_size, acc);
+  }
+}
+
+// The same with bf16 B rows: b_row(n) (n < 128) returns the row's address or null.
 template <class ARow, class BRow>
 SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, const BRow& b_row, int k_size, Accum& acc) {
-  if (act_bf16()) {
-    detail::tile_mma_bf16(s, a_row, b_row, k_size, acc);
-  } else {
-    detail::tile_mma_split(s, a_row, b_row, k_size, acc);
-  }
+  Bf16Rows<BRow> b{b_row};
+  tile_mma_from(s, a_row, b, k_size, acc);
 }
 
 // Calls out(row, col, c0, c1) for this thread's share of the tile: c0 at (row, col), c1 at

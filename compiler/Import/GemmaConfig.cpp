@@ -139,7 +139,7 @@ const char *const kIgnoredKeys[] = {
     "is_encoder_decoder", "chunk_size_feed_forward", "tie_word_embeddings", "bos_token_id",
     "eos_token_id", "pad_token_id", "image_token_id", "audio_token_id", "video_token_id",
     "rope_parameters", "layer_types", "per_layer_config", "_name_or_path", "id2label",
-    "label2id", "problem_type", "auto_map", "quantization_config_ignored", "tokenizer_class",
+    "label2id", "problem_type", "auto_map", "quantization_config", "tokenizer_class",
     "sliding_window_pattern", "rope_scaling", "rope_theta", "rope_local_base_freq",
     "final_logit_softcapping", "attn_logit_softcapping", "query_pre_attn_scalar",
     "use_bidirectional_attention", "attention_bias", "router_aux_loss_coef",
@@ -367,21 +367,20 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     return topReader.error("unsupported model_type '" + modelType +
                            "' (expected 'gemma4' or 'gemma4_text')");
   }
-  // Quantized checkpoints (ModelOpt NVFP4 / FP8, AWQ, GPTQ, MXFP4, ...): their weights are not
-  // bf16, and a bf16 graph over them would be wrong. Refused, naming what the config says.
+  // Quantized checkpoints: ModelOpt NVFP4 / FP8 are read (QuantizationConfig.h); anything else
+  // (AWQ, GPTQ, MXFP4, compressed-tensors, ...) is refused, naming what the config says.
   for (const json::Object *object : {top, textObject}) {
     const json::Value *quantization = object->get("quantization_config");
     if (!quantization || quantization->kind() == json::Value::Null)
       continue;
-    std::string what;
-    if (const json::Object *q = quantization->getAsObject())
-      for (StringRef key : {"quant_method", "quant_algo", "format"})
-        if (std::optional<StringRef> value = q->getString(key))
-          what += (what.empty() ? "" : ", ") + key.str() + " '" + value->str() + "'";
-    return topReader.error(
-        "quantization_config" + (what.empty() ? std::string() : " (" + what + ")") +
-        ": this is a quantized checkpoint, and Spark imports bf16 checkpoints only (quantized "
-        "weights are not supported yet); use the model's bf16 checkpoint");
+    const json::Object *q = quantization->getAsObject();
+    if (!q)
+      return topReader.error("quantization_config must be an object");
+    Expected<QuantizationConfig> parsed = parseQuantizationConfig(*q, origin);
+    if (!parsed)
+      return parsed.takeError();
+    config.quantization = std::move(*parsed);
+    break;
   }
   if (const json::Array *archs = top->getArray("architectures"))
     if (!archs->empty())
@@ -674,16 +673,30 @@ Expected<GemmaConfig> parseGemmaConfig(StringRef pathOrDir) {
   Expected<std::unique_ptr<MemoryBuffer>> buffer = readInputFile(path, kConfigJsonInput);
   if (!buffer)
     return buffer.takeError();
-  // ModelOpt may describe the quantization in a file of its own next to config.json.
-  SmallString<256> quantConfig = sys::path::parent_path(path);
-  sys::path::append(quantConfig, "hf_quant_config.json");
-  if (sys::fs::exists(quantConfig))
+  Expected<GemmaConfig> config = parseGemmaConfigText((*buffer)->getBuffer(), path);
+  if (!config)
+    return config.takeError();
+  // ModelOpt may describe the quantization in a file of its own next to config.json (it writes
+  // both; they must agree).
+  SmallString<256> quantPath = sys::path::parent_path(path);
+  sys::path::append(quantPath, "hf_quant_config.json");
+  if (!sys::fs::exists(quantPath))
+    return config;
+  Expected<std::unique_ptr<MemoryBuffer>> quantText = readInputFile(quantPath, kConfigJsonInput);
+  if (!quantText)
+    return quantText.takeError();
+  Expected<QuantizationConfig> fromFile = parseHfQuantConfig((*quantText)->getBuffer(), quantPath);
+  if (!fromFile)
+    return fromFile.takeError();
+  if (config->quantization.quantized() &&
+      config->quantization.formatName() != fromFile->formatName())
     return createStringError(inconvertibleErrorCode(),
-                             "%s: the checkpoint is quantized (it has hf_quant_config.json), and "
-                             "Spark imports bf16 checkpoints only (quantized weights are not "
-                             "supported yet); use the model's bf16 checkpoint",
-                             quantConfig.c_str());
-  return parseGemmaConfigText((*buffer)->getBuffer(), path);
+                             "%s: says %s, but config.json's quantization_config says %s; which "
+                             "one describes the weights?",
+                             quantPath.c_str(), fromFile->formatName().c_str(),
+                             config->quantization.formatName().c_str());
+  config->quantization = std::move(*fromFile);
+  return config;
 }
 
 namespace {

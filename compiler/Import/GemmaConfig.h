@@ -10,6 +10,7 @@
 #ifndef SPARK_COMPILER_IMPORT_GEMMACONFIG_H
 #define SPARK_COMPILER_IMPORT_GEMMACONFIG_H
 
+#include "compiler/Import/QuantizationConfig.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -74,6 +75,9 @@ struct GemmaConfig {
   bool bidirectionalVision = false;
   RopeConfig slidingRope, fullRope;
   std::vector<LayerConfig> layers;
+  /// The weights' quantization (config.json quantization_config or hf_quant_config.json);
+  /// format kNone for a bf16 checkpoint.
+  QuantizationConfig quantization;
   std::vector<std::string> warnings; // fields that were not understood but do not change the math
 
   /// A short name: the released model it matches (gemma-4-31b, ...) or a description.

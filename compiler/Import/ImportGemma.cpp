@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Import/ImportGemma.h"
 
+#include "compiler/Import/QuantizationConfig.h"
 #include "compiler/Support/ElementTypes.h"
 #include "dialects/Spark/IR/SparkOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,6 +23,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 using namespace mlir;
 using llvm::formatv;
@@ -59,17 +61,29 @@ private:
     return RankedTensorType::get({ShapedType::kDynamic}, b.getI32Type());
   }
   Value weight(const Twine &name, ArrayRef<int64_t> shape) {
-    std::string full = (c.weightPrefix + name).str();
-    auto type = RankedTensorType::get(shape, b.getBF16Type());
-    return WeightOp::create(b, loc(name), type, b.getStringAttr(full));
+    return tensor(c.weightPrefix + name, name, shape, b.getBF16Type());
+  }
+  /// A checkpoint tensor by its full name; `locName` names the op in plans and messages.
+  Value tensor(const Twine &full, const Twine &locName, ArrayRef<int64_t> shape, Type element) {
+    auto type = RankedTensorType::get(shape, element);
+    return WeightOp::create(b, loc(locName), type, b.getStringAttr(full.str()));
   }
   Value rmsNorm(Value x, Value w, const Twine &name) {
     return RmsNormOp::create(b, loc(name), x.getType(), x, w, b.getF32FloatAttr(c.rmsNormEps));
   }
   Value linear(Value x, const Twine &name, int64_t out) {
-    int64_t in = cast<RankedTensorType>(x.getType()).getDimSize(1);
-    Value w = weight(name + ".weight", {out, in});
-    return LinearOp::create(b, loc(name), act({out}), x, w);
+    return linearOf(x, c.weightPrefix + name, name, out);
+  }
+  /// The linear layer `module` (full name), bf16 or quantized as the checkpoint stores it.
+  Value linearOf(Value x, const Twine &module, const Twine &name, int64_t out);
+  /// How the checkpoint stores linear `module` (full name): bf16, or the config's format.
+  QuantizationConfig::Format formatOf(StringRef module) const;
+  /// The shape the checkpoint gives tensor `name`, or `fallback` without headers.
+  SmallVector<int64_t> shapeOf(StringRef name, ArrayRef<int64_t> fallback) const;
+  /// Records the first import error (a module Spark cannot run quantized).
+  void fail(const Twine &message) {
+    if (error.empty())
+      error = message.str();
   }
   Value reshape(Value x, ArrayRef<int64_t> row, const Twine &name) {
     return ReshapeOp::create(b, loc(name), act(row), x);
@@ -104,7 +118,62 @@ private:
   Value lastVisible;
   /// K/V values of each non-shared layer, for the layers that share them.
   DenseMap<int64_t, std::pair<Value, Value>> layerKv;
+
+public:
+  /// The first error of build(), or empty.
+  std::string error;
 };
+
+QuantizationConfig::Format GraphBuilder::formatOf(StringRef module) const {
+  const QuantizationConfig &q = c.quantization;
+  if (!q.quantized())
+    return QuantizationConfig::Format::kNone;
+  // With headers the tensors decide: ModelOpt writes a weight_scale beside every quantized
+  // weight (exclude lists in published configs are not always complete).
+  if (options.checkpoint)
+    return options.checkpoint->Find((module + ".weight_scale").str()) != nullptr
+               ? q.format
+               : QuantizationConfig::Format::kNone;
+  return q.quantizes(module) ? q.format : QuantizationConfig::Format::kNone;
+}
+
+SmallVector<int64_t> GraphBuilder::shapeOf(StringRef name, ArrayRef<int64_t> fallback) const {
+  if (options.checkpoint)
+    if (const rt::TensorView *t = options.checkpoint->Find(name.str()))
+      return SmallVector<int64_t>(t->shape.begin(), t->shape.end());
+  return SmallVector<int64_t>(fallback.begin(), fallback.end());
+}
+
+Value GraphBuilder::linearOf(Value x, const Twine &moduleName, const Twine &name, int64_t out) {
+  const std::string module = moduleName.str();
+  const int64_t in = cast<RankedTensorType>(x.getType()).getDimSize(1);
+  switch (formatOf(module)) {
+  case QuantizationConfig::Format::kNone:
+    return LinearOp::create(b, loc(name), act({out}), x,
+                            tensor(module + ".weight", name, {out, in}, b.getBF16Type()));
+  case QuantizationConfig::Format::kNvfp4: {
+    if (in % 16 != 0)
+      fail(module + " is NVFP4 with " + Twine(in) +
+           " inputs, not a multiple of 16 (one block scale per 16 inputs); Spark cannot run it");
+    Value w = tensor(module + ".weight", name, {out, in}, b.getType<Float4E2M1FNType>());
+    Value blocks = tensor(module + ".weight_scale", name, {out, in / 16},
+                          b.getType<Float8E4M3FNType>());
+    Value global = tensor(module + ".weight_scale_2", name,
+                          shapeOf(module + ".weight_scale_2", {}), b.getF32Type());
+    return LinearOp::create(b, loc(name), act({out}), x, w, ValueRange{blocks, global});
+  }
+  case QuantizationConfig::Format::kFp8: {
+    Value w = tensor(module + ".weight", name, {out, in}, b.getType<Float8E4M3FNType>());
+    SmallVector<int64_t> perTensor, perRow{out};
+    Value scale = tensor(module + ".weight_scale", name,
+                         shapeOf(module + ".weight_scale",
+                                 c.quantization.fp8PerChannel ? perRow : perTensor),
+                         b.getF32Type());
+    return LinearOp::create(b, loc(name), act({out}), x, w, ValueRange{scale});
+  }
+  }
+  return Value();
+}
 
 void GraphBuilder::declareCaches(ModuleOp module) {
   b.setInsertionPointToEnd(module.getBody());
@@ -211,6 +280,20 @@ Value GraphBuilder::mlp(Value x, const LayerConfig &l, const std::string &p) {
 // Sections 5 and 9: the dense branch and the routed experts, each normalised, summed.
 Value GraphBuilder::moe(Value mlpOut, Value residual, const std::string &p) {
   int64_t h = c.hiddenSize, e = c.numExperts, i = c.moeIntermediate;
+  // The router's projection and the experts are bf16 in this release.
+  const std::string routerProj = c.weightPrefix + p + ".router.proj";
+  if (formatOf(routerProj) != QuantizationConfig::Format::kNone)
+    fail(routerProj + " is quantized (" + c.quantization.formatName() +
+         "); Spark runs the MoE router in bf16: quantize the checkpoint with the router "
+         "excluded (ModelOpt and spark-quantize exclude \"*router*\" by default)");
+  const std::string experts = c.weightPrefix + p + ".experts";
+  if (formatOf(experts + ".0.gate_proj") != QuantizationConfig::Format::kNone ||
+      (options.checkpoint && options.checkpoint->Find(experts + ".gate_up_proj") == nullptr &&
+       options.checkpoint->Find(experts + ".0.gate_proj.weight") != nullptr))
+    fail(experts + " are quantized per expert (" + c.quantization.formatName() +
+         "); quantized MoE experts are not supported yet: this release runs the dense layers "
+         "quantized and the experts in bf16 (spark-quantize excludes \"*experts*\" by "
+         "default)");
   Value f1 = rmsNorm(mlpOut, weight(p + ".post_feedforward_layernorm_1.weight", {h}),
                      p + ".post_feedforward_layernorm_1");
   auto router = MoeRouterOp::create(
@@ -304,14 +387,13 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
   for (const LayerConfig &l : c.layers)
     h = layer(h, l, pleInputs);
   h = rmsNorm(h, weight("norm.weight", {c.hiddenSize}), "norm");
-  Value head = c.tieWordEmbeddings
-                   ? weight("embed_tokens.weight", {c.vocabSize, c.hiddenSize})
-                   : WeightOp::create(b, loc("lm_head"),
-                                      RankedTensorType::get({c.vocabSize, c.hiddenSize},
-                                                            b.getBF16Type()),
-                                      b.getStringAttr("lm_head.weight"))
-                         .getResult();
-  Value logits = LinearOp::create(b, loc("lm_head"), act({c.vocabSize}), h, head);
+  // A tied head reads the (bf16) embedding table; an untied one is a linear like the others.
+  Value logits =
+      c.tieWordEmbeddings
+          ? LinearOp::create(b, loc("lm_head"), act({c.vocabSize}), h,
+                             weight("embed_tokens.weight", {c.vocabSize, c.hiddenSize}))
+                .getResult()
+          : linearOf(h, "lm_head", "lm_head", c.vocabSize);
   if (c.finalLogitSoftcapping)
     logits = SoftcapOp::create(b, loc("final_logit_softcap"), logits,
                                b.getF32FloatAttr(*c.finalLogitSoftcapping));
@@ -321,10 +403,15 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
 
 } // namespace
 
-OwningOpRef<ModuleOp> importGemma(const GemmaConfig &config, const ImportOptions &options,
-                                  MLIRContext *context) {
+llvm::Expected<OwningOpRef<ModuleOp>> importGemma(const GemmaConfig &config,
+                                            const ImportOptions &options, MLIRContext *context) {
   context->loadDialect<SparkDialect, func::FuncDialect>();
-  return GraphBuilder(config, options, context).build();
+  GraphBuilder builder(config, options, context);
+  OwningOpRef<ModuleOp> module = builder.build();
+  if (!builder.error.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s",
+                                   builder.error.c_str());
+  return module;
 }
 
 bool hasSafetensors(llvm::StringRef dir) {
@@ -371,7 +458,7 @@ llvm::Error checkWeightsAgainstCheckpoint(ModuleOp module, llvm::StringRef dir) 
   return llvm::Error::success();
 }
 
-void printSummary(const GemmaConfig &c, llvm::raw_ostream &os) {
+void printSummary(const GemmaConfig &c, ModuleOp module, llvm::raw_ostream &os) {
   ParameterCounts counts = countParameters(c);
   os << "model:      " << c.variant() << " (" << c.architecture << ", weights under '"
      << c.weightPrefix << "')\n";
@@ -407,11 +494,37 @@ void printSummary(const GemmaConfig &c, llvm::raw_ostream &os) {
   };
   os << llvm::formatv("parameters: {0} total ({1}), {2} active per token ({3})\n", counts.total,
                       scaled(counts.total), counts.activePerToken, scaled(counts.activePerToken));
-  double bytes = counts.total * 2.0;
-  if (bytes >= 1024.0 * 1024.0 * 1024.0)
-    os << llvm::formatv("weights:    {0:F2} GiB in bf16\n", bytes / (1024.0 * 1024.0 * 1024.0));
-  else
-    os << llvm::formatv("weights:    {0:F2} MiB in bf16\n", bytes / (1024.0 * 1024.0));
+  // The bytes of the tensors the graph reads, by element type (each tensor once).
+  llvm::StringSet<> seen;
+  std::map<std::string, uint64_t> bytesByType;
+  uint64_t bytes = 0;
+  module.walk([&](WeightOp w) {
+    if (!seen.insert(w.getName()).second)
+      return;
+    std::optional<rt::DType> dtype = runtimeElementType(w.getType().getElementType());
+    uint64_t n = dtype ? rt::DTypeBytes(*dtype, w.getType().getNumElements()).value_or(0) : 0;
+    std::string name;
+    llvm::raw_string_ostream(name) << w.getType().getElementType();
+    bytesByType[name] += n;
+    bytes += n;
+  });
+  auto size = [](uint64_t n) {
+    return n >= (uint64_t{1} << 30)   ? llvm::formatv("{0:F2} GiB", n / 1073741824.0).str()
+           : n >= (uint64_t{1} << 20) ? llvm::formatv("{0:F2} MiB", n / 1048576.0).str()
+                                      : llvm::formatv("{0:F1} KiB", n / 1024.0).str();
+  };
+  os << "weights:    " << size(bytes);
+  if (c.quantization.quantized()) {
+    os << " (" << c.quantization.formatName() << " linears;";
+    const char *separator = " ";
+    for (auto &[type, n] : bytesByType) {
+      os << separator << type << " " << size(n);
+      separator = ", ";
+    }
+    os << ")\n";
+  } else {
+    os << " in bf16\n";
+  }
 }
 
 } // namespace spark

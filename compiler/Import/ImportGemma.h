@@ -8,18 +8,27 @@
 #include "llvm/Support/raw_ostream.h"
 
 namespace spark {
+namespace rt {
+class Checkpoint;
+} // namespace rt
 
 struct ImportOptions {
   /// Round the embedding scales to bf16, as transformers does for a bf16 model. Off by default:
   /// Spark computes activations in f32, which matches transformers run in float32.
   bool roundScalesToBf16 = false;
+  /// The checkpoint's safetensors headers, when the directory has them: a quantized checkpoint's
+  /// tensors then say which linears are quantized (a weight_scale beside the weight) and the
+  /// shapes of their scales; without them the config's exclude list decides.
+  const rt::Checkpoint *checkpoint = nullptr;
 };
 
 /// Builds the module: spark.kv_cache declarations, `func.func @forward` (ids, positions,
-/// soft-token embeddings and their indices -> logits), and the `spark.model` attribute.
-mlir::OwningOpRef<mlir::ModuleOp> importGemma(const GemmaConfig &config,
-                                              const ImportOptions &options,
-                                              mlir::MLIRContext *context);
+/// soft-token embeddings and their indices -> logits), and the `spark.model` attribute. Fails
+/// for a quantized module Spark cannot run quantized (the MoE router or experts; an NVFP4
+/// linear whose input width is not a multiple of 16), naming it.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> importGemma(const GemmaConfig &config,
+                                                              const ImportOptions &options,
+                                                              mlir::MLIRContext *context);
 
 /// Checks every spark.weight of `module` against the safetensors checkpoint in `dir`:
 /// present, same shape, same dtype. The error names the tensor, the expected and the found.
@@ -28,8 +37,9 @@ llvm::Error checkWeightsAgainstCheckpoint(mlir::ModuleOp module, llvm::StringRef
 /// True when `dir` holds model.safetensors.index.json or at least one *.safetensors file.
 bool hasSafetensors(llvm::StringRef dir);
 
-/// The --summary report: variant, layer table, parameter counts.
-void printSummary(const GemmaConfig &config, llvm::raw_ostream &os);
+/// The --summary report: variant, layer table, parameter counts, the weights' bytes (by element
+/// type for a quantized checkpoint) as `module` reads them.
+void printSummary(const GemmaConfig &config, mlir::ModuleOp module, llvm::raw_ostream &os);
 
 } // namespace spark
 

@@ -161,9 +161,9 @@ absl::Status WriteStringToFile(const std::string& path, absl::string_view data) 
   return WriteAll(fd, path, data);
 }
 
-absl::Status WriteNewFile(const std::string& path, absl::string_view data) {
-  // O_EXCL fails on any existing name, a symbolic link included (dangling or not); O_NOFOLLOW
-  // says the same to a reader of this line.
+// O_EXCL fails on any existing name, a symbolic link included (dangling or not); O_NOFOLLOW
+// says the same to a reader of this line.
+absl::StatusOr<int> CreateNewFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0 && errno == EEXIST) {
     return absl::AlreadyExistsError(absl::StrCat(
@@ -172,8 +172,38 @@ absl::Status WriteNewFile(const std::string& path, absl::string_view data) {
         "written only where nothing is: remove it or write elsewhere"));
   }
   if (fd < 0) return PathErrnoStatus(errno, "create", path);
+  return fd;
+}
+
+absl::Status WriteNewFile(const std::string& path, absl::string_view data) {
+  SPARK_ASSIGN_OR_RETURN(const int fd, CreateNewFile(path));
   FdCloser closer(fd);
   return WriteAll(fd, path, data);
+}
+
+absl::StatusOr<std::unique_ptr<NewFileWriter>> NewFileWriter::Create(const std::string& path) {
+  SPARK_ASSIGN_OR_RETURN(const int fd, CreateNewFile(path));
+  return std::unique_ptr<NewFileWriter>(new NewFileWriter(path, fd));
+}
+
+NewFileWriter::~NewFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(path_.c_str());  // not closed by Close(): an incomplete file is not left behind
+  }
+}
+
+absl::Status NewFileWriter::Append(absl::string_view data) { return WriteAll(fd_, path_, data); }
+
+absl::Status NewFileWriter::Close() {
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(path_.c_str());
+    return PathErrnoStatus(error, "close", path_);
+  }
+  return absl::OkStatus();
 }
 
 // Paths and directories through std::filesystem; opening, mapping and exclusive creation above

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -46,6 +47,23 @@ absl::Status WriteStringToFile(const std::string& path, absl::string_view data);
 // symbolic link, even one to nowhere, is kAlreadyExists), and writes `data`. For files written
 // into a directory someone else may have prepared (spark-run --dump).
 absl::Status WriteNewFile(const std::string& path, absl::string_view data);
+
+// A file written in pieces, created as WriteNewFile creates it. A writer destroyed before Close()
+// removes its file: an interrupted write leaves nothing half-written behind.
+class NewFileWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<NewFileWriter>> Create(const std::string& path);
+  ~NewFileWriter();
+  NewFileWriter(const NewFileWriter&) = delete;
+  NewFileWriter& operator=(const NewFileWriter&) = delete;
+  absl::Status Append(absl::string_view data);
+  absl::Status Close();
+
+ private:
+  NewFileWriter(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+};
 
 bool IsDirectory(const std::string& path);
 bool IsRegularFile(const std::string& path);

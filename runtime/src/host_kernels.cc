@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "spark/runtime/kernel_abi.h"
+#include "spark/runtime/quantized_weights.h"
 
 namespace spark {
 namespace rt {
@@ -154,6 +155,50 @@ void RmsNormRope(const float* x, const uint16_t* weight, const int32_t* position
 void Linear(const float* x, const uint16_t* w, float* y, int32_t num_tokens, int32_t out_features,
             int32_t in_features) {
   MatVecRows(x, w, y, num_tokens, out_features, in_features);
+}
+
+// The quantized linears dequantise each weight row exactly (quantized_weights.h, in f32) and
+// then compute as Linear does.
+void LinearNvfp4(const float* x, const unsigned char* w, const unsigned char* block_scale,
+                 const float* tensor_scale, float* y, int32_t num_tokens, int32_t out_features,
+                 int32_t in_features) {
+  const int64_t blocks = in_features / quant::kNvfp4BlockSize;
+  std::vector<float> row(static_cast<size_t>(in_features));
+  for (int64_t o = 0; o < out_features; ++o) {
+    const unsigned char* codes = w + o * (in_features / 2);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float scale = quant::E4M3Value(block_scale[o * blocks + b]) * tensor_scale[0];
+      for (int64_t i = b * quant::kNvfp4BlockSize; i < (b + 1) * quant::kNvfp4BlockSize; ++i) {
+        row[i] = quant::E2M1Value(quant::PackedE2M1Code(codes, i)) * scale;
+      }
+    }
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      double acc = 0.0;
+      for (int64_t i = 0; i < in_features; ++i) {
+        acc += static_cast<double>(x[t * in_features + i]) * row[i];
+      }
+      y[t * out_features + o] = static_cast<float>(acc);
+    }
+  }
+}
+
+void LinearFp8(const float* x, const unsigned char* w, const float* scale, float* y,
+               int32_t num_tokens, int32_t out_features, int32_t in_features,
+               int32_t scale_count) {
+  std::vector<float> row(static_cast<size_t>(in_features));
+  for (int64_t o = 0; o < out_features; ++o) {
+    const float s = scale[scale_count == 1 ? 0 : o];
+    for (int64_t i = 0; i < in_features; ++i) {
+      row[i] = quant::E4M3Value(w[o * in_features + i]) * s;
+    }
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      double acc = 0.0;
+      for (int64_t i = 0; i < in_features; ++i) {
+        acc += static_cast<double>(x[t * in_features + i]) * row[i];
+      }
+      y[t * out_features + o] = static_cast<float>(acc);
+    }
+  }
 }
 
 void Add(const float* a, const float* b, float* y, int32_t num_tokens, int32_t cols) {

@@ -243,13 +243,32 @@ absl::optional<uint64_t> WorkspaceBytes(const PlanSizes& sizes, int64_t batch) {
   return CheckedAdd(*logits, *scratch);
 }
 
+// True when some weight is of a quantized element type (NVFP4 codes or FP8 elements).
+bool HasQuantizedWeights(const PlanSizes& sizes) {
+  for (const auto& [dtype, bytes] : sizes.weight_bytes_by_dtype) {
+    if (dtype == DType::kF4E2M1FN || dtype == DType::kF8E4M3FN) return true;
+  }
+  return false;
+}
+
+// "in bf16", or for a quantized checkpoint the bytes of each element type.
+std::string WeightTypes(const PlanSizes& sizes) {
+  if (!HasQuantizedWeights(sizes)) return "in bf16";
+  std::vector<std::string> parts;
+  for (const auto& [dtype, bytes] : sizes.weight_bytes_by_dtype) {
+    parts.push_back(absl::StrCat(DTypeName(dtype), " ", FormatBytes(bytes)));
+  }
+  return absl::StrCat("(", absl::StrJoin(parts, ", "), ")");
+}
+
 std::vector<MemoryComponent> FixedComponents(const PlanSizes& sizes, const DeviceMemory& device,
                                              const EstimateOptions& options, uint64_t workspace) {
   const std::string weights_source =
       device.integrated
-          ? absl::StrCat(sizes.num_weights, " plan weights in bf16, used in place from the "
-                                            "checkpoint's memory mapping (counted once)")
-          : absl::StrCat(sizes.num_weights, " plan weights in bf16, copied to device memory");
+          ? absl::StrCat(sizes.num_weights, " plan weights ", WeightTypes(sizes),
+                         ", used in place from the checkpoint's memory mapping (counted once)")
+          : absl::StrCat(sizes.num_weights, " plan weights ", WeightTypes(sizes),
+                         ", copied to device memory");
   return {
       {MemoryComponentKind::kWeights, "weights", sizes.weight_bytes, weights_source},
       {MemoryComponentKind::kActivations, "activations", sizes.arena_bytes,
@@ -320,6 +339,10 @@ std::string LengthAdvice(const MemoryEstimate& estimate) {
 
 std::string QuantizationAdvice(const MemoryEstimate& estimate) {
   const uint64_t weights = ComponentBytes(estimate, MemoryComponentKind::kWeights);
+  if (estimate.quantized_weights) {
+    return absl::StrCat("the weights are quantized already (", FormatBytes(weights),
+                        "): use a smaller model or a device with more memory");
+  }
   const uint64_t others = estimate.total - weights;
   for (const auto& [bits, divisor] : {std::pair<int, uint64_t>{8, 2}, {4, 4}}) {
     const uint64_t needed = others + weights / divisor;
@@ -515,6 +538,13 @@ PlanSizes SizesFromPlan(const Plan& plan) {
     sizes.weight_bytes = SaturatingAdd(sizes.weight_bytes, weight.num_bytes());
   }
   sizes.num_weights = static_cast<int64_t>(plan.weights.size());
+  for (const DType dtype : kAllDTypes) {
+    uint64_t bytes = 0;
+    for (const WeightInfo& weight : plan.weights) {
+      if (weight.dtype == dtype) bytes = SaturatingAdd(bytes, weight.num_bytes());
+    }
+    if (bytes > 0) sizes.weight_bytes_by_dtype.emplace_back(dtype, bytes);
+  }
   sizes.arena_bytes = plan.arena_bytes;
   sizes.max_tokens = plan.max_tokens;
   sizes.vocab_size = plan.model.vocab_size;
@@ -548,6 +578,7 @@ absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemo
   PlanSizes as_bf16 = sizes;
   for (KvCacheInfo& cache : as_bf16.kv_caches) cache.dtype = DType::kBF16;
   estimate.kv_bytes_as_bf16 = KvBytes(as_bf16, options.max_length, options.batch).value_or(*kv);
+  estimate.quantized_weights = HasQuantizedWeights(sizes);
   estimate.host_available = device.integrated ? device.host.mem_available : 0;
   estimate.device_in_use =
       device.total_bytes > device.free_bytes ? device.total_bytes - device.free_bytes : 0;

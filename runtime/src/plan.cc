@@ -670,12 +670,23 @@ absl::Status ValidateBuffer(const BufferInfo& buffer, const std::string& path, c
 absl::Status ValidateWeight(const WeightInfo& weight, const std::string& path,
                             absl::string_view origin) {
   if (weight.name.empty()) return PlanError(origin, absl::StrCat(path, ".name"), "empty name");
-  if (weight.dtype != DType::kBF16) {
+  // bf16 weights; quantized ones (f4E2M1FN codes, f8E4M3FN elements or block scales) with their
+  // f32 scales.
+  if (weight.dtype != DType::kBF16 && weight.dtype != DType::kF32 &&
+      weight.dtype != DType::kF8E4M3FN && weight.dtype != DType::kF4E2M1FN) {
     return PlanError(origin, absl::StrCat(path, ".dtype"),
                      absl::StrCat("plan version ", pf::kPlanVersion,
-                                  " weights are bf16, found ", DTypeName(weight.dtype)));
+                                  " weights are bf16, f32, f8E4M3FN or f4E2M1FN, found ",
+                                  DTypeName(weight.dtype)));
   }
   SPARK_RETURN_IF_ERROR(CheckDims(origin, absl::StrCat(path, ".shape"), weight.shape));
+  // Packed float4 codes are stored two to a byte along the last dimension (ModelOpt's layout).
+  if (weight.dtype == DType::kF4E2M1FN &&
+      (weight.shape.empty() || weight.shape.back() % 2 != 0)) {
+    return PlanError(origin, absl::StrCat(path, ".shape"),
+                     absl::StrCat("an f4E2M1FN weight has an even last dimension (two codes per "
+                                  "byte), found ", ShapeText(weight.shape)));
+  }
   if (!CheckedTensorBytes(weight.shape, weight.dtype)) {
     return PlanError(origin, absl::StrCat(path, ".shape"),
                      absl::StrCat(ShapeText(weight.shape), " is too large (over 2^64 bytes)"));

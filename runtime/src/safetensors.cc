@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -17,6 +19,7 @@
 #include "json_document.h"
 #include "little_endian.h"
 #include "spark/runtime/printable_text.h"
+#include "spark/runtime/quantized_weights.h"
 #include "spark/runtime/status_macros.h"
 
 namespace spark {
@@ -380,18 +383,57 @@ absl::Status CheckAllPresent(const Plan& plan, const Checkpoint& checkpoint,
 
 absl::Status CheckWeight(const WeightInfo& weight, const TensorView& tensor,
                          absl::string_view subject) {
-  const absl::string_view dtype = SafetensorsDTypeName(weight.dtype);
+  // Packed float4 codes are stored as U8, two per byte along the last dimension (ModelOpt).
+  const bool packed = weight.dtype == DType::kF4E2M1FN;
+  const absl::string_view dtype = packed ? "U8" : SafetensorsDTypeName(weight.dtype);
+  std::vector<int64_t> shape = weight.shape;
+  if (packed && !shape.empty()) shape.back() /= 2;
+  const std::string stored =
+      packed ? absl::StrCat(" (", DTypeName(weight.dtype), " ", ShapeText(weight.shape),
+                            ", two codes per byte)")
+             : std::string();
   if (tensor.dtype != dtype) {
-    return absl::InvalidArgumentError(PrintableText(
-        absl::StrCat("weight ", weight.name, ": expected dtype ", dtype, ", found ", tensor.dtype,
-                     "; ", subject, " expects ", DTypeName(weight.dtype),
-                     " weights (a quantized or converted checkpoint needs its own import)")));
+    return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+        "weight ", weight.name, ": expected dtype ", dtype, stored, ", found ", tensor.dtype,
+        "; ", subject, " expects ", DTypeName(weight.dtype),
+        weight.dtype == DType::kBF16
+            ? " here (a quantized or converted checkpoint needs its own import)"
+            : " here: is this the checkpoint the model was imported from? (its quantization "
+              "must match: spark-import reads it from the checkpoint's config)")));
   }
-  if (tensor.shape != weight.shape) {
+  if (tensor.shape != shape) {
     return absl::InvalidArgumentError(PrintableText(
-        absl::StrCat("weight ", weight.name, ": expected shape ", ShapeText(weight.shape),
+        absl::StrCat("weight ", weight.name, ": expected shape ", ShapeText(shape), stored,
                      ", found ", ShapeText(tensor.shape),
                      "; the checkpoint is not the model variant ", subject, " describes")));
+  }
+  return absl::OkStatus();
+}
+
+// Every element of a scale tensor (f32 or float8 e4m3fn) is finite and >= 0.
+absl::Status CheckScaleValues(const WeightInfo& weight, const TensorView& tensor) {
+  const auto bad = [&](uint64_t index, absl::string_view what) {
+    return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+        "weight ", weight.name, ": element ", index, " is ", what,
+        "; a dequantisation scale must be finite and >= 0 (the checkpoint is corrupt, or was "
+        "not written by a quantizer)")));
+  };
+  if (weight.dtype == DType::kF32) {
+    for (uint64_t i = 0; i < tensor.num_bytes / 4; ++i) {
+      float value;
+      std::memcpy(&value, tensor.data + 4 * i, sizeof(value));
+      if (std::isnan(value)) return bad(i, "NaN");
+      if (std::isinf(value)) return bad(i, "infinite");
+      if (value < 0.0f) return bad(i, absl::StrCat("negative (", value, ")"));
+    }
+  } else if (weight.dtype == DType::kF8E4M3FN) {
+    for (uint64_t i = 0; i < tensor.num_bytes; ++i) {
+      const uint8_t bits = tensor.data[i];
+      if (quant::E4M3IsNaN(bits)) return bad(i, "NaN");
+      if ((bits & 0x80u) != 0 && bits != 0x80u) {
+        return bad(i, absl::StrCat("negative (", quant::E4M3Value(bits), ")"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -471,6 +513,23 @@ absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint,
   for (const WeightInfo& weight : plan.weights) {
     SPARK_RETURN_IF_ERROR(CheckWeight(weight, *checkpoint.Find(weight.name), subject));
   }
+  // The dequantisation scales the steps take (registry role kWeightScale): a NaN, infinite or
+  // negative scale would silently turn the layer's outputs into garbage.
+  std::vector<bool> is_scale(plan.weights.size(), false);
+  for (const Step& step : plan.steps) {
+    const abi::KernelSpec& spec = abi::Kernel(step.op);
+    for (size_t i = 0; i < step.args.size() && i < static_cast<size_t>(spec.num_args); ++i) {
+      if (spec.args[i].role == abi::Role::kWeightScale &&
+          step.args[i].kind == ArgRefKind::kWeight && step.args[i].index >= 0 &&
+          static_cast<size_t>(step.args[i].index) < is_scale.size()) {
+        is_scale[step.args[i].index] = true;
+      }
+    }
+  }
+  for (size_t w = 0; w < plan.weights.size(); ++w) {
+    if (!is_scale[w]) continue;
+    SPARK_RETURN_IF_ERROR(CheckScaleValues(plan.weights[w], *checkpoint.Find(plan.weights[w].name)));
+  }
   return absl::OkStatus();
 }
 
@@ -498,6 +557,56 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTe
   for (const OwnedTensor& tensor : tensors) file += tensor.bytes;
   return existing == ExistingFile::kRefuse ? WriteNewFile(path, file)
                                            : WriteStringToFile(path, file);
+}
+
+absl::Status WriteSafetensorsStreamed(
+    const std::string& path, const std::vector<TensorHeader>& tensors,
+    const std::function<absl::StatusOr<std::string>(size_t index)>& produce) {
+  absl::flat_hash_set<std::string> names;
+  Json header = Json::object();
+  std::vector<uint64_t> sizes;
+  uint64_t offset = 0;
+  for (const TensorHeader& tensor : tensors) {
+    const int dtype_size = SafetensorsDTypeSize(tensor.dtype);
+    const absl::optional<uint64_t> bytes =
+        dtype_size > 0 ? CheckedShapeBytes(tensor.shape, dtype_size) : absl::nullopt;
+    if (!bytes) {
+      return absl::InvalidArgumentError(PrintableText(
+          absl::StrCat("tensor ", tensor.name, ": unknown dtype \"", tensor.dtype,
+                       "\" or a shape too large ", ShapeText(tensor.shape))));
+    }
+    if (tensor.name.empty() || tensor.name == kMetadataKey || !names.insert(tensor.name).second) {
+      return absl::InvalidArgumentError(
+          PrintableText(absl::StrCat("cannot write a tensor named \"", tensor.name,
+                                     "\" (empty, reserved or given twice)")));
+    }
+    Json entry = Json::object();
+    AddMember(entry, "dtype", Json(tensor.dtype));
+    AddMember(entry, "shape", IntsJson(tensor.shape));
+    AddMember(entry, "data_offsets", IntsJson({static_cast<int64_t>(offset),
+                                               static_cast<int64_t>(offset + *bytes)}));
+    AddMember(header, tensor.name, std::move(entry));
+    sizes.push_back(*bytes);
+    offset += *bytes;
+  }
+  std::string header_text = SerializeJson(header);
+  // 8 length bytes + the header end on a multiple of 16.
+  header_text.resize((header_text.size() + kLengthBytes + 15) / 16 * 16 - kLengthBytes, ' ');
+  std::string prefix;
+  AppendLittleEndian<uint64_t>(header_text.size(), &prefix);
+  prefix += header_text;
+  SPARK_ASSIGN_OR_RETURN(std::unique_ptr<NewFileWriter> file, NewFileWriter::Create(path));
+  SPARK_RETURN_IF_ERROR(file->Append(prefix));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    SPARK_ASSIGN_OR_RETURN(const std::string bytes, produce(i));
+    if (bytes.size() != sizes[i]) {
+      return absl::InternalError(PrintableText(
+          absl::StrCat("tensor ", tensors[i].name, ": ", bytes.size(), " bytes produced, ",
+                       tensors[i].dtype, " ", ShapeText(tensors[i].shape), " needs ", sizes[i])));
+    }
+    SPARK_RETURN_IF_ERROR(file->Append(bytes));
+  }
+  return file->Close();
 }
 
 absl::StatusOr<std::vector<OwnedTensor>> ReadSafetensorsFile(const std::string& path) {

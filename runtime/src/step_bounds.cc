@@ -87,7 +87,7 @@ class StepChecker {
     }
     if (extent.kind == abi::Extent::kRecords) return RequireAttentionWorkspace(i);
     SPARK_ASSIGN_OR_RETURN(const int64_t need, Elements(extent));
-    return slot.role == Role::kWeight ? RequireWeight(i, need) : RequireBuffer(i, need);
+    return abi::IsWeightRole(slot.role) ? RequireWeight(i, need) : RequireBuffer(i, need);
   }
 
   absl::Status Error(int arg, absl::string_view message) const {
@@ -100,7 +100,8 @@ class StepChecker {
   }
 
  private:
-  // multiplier x the extent's factors, or an error when the product leaves 64 bits.
+  // multiplier x the extent's factors / divisor (rounded up), or an error when the product
+  // leaves 64 bits.
   absl::StatusOr<int64_t> Elements(const abi::Extent& extent) const {
     uint64_t product = static_cast<uint64_t>(extent.multiplier);
     for (int f = 0; f < extent.num_factors; ++f) {
@@ -111,7 +112,8 @@ class StepChecker {
       }
       product = *next;
     }
-    return static_cast<int64_t>(product);
+    const uint64_t divisor = static_cast<uint64_t>(extent.divisor);
+    return static_cast<int64_t>(divisor > 1 ? product / divisor + (product % divisor != 0) : product);
   }
 
   // Null where the registry allows it.
@@ -159,7 +161,21 @@ class StepChecker {
     return absl::OkStatus();
   }
 
-  // A weight of at least `total` elements.
+  // The dtype a weight of the registry's element type has.
+  static DType WeightDType(abi::ElementType element) {
+    switch (element) {
+      case abi::ElementType::kF32:
+        return DType::kF32;
+      case abi::ElementType::kF8E4M3:
+        return DType::kF8E4M3FN;
+      case abi::ElementType::kF4E2M1:
+        return DType::kF4E2M1FN;
+      default:
+        return DType::kBF16;
+    }
+  }
+
+  // A weight of the slot's element type and at least `total` elements.
   absl::Status RequireWeight(int i, int64_t total) {
     const abi::ArgSpec& slot = spec_.args[i];
     const StepArg& arg = step_.args[i];
@@ -172,6 +188,12 @@ class StepChecker {
                                    ArgRefKindName(arg.kind)));
     }
     const WeightInfo& weight = plan_.weights[arg.index];
+    const DType dtype = WeightDType(slot.element);
+    if (weight.dtype != dtype) {
+      return Error(i, absl::StrCat(slot.name, " of ", spec_.op, " is ", DTypeName(dtype),
+                                   ", weight ", arg.index, " (", weight.name, ") is ",
+                                   DTypeName(weight.dtype)));
+    }
     const uint64_t have = SaturatingShapeBytes(weight.shape, 1);  // elements
     if (have < static_cast<uint64_t>(total)) {
       return Error(i, absl::StrCat(spec_.op, " reads ", total, " elements of ", slot.name,

@@ -96,9 +96,10 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
   %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
   %e = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
-  // expected-error @+1 {{'spark.weight' op weight 'model.embed_tokens.weight' is used with two types: 'tensor<32x16xbf16>' and 'tensor<32x16xf32>'}}
-  %head = spark.weight "model.embed_tokens.weight" : tensor<32x16xf32>
-  %l = spark.linear %e, %head : (tensor<?x16xf32>, tensor<32x16xf32>) -> tensor<?x32xf32>
+  // expected-error @+1 {{'spark.weight' op weight 'model.embed_tokens.weight' is used with two types: 'tensor<32x16xbf16>' and 'tensor<32x16xf8E4M3FN>'}}
+  %head = spark.weight "model.embed_tokens.weight" : tensor<32x16xf8E4M3FN>
+  %scale = spark.weight "model.embed_tokens.weight_scale" : tensor<f32>
+  %l = spark.linear %e, %head scales(%scale) : (tensor<?x16xf32>, tensor<32x16xf8E4M3FN>, tensor<f32>) -> tensor<?x32xf32>
   %r = spark.reshape %l : tensor<?x32xf32> to tensor<?x2x16xf32>
   %s = spark.select_group %r {index = 0 : i64} : tensor<?x2x16xf32> to tensor<?x16xf32>
   return %s : tensor<?x16xf32>
@@ -110,10 +111,12 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}, %soft: tensor<4x16xf32> {spark.input = "soft_embeddings"}) -> tensor<?x4xf32> {
   %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
   %e = spark.embedding %ids, %table {scale = 1.0 : f32} : (tensor<?xi32>, tensor<32x16xbf16>) -> tensor<?x16xf32>
-  %w = spark.scale %soft {factor = 2.0 : f32} : tensor<4x16xf32>
-  // expected-error @+1 {{'spark.linear' op expects operand #1 to be a spark.weight result}}
-  %l = spark.linear %e, %w : (tensor<?x16xf32>, tensor<4x16xf32>) -> tensor<?x4xf32>
-  return %l : tensor<?x4xf32>
+  // expected-error @+1 {{'spark.embedding' op expects operand #1 to be a spark.weight result}}
+  %e2 = spark.embedding %ids, %soft {scale = 1.0 : f32} : (tensor<?xi32>, tensor<4x16xf32>) -> tensor<?x16xf32>
+  %l = spark.add %e, %e2 : tensor<?x16xf32>
+  %w = spark.weight "lm_head.weight" : tensor<4x16xbf16>
+  %o = spark.linear %l, %w : (tensor<?x16xf32>, tensor<4x16xbf16>) -> tensor<?x4xf32>
+  return %o : tensor<?x4xf32>
 }
 
 
@@ -158,7 +161,7 @@ func.func @forward(%ids: tensor<i32> {spark.input = "ids"}, %pos: tensor<?xi32> 
 // 8, so an f32 (or quantized) weight is refused at the op that takes it.
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x8xf32> {
   %table = spark.weight "model.embed_tokens.weight" : tensor<32x8xf32>
-  // expected-error @+1 {{'spark.embedding' op expects weight 'model.embed_tokens.weight' in bf16 (the embedding kernel's table), got 'tensor<32x8xf32>'; quantized or f32 weights are not supported by this plan version}}
+  // expected-error @+1 {{'spark.embedding' op expects weight 'model.embed_tokens.weight' in bf16 (the embedding kernel's table), got 'tensor<32x8xf32>'; only spark.linear takes quantized weights}}
   %e = spark.embedding %ids, %table {scale = 4.0 : f32} : (tensor<?xi32>, tensor<32x8xf32>) -> tensor<?x8xf32>
   return %e : tensor<?x8xf32>
 }

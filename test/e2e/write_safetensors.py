@@ -2,11 +2,13 @@
 """Writes small safetensors files for the spark-run tests. Pure Python (no numpy), like
 compare_logits.py.
 
-  write_safetensors.py OUT [--copy SRC.safetensors] [--tensor NAME:DTYPE:SHAPE[:VALUE]]...
+  write_safetensors.py OUT [--copy SRC.safetensors] [--drop NAME]... [--tensor NAME:DTYPE:SHAPE[:VALUE]]...
 
---copy starts from every tensor of SRC (bytes unchanged); each --tensor then adds a tensor, or
-replaces the one of that name, filled with VALUE (default 0). DTYPE is F32, I64, I32 or BF16;
-SHAPE is dimensions joined by 'x' ("2x7"; "0x64" for no rows; "" for a scalar).
+--copy starts from every tensor of SRC (bytes unchanged); each --drop removes one; each --tensor
+then adds a tensor, or replaces the one of that name, filled with VALUE (default 0; "nan" and
+"inf" are floats too). DTYPE is F32, I64, I32, BF16, U8 or F8_E4M3 (VALUE the raw byte of the
+last two, e.g. 127 for an e4m3 NaN); SHAPE is dimensions joined by 'x' ("2x7"; "0x64" for no
+rows; "" for a scalar).
 
   write_safetensors.py %t.st --tensor embeddings:F32:2x7 --tensor positions:I64:2:3
   write_safetensors.py %t.st --copy model.safetensors --tensor model.norm.weight:BF16:65:1
@@ -18,7 +20,8 @@ import sys
 
 from safetensors_io import read_raw as read_safetensors
 
-FORMATS = {"F32": ("<f", 4), "I64": ("<q", 8), "I32": ("<i", 4), "BF16": (None, 2)}
+FORMATS = {"F32": ("<f", 4), "I64": ("<q", 8), "I32": ("<i", 4), "BF16": (None, 2),
+           "U8": ("<B", 1), "F8_E4M3": ("<B", 1)}
 
 
 def filled(dtype, shape, value):
@@ -29,7 +32,8 @@ def filled(dtype, shape, value):
     if fmt is None:  # bf16: the high half of the f32 bit pattern
         one = struct.pack("<f", float(value))[2:]
     else:
-        one = struct.pack(fmt, int(value) if dtype in ("I64", "I32") else float(value))
+        integer = dtype in ("I64", "I32", "U8", "F8_E4M3")
+        one = struct.pack(fmt, int(value) if integer else float(value))
     return one * count
 
 
@@ -48,9 +52,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--copy")
+    ap.add_argument("--drop", action="append", default=[])
     ap.add_argument("--tensor", action="append", default=[])
     args = ap.parse_args()
     tensors = read_safetensors(args.copy) if args.copy else {}
+    for name in args.drop:
+        if tensors.pop(name, None) is None:
+            sys.exit(f"--drop {name}: no such tensor")
     for spec in args.tensor:
         name, tensor = parse_tensor(spec)
         tensors[name] = tensor

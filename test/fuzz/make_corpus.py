@@ -107,6 +107,31 @@ def plan_seeds(build):
                     section = f.read()
                 put("fuzz_plan_section", model + "-act-bf16-raw", b"\0" + section)
                 put("fuzz_plan_execution", model + ".act-bf16.json", section[32:].rstrip(b"\0"))
+        # Plans with quantized linears (linear_nvfp4, linear_fp8 and their f4E2M1FN / f8E4M3FN /
+        # f32 weights), from tiny-dense's config with a ModelOpt quantization_config.
+        for algo in ("NVFP4", "FP8"):
+            qdir = os.path.join(tmp, "q-" + algo)
+            os.makedirs(qdir)
+            with open(os.path.join(ROOT, "test", "data", "models", "tiny-dense", "config.json")) as f:
+                config = json.load(f)
+            config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": algo,
+                                             "ignore": ["lm_head"]}
+            with open(os.path.join(qdir, "config.json"), "w") as f:
+                json.dump(config, f)
+            mlir, cubin = os.path.join(tmp, algo + ".mlir"), os.path.join(tmp, algo + ".cubin")
+            plan = os.path.join(tmp, algo + ".plan")
+            subprocess.run([os.path.join(build, "bin", "spark-import"), qdir, "-o", mlir],
+                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([os.path.join(build, "bin", "spark-compile"), mlir, "--target",
+                            "sm_90a", "-o", cubin], check=True)
+            subprocess.run([OBJCOPY, "--dump-section", ".spark.plan=" + plan, cubin,
+                            os.path.join(tmp, algo + ".objcopy.cubin")], check=True)
+            with open(plan, "rb") as f:
+                section = f.read()
+            name = "tiny-dense-" + algo.lower()
+            put("fuzz_plan_section", name + "-raw", b"\0" + section)
+            put("fuzz_plan_execution", name + ".json", section[32:].rstrip(b"\0"))
+            put("fuzz_gemma_config", name + ".json", json.dumps(config).encode())
         put("fuzz_cubin", "no-plan.cubin", minimal_cuda_elf([(".text", b"\0" * 16)]))
 
 

@@ -17,7 +17,7 @@
 //          mask_tokens, add, mul, scale, scalar_mul): bit-exact;
 //   1e-5   gelu, gelu_mul, softcap, rms_norm, residual_rms_norm, rope, rms_norm_rope (f32 math,
 //          ~1e-7 expected), attention_merge against the host merge of the same partial records;
-//   1e-4   linear, attention (its output, or its partial records when split over the KV length),
+//   1e-4   linear, linear_nvfp4, linear_fp8 (against the exact dequantisation), attention (its output, or its partial records when split over the KV length),
 //          attention_merge against unsplit attention, moe_topk weights, moe_gate_up, moe_down
 //          (f32 accumulation over up to a few thousand bf16 x f32 products vs the reference's
 //          double accumulation; linear with T >= 16 runs the tensor-core path with split-bf16
@@ -580,6 +580,100 @@ void CheckLinear(int T, int out, int in, bool misaligned, bool small_grids = tru
   const char* path = mma ? "mma" : (in % 8 == 0 && !misaligned ? "gemv" : "gemv-scalar");
   Report("linear", Fmt("T=%d out=%d in=%d [%s]%s", T, out, in, path, misaligned ? " misaligned" : ""),
          e, 1e-4);
+}
+
+// ---- quantized linears: random codes and scales, against the host's exact dequantisation ----
+std::vector<uint8_t> RandomBytes(size_t n) {
+  std::vector<uint8_t> v(n);
+  for (uint8_t& b : v) b = static_cast<uint8_t>(g_rng.Next());
+  return v;
+}
+// e4m3 block scales between 2^-4 and 2 (exponent fields 3 .. 8), positive and finite.
+std::vector<uint8_t> RandomE4M3Scales(size_t n) {
+  std::vector<uint8_t> v(n);
+  for (uint8_t& b : v) b = static_cast<uint8_t>((g_rng.Int(3, 8) << 3) | g_rng.Int(0, 7));
+  return v;
+}
+// e4m3 elements of any finite value (NaN codes 0x7f / 0xff replaced).
+std::vector<uint8_t> RandomE4M3Elements(size_t n) {
+  std::vector<uint8_t> v = RandomBytes(n);
+  for (uint8_t& b : v) {
+    if ((b & 0x7f) == 0x7f) b = static_cast<uint8_t>(b & 0xbf);
+  }
+  return v;
+}
+const char* LinearPath(int T, bool vec) { return !vec ? "gemv-scalar" : T >= 16 ? "mma" : "gemv"; }
+
+// What a quantized linear case varies: the token count, the shape, bf16 activations, and a
+// block-scale pointer one byte off (NVFP4: the scalar path).
+void CheckLinearNvfp4(int T, int out, int in, bool bf16_act, bool odd_scale = false) {
+  if (!Enabled("linear_nvfp4")) return;
+  const auto w = RandomBytes(static_cast<size_t>(out) * in / 2);
+  const auto bs = RandomE4M3Scales(static_cast<size_t>(out) * in / 16);
+  const std::vector<float> ts = {g_rng.Uniform(0.002f, 0.02f)};
+  auto xf = Normals(static_cast<size_t>(T) * in);
+  if (bf16_act) xf = RoundedToBf16(xf);
+  std::vector<float> ref(static_cast<size_t>(T) * out);
+  host::LinearNvfp4(xf.data(), w.data(), bs.data(), ts.data(), ref.data(), T, out, in);
+  Dev<uint8_t> d_w(w), d_bs(bs, odd_scale ? 1 : 0);
+  Dev<float> d_ts(ts);
+  const bool vec = in % 32 == 0 && !odd_scale;
+  const int64_t natural = vec && T >= 16 ? Ceil(T, 64) * Ceil(out, 128) : Ceil(out, 8);
+  const std::string shape = Fmt("T=%d out=%d in=%d [%s]%s", T, out, in, LinearPath(T, vec),
+                                odd_scale ? " odd-scale" : "");
+  if (bf16_act) {
+    Dev<bf16> d_x(Bf16Bits(xf)), d_y(ref.size());
+    d_y.Poison();
+    const Bf16Activations bf16_activations;
+    Launch("linear_nvfp4", check_linear_nvfp4, static_cast<int>(natural), d_x.p, d_w.p, d_bs.p,
+           d_ts.p, d_y.p, T, out, in);
+    ReportBf16("linear_nvfp4", shape, d_y.Download(), ref);
+    return;
+  }
+  Dev<float> d_x(xf), d_y(ref.size());
+  Err e;
+  for (int g : Grids(natural)) {
+    d_y.Poison();
+    Launch("linear_nvfp4", check_linear_nvfp4, g, d_x.p, d_w.p, d_bs.p, d_ts.p, d_y.p, T, out,
+           in);
+    e.Merge(Compare(d_y.Download(), ref));
+  }
+  Report("linear_nvfp4", shape, e, 1e-4);
+}
+
+void CheckLinearFp8(int T, int out, int in, bool per_row, bool bf16_act) {
+  if (!Enabled("linear_fp8")) return;
+  const auto w = RandomE4M3Elements(static_cast<size_t>(out) * in);
+  const int scale_count = per_row ? out : 1;
+  const auto scale = Uniforms(scale_count, 1e-4f, 1e-3f);
+  auto xf = Normals(static_cast<size_t>(T) * in);
+  if (bf16_act) xf = RoundedToBf16(xf);
+  std::vector<float> ref(static_cast<size_t>(T) * out);
+  host::LinearFp8(xf.data(), w.data(), scale.data(), ref.data(), T, out, in, scale_count);
+  Dev<uint8_t> d_w(w);
+  Dev<float> d_s(scale);
+  const bool vec = in % 16 == 0;
+  const int64_t natural = vec && T >= 16 ? Ceil(T, 64) * Ceil(out, 128) : Ceil(out, 8);
+  const std::string shape = Fmt("T=%d out=%d in=%d [%s]%s", T, out, in, LinearPath(T, vec),
+                                per_row ? " per-row scale" : "");
+  if (bf16_act) {
+    Dev<bf16> d_x(Bf16Bits(xf)), d_y(ref.size());
+    d_y.Poison();
+    const Bf16Activations bf16_activations;
+    Launch("linear_fp8", check_linear_fp8, static_cast<int>(natural), d_x.p, d_w.p, d_s.p, d_y.p,
+           T, out, in, scale_count);
+    ReportBf16("linear_fp8", shape, d_y.Download(), ref);
+    return;
+  }
+  Dev<float> d_x(xf), d_y(ref.size());
+  Err e;
+  for (int g : Grids(natural)) {
+    d_y.Poison();
+    Launch("linear_fp8", check_linear_fp8, g, d_x.p, d_w.p, d_s.p, d_y.p, T, out, in,
+           scale_count);
+    e.Merge(Compare(d_y.Download(), ref));
+  }
+  Report("linear_fp8", shape, e, 1e-4);
 }
 
 enum class Ew { kAdd, kMul, kScale, kScalarMul, kGelu, kGeluMul, kSoftcap, kCopy };
@@ -1225,6 +1319,22 @@ int main(int argc, char** argv) {
   CheckLinear(24, 16, 128, false);
   CheckLinear(24, 96, 128, false);
   CheckLinear(24, 128, 64, false);
+  // ---- quantized linears (W4A16 / W8A16): GEMV, tiles, scalar fallback, bf16 activations ----
+  CheckLinearNvfp4(1, 2048, 1536, false);
+  CheckLinearNvfp4(3, 704, 2816, false);
+  CheckLinearNvfp4(37, 2048, 1536, false);
+  CheckLinearNvfp4(100, 520, 704, false);
+  CheckLinearNvfp4(24, 128, 16, false);  // in % 32 != 0: scalar GEMV
+  CheckLinearNvfp4(5, 256, 1536, false, true);
+  CheckLinearNvfp4(1, 1024, 2816, true);
+  CheckLinearNvfp4(37, 2048, 1536, true);
+  CheckLinearFp8(1, 2048, 1536, false, false);
+  CheckLinearFp8(5, 1536, 2816, true, false);
+  CheckLinearFp8(37, 2048, 1536, false, false);
+  CheckLinearFp8(40, 300, 2112, true, false);
+  CheckLinearFp8(24, 96, 16, false, false);  // one half K step
+  CheckLinearFp8(7, 64, 24, false, false);   // in % 16 != 0: scalar GEMV
+  CheckLinearFp8(37, 1024, 1536, true, true);
   // bf16 activations: every output rounded to bf16 (GEMV, tensor-core tiles, norm, gate)
   CheckLinearBf16Act(1, 2048, 1536);
   CheckLinearBf16Act(5, 1024, 2816);

@@ -48,6 +48,15 @@ SPK_ENTRY(256) check_rms_norm_rope(const act_t* x, const bf16_t* w, const int* p
 SPK_ENTRY(256) check_linear(const act_t* x, const bf16_t* w, act_t* y, int T, int out, int in) {
   spark_linear(x, w, y, T, out, in);
 }
+SPK_ENTRY(256) check_linear_nvfp4(const act_t* x, const unsigned char* w,
+                                  const unsigned char* block_scale, const float* tensor_scale,
+                                  act_t* y, int T, int out, int in) {
+  spark_linear_nvfp4(x, w, block_scale, tensor_scale, y, T, out, in);
+}
+SPK_ENTRY(256) check_linear_fp8(const act_t* x, const unsigned char* w, const float* scale,
+                                act_t* y, int T, int out, int in, int scale_count) {
+  spark_linear_fp8(x, w, scale, y, T, out, in, scale_count);
+}
 SPK_ENTRY(256) check_add(const act_t* a, const act_t* b, act_t* y, int T, int cols) {
   spark_add(a, b, y, T, cols);
 }

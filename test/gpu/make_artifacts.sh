@@ -7,6 +7,9 @@
 #                                                                      sm_121a for its SASS)
 #   tiny-vision.chunk12.sm_90a.cubin                                  (--max-tokens 12: an image
 #                                                                      across a chunk boundary)
+#   q-<m>-<fmt>/ + q-<m>-<fmt>.sm_90a.cubin                           (quantized checkpoints,
+#       <fmt> nvfp4 / fp8, of tiny-dense and tiny-e2b: tools/reference/modelopt_quant.py make-exact,
+#       with default options and with --activation-precision bf16: q-<m>-<fmt>.act-bf16.sm_90a.cubin)
 #
 #   test/gpu/make_artifacts.sh ART [BUILD_DIR]
 set -euo pipefail
@@ -32,4 +35,18 @@ if [ -d "$MODELS/tiny-vision" ]; then
     -o "$ART/tiny-vision.chunk12.sm_90a.cubin"
   rm -f "$ART/tiny-vision.mlir"
 fi
+for m in tiny-dense tiny-e2b; do
+  for fmt in nvfp4 fp8; do
+    q=$ART/q-$m-$fmt
+    rm -rf "$q" "$q.twin"
+    python3 "$ROOT/tools/reference/modelopt_quant.py" make-exact "$MODELS/$m" "$q" "$q.twin" \
+      --format $fmt > /dev/null 2>&1
+    rm -rf "$q.twin"
+    "$BIN/spark-import" "$q" -o "$q.mlir"
+    "$BIN/spark-compile" "$q.mlir" --target sm_90a -o "$q.sm_90a.cubin"
+    "$BIN/spark-compile" "$q.mlir" --target sm_90a --activation-precision bf16 \
+      -o "$q.act-bf16.sm_90a.cubin"
+    rm -f "$q.mlir"
+  done
+done
 ls -l "$ART"

@@ -22,6 +22,10 @@
 #      CUDA graph): the greedy ids equal the golden's; and --interactive (tiny-dense, tiny
 #      tokenizer): three turns on CUDA give the host's ids turn by turn, later turns reusing the
 #      session's KV cache;
+#  10. quantized checkpoints (q-<m>-<fmt>/ and their images, test/gpu/make_artifacts.sh): the
+#      W4A16 / W8A16 kernels on the GPU against the host reference on the same checkpoint, logits
+#      at 1e-3 and greedy ids equal (f32 activations), and with bf16 activations at ACT_BF16_RTOL;
+#      memcheck on one with --sanitizer;
 #   9. tiny-vision (use_bidirectional_attention "vision"), when ARTIFACT_DIR has its images: the
 #      one- and two-image prompts against their goldens, also compiled with --max-tokens 12
 #      (tiny-vision.chunk12.sm_90a.cubin: images across a plain chunk boundary); memcheck.
@@ -179,6 +183,32 @@ if [ -f "$ART/tiny-vision.sm_90a.cubin" ] && [ -d "$MODELS/tiny-vision" ]; then
   fi
 else
   row tiny-vision "vision mask" "SKIP  (no tiny-vision.sm_90a.cubin in $ART or no test/data/models/tiny-vision)"
+fi
+# Quantized weights: the GPU kernels against the host reference, same checkpoint and prompt.
+quantized() { # checkpoint image dir rtol
+  local q=$1 img=$2 d=$3 rtol=$4 ids_cuda ids_host
+  local p=2,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150,160,170,180,190,200,210,220,230
+  ids_host=$($RUN "$img" --weights "$q" --device host --prompt-ids $p --max-new-tokens 8 \
+             --logits-out "$d/host.safetensors" 2>"$d/err") || { cat "$d/err"; return 1; }
+  ids_cuda=$($RUN "$img" --weights "$q" --device cuda --prompt-ids $p --max-new-tokens 8 \
+             --logits-out "$d/cuda.safetensors" 2>"$d/err") || { cat "$d/err"; return 1; }
+  [ "$ids_cuda" = "$ids_host" ] || { echo "tokens: cuda $ids_cuda != host $ids_host"; return 1; }
+  $CMP "$d/cuda.safetensors" "$d/host.safetensors" --golden-tensor logits --rtol "$rtol" | head -1
+  echo "tokens: equal the host's"
+}
+for q in "$ART"/q-*/; do
+  [ -d "$q" ] || continue
+  n=$(basename "$q")
+  qd=$TMP/$n; mkdir -p $qd
+  check $n "cuda vs host (rtol 1e-3)" quantized "$q" "$ART/$n.sm_90a.cubin" $qd 1e-3
+  if [ -f "$ART/$n.act-bf16.sm_90a.cubin" ]; then
+    check $n "bf16 act.: cuda vs host ($ACT_BF16_RTOL)" quantized "$q" "$ART/$n.act-bf16.sm_90a.cubin" $qd $ACT_BF16_RTOL
+  fi
+done
+if [ -d "$ART/q-tiny-dense-nvfp4" ] && [ "$SAN" = "--sanitizer" ]; then
+  check q-tiny-dense-nvfp4 "compute-sanitizer memcheck" compute-sanitizer --tool memcheck \
+    --error-exitcode 9 $RUN "$ART/q-tiny-dense-nvfp4.sm_90a.cubin" --weights "$ART/q-tiny-dense-nvfp4" \
+    --device cuda --prompt-ids 2,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150,160,170 --max-new-tokens 4
 fi
 if [ "$SAN" = "--sanitizer" ]; then
   if [ -f "$TMP/tiny-vision/tiny-vision.sm_90a.cubin" ]; then

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Import/ImportGemma.h"
 #include "compiler/InitAll.h"
+#include "spark/runtime/safetensors.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"
@@ -63,24 +64,40 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   spark::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
-  spark::ImportOptions options;
-  options.roundScalesToBf16 = roundScales;
-  mlir::OwningOpRef<mlir::ModuleOp> module = spark::importGemma(*config, options, &context);
-  if (failed(mlir::verify(*module)))
-    return fail("the imported module does not verify (a bug in spark-import: please report it)");
 
   SmallString<256> dir(inputPath);
   if (!sys::fs::is_directory(dir))
     sys::path::remove_filename(dir);
   if (dir.empty())
     dir = ".";
-  if (!noWeightCheck && spark::hasSafetensors(dir)) {
+  const bool checkWeights = !noWeightCheck && spark::hasSafetensors(dir);
+  // The headers of a quantized checkpoint say which linears are quantized (ImportOptions).
+  std::unique_ptr<spark::rt::Checkpoint> checkpoint;
+  if (checkWeights && config->quantization.quantized()) {
+    absl::StatusOr<std::unique_ptr<spark::rt::Checkpoint>> opened =
+        spark::rt::Checkpoint::Open(dir.str().str());
+    if (!opened.ok())
+      return fail(std::string(opened.status().message()));
+    checkpoint = std::move(*opened);
+  }
+  spark::ImportOptions options;
+  options.roundScalesToBf16 = roundScales;
+  options.checkpoint = checkpoint.get();
+  Expected<mlir::OwningOpRef<mlir::ModuleOp>> imported =
+      spark::importGemma(*config, options, &context);
+  if (!imported)
+    return fail(config->path + ": " + toString(imported.takeError()));
+  mlir::OwningOpRef<mlir::ModuleOp> module = std::move(*imported);
+  if (failed(mlir::verify(*module)))
+    return fail("the imported module does not verify (a bug in spark-import: please report it)");
+
+  if (checkWeights) {
     if (Error e = spark::checkWeightsAgainstCheckpoint(*module, dir))
       return fail(config->path + ": " + toString(std::move(e)));
   }
 
   if (summary)
-    spark::printSummary(*config, outs());
+    spark::printSummary(*config, *module, outs());
   if (summary && outputPath == "-")
     return 0;
   std::string error;

@@ -26,6 +26,13 @@ LogicalResult WeightOp::verify() {
   if (!getResult().getType().hasStaticShape())
     return emitOpError("expects a static shape for weight '")
            << getName() << "', got " << formatShape(getResult().getType().getShape());
+  // NVFP4 codes are stored two to a byte along the last dimension (ModelOpt's U8 layout).
+  RankedTensorType type = getResult().getType();
+  if (isa<Float4E2M1FNType>(type.getElementType()) &&
+      (type.getRank() == 0 || type.getShape().back() % 2 != 0))
+    return emitOpError("expects an f4E2M1FN weight with an even last dimension (two codes per "
+                       "byte), got '")
+           << getName() << "' " << type;
   return success();
 }
 
@@ -141,12 +148,75 @@ LogicalResult ResidualRmsNormOp::verify() {
   return verifyNormWeightAndEpsilon(*this, input.getShape().back());
 }
 
+LinearOp::WeightFormat LinearOp::getWeightFormat() {
+  Type element = getWeight().getType().getElementType();
+  if (isa<Float4E2M1FNType>(element))
+    return WeightFormat::kNvfp4;
+  if (isa<Float8E4M3FNType>(element))
+    return WeightFormat::kFp8;
+  return WeightFormat::kBF16;
+}
+
+namespace {
+/// A static shape of one element (the per-tensor scale of a quantized weight).
+bool isOneElement(RankedTensorType type) {
+  return type.hasStaticShape() && type.getNumElements() == 1 && type.getRank() <= 1;
+}
+} // namespace
+
 LogicalResult LinearOp::verify() {
   auto emit = [&] { return emitOpError(); };
-  FailureOr<SmallVector<int64_t>> shape =
-      inferLinearShape(getInput().getType(), getWeight().getType(), emit);
+  RankedTensorType weight = getWeight().getType();
+  FailureOr<SmallVector<int64_t>> shape = inferLinearShape(getInput().getType(), weight, emit);
   if (failed(shape))
     return failure();
+  const int64_t out = weight.getDimSize(0), in = weight.getDimSize(1);
+  SmallVector<RankedTensorType> scales;
+  for (Value scale : getScales())
+    scales.push_back(cast<RankedTensorType>(scale.getType()));
+  auto isF32 = [](RankedTensorType t) { return t.getElementType().isF32(); };
+  switch (getWeightFormat()) {
+  case WeightFormat::kBF16:
+    if (!weight.getElementType().isBF16())
+      return emitOpError("expects a bf16, f4E2M1FN (NVFP4) or f8E4M3FN (FP8) weight, got ")
+             << weight;
+    if (!scales.empty())
+      return emitOpError("expects no scales with a bf16 weight, got ") << scales.size();
+    break;
+  case WeightFormat::kNvfp4: {
+    if (in % 16 != 0)
+      return emitOpError("expects an NVFP4 weight whose input dimension is a multiple of 16 "
+                         "(one block scale per 16 inputs), got ")
+             << formatShape(weight.getShape());
+    if (scales.size() != 2)
+      return emitOpError("expects an NVFP4 weight with two scales (block scales, tensor "
+                         "scale), got ")
+             << scales.size();
+    RankedTensorType block = scales[0];
+    if (!isa<Float8E4M3FNType>(block.getElementType()) || block.getRank() != 2 ||
+        block.getDimSize(0) != out || block.getDimSize(1) != in / 16)
+      return emitOpError("expects NVFP4 block scales tensor<")
+             << out << "x" << in / 16 << "xf8E4M3FN> for weight " << formatShape(weight.getShape())
+             << ", got " << block;
+    if (!isF32(scales[1]) || !isOneElement(scales[1]))
+      return emitOpError("expects an NVFP4 tensor scale tensor<f32> or tensor<1xf32>, got ")
+             << scales[1];
+    break;
+  }
+  case WeightFormat::kFp8: {
+    if (scales.size() != 1)
+      return emitOpError("expects an FP8 weight with one scale (per tensor or per row), got ")
+             << scales.size();
+    RankedTensorType scale = scales[0];
+    const bool perRow = scale.hasStaticShape() && scale.getRank() >= 1 && scale.getRank() <= 2 &&
+                        scale.getDimSize(0) == out && scale.getNumElements() == out;
+    if (!isF32(scale) || (!isOneElement(scale) && !perRow))
+      return emitOpError("expects an FP8 scale of f32 per tensor (tensor<f32>, tensor<1xf32>) "
+                         "or per row (tensor<")
+             << out << "xf32>, tensor<" << out << "x1xf32>), got " << scale;
+    break;
+  }
+  }
   return verifyShape(getResult().getType(), *shape, "result", emit);
 }
 

@@ -1,8 +1,9 @@
 //===- SparkOps.td - spark dialect ops -------------------------*- tablegen -*-===//
 //
 // Tensor-level ops: the Gemma 4 text decoder (gemma4-architecture.md). Activations are float32
-// tensors with a dynamic leading token dimension; weights are bf16 tensors named by their
-// checkpoint names. Kernel-level ops: spark.program / spark.launch (docs/plan-format.md).
+// tensors with a dynamic leading token dimension; weights are tensors named by their checkpoint
+// names: bf16, or quantized (f4E2M1FN / f8E4M3FN with their f32 / f8E4M3FN scales) where an op
+// says so. Kernel-level ops: spark.program / spark.launch (docs/plan-format.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef SPARK_OPS_TD
@@ -17,7 +18,9 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 
 def Spark_Activation : RankedTensorOf<[F32]>;
 def Spark_IndexTensor : RankedTensorOf<[I32]>;
-def Spark_WeightTensor : RankedTensorOf<[BF16, F32]>;
+// bf16 weights; quantized ones: NVFP4 codes (f4E2M1FN, [out, in] logical, stored two to a byte)
+// with f8E4M3FN block scales and an f32 tensor scale, FP8 elements (f8E4M3FN) with f32 scales.
+def Spark_WeightTensor : RankedTensorOf<[BF16, F32, F8E4M3FN, F4E2M1FN]>;
 
 // I64Attr's accessor returns uint64_t, which turns `x < 0` checks into dead code and prints
 // negative values as 18446744073709551615. Same storage and constraint, signed accessor.
@@ -192,15 +195,40 @@ def Spark_RmsNormRopeOp : Spark_Op<"rms_norm_rope", [Pure]> {
 }
 
 def Spark_LinearOp : Spark_Op<"linear", [Pure]> {
-  let summary = "x @ W^T with W [out, in] (no bias)";
+  let summary = "x @ W^T with W [out, in] (no bias), W bf16 or quantized";
   let description = [{
+    A bf16 weight takes no scales. A quantized weight (ModelOpt's layouts, read by the importer
+    from the checkpoint's quantization config) carries its dequantisation scales:
+      - NVFP4: `weight` is `tensor<O x I x f4E2M1FN>` (codes, stored two to a byte), `scales`
+        are the block scales `tensor<O x I/16 x f8E4M3FN>` (one per 16 inputs; I % 16 == 0)
+        and the tensor scale (`tensor<f32>` or `tensor<1xf32>`);
+        W = e2m1(code) * e4m3(block scale) * tensor scale;
+      - FP8: `weight` is `tensor<O x I x f8E4M3FN>`, `scales` one f32 scale per tensor
+        (`tensor<f32>`, `tensor<1xf32>`) or per output row (`tensor<Oxf32>`, `tensor<Ox1xf32>`);
+        W = e4m3(q) * scale.
+
     ```mlir
     %q = spark.linear %x, %wq : (tensor<?x1536xf32>, tensor<2048x1536xbf16>) -> tensor<?x2048xf32>
+    %g = spark.linear %x, %wg scales(%bs, %ts) : (tensor<?x5376xf32>, tensor<21504x5376xf4E2M1FN>, tensor<21504x336xf8E4M3FN>, tensor<f32>) -> tensor<?x21504xf32>
+    %u = spark.linear %x, %wu scales(%s) : (tensor<?x5376xf32>, tensor<21504x5376xf8E4M3FN>, tensor<f32>) -> tensor<?x21504xf32>
     ```
   }];
-  let arguments = (ins Spark_Activation:$input, Spark_WeightTensor:$weight);
+  let arguments = (ins Spark_Activation:$input, Spark_WeightTensor:$weight,
+                       Variadic<Spark_WeightTensor>:$scales);
   let results = (outs Spark_Activation:$result);
-  let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $input `,` $weight (`scales` `(` $scales^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "::mlir::Value":$weight), [{
+      build($_builder, $_state, result, input, weight, ::mlir::ValueRange());
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// How the weight is stored: bf16, NVFP4 (f4E2M1FN codes + block and tensor scales) or FP8.
+    enum class WeightFormat { kBF16, kNvfp4, kFp8 };
+    WeightFormat getWeightFormat();
+  }];
   let hasVerifier = 1;
 }
 

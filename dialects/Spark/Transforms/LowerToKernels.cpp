@@ -444,13 +444,40 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         FailureOr<Arg> w = weightArg(l.getWeight());
         if (failed(w))
           return failure();
+        SmallVector<Arg, 2> scales;
+        for (Value scale : l.getScales()) {
+          FailureOr<Arg> arg = weightArg(scale);
+          if (failed(arg))
+            return failure();
+          scales.push_back(*arg);
+        }
         auto wt = l.getWeight().getType();
+        const int64_t outFeatures = wt.getDimSize(0), inFeatures = wt.getDimSize(1);
         Arg in = buf(l.getInput());
-        // One warp per output row, 8 warps per block.
-        launch(op, abi::OpId::kLinear,
-               {in, *w, out(l.getResult()), Arg::numTokens(), i32(wt.getDimSize(0)),
-                i32(wt.getDimSize(1))},
-               fixedGrid(wt.getDimSize(0), 8));
+        Arg y = out(l.getResult());
+        // One warp per output row, 8 warps per block; the verifier checked the scales.
+        const GridRule grid = fixedGrid(outFeatures, 8);
+        switch (l.getWeightFormat()) {
+        case LinearOp::WeightFormat::kBF16:
+          launch(op, abi::OpId::kLinear,
+                 {in, *w, y, Arg::numTokens(), i32(outFeatures), i32(inFeatures)}, grid);
+          break;
+        case LinearOp::WeightFormat::kNvfp4:
+          launch(op, abi::OpId::kLinearNvfp4,
+                 {in, *w, scales[0], scales[1], y, Arg::numTokens(), i32(outFeatures),
+                  i32(inFeatures)},
+                 grid);
+          break;
+        case LinearOp::WeightFormat::kFp8: {
+          const int64_t scaleCount =
+              cast<RankedTensorType>(l.getScales()[0].getType()).getNumElements();
+          launch(op, abi::OpId::kLinearFp8,
+                 {in, *w, scales[0], y, Arg::numTokens(), i32(outFeatures), i32(inFeatures),
+                  i32(scaleCount)},
+                 grid);
+          break;
+        }
+        }
         return success();
       })
       .Case<AddOp, MulOp>([&](auto b) -> LogicalResult {
@@ -679,8 +706,35 @@ LogicalResult Lowering::lowerOp(Operation *op) {
 }
 
 /// The weights the launches of `op` (from index `first`) take must have the element type the
-/// registry gives those arguments (kernel_ops.def: bf16 for every weight of plan version 8).
+/// registry gives those arguments (kernel_ops.def: bf16 for most, quantized element types and
+/// f32 scales for the quantized linears).
 LogicalResult Lowering::checkWeightTypes(Operation *op, size_t first) {
+  auto matches = [](abi::ElementType want, Type element) {
+    switch (want) {
+    case abi::ElementType::kBF16:
+      return element.isBF16();
+    case abi::ElementType::kF32:
+      return element.isF32();
+    case abi::ElementType::kF8E4M3:
+      return isa<Float8E4M3FNType>(element);
+    case abi::ElementType::kF4E2M1:
+      return isa<Float4E2M1FNType>(element);
+    default:
+      return false;
+    }
+  };
+  auto typeName = [](abi::ElementType want) {
+    switch (want) {
+    case abi::ElementType::kF32:
+      return "f32";
+    case abi::ElementType::kF8E4M3:
+      return "f8E4M3FN";
+    case abi::ElementType::kF4E2M1:
+      return "f4E2M1FN";
+    default:
+      return "bf16";
+    }
+  };
   for (size_t l = first; l < launches.size(); ++l) {
     for (auto [i, arg] : llvm::enumerate(launches[l].args)) {
       if (arg.kind != Arg::Weight)
@@ -689,12 +743,14 @@ LogicalResult Lowering::checkWeightTypes(Operation *op, size_t first) {
       for (auto &[name, typeAndId] : weights) {
         if (typeAndId.second != arg.index)
           continue;
-        Type element = typeAndId.first.getElementType();
-        if (want == abi::ElementType::kBF16 && !element.isBF16())
+        if (!matches(want, typeAndId.first.getElementType()))
           return op->emitOpError("expects weight '")
-                 << name << "' in bf16 (the " << launches[l].spec->op << " kernel's "
-                 << launches[l].spec->args[i].name << "), got " << typeAndId.first
-                 << "; quantized or f32 weights are not supported by this plan version";
+                 << name << "' in " << typeName(want) << " (the " << launches[l].spec->op
+                 << " kernel's " << launches[l].spec->args[i].name << "), got "
+                 << typeAndId.first
+                 << (want == abi::ElementType::kBF16
+                         ? "; only spark.linear takes quantized weights"
+                         : "");
       }
     }
   }
@@ -914,9 +970,13 @@ void Lowering::buildProgram() {
   SmallVector<Attribute> weightAttrs;
   for (auto &[name, typeAndId] : weights) {
     RankedTensorType type = typeAndId.first;
+    // The plan's dtype names are MLIR's builtin type names (runtime element_type.h): bf16, f32,
+    // f8E4M3FN, f4E2M1FN (checkWeightTypes admitted no other).
+    std::string dtype;
+    llvm::raw_string_ostream(dtype) << type.getElementType();
     weightAttrs.push_back(b.getDictionaryAttr({
         b.getNamedAttr("name", b.getStringAttr(name)),
-        b.getNamedAttr("dtype", b.getStringAttr(type.getElementType().isBF16() ? "bf16" : "f32")),
+        b.getNamedAttr("dtype", b.getStringAttr(dtype)),
         b.getNamedAttr("shape", b.getI64ArrayAttr(type.getShape())),
     }));
   }

@@ -27,7 +27,7 @@ func.func @i64_ids(%ids: tensor<?xi64>) -> tensor<?xi64> {
 
 // A weight must be bf16 or f32: an i8 weight is rejected by the type constraint.
 func.func @i8_weight() {
-  // expected-error @+1 {{'spark.weight' op result #0 must be ranked tensor of bfloat16 type or 32-bit float values, but got 'tensor<4x4xi8>'}}
+  // expected-error @+1 {{'spark.weight' op result #0 must be ranked tensor of bfloat16 type or 32-bit float or f8E4M3FN type or f4E2M1FN type values, but got 'tensor<4x4xi8>'}}
   %w = spark.weight "w" : tensor<4x4xi8>
   return
 }
@@ -307,6 +307,88 @@ func.func @linear_weight_rank(%x: tensor<?x8xf32>, %w: tensor<2x4x8xbf16>) -> te
   // expected-error @+1 {{'spark.linear' op expects a static weight of rank 2 ([out, in]), got [2, 4, 8]}}
   %0 = spark.linear %x, %w : (tensor<?x8xf32>, tensor<2x4x8xbf16>) -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+// Quantized weights (NVFP4, FP8) carry their scales; each rule of LinearOp::verify once.
+func.func @linear_f32_weight(%x: tensor<?x32xf32>, %w: tensor<4x32xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects a bf16, f4E2M1FN (NVFP4) or f8E4M3FN (FP8) weight, got 'tensor<4x32xf32>'}}
+  %0 = spark.linear %x, %w : (tensor<?x32xf32>, tensor<4x32xf32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_bf16_with_scales(%x: tensor<?x32xf32>, %w: tensor<4x32xbf16>, %s: tensor<f32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects no scales with a bf16 weight, got 1}}
+  %0 = spark.linear %x, %w scales(%s) : (tensor<?x32xf32>, tensor<4x32xbf16>, tensor<f32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_nvfp4_missing_scale(%x: tensor<?x32xf32>, %w: tensor<4x32xf4E2M1FN>, %bs: tensor<4x2xf8E4M3FN>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects an NVFP4 weight with two scales (block scales, tensor scale), got 1}}
+  %0 = spark.linear %x, %w scales(%bs) : (tensor<?x32xf32>, tensor<4x32xf4E2M1FN>, tensor<4x2xf8E4M3FN>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_nvfp4_block_shape(%x: tensor<?x32xf32>, %w: tensor<4x32xf4E2M1FN>, %bs: tensor<4x4xf8E4M3FN>, %ts: tensor<f32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects NVFP4 block scales tensor<4x2xf8E4M3FN> for weight [4, 32], got 'tensor<4x4xf8E4M3FN>'}}
+  %0 = spark.linear %x, %w scales(%bs, %ts) : (tensor<?x32xf32>, tensor<4x32xf4E2M1FN>, tensor<4x4xf8E4M3FN>, tensor<f32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_nvfp4_block_dtype(%x: tensor<?x32xf32>, %w: tensor<4x32xf4E2M1FN>, %bs: tensor<4x2xbf16>, %ts: tensor<f32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects NVFP4 block scales tensor<4x2xf8E4M3FN> for weight [4, 32], got 'tensor<4x2xbf16>'}}
+  %0 = spark.linear %x, %w scales(%bs, %ts) : (tensor<?x32xf32>, tensor<4x32xf4E2M1FN>, tensor<4x2xbf16>, tensor<f32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_nvfp4_tensor_scale(%x: tensor<?x32xf32>, %w: tensor<4x32xf4E2M1FN>, %bs: tensor<4x2xf8E4M3FN>, %ts: tensor<4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects an NVFP4 tensor scale tensor<f32> or tensor<1xf32>, got 'tensor<4xf32>'}}
+  %0 = spark.linear %x, %w scales(%bs, %ts) : (tensor<?x32xf32>, tensor<4x32xf4E2M1FN>, tensor<4x2xf8E4M3FN>, tensor<4xf32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_nvfp4_blocks_of_16(%x: tensor<?x24xf32>, %w: tensor<4x24xf4E2M1FN>, %bs: tensor<4x1xf8E4M3FN>, %ts: tensor<f32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects an NVFP4 weight whose input dimension is a multiple of 16 (one block scale per 16 inputs), got [4, 24]}}
+  %0 = spark.linear %x, %w scales(%bs, %ts) : (tensor<?x24xf32>, tensor<4x24xf4E2M1FN>, tensor<4x1xf8E4M3FN>, tensor<f32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_fp8_scale_shape(%x: tensor<?x32xf32>, %w: tensor<4x32xf8E4M3FN>, %s: tensor<2xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects an FP8 scale of f32 per tensor (tensor<f32>, tensor<1xf32>) or per row (tensor<4xf32>, tensor<4x1xf32>), got 'tensor<2xf32>'}}
+  %0 = spark.linear %x, %w scales(%s) : (tensor<?x32xf32>, tensor<4x32xf8E4M3FN>, tensor<2xf32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @linear_fp8_two_scales(%x: tensor<?x32xf32>, %w: tensor<4x32xf8E4M3FN>, %s: tensor<f32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{'spark.linear' op expects an FP8 weight with one scale (per tensor or per row), got 2}}
+  %0 = spark.linear %x, %w scales(%s, %s) : (tensor<?x32xf32>, tensor<4x32xf8E4M3FN>, tensor<f32>, tensor<f32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
+// NVFP4 codes are stored two to a byte: an odd last dimension cannot be a checkpoint tensor.
+func.func @f4_weight_odd() {
+  // expected-error @+1 {{'spark.weight' op expects an f4E2M1FN weight with an even last dimension (two codes per byte), got 'w' 'tensor<4x33xf4E2M1FN>'}}
+  %w = spark.weight "w" : tensor<4x33xf4E2M1FN>
+  return
 }
 
 // -----

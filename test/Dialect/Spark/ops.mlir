@@ -99,3 +99,22 @@ func.func @fused_norms(%x: tensor<?x64xf32>, %r: tensor<?x64xf32>, %q: tensor<?x
   %d = spark.rms_norm_rope %q, %pos {epsilon = 1.0e-6 : f32, theta = 10000.0 : f32, rotated_pairs = 16 : i64, factor = 1.0 : f32} : (tensor<?x4x32xf32>, tensor<?xi32>) -> tensor<?x4x32xf32>
   return %a, %b, %c, %d : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x4x32xf32>, tensor<?x4x32xf32>
 }
+
+// Quantized linears round-trip with their scales.
+// CHECK-LABEL: func.func @quantized_linears
+func.func @quantized_linears(%x: tensor<?x64xf32>) -> (tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xf32>) {
+  // CHECK: spark.weight "g.weight" : tensor<128x64xf4E2M1FN>
+  %w4 = spark.weight "g.weight" : tensor<128x64xf4E2M1FN>
+  %bs = spark.weight "g.weight_scale" : tensor<128x4xf8E4M3FN>
+  %ts = spark.weight "g.weight_scale_2" : tensor<f32>
+  %w8 = spark.weight "u.weight" : tensor<128x64xf8E4M3FN>
+  %s8 = spark.weight "u.weight_scale" : tensor<1xf32>
+  %r8 = spark.weight "d.weight_scale" : tensor<128x1xf32>
+  // CHECK: spark.linear %{{.*}}, %{{.*}} scales(%{{.*}}, %{{.*}}) : (tensor<?x64xf32>, tensor<128x64xf4E2M1FN>, tensor<128x4xf8E4M3FN>, tensor<f32>) -> tensor<?x128xf32>
+  %a = spark.linear %x, %w4 scales(%bs, %ts) : (tensor<?x64xf32>, tensor<128x64xf4E2M1FN>, tensor<128x4xf8E4M3FN>, tensor<f32>) -> tensor<?x128xf32>
+  // CHECK: spark.linear %{{.*}}, %{{.*}} scales(%{{.*}}) : (tensor<?x64xf32>, tensor<128x64xf8E4M3FN>, tensor<1xf32>) -> tensor<?x128xf32>
+  %b = spark.linear %x, %w8 scales(%s8) : (tensor<?x64xf32>, tensor<128x64xf8E4M3FN>, tensor<1xf32>) -> tensor<?x128xf32>
+  // CHECK: spark.linear %{{.*}}, %{{.*}} scales(%{{.*}}) : (tensor<?x64xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<?x128xf32>
+  %c = spark.linear %x, %w8 scales(%r8) : (tensor<?x64xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<?x128xf32>
+  return %a, %b, %c : tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xf32>
+}

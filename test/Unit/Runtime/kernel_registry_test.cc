@@ -57,7 +57,7 @@ TEST(KernelRegistryTest, ArgumentsAreConsistent) {
       EXPECT_EQ(cache_role, arg.element == ElementType::kCache);
       EXPECT_EQ(cache_role, arg.extent.kind == Extent::kCacheRows);
       if (arg.extent.kind == Extent::kRecords) EXPECT_EQ(arg.extent.num_factors, 4);
-      if (arg.role == Role::kWeight) EXPECT_EQ(arg.extent.kind, Extent::kTotal);
+      if (abi::IsWeightRole(arg.role)) EXPECT_EQ(arg.extent.kind, Extent::kTotal);
       if (IsActivationRole(arg.role)) EXPECT_NE(arg.extent.kind, Extent::kTotal);
       // Activations (of the plan's precision) only in arena buffers other than workspaces,
       // which keep f32 / i32 at every precision.
@@ -77,7 +77,8 @@ TEST(KernelRegistryTest, ArgumentsAreConsistent) {
                          rule->kind == RuleKind::kNonZeroParam;
       ASSERT_TRUE(rule->a >= 0 && rule->a < spec.num_args) << spec.op;
       EXPECT_EQ(spec.args[rule->a].kind, param ? ArgKind::kF32 : ArgKind::kI32) << spec.op;
-      const bool unary = param || rule->kind == RuleKind::kPositive || rule->kind == RuleKind::kEven;
+      const bool unary = param || rule->kind == RuleKind::kPositive || rule->kind == RuleKind::kEven ||
+                         rule->kind == RuleKind::kMultipleOf16;
       if (unary) {
         EXPECT_EQ(rule->b, -1) << spec.op;
       } else {

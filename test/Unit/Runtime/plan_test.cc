@@ -240,7 +240,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 8u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 9u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -280,14 +280,14 @@ TEST(PlanTest, RejectsBadMagic) {
 
 TEST(PlanTest, RejectsNewerVersion) {
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 9;
+  section[8] = 10;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 9 is not supported (this runtime reads version "
-                       "8); recompile the model with this release's spark-compile"));
-  section[8] = 7;  // version 7: activation buffers always f32
+                       "model.cubin: plan version 10 is not supported (this runtime reads version "
+                       "9); recompile the model with this release's spark-compile"));
+  section[8] = 8;  // version 8: bf16 weights only
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 7 is not supported (this runtime reads version "
-                       "8)"));
+                       "model.cubin: plan version 8 is not supported (this runtime reads version "
+                       "9)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -422,7 +422,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 8); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 9); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -1052,10 +1052,23 @@ TEST(PlanTest, RejectsBadModelFacts) {
 
 TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
-  plan.weights[1].dtype = DType::kF32;
+  plan.weights[1].dtype = DType::kI32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 8 weights are bf16, found "
-                       "f32"));
+                       "m.cubin: plan weights[1].dtype: plan version 9 weights are bf16, f32, "
+                       "f8E4M3FN or f4E2M1FN, found i32"));
+  plan = TestPlan();
+  plan.weights[1].dtype = DType::kF4E2M1FN;
+  plan.weights[1].shape = {3};
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan weights[1].shape: an f4E2M1FN weight has an even last "
+                       "dimension (two codes per byte), found [3]"));
+  // A weight of another element type than the step's argument takes (the rms_norm weight is
+  // bf16 in the registry).
+  plan = TestPlan();
+  plan.weights[0].dtype = DType::kF8E4M3FN;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
+                       "m.cubin: plan steps[0].args[1]: table of embedding is bf16, weight 0 "
+                       "(model.embed_tokens.weight) is f8E4M3FN"));
   plan = TestPlan();
   plan.weights[1].name = plan.weights[0].name;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,

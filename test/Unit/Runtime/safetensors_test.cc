@@ -399,7 +399,7 @@ TEST(CheckPlanWeightsTest, DTypeMismatch) {
   ASSERT_TRUE(checkpoint.ok());
   EXPECT_TRUE(StatusIs(CheckPlanWeights(TestPlan(), **checkpoint), kInvalid,
                        "weight model.norm.weight: expected dtype BF16, found F32; the plan "
-                       "expects bf16 weights"));
+                       "expects bf16 here"));
 }
 
 TEST(SafetensorsDTypeTest, SizesAndPlanNames) {

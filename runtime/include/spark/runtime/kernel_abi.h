@@ -13,7 +13,9 @@
 // Conventions (docs/plan-format.md has the full semantics of each op):
 //   - activations are row-major with a leading token dimension T (`num_tokens`), of the plan's
 //     activation element type (ActivationPrecision below: float32, or bfloat16 storage);
-//   - weights are bfloat16 in checkpoint layout (a Linear weight is [out, in]);
+//   - weights are in checkpoint layout (a Linear weight is [out, in]): bfloat16, or quantized
+//     (NVFP4: packed float4 e2m1 codes with float8 e4m3 block scales and an f32 tensor scale;
+//     FP8: float8 e4m3 with f32 scales; quantized_weights.h decodes them);
 //   - KV caches are [capacity, kv_heads, head_dim] of float32 or bfloat16 (the plan's cache
 //     dtype, passed to kv_write and attention as `cache_dtype`: KvCacheDType below), token
 //     position p lives in slot p % capacity;
@@ -59,6 +61,8 @@ enum class Role : int {
   kWorkspace,  // scratch the op writes and a later op (or itself) reads (f32 or i32 always)
   // Other pointers.
   kWeight,                     // a checkpoint tensor
+  kWeightScale,                // a checkpoint tensor of dequantisation scales (the runtime
+                               // checks at load that every value is finite and >= 0)
   kKCacheRead, kVCacheRead,    // a KV cache part, read
   kKCacheWrite, kVCacheWrite,  // a KV cache part, written
   kPositions,                  // the plan's positions input (i32 [T])
@@ -80,8 +84,9 @@ enum class Role : int {
 // The element type of what a pointer argument points to (or of a scalar argument). kAct: the
 // plan's activation element type (f32, or bf16 under kActivationBF16: ActivationPrecision
 // below). kCache: the element type of the op's KV cache (KvCacheDType, passed as the kCacheDType
-// argument).
-enum class ElementType : int { kF32, kBF16, kI32, kAct, kCache };
+// argument). kF8E4M3: float8 e4m3fn bytes; kF4E2M1: float4 e2m1 codes packed two to a byte
+// (element 2j in the low nibble), so an extent counts codes and the bytes are half of it.
+enum class ElementType : int { kF32, kBF16, kI32, kAct, kCache, kF8E4M3, kF4E2M1 };
 enum class Nullability : int { kRequired, kNullable };
 
 SPARK_ABI_CONSTEXPR_FN bool IsScalarRole(Role role) { return role >= Role::kNumTokens; }
@@ -93,6 +98,10 @@ SPARK_ABI_CONSTEXPR_FN bool IsWrittenRole(Role role) {
   return role == Role::kOutput || role == Role::kInOut || role == Role::kWorkspace ||
          role == Role::kKCacheWrite || role == Role::kVCacheWrite;
 }
+// Checkpoint tensors (weights and their dequantisation scales).
+SPARK_ABI_CONSTEXPR_FN bool IsWeightRole(Role role) {
+  return role == Role::kWeight || role == Role::kWeightScale;
+}
 // Activation buffers (an arena region with one row per token).
 SPARK_ABI_CONSTEXPR_FN bool IsActivationRole(Role role) { return role <= Role::kWorkspace; }
 SPARK_ABI_CONSTEXPR_FN ArgKind KindOf(Role role, ElementType element) {
@@ -101,7 +110,9 @@ SPARK_ABI_CONSTEXPR_FN ArgKind KindOf(Role role, ElementType element) {
                                          : ArgKind::kI32;
 }
 
-// What a pointer argument must hold, in elements, over the op's size arguments (by index).
+// What a pointer argument must hold, in elements, over the op's size arguments (by index):
+// multiplier x the product of the factors / divisor (a divisor the rules make exact: the block
+// scales of NVFP4 hold one element per 16 weights).
 struct Extent {
   enum Kind : int {
     kScalar,     // not a pointer
@@ -112,11 +123,13 @@ struct Extent {
   };
   Kind kind = kScalar;
   long long multiplier = 1;
+  long long divisor = 1;
   int num_factors = 0;
   int factors[4] = {-1, -1, -1, -1};
 
   constexpr Extent() = default;
-  constexpr Extent(Kind k, long long m, std::initializer_list<int> f) : kind(k), multiplier(m) {
+  constexpr Extent(Kind k, long long m, std::initializer_list<int> f, long long d = 1)
+      : kind(k), multiplier(m), divisor(d) {
     for (int v : f) factors[num_factors++] = v;
   }
 };
@@ -126,6 +139,10 @@ constexpr Extent PerToken(long long m, std::initializer_list<int> f) {
 }
 constexpr Extent Total(long long m, std::initializer_list<int> f) {
   return Extent(Extent::kTotal, m, f);
+}
+// One element per `block` of the product (a weight's block scales).
+constexpr Extent Blocks(long long block, std::initializer_list<int> f) {
+  return Extent(Extent::kTotal, 1, f, block);
 }
 constexpr Extent Records(std::initializer_list<int> f) { return Extent(Extent::kRecords, 1, f); }
 constexpr Extent CacheRows(std::initializer_list<int> f) {
@@ -155,6 +172,8 @@ enum class RuleKind : int {
   kOneTo,          // 1 <= a <= b
   kAtMost,         // a <= b
   kLess,           // a < b
+  kMultipleOf16,   // a % 16 == 0 (a dimension quantized in blocks of 16)
+  kOneOrEqual,     // a == 1 or a == b (one scale per tensor, or one per row)
 };
 struct Rule {
   RuleKind kind;
@@ -185,7 +204,8 @@ constexpr OpFlops Flops(FlopsKind kind, long long m, std::initializer_list<int> 
 
 // The C type of an argument on the device: activations void* (their element type is the
 // module's activation precision, ActivationPrecision), token ids / positions / indices int*,
-// weights unsigned short* holding bf16 bits, KV caches void* (their element type is an
+// weights unsigned short* holding bf16 bits (unsigned char* for float8 and packed float4 codes,
+// float* for f32 scales), KV caches void* (their element type is an
 // argument); pointers the op does not write are const. The host reference (HostFn) takes
 // activations as float*: the host executor widens bf16 activations to f32 around each call.
 enum class Side : int { kDevice, kHost };
@@ -196,6 +216,8 @@ template <Side S> struct ElementCType<ElementType::kI32, S> { using type = int; 
 template <> struct ElementCType<ElementType::kAct, Side::kDevice> { using type = void; };
 template <> struct ElementCType<ElementType::kAct, Side::kHost> { using type = float; };
 template <Side S> struct ElementCType<ElementType::kCache, S> { using type = void; };
+template <Side S> struct ElementCType<ElementType::kF8E4M3, S> { using type = unsigned char; };
+template <Side S> struct ElementCType<ElementType::kF4E2M1, S> { using type = unsigned char; };
 template <bool kScalar, bool kWritten, typename T> struct ArgCTypeImpl { using type = const T*; };
 template <typename T> struct ArgCTypeImpl<false, true, T> { using type = T*; };
 template <bool kWritten, typename T> struct ArgCTypeImpl<true, kWritten, T> { using type = T; };
@@ -277,7 +299,7 @@ SPARK_ABI_CONSTEXPR_FN const KernelSpec& Kernel(OpId id) { return kKernels[stati
 SPARK_ABI_CONSTEXPR_FN bool RowLocal(const KernelSpec& spec) {
   for (int i = 0; i < spec.num_args; ++i) {
     const ArgSpec& arg = spec.args[i];
-    if (arg.role == Role::kWeight || arg.role == Role::kNumTokens) continue;
+    if (IsWeightRole(arg.role) || arg.role == Role::kNumTokens) continue;
     if (IsScalarRole(arg.role)) {
       if (IsRuntimeValue(arg.role)) return false;  // soft-token count, cache capacity
       continue;

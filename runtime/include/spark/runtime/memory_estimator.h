@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -107,6 +108,10 @@ struct PlanSizes {
   std::string model;  // for messages, e.g. the plan's variant
   uint64_t weight_bytes = 0;
   int64_t num_weights = 0;
+  // The weight bytes by element type, in DType order, types with none left out: bf16 only for a
+  // bf16 checkpoint; f4E2M1FN / f8E4M3FN codes and their f8E4M3FN / f32 scales for a quantized
+  // one.
+  std::vector<std::pair<DType, uint64_t>> weight_bytes_by_dtype;
   uint64_t arena_bytes = 0;
   int64_t max_tokens = 0;
   int64_t vocab_size = 0;
@@ -153,6 +158,8 @@ struct MemoryEstimate {
   // The KV cache's bytes were every cache bf16 (spark-compile --kv-cache-dtype bf16); equal to
   // the KV cache component when it already is.
   uint64_t kv_bytes_as_bf16 = 0;
+  // Some weights are quantized (NVFP4 or FP8): the advice does not suggest quantizing them.
+  bool quantized_weights = false;
   uint64_t host_available = 0;     // integrated: MemAvailable (for the advice)
   uint64_t device_in_use = 0;      // discrete: total - free (memory other processes hold)
 };

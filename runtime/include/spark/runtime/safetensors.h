@@ -11,6 +11,7 @@
 #define SPARK_RUNTIME_SAFETENSORS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -139,6 +140,22 @@ struct OwnedTensor {
 enum class ExistingFile { kReplace, kRefuse };
 absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTensor>& tensors,
                               ExistingFile existing = ExistingFile::kReplace);
+
+// What a streamed safetensors file holds, tensor by tensor (WriteSafetensorsStreamed).
+struct TensorHeader {
+  std::string name;
+  std::string dtype;  // safetensors name
+  std::vector<int64_t> shape;
+};
+
+// Writes a safetensors file one tensor at a time, for checkpoints larger than memory
+// (spark-quantize): the header from `tensors`, padded so that the data starts 16-byte aligned
+// (16-byte vector loads read weights in place on an integrated GPU), then for each tensor, in
+// order, the bytes `produce(i)` returns (its size must match the dtype and shape). `path` must
+// not exist (as WriteNewFile); on any error the partial file is removed.
+absl::Status WriteSafetensorsStreamed(
+    const std::string& path, const std::vector<TensorHeader>& tensors,
+    const std::function<absl::StatusOr<std::string>(size_t index)>& produce);
 
 // Reads a whole safetensors file into memory (validated as Checkpoint::Open does), tensors in
 // header order.

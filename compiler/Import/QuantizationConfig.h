@@ -1,0 +1,56 @@
+//===- QuantizationConfig.h - a checkpoint's weight quantization -----*- C++ -*-===//
+//
+// What a quantized Gemma 4 checkpoint says about its weights: NVIDIA ModelOpt's layouts, as
+// config.json `quantization_config` (quant_method "modelopt") or hf_quant_config.json describe
+// them (gemma4-ecosystem.md section 6). Formats Spark runs:
+//   - NVFP4 (quant_algo "NVFP4", group_size 16): per linear X, X.weight U8 [out, in/2] (E2M1
+//     codes), X.weight_scale F8_E4M3 [out, in/16], X.weight_scale_2 F32 scalar;
+//   - FP8 (quant_algo "FP8": X.weight F8_E4M3 [out, in], X.weight_scale F32 scalar; or
+//     "FP8_PER_CHANNEL_PER_TOKEN": X.weight_scale F32 [out]).
+// Anything else (AWQ, GPTQ, MXFP4, block-wise FP8, compressed-tensors, an unknown algo, a group
+// size other than 16) is refused with a message naming it: never imported as if it were bf16.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_COMPILER_IMPORT_QUANTIZATIONCONFIG_H
+#define SPARK_COMPILER_IMPORT_QUANTIZATIONCONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <string>
+#include <vector>
+
+namespace spark {
+
+struct QuantizationConfig {
+  enum class Format { kNone, kNvfp4, kFp8 };
+  Format format = Format::kNone;
+  /// FP8 with one weight scale per output row (FP8_PER_CHANNEL_PER_TOKEN), else per tensor.
+  bool fp8PerChannel = false;
+  /// The algorithm as the config names it ("NVFP4", "FP8", ...), for messages.
+  std::string algo;
+  /// Where it was read: "config.json quantization_config" or a path to hf_quant_config.json.
+  std::string source;
+  /// Modules kept in bf16: fnmatch-style wildcards over full module names (ModelOpt's
+  /// `ignore` / `exclude_modules`; "model.language_model.layers.0*" is a subtree).
+  std::vector<std::string> exclude;
+
+  bool quantized() const { return format != Format::kNone; }
+  /// Whether the config quantizes the linear module `module` (a full name, e.g.
+  /// "model.language_model.layers.3.mlp.gate_proj"): not matched by any exclude pattern.
+  bool quantizes(llvm::StringRef module) const;
+  /// "NVFP4", "FP8" or "FP8 (per channel)".
+  std::string formatName() const;
+};
+
+/// Reads a config.json `quantization_config` object. `origin` names it in messages.
+llvm::Expected<QuantizationConfig> parseQuantizationConfig(const llvm::json::Object &object,
+                                                           llvm::StringRef origin);
+/// Reads the text of an hf_quant_config.json.
+llvm::Expected<QuantizationConfig> parseHfQuantConfig(llvm::StringRef text,
+                                                      llvm::StringRef origin);
+
+} // namespace spark
+
+#endif // SPARK_COMPILER_IMPORT_QUANTIZATIONCONFIG_H

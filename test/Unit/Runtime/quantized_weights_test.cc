@@ -1,0 +1,163 @@
+// The quantized weight formats (quantized_weights.h: the values of E2M1 codes and e4m3 bytes),
+// ModelOpt's rounding as spark-quantize implements it (quantize.h), and the host reference of
+// the quantized linears against an independent dequantise-then-multiply.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "spark/runtime/host_kernels.h"
+#include "spark/runtime/quantize.h"
+#include "spark/runtime/quantized_weights.h"
+
+namespace spark {
+namespace {
+
+using quant::E2M1MagnitudeCode;
+using quant::E2M1Value;
+using quant::E4M3FromFloat;
+using quant::E4M3Value;
+
+TEST(QuantizedWeightsTest, E2M1CodesHaveTheFormatsValues) {
+  const float expected[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  for (unsigned code = 0; code < 16; ++code) {
+    EXPECT_EQ(E2M1Value(code), expected[code]) << code;
+    EXPECT_EQ(std::signbit(E2M1Value(code)), code >= 8) << code;
+  }
+  // Element 2j is the low nibble of byte j.
+  const unsigned char row[2] = {0x21, 0xf7};
+  EXPECT_EQ(quant::PackedE2M1Code(row, 0), 1u);
+  EXPECT_EQ(quant::PackedE2M1Code(row, 1), 2u);
+  EXPECT_EQ(quant::PackedE2M1Code(row, 2), 7u);
+  EXPECT_EQ(quant::PackedE2M1Code(row, 3), 15u);
+}
+
+TEST(QuantizedWeightsTest, E4M3BytesHaveTheFormatsValues) {
+  EXPECT_EQ(E4M3Value(0x00), 0.0f);
+  EXPECT_EQ(E4M3Value(0x01), 0.001953125f);  // 2^-9, the smallest subnormal
+  EXPECT_EQ(E4M3Value(0x07), 7 * 0.001953125f);
+  EXPECT_EQ(E4M3Value(0x08), 0.015625f);      // 2^-6, the smallest normal
+  EXPECT_EQ(E4M3Value(0x38), 1.0f);
+  EXPECT_EQ(E4M3Value(0x3c), 1.5f);
+  EXPECT_EQ(E4M3Value(0x7e), 448.0f);
+  EXPECT_EQ(E4M3Value(0xb8), -1.0f);
+  EXPECT_TRUE(std::isnan(E4M3Value(0x7f)));
+  EXPECT_TRUE(std::isnan(E4M3Value(0xff)));
+  EXPECT_TRUE(quant::E4M3IsNaN(0x7f) && quant::E4M3IsNaN(0xff) && !quant::E4M3IsNaN(0x7e));
+  // Every normal byte is (1 + m/8) 2^(e-7).
+  for (int bits = 0x08; bits < 0x7f; ++bits) {
+    const int e = bits >> 3, m = bits & 7;
+    EXPECT_EQ(E4M3Value(static_cast<unsigned char>(bits)), std::ldexp(1.0 + m / 8.0, e - 7)) << bits;
+  }
+}
+
+TEST(QuantizeTest, E4M3RoundsToNearestEvenAndSaturates) {
+  for (int bits = 0; bits < 256; ++bits) {
+    if (quant::E4M3IsNaN(static_cast<unsigned char>(bits))) continue;
+    EXPECT_EQ(E4M3FromFloat(E4M3Value(static_cast<unsigned char>(bits))), bits) << bits;
+  }
+  EXPECT_EQ(E4M3FromFloat(1.0625f), 0x38);       // halfway between 1 and 1.125: even (1)
+  EXPECT_EQ(E4M3FromFloat(1.1875f), 0x3a);       // halfway between 1.125 and 1.25: even (1.25)
+  EXPECT_EQ(E4M3FromFloat(0.0009765625f), 0x00); // 2^-10, halfway to the smallest subnormal
+  EXPECT_EQ(E4M3FromFloat(0.0029296875f), 0x02); // 1.5 x 2^-9: even (2 x 2^-9)
+  EXPECT_EQ(E4M3FromFloat(500.0f), 0x7e);        // saturates at 448
+  EXPECT_EQ(E4M3FromFloat(-1e9f), 0xfe);
+  EXPECT_EQ(E4M3FromFloat(-0.0f), 0x80);         // the sign is kept, as torch's cast keeps it
+  EXPECT_EQ(E4M3FromFloat(-1e-6f), 0x80);
+  EXPECT_EQ(E4M3FromFloat(std::numeric_limits<float>::quiet_NaN()), 0x7f);
+}
+
+TEST(QuantizeTest, E2M1TiesGoToTheEvenCode) {
+  EXPECT_EQ(E2M1MagnitudeCode(0.0f), 0);
+  EXPECT_EQ(E2M1MagnitudeCode(0.25f), 0);
+  EXPECT_EQ(E2M1MagnitudeCode(0.26f), 1);
+  EXPECT_EQ(E2M1MagnitudeCode(0.75f), 2);
+  EXPECT_EQ(E2M1MagnitudeCode(1.25f), 2);
+  EXPECT_EQ(E2M1MagnitudeCode(1.75f), 4);
+  EXPECT_EQ(E2M1MagnitudeCode(2.5f), 4);
+  EXPECT_EQ(E2M1MagnitudeCode(3.5f), 6);
+  EXPECT_EQ(E2M1MagnitudeCode(5.0f), 6);
+  EXPECT_EQ(E2M1MagnitudeCode(5.01f), 7);
+  EXPECT_EQ(E2M1MagnitudeCode(100.0f), 7);
+}
+
+std::vector<uint16_t> Bf16(const std::vector<float>& values) {
+  std::vector<uint16_t> out;
+  for (float v : values) out.push_back(rt::F32ToBf16(v));
+  return out;
+}
+
+// One row of 16: amax 6 gives tensor scale 6 / 2688 and block scale 448 (0x7e), so x = w / (448
+// x 6 / 2688) = w: the codes are w's nearest E2M1 values.
+TEST(QuantizeTest, Nvfp4FollowsModelOptsRules) {
+  const std::vector<float> w = {6, -6, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f,
+                                5, -0.3f, 0, -0.0f, 1, 2, 3, 4};
+  const quant::Nvfp4Weight q = quant::QuantizeNvfp4(Bf16(w).data(), 1, 16);
+  EXPECT_EQ(q.tensor_scale, 6.0f / 2688.0f);
+  ASSERT_EQ(q.block_scales.size(), 1u);
+  EXPECT_EQ(static_cast<uint8_t>(q.block_scales[0]), 0x7e);
+  const uint8_t codes[16] = {7, 15, 0, 2, 2, 4, 4, 6, 6, 9, 0, 0, 2, 4, 5, 6};
+  ASSERT_EQ(q.codes.size(), 8u);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(quant::PackedE2M1Code(reinterpret_cast<const unsigned char*>(q.codes.data()), i),
+              codes[i])
+        << i;
+  }
+  // An all-zero tensor: scales 1, codes 0.
+  const quant::Nvfp4Weight zero = quant::QuantizeNvfp4(Bf16(std::vector<float>(32, 0.0f)).data(), 1, 32);
+  EXPECT_EQ(zero.tensor_scale, 1.0f);
+  EXPECT_EQ(static_cast<uint8_t>(zero.block_scales[0]), 0x38);
+  EXPECT_EQ(zero.codes, std::string(16, '\0'));
+}
+
+TEST(QuantizeTest, Fp8ScalesByAmaxOver448) {
+  const quant::Fp8Weight q = quant::QuantizeFp8(Bf16({1.0f, -0.5f, 0.25f, 0.0f}).data(), 4);
+  EXPECT_EQ(q.scale, 1.0f / 448.0f);
+  ASSERT_EQ(q.elements.size(), 4u);
+  EXPECT_EQ(static_cast<uint8_t>(q.elements[0]), 0x7e);  // 448
+  EXPECT_EQ(static_cast<uint8_t>(q.elements[1]), 0xf6);  // -224
+  EXPECT_EQ(static_cast<uint8_t>(q.elements[2]), 0x6e);  // 112
+  EXPECT_EQ(static_cast<uint8_t>(q.elements[3]), 0x00);
+}
+
+// The host linears equal a plain f64 dot over the dequantised weight.
+TEST(QuantizedLinearTest, HostReferenceDequantisesExactly) {
+  const int T = 3, out = 5, in = 32;
+  std::vector<unsigned char> codes(out * in / 2), blocks(out * in / 16), fp8(out * in);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<unsigned char>(i * 37 + 11);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<unsigned char>(0x30 + i % 9);
+  for (size_t i = 0; i < fp8.size(); ++i) {
+    fp8[i] = static_cast<unsigned char>((i * 53 + 7) % 256);
+    if (quant::E4M3IsNaN(fp8[i])) fp8[i] = 0x41;
+  }
+  const float tensor_scale = 0.03125f;
+  std::vector<float> scales(out);
+  for (int o = 0; o < out; ++o) scales[o] = 0.001f * (o + 1);
+  std::vector<float> x(T * in);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
+  std::vector<float> y4(T * out), y8(T * out), y8row(T * out);
+  rt::host::LinearNvfp4(x.data(), codes.data(), blocks.data(), &tensor_scale, y4.data(), T, out, in);
+  rt::host::LinearFp8(x.data(), fp8.data(), scales.data(), y8.data(), T, out, in, 1);
+  rt::host::LinearFp8(x.data(), fp8.data(), scales.data(), y8row.data(), T, out, in, out);
+  for (int t = 0; t < T; ++t) {
+    for (int o = 0; o < out; ++o) {
+      double want4 = 0, want8 = 0, want8row = 0;
+      for (int i = 0; i < in; ++i) {
+        const unsigned code = quant::PackedE2M1Code(codes.data() + o * in / 2, i);
+        const float w4 = E2M1Value(code) * (E4M3Value(blocks[o * in / 16 + i / 16]) * tensor_scale);
+        want4 += static_cast<double>(x[t * in + i]) * w4;
+        want8 += static_cast<double>(x[t * in + i]) * (E4M3Value(fp8[o * in + i]) * scales[0]);
+        want8row += static_cast<double>(x[t * in + i]) * (E4M3Value(fp8[o * in + i]) * scales[o]);
+      }
+      EXPECT_EQ(y4[t * out + o], static_cast<float>(want4));
+      EXPECT_EQ(y8[t * out + o], static_cast<float>(want8));
+      EXPECT_EQ(y8row[t * out + o], static_cast<float>(want8row));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spark
