@@ -106,9 +106,8 @@ SPK_DEVICE float dot8_acc(const float w[8], const float4& a, const float4& b, fl
 }
 
 // ------------------------------------------------------------------------------------------------
-// Quantized weight elements (runtime/include/spark/runtime/quantized_weights.h has the formats;
-// these are the fast device forms, exact for every value a loaded checkpoint holds: the runtime
-// rejects NaN scales, and e4m3 NaN is the one code these do not decode).
+// Quantized weight elements (runtime/include/spark/runtime/quantized_weights.h has the formats
+// and the host forms; these are the device forms, equal to them for every code, NaN included).
 // ------------------------------------------------------------------------------------------------
 // The value of the E2M1 code in the low 4 bits of `code`: the f32 pattern is built directly
 // (magnitudes 1 .. 6 of codes 2-7 are 0x3f000000 + (m << 22); code 1 is 0.5).
@@ -120,8 +119,9 @@ SPK_DEVICE float e2m1_to_f32(uint32_t code) {
 // The value of an e4m3fn byte (low 8 bits of `bits`).
 SPK_DEVICE float e4m3_to_f32(uint32_t bits) {
   const uint32_t e = (bits >> 3) & 15u, m = bits & 7u;
-  const float magnitude = e == 0u ? static_cast<float>(m) * 0.001953125f  // m x 2^-9
-                                  : u32_as_f32(((e + 120u) << 23) | (m << 20));
+  const float magnitude = e == 0u                ? static_cast<float>(m) * 0.001953125f  // m 2^-9
+                          : (bits & 0x7fu) == 0x7fu ? u32_as_f32(0x7fc00000u)          // NaN
+                                                 : u32_as_f32(((e + 120u) << 23) | (m << 20));
   return (bits & 0x80u) != 0u ? -magnitude : magnitude;
 }
 

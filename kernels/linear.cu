@@ -66,10 +66,13 @@ struct Nvfp4Weights {
   const unsigned char* block_scale;  // [out, in / 16]
   const float* tensor_scale;         // [1]
   int in;
-  SPK_MEMBER bool vector_ok() const { return in % 32 == 0 && aligned16(w); }
+  // 16-byte code loads and 2-byte loads of scale pairs.
+  SPK_MEMBER bool vector_ok() const {
+    return in % 32 == 0 && aligned16(w) && (reinterpret_cast<uintptr_t>(block_scale) & 1u) == 0;
+  }
   SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * (in / 2) + c * 16); }
   SPK_MEMBER void decode(const uint4& raw, int64_t r, int c, float f[kChunk]) const {
-    // Chunk c is blocks 2c and 2c + 1 (in % 32 == 0: 2-byte aligned scale pairs).
+    // Chunk c is blocks 2c and 2c + 1 (in % 32 == 0 and an even block_scale: 2-byte aligned).
     const uint32_t scales =
         __ldg(reinterpret_cast<const unsigned short*>(block_scale + r * (in / 16) + 2 * c));
     const float s0 = e4m3_to_f32(scales & 0xffu), s1 = e4m3_to_f32(scales >> 8);

@@ -3,16 +3,16 @@
 //
 // A is activations (f32 or bf16 storage, common.cuh ActIn), B weights in checkpoint layout
 // [rows, K]: bf16, or quantized (NVFP4, FP8) and converted to bf16 on the way to shared memory
-// (the B sources below); the caller says where each tile row lives (a row, or null for a zero row), so that
-// A rows may be gathered (the tokens routed to one expert) and B rows interleaved (an expert's
-// gate and up rows).
+// (the B sources below); the caller says where each tile row lives (a row, or null for a zero
+// row), so that A rows may be gathered (the tokens routed to one expert) and B rows interleaved
+// (an expert's gate and up rows).
 //   - f32 A is split into two bf16 terms, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), both
 //     multiplied with the exact bf16 B: ~16 mantissa bits of a per product (relative error
 //     ~2^-17) instead of 2^-9 for a plain bf16 cast, at 2x the MMA work. Pipeline: K runs in
-//     steps of 32 through two shared-memory buffers; B goes from global to shared memory with
-//     cp.async (no registers), A through registers (converted to hi + lo on the way); while the
-//     warps multiply step k, B of step k + 1 is in flight and A of step k + 2 is being loaded,
-//     with one barrier per step.
+//     steps of 32 through two shared-memory buffers; bf16 B goes from global to shared memory
+//     with cp.async (no registers), A (and quantized B) through registers, converted on the way;
+//     while the warps multiply step k, the cp.async operands of step k + 1 are in flight and the
+//     register operands of step k + 2 are being loaded, with one barrier per step.
 //   - bf16 A is already an MMA operand: A and B both go to shared memory by cp.async (step
 //     k + 1 in flight while step k is multiplied) and each product takes one MMA, the exact
 //     product of the bf16 inputs with f32 accumulation.

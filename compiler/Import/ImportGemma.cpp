@@ -10,6 +10,7 @@
 #include "compiler/Import/QuantizationConfig.h"
 #include "compiler/Support/ElementTypes.h"
 #include "dialects/Spark/IR/SparkOps.h"
+#include "dialects/Spark/IR/TypeInference.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
@@ -158,17 +159,29 @@ Value GraphBuilder::linearOf(Value x, const Twine &moduleName, const Twine &name
     Value w = tensor(module + ".weight", name, {out, in}, b.getType<Float4E2M1FNType>());
     Value blocks = tensor(module + ".weight_scale", name, {out, in / 16},
                           b.getType<Float8E4M3FNType>());
-    Value global = tensor(module + ".weight_scale_2", name,
-                          shapeOf(module + ".weight_scale_2", {}), b.getF32Type());
+    SmallVector<int64_t> globalShape = shapeOf(module + ".weight_scale_2", {});
+    if (globalShape.size() > 1 || (globalShape.size() == 1 && globalShape[0] != 1))
+      fail(module + ".weight_scale_2 has shape " + formatShape(globalShape) +
+           ": an NVFP4 tensor scale is one f32 value ([] or [1])");
+    Value global = tensor(module + ".weight_scale_2", name, globalShape, b.getF32Type());
     return LinearOp::create(b, loc(name), act({out}), x, w, ValueRange{blocks, global});
   }
   case QuantizationConfig::Format::kFp8: {
     Value w = tensor(module + ".weight", name, {out, in}, b.getType<Float8E4M3FNType>());
     SmallVector<int64_t> perTensor, perRow{out};
-    Value scale = tensor(module + ".weight_scale", name,
-                         shapeOf(module + ".weight_scale",
-                                 c.quantization.fp8PerChannel ? perRow : perTensor),
-                         b.getF32Type());
+    SmallVector<int64_t> scaleShape = shapeOf(module + ".weight_scale",
+                                              c.quantization.fp8PerChannel ? perRow : perTensor);
+    int64_t scaleCount = 1;
+    for (int64_t d : scaleShape)
+      scaleCount *= d;
+    const bool perTensorShape = scaleShape.size() <= 1 && scaleCount == 1;
+    const bool perRowShape = !scaleShape.empty() && scaleShape.size() <= 2 &&
+                             scaleShape[0] == out && scaleCount == out;
+    if (!perTensorShape && !perRowShape)
+      fail(module + ".weight_scale has shape " + formatShape(scaleShape) +
+           ": an FP8 scale is one f32 value per tensor ([] or [1]) or per output row ([" +
+           Twine(out) + "] or [" + Twine(out) + ", 1]); block-wise FP8 is not supported");
+    Value scale = tensor(module + ".weight_scale", name, scaleShape, b.getF32Type());
     return LinearOp::create(b, loc(name), act({out}), x, w, ValueRange{scale});
   }
   }

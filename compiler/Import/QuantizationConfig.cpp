@@ -1,8 +1,9 @@
 //===- QuantizationConfig.cpp - a checkpoint's weight quantization --------===//
 #include "compiler/Import/QuantizationConfig.h"
 
+#include <fnmatch.h>
+
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/GlobPattern.h"
 
 using namespace llvm;
 
@@ -56,11 +57,17 @@ Expected<QuantizationConfig> readModelOpt(const json::Object &q, StringRef origi
       std::optional<StringRef> pattern = item.getAsString();
       if (!pattern)
         return fail(origin, Twine(key) + " must be a list of module name patterns");
-      if (Expected<GlobPattern> glob = GlobPattern::create(*pattern); !glob)
-        return fail(origin, Twine(key) + ": pattern \"" + *pattern +
-                                "\" is not a valid wildcard: " + toString(glob.takeError()));
       config.exclude.push_back(pattern->str());
     }
+  }
+  if (const json::Value *kv = q.get("kv_cache_quant_algo");
+      kv && kv->kind() != json::Value::Null) {
+    std::optional<StringRef> algo = kv->getAsString();
+    const std::string name = algo ? "\"" + algo->str() + "\"" : std::string("(not a string)");
+    config.warnings.push_back(
+        "kv_cache_quant_algo " + name +
+        " is not used: Spark keeps the KV cache in f32 or bf16 (spark-compile --kv-cache-dtype), "
+        "and the checkpoint's k_scale / v_scale tensors are not read");
   }
   return config;
 }
@@ -70,11 +77,12 @@ Expected<QuantizationConfig> readModelOpt(const json::Object &q, StringRef origi
 bool QuantizationConfig::quantizes(StringRef module) const {
   if (!quantized())
     return false;
-  for (const std::string &pattern : exclude) {
-    Expected<GlobPattern> glob = GlobPattern::create(pattern); // validated when parsed
-    if (glob && glob->match(module))
+  // POSIX fnmatch without flags: the wildcards of Python's fnmatch, which ModelOpt matches
+  // exclude_modules with, and of spark-quantize --exclude.
+  const std::string name = module.str();
+  for (const std::string &pattern : exclude)
+    if (fnmatch(pattern.c_str(), name.c_str(), 0) == 0)
       return false;
-  }
   return true;
 }
 

@@ -32,9 +32,11 @@ struct QuantizationConfig {
   std::string algo;
   /// Where it was read: "config.json quantization_config" or a path to hf_quant_config.json.
   std::string source;
-  /// Modules kept in bf16: fnmatch-style wildcards over full module names (ModelOpt's
-  /// `ignore` / `exclude_modules`; "model.language_model.layers.0*" is a subtree).
+  /// Modules kept in bf16: fnmatch wildcards over full module names (ModelOpt's `ignore` /
+  /// `exclude_modules`; "model.language_model.layers.0*" is a subtree).
   std::vector<std::string> exclude;
+  /// Fields read but not honoured (kv_cache_quant_algo), for spark-import's warnings.
+  std::vector<std::string> warnings;
 
   bool quantized() const { return format != Format::kNone; }
   /// Whether the config quantizes the linear module `module` (a full name, e.g.

@@ -196,6 +196,7 @@ NewFileWriter::~NewFileWriter() {
 absl::Status NewFileWriter::Append(absl::string_view data) { return WriteAll(fd_, path_, data); }
 
 absl::Status NewFileWriter::Close() {
+  if (fd_ < 0) return absl::OkStatus();  // closed already
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {

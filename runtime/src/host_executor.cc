@@ -87,6 +87,7 @@ class HostExecutor final : public Executor {
 
   const Plan& plan_;
   std::vector<WeightData> weights_;
+  std::vector<std::vector<uint64_t>> aligned_copies_;  // of weights misaligned in the checkpoint
   std::vector<WidenedBuffer> widened_;  // of the step running (bf16 activations only)
   std::vector<uint64_t> arena_;  // arena_bytes, 8-byte aligned; empty until the first sequence
   ArgBindings bindings_;         // arena and weights; the caches are the running sequence's
@@ -100,7 +101,19 @@ absl::Status HostExecutor::AllocateArena() {
     arena_.assign((plan_.arena_bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
   }));
   bindings_.arena = AddressOf(arena_.data());
-  for (const WeightData& w : weights_) bindings_.weights.push_back(AddressOf(w.data));
+  // A weight whose checkpoint offset is not a multiple of its element size (safetensors does not
+  // require it) is read from an aligned copy: the reference loads its elements as C++ objects.
+  for (size_t w = 0; w < weights_.size(); ++w) {
+    const uint64_t element = static_cast<uint64_t>(std::max(1, DTypeSize(plan_.weights[w].dtype)));
+    const uint8_t* data = weights_[w].data;
+    if (data != nullptr && AddressOf(data) % element != 0) {
+      aligned_copies_.emplace_back((weights_[w].num_bytes + 7) / 8);
+      std::memcpy(aligned_copies_.back().data(), data, weights_[w].num_bytes);
+      data = reinterpret_cast<const uint8_t*>(aligned_copies_.back().data());
+      allocated_bytes_ += aligned_copies_.back().size() * sizeof(uint64_t);
+    }
+    bindings_.weights.push_back(AddressOf(data));
+  }
   allocated_bytes_ += arena_.size() * sizeof(uint64_t);
   return absl::OkStatus();
 }

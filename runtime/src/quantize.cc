@@ -14,6 +14,10 @@ namespace spark {
 namespace quant {
 namespace {
 
+// The smallest block scale (the smallest e4m3 subnormal, 2^-9): ModelOpt clamps to it before the
+// cast, so that a block far below the tensor's amax keeps its codes.
+constexpr float kMinBlockScale = 0.001953125f;
+
 // The largest |w| of n bf16 values, as f32 (exact: a bf16 value is an f32 value).
 float AbsMax(const uint16_t* bf16, int64_t n) {
   float amax = 0.0f;
@@ -96,11 +100,10 @@ Nvfp4Weight QuantizeNvfp4(const uint16_t* bf16, int64_t rows, int64_t cols, int 
         const uint16_t* block = bf16 + r * cols + b * kNvfp4BlockSize;
         float block_scale = AbsMax(block, kNvfp4BlockSize) / divisor;
         if (block_scale == 0.0f) block_scale = 1.0f;
+        block_scale = std::max(block_scale, kMinBlockScale);  // never rounds to 0
         const uint8_t scale = E4M3FromFloat(block_scale);
         out.block_scales[r * blocks + b] = static_cast<char>(scale);
-        const float scale_value = E4M3Value(scale);
-        if (scale_value == 0.0f) continue;  // codes stay 0
-        const float den = scale_value * out.tensor_scale;
+        const float den = E4M3Value(scale) * out.tensor_scale;
         for (int i = 0; i < kNvfp4BlockSize; ++i) {
           const float w = rt::Bf16ToF32(block[i]);
           const uint8_t code = E2M1MagnitudeCode(std::fabs(w / den)) | (w < 0.0f ? 8 : 0);

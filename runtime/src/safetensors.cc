@@ -528,7 +528,8 @@ absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint,
   }
   for (size_t w = 0; w < plan.weights.size(); ++w) {
     if (!is_scale[w]) continue;
-    SPARK_RETURN_IF_ERROR(CheckScaleValues(plan.weights[w], *checkpoint.Find(plan.weights[w].name)));
+    const WeightInfo& weight = plan.weights[w];
+    SPARK_RETURN_IF_ERROR(CheckScaleValues(weight, *checkpoint.Find(weight.name)));
   }
   return absl::OkStatus();
 }
@@ -561,9 +562,15 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTe
 
 absl::Status WriteSafetensorsStreamed(
     const std::string& path, const std::vector<TensorHeader>& tensors,
-    const std::function<absl::StatusOr<std::string>(size_t index)>& produce) {
+    const std::function<absl::StatusOr<std::string>(size_t index)>& produce,
+    const std::vector<std::pair<std::string, std::string>>& metadata) {
   absl::flat_hash_set<std::string> names;
   Json header = Json::object();
+  if (!metadata.empty()) {
+    Json pairs = Json::object();
+    for (const auto& [key, value] : metadata) AddMember(pairs, key, Json(value));
+    AddMember(header, std::string(kMetadataKey), std::move(pairs));
+  }
   std::vector<uint64_t> sizes;
   uint64_t offset = 0;
   for (const TensorHeader& tensor : tensors) {

@@ -71,23 +71,32 @@ def safetensors(tensors, metadata=None):
     return struct.pack("<Q", len(text)) + text + data
 
 
+def compiled_plan(build, tmp, mlir, name, *options):
+    """The .spark.plan section of `mlir` compiled for sm_90a with `options`, and the cubin's path."""
+    cubin = os.path.join(tmp, name + ".cubin")
+    plan = os.path.join(tmp, name + ".plan")
+    subprocess.run([os.path.join(build, "bin", "spark-compile"), mlir, "--target", "sm_90a",
+                    *options, "-o", cubin], check=True)
+    # llvm-objcopy rewrites its input when given no output file (and its rewrite of a cubin no
+    # longer loads correctly): write the copy elsewhere.
+    subprocess.run([OBJCOPY, "--dump-section", ".spark.plan=" + plan, cubin,
+                    os.path.join(tmp, name + ".objcopy.cubin")], check=True)
+    with open(plan, "rb") as f:
+        return f.read(), cubin
+
+
+def imported(build, tmp, checkpoint, name):
+    mlir = os.path.join(tmp, name + ".mlir")
+    subprocess.run([os.path.join(build, "bin", "spark-import"), checkpoint, "-o", mlir],
+                   check=True, stdout=subprocess.DEVNULL)
+    return mlir
+
+
 def plan_seeds(build):
     with tempfile.TemporaryDirectory() as tmp:
         for model in MODELS:
-            mlir = os.path.join(tmp, model + ".mlir")
-            cubin = os.path.join(tmp, model + ".cubin")
-            plan = os.path.join(tmp, model + ".plan")
-            subprocess.run([os.path.join(build, "bin", "spark-import"),
-                            os.path.join(ROOT, "test", "data", "models", model), "-o", mlir],
-                           check=True, stdout=subprocess.DEVNULL)
-            subprocess.run([os.path.join(build, "bin", "spark-compile"), mlir, "--target",
-                            "sm_90a", "-o", cubin], check=True)
-            # llvm-objcopy rewrites its input when given no output file (and its rewrite of a
-            # cubin no longer loads correctly): write the copy elsewhere.
-            subprocess.run([OBJCOPY, "--dump-section", ".spark.plan=" + plan, cubin,
-                            os.path.join(tmp, model + ".objcopy.cubin")], check=True)
-            with open(plan, "rb") as f:
-                section = f.read()
+            mlir = imported(build, tmp, os.path.join(ROOT, "test", "data", "models", model), model)
+            section, cubin = compiled_plan(build, tmp, mlir, model)
             put("fuzz_plan_section", model + "-raw", b"\0" + section)
             put("fuzz_plan_section", model + "-json", b"\1" + section[32:])
             put("fuzz_plan_execution", model + ".json", section[32:].rstrip(b"\0"))
@@ -98,19 +107,15 @@ def plan_seeds(build):
                     put("fuzz_cubin", model + ".sm_90a.cubin", f.read())
             if model == "tiny-moe":
                 # A plan with bf16 activation storage (bf16 buffers, f32 workspaces).
-                subprocess.run([os.path.join(build, "bin", "spark-compile"), mlir, "--target",
-                                "sm_90a", "--activation-precision", "bf16", "-o", cubin],
-                               check=True)
-                subprocess.run([OBJCOPY, "--dump-section", ".spark.plan=" + plan, cubin,
-                                os.path.join(tmp, model + ".objcopy.cubin")], check=True)
-                with open(plan, "rb") as f:
-                    section = f.read()
+                section, _ = compiled_plan(build, tmp, mlir, model + "-act-bf16",
+                                           "--activation-precision", "bf16")
                 put("fuzz_plan_section", model + "-act-bf16-raw", b"\0" + section)
                 put("fuzz_plan_execution", model + ".act-bf16.json", section[32:].rstrip(b"\0"))
         # Plans with quantized linears (linear_nvfp4, linear_fp8 and their f4E2M1FN / f8E4M3FN /
         # f32 weights), from tiny-dense's config with a ModelOpt quantization_config.
         for algo in ("NVFP4", "FP8"):
-            qdir = os.path.join(tmp, "q-" + algo)
+            name = "tiny-dense-" + algo.lower()
+            qdir = os.path.join(tmp, name)
             os.makedirs(qdir)
             with open(os.path.join(ROOT, "test", "data", "models", "tiny-dense", "config.json")) as f:
                 config = json.load(f)
@@ -118,17 +123,7 @@ def plan_seeds(build):
                                              "ignore": ["lm_head"]}
             with open(os.path.join(qdir, "config.json"), "w") as f:
                 json.dump(config, f)
-            mlir, cubin = os.path.join(tmp, algo + ".mlir"), os.path.join(tmp, algo + ".cubin")
-            plan = os.path.join(tmp, algo + ".plan")
-            subprocess.run([os.path.join(build, "bin", "spark-import"), qdir, "-o", mlir],
-                           check=True, stdout=subprocess.DEVNULL)
-            subprocess.run([os.path.join(build, "bin", "spark-compile"), mlir, "--target",
-                            "sm_90a", "-o", cubin], check=True)
-            subprocess.run([OBJCOPY, "--dump-section", ".spark.plan=" + plan, cubin,
-                            os.path.join(tmp, algo + ".objcopy.cubin")], check=True)
-            with open(plan, "rb") as f:
-                section = f.read()
-            name = "tiny-dense-" + algo.lower()
+            section, _ = compiled_plan(build, tmp, imported(build, tmp, qdir, name), name)
             put("fuzz_plan_section", name + "-raw", b"\0" + section)
             put("fuzz_plan_execution", name + ".json", section[32:].rstrip(b"\0"))
             put("fuzz_gemma_config", name + ".json", json.dumps(config).encode())

@@ -22,13 +22,13 @@
 #      CUDA graph): the greedy ids equal the golden's; and --interactive (tiny-dense, tiny
 #      tokenizer): three turns on CUDA give the host's ids turn by turn, later turns reusing the
 #      session's KV cache;
+#   9. tiny-vision (use_bidirectional_attention "vision"), when ARTIFACT_DIR has its images: the
+#      one- and two-image prompts against their goldens, also compiled with --max-tokens 12
+#      (tiny-vision.chunk12.sm_90a.cubin: images across a plain chunk boundary); memcheck.
 #  10. quantized checkpoints (q-<m>-<fmt>/ and their images, test/gpu/make_artifacts.sh): the
 #      W4A16 / W8A16 kernels on the GPU against the host reference on the same checkpoint, logits
 #      at 1e-3 and greedy ids equal (f32 activations), and with bf16 activations at ACT_BF16_RTOL;
 #      memcheck on one with --sanitizer;
-#   9. tiny-vision (use_bidirectional_attention "vision"), when ARTIFACT_DIR has its images: the
-#      one- and two-image prompts against their goldens, also compiled with --max-tokens 12
-#      (tiny-vision.chunk12.sm_90a.cubin: images across a plain chunk boundary); memcheck.
 # A check whose inputs are missing prints a SKIP row (not counted as passed or failed).
 # Tolerance: 1e-3 of the row's largest |logit| (the CI host test's bound). Activations are f32 in
 # the default images, on the GPU too; what differs from the host is summation order and the tensor-core GEMM path for

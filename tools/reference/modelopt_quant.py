@@ -10,34 +10,51 @@ An independent pure-Python implementation of the weight quantisation that `spark
 performs, written from the same spec, so the test suite can check that tool byte for byte
 (`quantize` + `compare`), and build hand-made checkpoints (`make-exact`, `dequantize`).
 
-The numerics follow modelopt/torch/quantization/qtensor/nvfp4_tensor.py (NVFP4QTensor:
-get_weights_scaling_factor_2, get_weights_scaling_factor, _cast_fp4, packing) and fp8_tensor.py
-(FP8QTensor, per-tensor scale amax/448) of NVIDIA TensorRT-Model-Optimizer, and the checkpoint layout
-its HF export writes (`X.weight` packed U8 / F8_E4M3, `X.weight_scale`, `X.weight_scale_2`,
-`quantization_config` in config.json, hf_quant_config.json):
+The numerics follow NVIDIA Model-Optimizer (github.com/NVIDIA/Model-Optimizer, formerly
+TensorRT-Model-Optimizer), modelopt/torch/quantization/qtensor/nvfp4_tensor.py at commit
+211c6b3413c52b2fd7a671eda3ce8b2139a4fedd (NVFP4QTensor: get_weights_scaling_factor_2, the dynamic
+weight path get_weights_scaling_factor, _cast_fp4, packing) and fp8_tensor.py (FP8QTensor, per-tensor
+scale amax/448), and the checkpoint layout its HF export writes (`X.weight` packed U8 / F8_E4M3,
+`X.weight_scale`, `X.weight_scale_2`, `quantization_config` in config.json, hf_quant_config.json):
 
   NVFP4, per module with weight W [out, in] (in % 16 == 0), all arithmetic in IEEE float32:
     s2      = f32(amax(|W|) / 2688)                        (2688 = 6 * 448)
     bs      = f32(amax(|block of 16|) / f32(6 * s2));  bs == 0 -> 1
+    bs      = max(bs, 2^-9)                            (the smallest e4m3 subnormal, byte 0x01)
     scale_b = e4m3fn(bs)                               (round to nearest even, saturate at 448)
     x       = f32(w / f32(decode(scale_b) * s2))
     code    = nearest E2M1 {0, .5, 1, 1.5, 2, 3, 4, 6} to |x|, ties to the even code; |x| > 6 -> 6;
               sign bit 8 iff w < 0; two codes per byte, element 2j in the low nibble.
   FP8 (per tensor): s = f32(amax / 448); q = e4m3fn(f32(w / s)) (saturating at +-448).
 
-Deliberate differences from ModelOpt (both cases dequantise to 0 either way):
-  * a tensor whose amax is 0 uses s2 = 1 (FP8: s = 1), where ModelOpt would divide by zero;
-  * a block whose e4m3 scale rounds to 0 gets code 0 for all its elements, where ModelOpt's
-    division by a zero scale gives +-inf and so code 7 (+-6).
+The clamp is that commit's
+    per_block_scale[per_block_scale == 0] = 1.0
+    per_block_scale = per_block_scale.clamp_(min=2**-9).to(torch.float8_e4m3fn)
+applied after the zero -> 1 replacement and before the e4m3 cast: a block scale never rounds to 0
+(a block whose unclamped scale is at most 2^-10 gets byte 0x01, not 0x00), so the division by
+decode(scale_b) * s2 always has a non-zero denominator.
+
+All-zero tensors (amax == 0):
+  * NVFP4: we use s2 = 1 (every block scale is then 0 -> 1, byte 0x38, and every code 0).
+    This does not match ModelOpt: its get_weights_scaling_factor_2 gives s2 = 0 there, and then
+    (reading that code) its block scales would be 0 / 0 = NaN, which the == 0 replacement does not
+    catch. Ours is a deliberate difference; it dequantises to exactly the input's zeros.
+  * FP8: s = 1, which matches ModelOpt: its export takes the scale from the quantizer's
+    export_amax(), which maps amax 0 to the max bound 448, so the exported scale is 448 / 448 = 1
+    and nothing is divided by zero.
 
 Float32 is emulated exactly: every operation is done on Python floats (IEEE double) and then rounded
 to float32 (struct '<f' round trip, or array('f') for whole lists, which is the same C cast). For
 +, *, / of float32 operands, double rounding through double is innocuous (53 >= 2*24 + 2), so this
 equals float32 arithmetic, subnormals included.
 
-Safetensors files are read and written with struct/json only (header padded with spaces to a multiple
-of 8, tensors in sorted name order). Output files keep the input's file names, tensor->file
-assignment and per-file __metadata__; a quantised module's extra tensors go to its weight's file.
+Safetensors files are read and written with struct/json only. The writer aligns the data: the JSON
+header is padded with spaces so that 8 + header length is a multiple of 16, and the tensors are laid
+out in the order (byte size % 16 != 0, element size descending, name), so every tensor starts at a
+file offset that is a multiple of its element size, and of 16 when its byte size is a multiple of
+16. Output files keep the input's file names, tensor->file assignment and per-file __metadata__
+(written first in the header); a quantised module's extra tensors go to its weight's file.
+`compare` does not look at the layout.
 
 Exit status: 0 success, 1 `compare` found a difference, 2 error (message on stderr naming the file or
 tensor).
@@ -208,6 +225,7 @@ def unpack_nibbles(packed: bytes) -> list:
 
 NVFP4_BLOCK = 16
 NVFP4_SCALE_DIV = 6.0 * 448.0  # 2688
+NVFP4_MIN_BLOCK_SCALE = 2.0 ** -9  # lower clamp of the block scale (smallest e4m3 subnormal, 0x01)
 
 
 def nvfp4_scale_2(amax: float) -> float:
@@ -258,12 +276,14 @@ def nvfp4_quantize(w: list, rows: int, cols: int, s2: float | None = None):
         bs = f32(max(map(abs, blk)) / d)
         if bs == 0.0:
             bs = 1.0
+        if bs < NVFP4_MIN_BLOCK_SCALE:
+            bs = NVFP4_MIN_BLOCK_SCALE  # ModelOpt clamp_(min=2**-9): never scale byte 0x00
         sc = e4m3fn_encode(bs)
         scales[b] = sc
-        scale = E4M3_VALUES[sc]
-        if scale == 0.0:
-            continue  # deliberate: code 0 for the whole block (ModelOpt: w/0 -> code 7)
-        den = f32(scale * s2)
+        den = f32(E4M3_VALUES[sc] * s2)  # decode(sc) >= 2^-9 and s2 > 0, so den > 0 unless the
+        if den == 0.0:  # product underflows f32, which bf16 weights cannot reach (defensive)
+            raise QuantError(f"block {b}: block scale {E4M3_VALUES[sc]!r} * per-tensor scale "
+                             f"{s2!r} underflows float32")
         xs = f32_list([v / den for v in blk])
         for i in range(NVFP4_BLOCK):
             a = abs(xs[i])
@@ -390,22 +410,34 @@ def read_safetensors_header(path: str):
     return tensors, meta
 
 
+def tensor_order_key(name: str, dtype: str, nbytes: int):
+    """Data layout order of write_safetensors: tensors whose byte size is a multiple of 16 first,
+    then by element size descending, then by name. Starting 16-aligned, the first group keeps every
+    offset a multiple of 16; after it, the element sizes (powers of two, at most 8) only decrease
+    and each tensor's byte size is a multiple of its own, so each begins at a multiple of its
+    element size."""
+    return (nbytes % 16 != 0, -DTYPE_SIZE[dtype], name)
+
+
 def write_safetensors(path: str, tensors: dict, metadata=None) -> int:
-    """tensors: {name: (dtype, shape, bytes)}. Sorted name order, header space-padded to 8 bytes.
-    Returns the number of data bytes."""
+    """tensors: {name: (dtype, shape, bytes)}; `metadata` (the input's __metadata__) goes first in
+    the header when given. The header is space-padded so that 8 + its length is a multiple of 16,
+    and the data laid out in tensor_order_key order, so every tensor's file offset is a multiple of
+    its element size, and of 16 when its byte size is. Returns the number of data bytes."""
     header = {}
     if metadata is not None:
         header["__metadata__"] = metadata
-    off = 0
-    names = sorted(tensors)
-    for name in names:
-        dtype, shape, data = tensors[name]
+    for name, (dtype, shape, data) in tensors.items():
         if len(data) != numel(shape) * DTYPE_SIZE[dtype]:
             raise AssertionError(f"{name}: {len(data)} bytes for {dtype} {shape}")
+    names = sorted(tensors, key=lambda n: tensor_order_key(n, tensors[n][0], len(tensors[n][2])))
+    off = 0
+    for name in names:
+        dtype, shape, data = tensors[name]
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(data)]}
         off += len(data)
     hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hb += b" " * (-len(hb) % 8)
+    hb += b" " * (-(8 + len(hb)) % 16)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(hb)))
         f.write(hb)
@@ -617,7 +649,10 @@ def quantize_checkpoint(in_dir, out_dir, fmt, user_excludes=(), exact=False, twi
         new = {}
         if fmt == "nvfp4":
             s2 = pow2_scale(amax, NVFP4_SCALE_DIV) if exact else None
-            packed, scales, s2 = nvfp4_quantize(w, rows, cols, s2)
+            try:
+                packed, scales, s2 = nvfp4_quantize(w, rows, cols, s2)
+            except QuantError as e:
+                raise QuantError(f"tensor {name}: {e}") from None
             new[name] = ("U8", [rows, cols // 2], packed)
             new[module + ".weight_scale"] = ("F8_E4M3", [rows, cols // NVFP4_BLOCK], scales)
             new[module + ".weight_scale_2"] = ("F32", [], _F32.pack(s2))

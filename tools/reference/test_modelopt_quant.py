@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks modelopt_quant.py (reference NVFP4 / FP8 quantisation in the ModelOpt layout) against
-hand-computed expectations and an independent exact-rational (fractions.Fraction) oracle, and its
-quantize / dequantize / make-exact / compare commands on test/data/models/tiny-dense (error bounds,
-sharded input, corrupt checkpoints). Pure Python (stdlib only), about 5 s.
+hand-computed expectations (including ModelOpt's block-scale clamp at 2^-9, commit 211c6b34) and an
+independent exact-rational (fractions.Fraction) oracle, and its quantize / dequantize / make-exact /
+compare commands on test/data/models/tiny-dense (error bounds, sharded input, corrupt checkpoints) and
+the safetensors layout they write on tiny-dense and tiny-e2b (aligned tensors, __metadata__ kept).
+Pure Python (stdlib only), about 10 s.
 
     python3 tools/reference/test_modelopt_quant.py
 
@@ -32,6 +34,7 @@ import modelopt_quant as mq  # noqa: E402
 
 TOOL = str(HERE / "modelopt_quant.py")
 TINY = HERE.parent.parent / "test" / "data" / "models" / "tiny-dense"
+TINY_E2B = HERE.parent.parent / "test" / "data" / "models" / "tiny-e2b"
 
 FAILURES = []
 COUNT = [0]
@@ -203,7 +206,10 @@ def test_pow2():
 # The 2x32 hand matrix. Row 0: tensor amax 21 -> s2 = 21/2688 = 2^-7, d = 6*s2 = 0.046875.
 #   block 0: amax 21 -> bs = 448 -> 0x7E, den = 448 * 2^-7 = 3.5; x = w / 3.5 hits every E2M1 tie.
 #   block 1: amax 1 -> bs = 21.33 -> e4m3 22 (0x5B), den = 22/128 = 0.171875.
-# Row 1: block 0: amax 2^-16 -> bs = 2^-10/3 < 2^-10 -> scale 0x00 (all codes 0);
+# Row 1: block 0: amax 4P = 2^-16 -> bs = 2^-16 / (3 * 2^-6) = 2^-10/3, in (0, 2^-10]: e4m3 would
+#   round it to 0x00, but ModelOpt's clamp_(min=2**-9) (commit 211c6b34) makes it 2^-9 = 0x01,
+#   den = f32(2^-9 * 2^-7) = 2^-16 = 4P, x = w / 4P: 4P -> 1 (code 2), -2P -> -0.5 (code 9),
+#   0 -> 0 (code 0), P -> 0.25 = tie between 0 and 0.5 -> even code 0; the 12 zeros -> code 0;
 #   block 1: amax 2^-12 -> bs = 2^-6/3 = 2.67 * 2^-9 -> subnormal 3 (0x03), den = 3 * 2^-16.
 P = 2.0 ** -18
 HAND = [
@@ -213,20 +219,21 @@ HAND = [
     # row 0, block 1 (x = w / 0.171875 = 5.8181 w)
     1.0, 0.5, -0.25, 0.0625, 0.0, -0.0, -1.0, 0.125,                # x = 5.82 2.91 -1.45 .36 0 -0 -5.82 .73
     0.1875, 0.375, 0.75, 0.875, -0.625, 0.25, 0.0390625, -0.5,      # x = 1.09 2.18 4.36 5.09 -3.64 1.45 .23 -2.91
-    # row 1, block 0 (scale 0)
-    4 * P, -2 * P, 0.0, P] + [0.0] * 12 + [
+    # row 1, block 0 (bs = 2^-10/3 clamped to 2^-9: x = w / 2^-16 = w / (4 P))
+    4 * P, -2 * P, 0.0, P] + [0.0] * 12 + [                         # x = 1 -.5 0 .25 (tie -> 0)
     # row 1, block 1 (x = w / (3 * 2^-16) = w / (12 P))
     64 * P, -32 * P, 16 * P, 8 * P, 4 * P, 2 * P, 12 * P, -24 * P,  # x = 5.33 -2.67 1.33 .67 .33 .17 1 -2
     48 * P, 18 * P, 6 * P, 3 * P, 9 * P, 15 * P, 21 * P, 30 * P,    # x = 4 1.5 .5 .25 .75 1.25 1.75 2.5
 ]
 # codes  row0 b0: 7 0 2 2 4 4 6 6 | 15 8 10 8 1 5 2 14
 #        row0 b1: 7 5 11 1 0 0 15 1 | 2 4 6 7 14 3 0 13
-#        row1 b0: all 0;  row1 b1: 7 13 3 1 1 0 2 12 | 6 3 1 0 2 2 4 4
+#        row1 b0: 2 9 0 0 | 0 x 12;  row1 b1: 7 13 3 1 1 0 2 12 | 6 3 1 0 2 2 4 4
+# (packed byte = even element | odd element << 4: row1 b0 = 0x92, then 0x00 x 7)
 HAND_NVFP4_PACKED = bytes([0x07, 0x22, 0x44, 0x66, 0x8F, 0x8A, 0x51, 0xE2,
                            0x57, 0x1B, 0x00, 0x1F, 0x42, 0x76, 0x3E, 0xD0,
-                           0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                           0x92, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
                            0xD7, 0x13, 0x01, 0xC2, 0x36, 0x01, 0x22, 0x44])
-HAND_NVFP4_SCALES = bytes([0x7E, 0x5B, 0x00, 0x03])
+HAND_NVFP4_SCALES = bytes([0x7E, 0x5B, 0x01, 0x03])
 HAND_NVFP4_DEQ_ROW0 = [21.0, 0.0, 3.5, 3.5, 7.0, 7.0, 14.0, 14.0,
                        -21.0, -0.0, -3.5, -0.0, 1.75, 10.5, 3.5, -14.0,
                        1.03125, 0.515625, -0.2578125, 0.0859375, 0.0, 0.0, -1.03125, 0.0859375,
@@ -250,7 +257,9 @@ def test_hand_matrix():
     eq(packed.hex(" "), HAND_NVFP4_PACKED.hex(" "), "NVFP4 packed codes")
     deq = mq.nvfp4_dequantize(packed, scales, s2, 2, 32)
     eq(bits(deq[:32]), bits(HAND_NVFP4_DEQ_ROW0), "NVFP4 dequantised row 0 (bitwise, -0.0 kept)")
-    eq(deq[32:48], [0.0] * 16, "NVFP4 zero-scale block dequantises to 0")
+    # row 1 block 0: codes 2 9 0 0 ... times den = 2^-16 = 4P: 4P, -2P, 0, 0 (P rounded to 0), 0 ...
+    eq(bits(deq[32:48]), bits([4 * P, -2 * P] + [0.0] * 14),
+       "NVFP4 clamped-scale (0x01) block dequantised")
     eq(deq[48:64], [c * 3 * 2.0 ** -16 for c in (6, -3, 1.5, .5, .5, 0, 1, -2, 4, 1.5, .5, 0, 1, 1, 2, 2)],
        "NVFP4 subnormal-scale block dequantised")
     q, s = mq.fp8_quantize(w)
@@ -266,8 +275,89 @@ def test_hand_matrix():
     z = [0.0, -0.0] * 8
     eq(mq.nvfp4_quantize(z, 1, 16), (bytes(8), bytes([0x38]), 1.0), "NVFP4 all-zero tensor")
     eq(mq.fp8_quantize(z), (bytes([0x00, 0x80] * 8), 1.0), "FP8 all-zero tensor (-0.0 -> 0x80)")
-    print("hand 2x32 matrix: NVFP4 (ties, scale 0x7E / 0x5B / 0 / subnormal 0x03) and FP8 codes, "
-          "dequantised values, zero tensors, pow2 scales")
+    print("hand 2x32 matrix: NVFP4 (ties, scale 0x7E / 0x5B / clamped 0x01 / subnormal 0x03) and "
+          "FP8 codes, dequantised values, zero tensors, pow2 scales")
+
+
+# The block-scale clamp (ModelOpt commit 211c6b34, get_weights_scaling_factor: bs == 0 -> 1, then
+# clamp_(min=2**-9) before the e4m3 cast). A 1x64 tensor, U = 2^-16:
+#   block 0: [21, 0 x 15]: tensor amax 21 -> s2 = 2^-7, d = f32(6 * s2) = 3 * 2^-6; bs = 21 / d = 448
+#            -> 0x7E, den = 448 * 2^-7 = 3.5, x = 21 / 3.5 = 6 -> code 7, zeros -> 0.
+#   block 1: amax 3U -> bs = 3 * 2^-16 / (3 * 2^-6) = 2^-10 exactly: unclamped, the e4m3 tie between
+#            0 (0x00, even) and 2^-9 (0x01) would give 0x00; clamped: 2^-9 -> 0x01,
+#            den = f32(2^-9 * 2^-7) = 2^-16 = U, so x = w / U (at most 6 * bs / 2^-9 = 3, so the
+#            saturation at 6 is never reached in a clamped block):
+#              3U -> 3 (5), -U -> -1 (10), .5U -> .5 (1), 1.5U -> 1.5 (3), 2.5U -> tie 2|3 -> 2 (4),
+#              .25U -> tie 0|.5 -> 0 (0), .75U -> tie .5|1 -> 1 (2), -1.75U -> tie 1.5|2 -> -2 (12),
+#              1.25U -> tie 1|1.5 -> 1 (2), -0.0 -> 0 (0: sign bit only for w < 0),
+#              -.125U -> -0 (8), 2.75U -> 3 (5), .375U -> .5 (1), -3U -> -3 (13), U -> 1 (2), 2U -> 2 (4)
+#   block 2: amax 2^-24 -> bs = 2^-24 / (3 * 2^-6) = 2^-18 / 3 (deep inside (0, 2^-10]; unclamped it
+#            rounds to 0x00) -> clamped 0x01, den = U: 2^-24 -> 2^-8 -> 0 (0), -2^-24 -> -0 (8),
+#            -2^-30 -> -0 (8), zeros -> 0. (The old "scale 0 -> all codes 0" rule gave 0 0 0.)
+#   block 3: amax 6U -> bs = 6U / (3 * 2^-6) = 2^-9 exactly: no clamp needed, 0x01, den = U:
+#            6U -> 6 (7), -5U -> tie 4|6 -> -4 (14), 3.5U -> tie 3|4 -> 4 (6), zeros -> 0.
+U = 2.0 ** -16
+CLAMP_W = ([21.0] + [0.0] * 15
+           + [3 * U, -U, .5 * U, 1.5 * U, 2.5 * U, .25 * U, .75 * U, -1.75 * U,
+              1.25 * U, -0.0, -.125 * U, 2.75 * U, .375 * U, -3 * U, U, 2 * U]
+           + [2.0 ** -24, -2.0 ** -24, -2.0 ** -30] + [0.0] * 13
+           + [6 * U, -5 * U, 3.5 * U] + [0.0] * 13)
+CLAMP_SCALES = bytes([0x7E, 0x01, 0x01, 0x01])
+CLAMP_CODES = ([7] + [0] * 15
+               + [5, 10, 1, 3, 4, 0, 2, 12, 2, 0, 8, 5, 1, 13, 2, 4]
+               + [0, 8, 8] + [0] * 13
+               + [7, 14, 6] + [0] * 13)
+# packed: byte j = code[2j] | code[2j+1] << 4
+CLAMP_PACKED = bytes([0x07] + [0x00] * 7
+                     + [0xA5, 0x31, 0x04, 0xC2, 0x02, 0x58, 0xD1, 0x42]
+                     + [0x80, 0x08] + [0x00] * 6
+                     + [0xE7, 0x06] + [0x00] * 6)
+
+
+def test_block_scale_clamp():
+    w = mq.bf16_to_f32_list(bf16_bytes(CLAMP_W))
+    eq(bits(w), bits(CLAMP_W), "clamp tensor is bf16-exact")
+    eq(mq.pack_nibbles(CLAMP_CODES), CLAMP_PACKED, "clamp case: hand codes pack to the hand bytes")
+    # what the e4m3 cast alone would do with the unclamped block scales
+    eq((mq.e4m3fn_encode(2.0 ** -10), mq.e4m3fn_encode(2.0 ** -18 / 3)), (0x00, 0x00),
+       "unclamped block scales 2^-10 and 2^-18/3 would round to e4m3 0x00")
+    packed, scales, s2 = mq.nvfp4_quantize(w, 1, 64)
+    eq(s2, 2.0 ** -7, "clamp case: s2 = 21/2688 = 2^-7")
+    eq(scales.hex(" "), CLAMP_SCALES.hex(" "), "clamp case: block scales (bs <= 2^-10 -> 0x01)")
+    eq(packed.hex(" "), CLAMP_PACKED.hex(" "), "clamp case: packed codes")
+    eq(mq.unpack_nibbles(packed), CLAMP_CODES, "clamp case: codes")
+    # the rule stated directly: codes = nearest E2M1 of f32(w / f32(2^-9 * s2)), saturating at 6
+    den = mq.f32(2.0 ** -9 * s2)
+    eq(den, U, "clamp case: den = 2^-9 * 2^-7 = 2^-16")
+    direct = [mq.e2m1_code(mq.f32(v / den), v < 0) for v in w[16:64]]  # e2m1_code saturates at 6
+    eq(mq.unpack_nibbles(packed)[16:], direct, "clamp case: codes = e2m1(w / (2^-9 * s2))")
+    deq = mq.nvfp4_dequantize(packed, scales, s2, 1, 64)
+    eq(bits(deq[16:32]), bits([c * U for c in (3, -1, .5, 1.5, 2, 0, 1, -2, 1, 0, -0.0, 3, .5, -3, 1, 2)]),
+       "clamp case: block 1 dequantised")
+    eq(bits(deq[32:48]), bits([0.0, -0.0, -0.0] + [0.0] * 13), "clamp case: block 2 dequantises to +-0")
+    eq(oracle_nvfp4(w, 64), (CLAMP_PACKED, CLAMP_SCALES, Fraction(1, 128)), "clamp case: oracle")
+    # random: a tensor with a non-power-of-two s2 (amax 1.3125) whose other blocks are scaled down
+    # so far that their unclamped bs lies in (0, 2^-10]; each must get 0x01 and codes e2m1(w / den)
+    rng = random.Random(5)
+    t = [1.3125] + [0.0] * 15
+    for b in range(15):
+        # block amax < 2 * 2^-20 = 2^-19 < 2^-10 * 6 * s2 = 2^-10 * 1.3125 / 448 (about 2^-18.4);
+        # 8-bit integers / 128 * 2^-k are bf16-exact; the first element is non-zero (bs > 0)
+        k = rng.randint(20, 40)
+        t += [rng.choice((1, -1)) * rng.randint(i == 0, 255) / 128.0 * 2.0 ** -k for i in range(16)]
+    t = mq.bf16_to_f32_list(bf16_bytes(mq.f32_list(t)))
+    packed, scales, s2 = mq.nvfp4_quantize(t, 1, len(t))
+    d = mq.f32(6.0 * s2)
+    unclamped = [mq.f32(max(map(abs, t[16 * b:16 * b + 16])) / d) for b in range(1, 16)]
+    check(all(0.0 < u <= 2.0 ** -10 for u in unclamped),
+          f"random clamp case: unclamped block scales in (0, 2^-10] ({max(unclamped)!r})")
+    eq(scales[1:], bytes([0x01] * 15), "random clamp case: every tiny block scale is 0x01")
+    den = mq.f32(2.0 ** -9 * s2)
+    direct = [mq.e2m1_code(mq.f32(v / den), v < 0) for v in t[16:]]
+    eq(mq.unpack_nibbles(packed)[16:], direct, "random clamp case: codes = e2m1(w / (2^-9 * s2))")
+    eq((packed, scales, Fraction(s2)), oracle_nvfp4(t, len(t)), "random clamp case == oracle")
+    print("block-scale clamp: bs = 2^-10 (e4m3 tie to 0x00) and 2^-18/3 -> 0x01, codes of "
+          "w / (2^-9 * s2) incl. ties and signed zeros, bs = 2^-9 exactly, 15 random tiny blocks")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -323,12 +413,11 @@ def oracle_nvfp4(w, cols, skip=()):
     for b in range(len(W) // 16):
         blk = W[16 * b:16 * b + 16]
         bs = R("bs", max(map(abs, blk)) / d) or Fraction(1)
+        bs = max(bs, Fraction(1, 512))  # ModelOpt clamp_(min=2**-9) before the e4m3 cast
         sc = oracle_e4m3(bs, False)
         scales.append(sc)
         S = Fraction(mq.E4M3_VALUES[sc])
-        if S == 0:
-            codes += [0] * 16
-            continue
+        assert S >= Fraction(1, 512), sc  # so den > 0: no zero-scale case
         den = R("den", S * s2)
         codes += [oracle_e2m1(R("x", v / den), v < 0) for v in blk]
     packed = bytes(codes[i] | (codes[i + 1] << 4) for i in range(0, len(codes), 2))
@@ -392,6 +481,165 @@ def test_oracle():
         eq((q, Fraction(s)), oracle_fp8(t), f"FP8 random {rows}x{cols} == oracle")
     print(f"exact-rational oracle: hand matrix, {len(F32_CASES_NVFP4)} NVFP4 + {len(F32_CASES_FP8)} FP8 "
           f"cases that each f32 rounding (s2, d, bs, den, x / s, x) decides, 3 random matrices")
+
+
+# ----------------------------------------------------------------------------------------------
+# The safetensors layout written by modelopt_quant (read here from the raw bytes, not through mq).
+
+
+def raw_header(path):
+    """(header length, header bytes, parsed header with its key order) of a safetensors file."""
+    with open(path, "rb") as f:
+        (hn,) = struct.unpack("<Q", f.read(8))
+        hdr = f.read(hn)
+    return hn, hdr, json.loads(hdr)
+
+
+def check_layout(path, want_meta, what):
+    """One file's layout: 8 + header length a multiple of 16 (space padding); `__metadata__` first
+    and equal to want_meta (absent if None); the data contiguous, in the order (byte size % 16 != 0,
+    element size descending, name); every tensor's absolute offset 8 + header length + begin a
+    multiple of its element size, and of 16 when its byte size is a multiple of 16. Returns the
+    number of tensors."""
+    size = os.path.getsize(path)
+    hn, hdr, h = raw_header(path)
+    check((8 + hn) % 16 == 0 and hdr.rstrip(b" ").endswith(b"}")
+          and set(hdr[len(hdr.rstrip(b" ")):]) <= {0x20},
+          f"{what}: 8 + header length {hn} is a multiple of 16, space padded")
+    keys = list(h)
+    if want_meta is None:
+        check("__metadata__" not in h, f"{what}: no __metadata__ (the input had none)")
+    else:
+        check(keys[:1] == ["__metadata__"] and h["__metadata__"] == want_meta,
+              f"{what}: __metadata__ first and carried over: {h.get('__metadata__')!r} "
+              f"(first key {keys[:1]}), want {want_meta!r}")
+    h.pop("__metadata__", None)
+    sizes = {n: (mq.DTYPE_SIZE[i["dtype"]], i["data_offsets"][1] - i["data_offsets"][0])
+             for n, i in h.items()}
+    misaligned = []
+    for n, info in h.items():
+        es, nbytes = sizes[n]
+        a = 8 + hn + info["data_offsets"][0]  # absolute file offset
+        if a % es or (nbytes % 16 == 0 and a % 16):
+            misaligned.append(f"{n} ({info['dtype']}, {nbytes} bytes) at file offset {a}")
+    check(not misaligned, f"{what}: {len(misaligned)} tensors not aligned to their element size "
+                          f"(16 for byte sizes % 16 == 0): {misaligned[:3]}")
+    order = sorted(h, key=lambda n: (sizes[n][1] % 16 != 0, -sizes[n][0], n))
+    off, wrong = 0, []
+    for n in order:
+        b, e = h[n]["data_offsets"]
+        if b != off:
+            wrong.append(f"{n} begins at {b}, expected {off} (position {order.index(n)})")
+        off = e
+    check(not wrong and 8 + hn + off == size,
+          f"{what}: data contiguous in the order (size % 16 != 0, element size desc, name): "
+          f"{wrong[:3]}; data end {8 + hn + off} vs file size {size}")
+    return len(h)
+
+
+def check_dir_layout(out_dir, in_dir, what):
+    """check_layout on every safetensors file of out_dir, each __metadata__ being that of the
+    same-named file of in_dir. Returns (files, tensors)."""
+    ck = mq.Checkpoint(str(out_dir))
+    nt = 0
+    for fn in ck.files:
+        meta = raw_header(os.path.join(in_dir, fn))[2].get("__metadata__")
+        nt += check_layout(os.path.join(out_dir, fn), meta, f"{what} {fn}")
+    return len(ck.files), nt
+
+
+def write_raw_layout(path, tensors):
+    """A valid safetensors file in a layout modelopt_quant never writes: reverse name order, header
+    padded to 8 only, no __metadata__ (so `compare` must not care)."""
+    header, off = {}, 0
+    for n in sorted(tensors, reverse=True):
+        dtype, shape, raw = tensors[n]
+        header[n] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        off += len(raw)
+    hb = json.dumps(header).encode()
+    hb += b" " * (-len(hb) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb)
+        for n in sorted(tensors, reverse=True):
+            f.write(tensors[n][2])
+
+
+def test_layout(tmp):
+    models = {"tiny-dense": TINY, "tiny-e2b": TINY_E2B}
+    nf = nt = 0
+    # quantize (both formats) and make-exact (both formats) of tiny-dense and tiny-e2b; the
+    # tiny-dense quantize / dequantize / make-exact outputs of the earlier tests are reused
+    for m, src in models.items():
+        for fmt in ("nvfp4", "fp8"):
+            dirs = []  # (output, its input)
+            if m == "tiny-dense":
+                q, x, tw = (os.path.join(tmp, d) for d in (f"td-{fmt}", f"ex-{fmt}-q", f"ex-{fmt}-twin"))
+                dirs += [(os.path.join(tmp, f"td-{fmt}-deq"), q), (os.path.join(tmp, f"ex-{fmt}-deq"), x)]
+                if not check(all(os.path.isdir(d) for d in (q, x, tw) + tuple(o for o, _ in dirs)),
+                             f"layout {m} {fmt}: outputs of the earlier tests exist"):
+                    continue
+            else:
+                q, x, tw = (os.path.join(tmp, f"e2b-{fmt}-{k}") for k in ("q", "x", "twin"))
+                r, _ = run_tool("quantize", src, q, "--format", fmt)
+                if not check(r.returncode == 0, f"quantize {m} {fmt}: {r.stderr}"):
+                    continue
+                r, _ = run_tool("make-exact", src, x, tw, "--format", fmt)
+                if not check(r.returncode == 0, f"make-exact {m} {fmt}: {r.stderr}"):
+                    continue
+            dirs = [(q, src), (x, src), (tw, src)] + dirs
+            for out, inp in dirs:
+                f, t = check_dir_layout(out, inp, f"{m} {os.path.basename(out)}")
+                nf, nt = nf + f, nt + t
+    sh = os.path.join(tmp, "td-sharded")
+    if check(os.path.isdir(sh + "-nvfp4"), "layout: sharded output of the earlier test exists"):
+        f, t = check_dir_layout(sh + "-nvfp4", sh, "sharded")
+        nf, nt = nf + f, nt + t
+
+    # a hand checkpoint of every element size, odd byte sizes and an empty tensor, with a richer
+    # __metadata__, and the same without __metadata__
+    T = {"a.q_proj.weight": ("BF16", [16, 32], bf16_bytes([(i % 7 - 3) / 8 for i in range(512)])),
+         "b.bias": ("BF16", [3], bf16_bytes([1.0, 2.0, 3.0])),          # 6 bytes
+         "c.f32": ("F32", [3], bits([1.0, 2.0, 3.0])),                   # 12 bytes
+         "d.i64": ("I64", [3], struct.pack("<3q", 1, -2, 3)),           # 24 bytes
+         "e.u8": ("U8", [5], bytes(range(5))),                           # 5 bytes
+         "f.f16": ("F16", [8], bytes(16)),                               # 16 bytes
+         "g.empty": ("F32", [0], b""),
+         "h.i32": ("I32", [1], struct.pack("<i", 7))}                    # 4 bytes
+    for meta in ({"format": "pt", "note": "kept"}, None):
+        src = os.path.join(tmp, "lay-" + ("meta" if meta else "nometa"))
+        os.makedirs(src)
+        mq.write_json(os.path.join(src, "config.json"), {"model_type": "test"})
+        if meta is None:  # an input in another layout, without __metadata__
+            write_raw_layout(os.path.join(src, "model.safetensors"), T)
+        else:
+            mq.write_safetensors(os.path.join(src, "model.safetensors"), T, meta)
+        for fmt in ("nvfp4", "fp8"):
+            out = f"{src}-{fmt}"
+            r, _ = run_tool("quantize", src, out, "--format", fmt)
+            if check(r.returncode == 0, f"quantize {src} {fmt}: {r.stderr}"):
+                check_layout(os.path.join(out, "model.safetensors"), meta, f"hand {fmt} meta={meta}")
+                dq = out + "-deq"
+                r, _ = run_tool("dequantize", out, dq)
+                if check(r.returncode == 0, f"dequantize {out}: {r.stderr}"):
+                    check_layout(os.path.join(dq, "model.safetensors"), meta,
+                                 f"hand {fmt} dequantized meta={meta}")
+                    eq(load(dq)["d.i64"], T["d.i64"], "hand: I64 tensor copied through")
+
+    # compare ignores the layout: the tiny-dense NVFP4 output rewritten in another layout
+    a = os.path.join(tmp, "td-nvfp4")
+    if os.path.isdir(a):
+        b = os.path.join(tmp, "td-nvfp4-relaid")
+        shutil.copytree(a, b)
+        write_raw_layout(os.path.join(b, "model.safetensors"), load(a))
+        check(raw_header(os.path.join(b, "model.safetensors"))[0] % 16 != 0
+              or list(raw_header(os.path.join(b, "model.safetensors"))[2])[0] != "__metadata__",
+              "relaid copy really has another layout")
+        r, _ = run_tool("compare", a, b)
+        check(r.returncode == 0 and "identical" in r.stdout,
+              f"compare is layout-agnostic: {r.stdout}{r.stderr}")
+    print(f"layout: {nf} files / {nt} tensors of quantize, make-exact (+ twin), dequantize on "
+          f"tiny-dense, tiny-e2b, sharded: header end at 16, every tensor aligned to its element "
+          f"size (16 for sizes % 16 == 0), __metadata__ carried; hand dtypes; compare layout-agnostic")
 
 
 def test_selection(tmp):
@@ -459,17 +707,8 @@ def test_selection(tmp):
             eq([got[n + s][:2] for s in (".weight", ".weight_scale")],
                [("F8_E4M3", [32, 16]), ("F32", [])], "fp8: tensor dtypes/shapes")
         check(not any(k.endswith("input_scale") for k in got), f"{fmt}: no input_scale written")
-        # the raw file layout: header padded with spaces to 8 bytes, tensors in sorted order
-        with open(os.path.join(out, "model.safetensors"), "rb") as f:
-            (hn,) = struct.unpack("<Q", f.read(8))
-            hdr = f.read(hn)
-        check(hn % 8 == 0 and hdr.rstrip(b" ").endswith(b"}"),
-              f"{fmt}: header length {hn} multiple of 8, space padded")
-        h = json.loads(hdr)
-        eq(h.pop("__metadata__"), {"format": "pt"}, f"{fmt}: per-file __metadata__ kept")
-        names = sorted(h)
-        eq([h[k]["data_offsets"][0] for k in names],
-           sorted(h[k]["data_offsets"][0] for k in names), f"{fmt}: data in sorted name order")
+        # the raw file layout (16-byte header end, aligned tensors, __metadata__ first)
+        check_layout(os.path.join(out, "model.safetensors"), {"format": "pt"}, f"selection {fmt}")
     # a non-finite input weight is an error naming the tensor, and nothing is written
     inf = os.path.join(tmp, "sel-inf")
     make_ckpt(inf, {"m.q_proj.weight": ("BF16", [1, 16], bf16_bytes([1.0] * 15) + b"\x80\x7f")})
@@ -480,24 +719,27 @@ def test_selection(tmp):
     r, _ = run_tool("quantize", os.path.join(tmp, "sel-fp8"), os.path.join(tmp, "x"), "--format", "fp8")
     check(r.returncode == 2 and "already quantized" in r.stderr, "quantize refuses a quantized input")
     print("selection: module list, bf16/2-D/.weight, router/vision/audio/experts/lm_head/embed, "
-          "--exclude, NVFP4 in % 16 -> kept + ignore list, configs, file layout")
+          "--exclude, NVFP4 in % 16 -> kept + ignore list, configs, aligned file layout")
 
 
 def _block_bound_nvfp4(src, deq_dir, qdir):
     """Asserts the NVFP4 error bound element by element; returns (n elements, worst err/den).
 
-    With S = decode(scale_b) > 0, den = f32(S * s2), x = f32(w / den) and c the chosen code:
+    S = decode(scale_b) is never 0: the block scale is clamped to >= 2^-9 before the e4m3 cast
+    (ModelOpt commit 211c6b34), so S >= 2^-9 (byte 0x01 for every block whose unclamped scale is
+    below 2^-9). With den = f32(S * s2), x = f32(w / den) and c the chosen code:
       |x| <= 6: |w - deq| <= h(|x|) * den, h = half the E2M1 spacing around |x|: 0.25 on [0, 2],
                 0.5 on (2, 4], 1.0 on (4, 6] (spacings 0.5, 1, 2);
       |x| > 6:  |w - deq| <= (|x| - 6) * den (clipped), and |x| <= 6 * bs / S: this only happens
                 when the e4m3 rounding of the block scale bs went down (<= 16/15 for normal S, so
-                |x| <= 6.4) or, for a subnormal S, by up to its coarser relative step;
+                |x| <= 6.4) or, for a subnormal S, by up to its coarser relative step (a clamped
+                block, S = 2^-9 > bs, has |x| <= 6 * bs / S < 6);
     plus 2^-22 * (|w| + |deq|) for the two f32 roundings (x, and e2m1 * den).
-      S == 0:   deq = 0 and |w| <= 2^-10 * 6 * s2 (bs < 2^-10 rounds to 0).
+    Also returns the number of clamped blocks (unclamped bs < 2^-9).
     """
     f32 = mq.f32
     orig, deq, q = load(src), load(deq_dir), load(qdir)
-    n_el, worst = 0, 0.0
+    n_el, worst, n_clamped = 0, 0.0, 0
     for name in sorted(n for n in q if n.endswith(".weight_scale_2")):
         mod = name[: -len(".weight_scale_2")]
         w = values_of(orig[mod + ".weight"])
@@ -509,11 +751,15 @@ def _block_bound_nvfp4(src, deq_dir, qdir):
             S = mq.E4M3_VALUES[sc]
             blk = w[16 * b:16 * b + 16]
             out = d[16 * b:16 * b + 16]
-            if S == 0.0:
-                check(all(v == 0 for v in out) and max(map(abs, blk)) <= 2.0 ** -10 * dd * (1 + 2.0 ** -20),
-                      f"{mod} block {b}: zero scale")
-                continue
+            if not S > 0.0:
+                check(False, f"{mod} block {b}: scale byte 0x{sc:02x} = {S} (the clamp forbids 0)")
+                return n_el, worst, n_clamped
             bs = f32(max(map(abs, blk)) / dd) or 1.0
+            if bs < 2.0 ** -9:
+                n_clamped += 1
+                if sc != 0x01:
+                    check(False, f"{mod} block {b}: bs {bs} < 2^-9 but scale byte 0x{sc:02x}")
+                    return n_el, worst, n_clamped
             den = f32(S * s2)
             for wi, di in zip(blk, out):
                 x = abs(f32(wi / den))
@@ -523,13 +769,13 @@ def _block_bound_nvfp4(src, deq_dir, qdir):
                 worst = max(worst, err / den)
                 if not (err <= h * den + 2.0 ** -22 * (abs(wi) + abs(di)) + 2.0 ** -149):
                     check(False, f"{mod} block {b}: |{wi} - {di}| > {h} * {den}")
-                    return n_el, worst
+                    return n_el, worst, n_clamped
                 if x > 6 and not (x <= 6 * bs / S * (1 + 2.0 ** -20)
                                   and (S < 2.0 ** -6 or x <= 6.4 * (1 + 2.0 ** -20))):
                     check(False, f"{mod} block {b}: |x| = {x} beyond the scale rounding")
-                    return n_el, worst
+                    return n_el, worst, n_clamped
     check(n_el > 0, "NVFP4 bound: elements checked")
-    return n_el, worst
+    return n_el, worst, n_clamped
 
 
 def _bound_fp8(src, deq_dir, qdir):
@@ -584,9 +830,10 @@ def test_tiny_dense(tmp):
            f"{fmt}: F32 exactly for the quantised weights")
         check(all(d[n] == o[n] for n in d if d[n][0] != "F32"), f"{fmt}: other tensors unchanged")
         if fmt == "nvfp4":
-            n_el, worst = _block_bound_nvfp4(str(TINY), dq, out)
+            n_el, worst, n_clamped = _block_bound_nvfp4(str(TINY), dq, out)
             print(f"  nvfp4 round trip: {n_el} elements within the per-block bound "
-                  f"(max |w - deq| / den = {worst:.4f}, bound 1.0 inside |x| <= 6)")
+                  f"(max |w - deq| / den = {worst:.4f}, bound 1.0 inside |x| <= 6; "
+                  f"{n_clamped} clamped blocks)")
         else:
             n_el, worst = _bound_fp8(str(TINY), dq, out)
             print(f"  fp8 round trip: {n_el} elements within half an e4m3 step "
@@ -765,18 +1012,21 @@ def test_dequantize_paths(tmp, outs):
 
 def main():
     t0 = time.time()
-    if not (TINY / "model.safetensors").exists():
-        print(f"missing {TINY}")
-        return 1
+    for m in (TINY, TINY_E2B):
+        if not (m / "model.safetensors").exists():
+            print(f"missing {m}")
+            return 1
     tmp = tempfile.mkdtemp(prefix="modelopt_quant_test_")
     try:
-        for test in (test_f32, test_e2m1, test_e4m3, test_pow2, test_hand_matrix, test_oracle):
+        for test in (test_f32, test_e2m1, test_e4m3, test_pow2, test_hand_matrix,
+                     test_block_scale_clamp, test_oracle):
             try:
                 test()
             except Exception:
                 check(False, f"{test.__name__} raised:\n{traceback.format_exc()}")
         outs = None
-        for test in (test_selection, test_tiny_dense, test_make_exact, test_dequantize_paths):
+        for test in (test_selection, test_tiny_dense, test_make_exact, test_layout,
+                     test_dequantize_paths):
             try:
                 if test is test_dequantize_paths:
                     if outs:

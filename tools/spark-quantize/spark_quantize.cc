@@ -94,11 +94,11 @@ bool Matches(const std::vector<std::string>& patterns, const std::string& module
   return false;
 }
 
-// Whether the tensor is the weight of a linear layer this run quantizes (before the NVFP4 width
-// check).
+// Whether the tensor is the weight of a linear layer of the text decoder this run quantizes
+// (before the NVFP4 width check; its dtype is the caller's to check).
 bool IsQuantizable(const rt::TensorView& tensor, const std::vector<std::string>& exclude) {
   const std::string module = ModuleOf(tensor.name);
-  if (module.empty() || tensor.dtype != "BF16" || tensor.shape.size() != 2) return false;
+  if (module.empty() || tensor.shape.size() != 2) return false;
   const std::vector<std::string> parts = absl::StrSplit(module, '.');
   if (std::find(std::begin(kLinearNames), std::end(kLinearNames), parts.back()) ==
       std::end(kLinearNames)) {
@@ -123,6 +123,26 @@ std::string FormatBytes(uint64_t n) {
     std::snprintf(text, sizeof(text), "%.1f MiB", n / 1048576.0);
   }
   return text;
+}
+
+// A NaN or infinite weight has no quantized value (the checkpoint is damaged).
+absl::Status CheckFinite(const rt::TensorView& tensor) {
+  const auto* bf16 = reinterpret_cast<const uint16_t*>(tensor.data);
+  for (uint64_t i = 0; i < tensor.num_bytes / 2; ++i) {
+    const uint16_t bits = bf16[i];
+    if ((bits & 0x7f80u) == 0x7f80u) {
+      return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+          "tensor ", tensor.name, ": element ", i, " is ", (bits & 0x7fu) != 0 ? "NaN" : "infinite",
+          "; a weight must be finite to be quantized")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t TensorBytes(const rt::TensorHeader& header) {
+  uint64_t n = static_cast<uint64_t>(rt::SafetensorsDTypeSize(header.dtype));
+  for (int64_t d : header.shape) n *= static_cast<uint64_t>(d);
+  return n;
 }
 
 // One tensor of an output file: a copy of an input tensor, or one part of a quantized module.
@@ -157,6 +177,7 @@ class Quantizer {
   std::map<std::string, quant::Nvfp4Weight> nvfp4_;
   std::map<std::string, quant::Fp8Weight> fp8_;
   std::map<std::string, int> parts_left_;
+  absl::Status refused_;  // a linear Plan() cannot quantize
   uint64_t done_bytes_ = 0;
   int quantized_ = 0;
   bool terminal_ = isatty(STDERR_FILENO) != 0;
@@ -166,7 +187,12 @@ class Quantizer {
 std::vector<OutputTensor> Quantizer::Plan(const std::vector<const rt::TensorView*>& inputs) {
   std::vector<OutputTensor> out;
   for (const rt::TensorView* t : inputs) {
-    if (!IsQuantizable(*t, exclude_)) {
+    if (IsQuantizable(*t, exclude_) && t->dtype != "BF16") {
+      refused_ = absl::InvalidArgumentError(PrintableText(absl::StrCat(
+          "tensor ", t->name, " is ", t->dtype, ": spark-quantize takes a bf16 checkpoint (or "
+          "keep the layer unquantized with --exclude)")));
+    }
+    if (!IsQuantizable(*t, exclude_) || t->dtype != "BF16") {
       out.push_back({{t->name, t->dtype, t->shape}, t, OutputTensor::Part::kCopy});
       continue;
     }
@@ -190,17 +216,16 @@ std::vector<OutputTensor> Quantizer::Plan(const std::vector<const rt::TensorView
       parts_left_[module] = 2;
     }
   }
-  // Tensors whose size is a multiple of 16 bytes first, so that each starts 16-byte aligned in
-  // the file (the header is padded to 16 bytes): the GPU reads weights in place on an integrated
-  // device with 16-byte loads. Names in order within each group.
-  auto bytes = [](const OutputTensor& t) {
-    uint64_t n = static_cast<uint64_t>(rt::SafetensorsDTypeSize(t.header.dtype));
-    for (int64_t d : t.header.shape) n *= static_cast<uint64_t>(d);
-    return n;
-  };
-  std::stable_sort(out.begin(), out.end(), [&](const OutputTensor& a, const OutputTensor& b) {
-    const bool a16 = bytes(a) % 16 == 0, b16 = bytes(b) % 16 == 0;
+  // Laid out so that the GPU can read every tensor in place (an integrated device): the header
+  // is padded to 16 bytes, then come the tensors whose size is a multiple of 16 (each 16-byte
+  // aligned, for the kernels' 16-byte loads), then the rest by element size, largest first
+  // (each aligned to its element size); names in order within each group.
+  std::stable_sort(out.begin(), out.end(), [](const OutputTensor& a, const OutputTensor& b) {
+    const bool a16 = TensorBytes(a.header) % 16 == 0, b16 = TensorBytes(b.header) % 16 == 0;
     if (a16 != b16) return a16;
+    const int a_size = rt::SafetensorsDTypeSize(a.header.dtype);
+    const int b_size = rt::SafetensorsDTypeSize(b.header.dtype);
+    if (a_size != b_size) return a_size > b_size;
     return a.header.name < b.header.name;
   });
   return out;
@@ -214,21 +239,18 @@ absl::StatusOr<std::string> Quantizer::Produce(const OutputTensor& tensor) {
   }
   const std::string module = ModuleOf(source.name);
   const auto* bf16 = reinterpret_cast<const uint16_t*>(source.data);
-  for (uint64_t i = 0; i < source.num_bytes / 2; ++i) {
-    // A NaN or infinite weight has no quantized value (the checkpoint is damaged).
-    const uint16_t bits = bf16[i];
-    if ((bits & 0x7f80u) == 0x7f80u) {
-      return absl::InvalidArgumentError(PrintableText(absl::StrCat(
-          "tensor ", source.name, ": element ", i, " is ", (bits & 0x7fu) != 0 ? "NaN" : "infinite",
-          "; a weight must be finite to be quantized")));
-    }
+  const bool first_part = nvfp4_.count(module) == 0 && fp8_.count(module) == 0;
+  if (first_part) {
+    SPARK_RETURN_IF_ERROR(CheckFinite(source));
+    done_bytes_ += source.num_bytes;
   }
   std::string bytes;
   if (format_ == Format::kNvfp4) {
     auto it = nvfp4_.find(module);
     if (it == nvfp4_.end()) {
-      it = nvfp4_.emplace(module, quant::QuantizeNvfp4(bf16, source.shape[0], source.shape[1], threads_)).first;
-      done_bytes_ += source.num_bytes;
+      it = nvfp4_.emplace(module, quant::QuantizeNvfp4(bf16, source.shape[0], source.shape[1],
+                                                       threads_))
+               .first;
     }
     bytes = tensor.part == OutputTensor::Part::kCodes         ? std::move(it->second.codes)
             : tensor.part == OutputTensor::Part::kBlockScales ? std::move(it->second.block_scales)
@@ -236,8 +258,9 @@ absl::StatusOr<std::string> Quantizer::Produce(const OutputTensor& tensor) {
   } else {
     auto it = fp8_.find(module);
     if (it == fp8_.end()) {
-      it = fp8_.emplace(module, quant::QuantizeFp8(bf16, source.shape[0] * source.shape[1], threads_)).first;
-      done_bytes_ += source.num_bytes;
+      it = fp8_.emplace(module,
+                        quant::QuantizeFp8(bf16, source.shape[0] * source.shape[1], threads_))
+               .first;
     }
     bytes = tensor.part == OutputTensor::Part::kCodes ? std::move(it->second.elements)
                                                       : FloatBytes(it->second.scale);
@@ -252,7 +275,7 @@ absl::StatusOr<std::string> Quantizer::Produce(const OutputTensor& tensor) {
 void Quantizer::Progress(const std::string& file) {
   if (!terminal_) return;
   const uint64_t total = checkpoint_.total_bytes();
-  std::fprintf(stderr, "\rspark-quantize: %3d%% (%s of %s) %s", 
+  std::fprintf(stderr, "\rspark-quantize: %3d%% (%s of %s) %s",
                total == 0 ? 100 : static_cast<int>(done_bytes_ * 100 / total),
                FormatBytes(done_bytes_).c_str(), FormatBytes(total).c_str(), file.c_str());
   std::fflush(stderr);
@@ -303,36 +326,40 @@ absl::Status Quantizer::Run() {
     const std::string name = fs::path(checkpoint_.files()[f].path).filename().string();
     const std::vector<OutputTensor> tensors = Plan(by_file[f]);
     std::vector<rt::TensorHeader> headers;
+    SPARK_RETURN_IF_ERROR(refused_);
     for (const OutputTensor& t : tensors) {
       headers.push_back(t.header);
       weight_map[t.header.name] = name;
-      uint64_t n = static_cast<uint64_t>(rt::SafetensorsDTypeSize(t.header.dtype));
-      for (int64_t d : t.header.shape) n *= static_cast<uint64_t>(d);
-      total_size += n;
+      total_size += TensorBytes(t.header);
     }
     Progress(name);
     SPARK_RETURN_IF_ERROR(rt::WriteSafetensorsStreamed(
-        (out / name).string(), headers, [&](size_t i) -> absl::StatusOr<std::string> {
+        (out / name).string(), headers,
+        [&](size_t i) -> absl::StatusOr<std::string> {
           absl::StatusOr<std::string> bytes = Produce(tensors[i]);
           Progress(name);
           return bytes;
-        }));
+        },
+        {{"format", "pt"}}));
   }
-  if (fs::exists(in / "model.safetensors.index.json")) {
+  std::error_code error;
+  if (fs::exists(in / "model.safetensors.index.json", error)) {
     SPARK_ASSIGN_OR_RETURN(Json index, ReadJson(in / "model.safetensors.index.json"));
+    if (!index.contains("metadata") || !index["metadata"].is_object()) {
+      index["metadata"] = Json::object();
+    }
     index["metadata"]["total_size"] = total_size;
     index["weight_map"] = weight_map;
     SPARK_RETURN_IF_ERROR(WriteText(out / "model.safetensors.index.json", index.dump(2) + "\n"));
   }
   SPARK_RETURN_IF_ERROR(WriteConfigs(in, out));
   // The tokenizer, chat template, generation config, ...: every other plain file.
-  for (const fs::directory_entry& entry : fs::directory_iterator(in)) {
+  for (const fs::directory_entry& entry : fs::directory_iterator(in, error)) {
     const std::string file = entry.path().filename().string();
-    if (!entry.is_regular_file() || absl::EndsWith(file, ".safetensors") ||
+    if (!entry.is_regular_file(error) || absl::EndsWith(file, ".safetensors") ||
         file == "model.safetensors.index.json" || file == "config.json") {
       continue;
     }
-    std::error_code error;
     fs::copy_file(entry.path(), out / file, error);
     if (error) {
       return absl::InternalError(PrintableText(
@@ -399,7 +426,12 @@ absl::Status Run(const Options& options) {
         absl::StrCat("cannot create ", options.output, ": ", error.message())));
   }
   Quantizer quantizer(options, format, *checkpoint);
-  absl::Status status = quantizer.Run();
+  absl::Status status;
+  try {
+    status = quantizer.Run();
+  } catch (const std::exception& e) {  // std::thread, nlohmann-json, std::filesystem
+    status = absl::InternalError(PrintableText(absl::StrCat("spark-quantize failed: ", e.what())));
+  }
   if (!status.ok()) {
     // Nothing half-written stays behind: the directory was new or empty.
     for (const fs::directory_entry& entry : fs::directory_iterator(out, error)) {

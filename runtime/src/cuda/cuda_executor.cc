@@ -232,6 +232,16 @@ absl::Status CudaExecutor::BindDeviceWeights() {
 // Integrated device: GPU and CPU share memory, so the mapped checkpoint files are registered
 // (read-only) and the weights are read where they are.
 absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) {
+  // The kernels load weight elements at their natural alignment: a checkpoint whose tensors are
+  // not (safetensors does not require it) is copied (BindDeviceWeights says so).
+  for (size_t w = 0; w < host.size(); ++w) {
+    const uint64_t element = static_cast<uint64_t>(std::max(1, DTypeSize(plan_.weights[w].dtype)));
+    if (reinterpret_cast<uintptr_t>(host[w].data) % element != 0) {
+      return absl::FailedPreconditionError(PrintableText(absl::StrCat(
+          "weight ", plan_.weights[w].name, " is not ", element,
+          "-byte aligned in its checkpoint file")));
+    }
+  }
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   std::vector<CUdeviceptr> file_addresses;
   for (const Checkpoint::File& file : checkpoint_.files()) {

@@ -1062,7 +1062,7 @@ TEST(PlanTest, RejectsBadWeights) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "m.cubin: plan weights[1].shape: an f4E2M1FN weight has an even last "
                        "dimension (two codes per byte), found [3]"));
-  // A weight of another element type than the step's argument takes (the rms_norm weight is
+  // A weight of another element type than the step's argument takes (the embedding table is
   // bf16 in the registry).
   plan = TestPlan();
   plan.weights[0].dtype = DType::kF8E4M3FN;

@@ -37,7 +37,7 @@
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
-struct uint2 {
+struct alignas(8) uint2 {  // as CUDA's vector types: aligned to their size
   uint32_t x, y;
 };
 struct alignas(16) uint4 {
@@ -213,8 +213,15 @@ inline T __shfl_sync(unsigned /*mask*/, T v, int src) {
   return r;
 }
 
+// A GPU load of T needs an address aligned to T (a misaligned one faults there): the emulation
+// stops on one, so that a kernel's alignment checks are tested too.
 template <typename T>
 inline T __ldg(const T* p) {
+  if (reinterpret_cast<uintptr_t>(p) % alignof(T) != 0) {
+    std::fprintf(stderr, "emulation: misaligned %zu-byte load at %p (a GPU faults here)\n",
+                 alignof(T), static_cast<const void*>(p));
+    std::abort();
+  }
   return *p;
 }
 

@@ -1,16 +1,18 @@
 // Quantising bf16 weights into NVIDIA ModelOpt's NVFP4 and FP8 layouts, with ModelOpt's rounding
-// (TensorRT-Model-Optimizer, modelopt/torch/quantization/qtensor/nvfp4_tensor.py and
-// fp8_tensor.py): what spark-quantize writes. quantized_weights.h decodes the results.
+// (NVIDIA/Model-Optimizer 211c6b34, modelopt/torch/quantization/qtensor/nvfp4_tensor.py and
+// fp8_tensor.py, the dynamic weight path): what spark-quantize writes. quantized_weights.h
+// decodes the results.
 //
 // NVFP4, per weight [rows, cols] (cols % 16 == 0), all arithmetic in f32:
-//   tensor_scale = amax(|w|) / (6 * 448)                      (1 when amax is 0)
-//   block_scale  = e4m3(amax(|w| over 16 inputs) / (6 * tensor_scale))   (1 before rounding
-//                                                              when the block's amax is 0)
+//   tensor_scale = amax(|w|) / (6 * 448)       (1 when amax is 0, where ModelOpt's would be 0:
+//                                               both dequantise the tensor to zeros)
+//   block_scale  = e4m3(max(amax(|w| over 16 inputs) / (6 * tensor_scale), 2^-9)), with a
+//                  block amax of 0 giving 1 before the clamp
 //   code         = the nearest E2M1 value of w / (e4m3 value x tensor_scale), ties to the even
 //                  code, |x| > 6 -> 6, sign bit when w < 0; packed two to a byte (element 2j in
-//                  the low nibble). A block whose rounded scale is 0 gets code 0 (ModelOpt's
-//                  division by zero gives code 7; both dequantise to 0).
-// FP8, per tensor: scale = amax(|w|) / 448 (1 when amax is 0), q = e4m3(w / scale).
+//                  the low nibble).
+// FP8, per tensor: scale = amax(|w|) / 448 (1 when amax is 0, as ModelOpt's export gives),
+// q = e4m3(w / scale).
 // e4m3: round to nearest, ties to even; magnitudes above 448 saturate to 448 (ModelOpt never
 // produces them); the sign is kept (-0 and negatives that round to 0 give 0x80, as torch's
 // cast does).

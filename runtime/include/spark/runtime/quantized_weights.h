@@ -1,5 +1,6 @@
-// The values of quantized weight elements, shared by the host reference, the kernels and the
-// tools (plain C++17, host and device: SPARK_ABI_HD).
+// The values of quantized weight elements, for the host reference, the runtime's checks and the
+// tools (plain C++17, host and device: SPARK_ABI_HD). The kernels decode with the faster forms
+// of kernels/common.cuh (e2m1_to_f32, e4m3_to_f32), which the kernel checks compare with these.
 //
 // ModelOpt's layouts (NVIDIA TensorRT-Model-Optimizer, modelopt/torch/quantization/qtensor):
 //   - NVFP4: a weight [out, in] is stored as E2M1 codes two to a byte, element 2j in the low
