@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "spark/runtime/host_kernel_dispatch.h"
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/quantize.h"
 #include "spark/runtime/quantized_weights.h"
@@ -157,6 +158,33 @@ TEST(QuantizedLinearTest, HostReferenceDequantisesExactly) {
       EXPECT_EQ(y8row[t * out + o], static_cast<float>(want8row));
     }
   }
+}
+
+// The registry's rules of the quantized linears (kMultipleOf16, kOneOrEqual), as every checker
+// of them reports them (op_rules.cc: the plan reader, the host dispatch).
+TEST(QuantizedLinearTest, RulesAreChecked) {
+  using rt::HostArg;
+  std::vector<float> x(64), y(64), scale(8, 1.0f);
+  std::vector<unsigned char> w(1024), blocks(64);
+  const std::vector<HostArg> nvfp4 = {
+      HostArg::Ptr(x.data()),      HostArg::Ptr(w.data()), HostArg::Ptr(blocks.data()),
+      HostArg::Ptr(scale.data()),  HostArg::Ptr(y.data()), HostArg::I32(1),
+      HostArg::I32(2),             HostArg::I32(24)};
+  const absl::Status narrow = rt::RunHostKernel("linear_nvfp4", nvfp4);
+  EXPECT_EQ(narrow.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(narrow.message(),
+            "host kernel 'linear_nvfp4': in_features must be a multiple of 16, found 24");
+  const std::vector<HostArg> fp8 = {
+      HostArg::Ptr(x.data()), HostArg::Ptr(w.data()), HostArg::Ptr(scale.data()),
+      HostArg::Ptr(y.data()), HostArg::I32(1),        HostArg::I32(5),
+      HostArg::I32(8),        HostArg::I32(3)};
+  const absl::Status counts = rt::RunHostKernel("linear_fp8", fp8);
+  EXPECT_EQ(counts.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(counts.message(),
+            "host kernel 'linear_fp8': scale_count must be 1 or out_features = 5, found 3");
+  std::vector<HostArg> per_row = fp8;
+  per_row[7] = HostArg::I32(5);
+  EXPECT_TRUE(rt::RunHostKernel("linear_fp8", per_row).ok());
 }
 
 }  // namespace
