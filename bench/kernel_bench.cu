@@ -1,6 +1,8 @@
 // Per-kernel timings of the kernel library on a CUDA GPU, at the shapes of the released models:
 // the dense GEMM (spark_linear, tensor-core path, 31B projections at a 512-token prefill chunk),
-// the decode GEMV (spark_linear at 1 token) and the grouped MoE experts (spark_moe_gate_up /
+// the decode GEMV (spark_linear at 1 token), the quantized linears (spark_linear_nvfp4 /
+// spark_linear_fp8, W4A16 / W8A16, the same shapes: bytes are the weights' real bytes, 0.5625 and
+// 1 per weight) and the grouped MoE experts (spark_moe_gate_up /
 // spark_moe_down at a 512-token chunk of 26B-A4B, random top-8 routing). Each figure is set
 // against the ceiling of the same GPU: the device-to-device copy bandwidth this program measures,
 // and a bf16 GEMM throughput given on the command line (bench/ceilings.py measures it with
@@ -131,6 +133,49 @@ void BenchLinear(int T, int out, int in, const char* what, std::mt19937& rng, co
   cudaFree(y);
 }
 
+// Random bytes (NVFP4 codes, FP8 elements with NaN codes replaced) and e4m3 scales in [2^-4, 2).
+unsigned char* DeviceBytes(size_t n, std::mt19937& rng, bool e4m3_scales, bool no_nan) {
+  std::vector<unsigned char> h(n);
+  std::uniform_int_distribution<int> byte(0, 255), exponent(3, 8), mantissa(0, 7);
+  for (unsigned char& b : h) {
+    b = static_cast<unsigned char>(e4m3_scales ? (exponent(rng) << 3) | mantissa(rng) : byte(rng));
+    if (no_nan && (b & 0x7f) == 0x7f) b &= 0xbf;
+  }
+  unsigned char* d = nullptr;
+  Check(cudaMalloc(&d, n), "cudaMalloc");
+  Check(cudaMemcpy(d, h.data(), n, cudaMemcpyHostToDevice), "cudaMemcpy");
+  return d;
+}
+
+// linear_nvfp4 and linear_fp8 at the shape of BenchLinear.
+void BenchQuantizedLinear(int T, int out, int in, const char* what, std::mt19937& rng,
+                          const Figures& f) {
+  float* x = DeviceRandom<float>(static_cast<size_t>(T) * in, rng, 1.0f);
+  unsigned char* codes = DeviceBytes(static_cast<size_t>(out) * in / 2, rng, false, false);
+  unsigned char* blocks = DeviceBytes(static_cast<size_t>(out) * in / 16, rng, true, false);
+  unsigned char* fp8 = DeviceBytes(static_cast<size_t>(out) * in, rng, false, true);
+  float* scale = DeviceRandom<float>(out, rng, 0.01f);
+  float* y = nullptr;
+  Check(cudaMalloc(&y, static_cast<size_t>(T) * out * sizeof(float)), "cudaMalloc");
+  const int grid = LinearGrid(out);
+  const double flops = 2.0 * T * out * in;
+  const double activations = 4.0 * T * (in + out);
+  const std::string shape = std::string(what) + " T=" + std::to_string(T) + " " +
+                            std::to_string(out) + "x" + std::to_string(in);
+  const double ms4 = MedianMs([&] {
+    check_linear_nvfp4<<<grid, 256>>>(x, codes, blocks, scale, y, T, out, in);
+  });
+  Row("linear_nvfp4", shape, ms4, flops, out * in * (0.5 + 1.0 / 16) + activations, f);
+  const double ms8 = MedianMs([&] {
+    check_linear_fp8<<<grid, 256>>>(x, fp8, scale, y, T, out, in, out);
+  });
+  Row("linear_fp8", shape, ms8, flops, 1.0 * out * in + activations, f);
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(codes), static_cast<void*>(blocks),
+                  static_cast<void*>(fp8), static_cast<void*>(scale), static_cast<void*>(y)}) {
+    cudaFree(p);
+  }
+}
+
 // Random top-k routing: K distinct experts per token.
 int* DeviceRouting(int T, int E, int K, std::mt19937& rng) {
   std::vector<int> idx(static_cast<size_t>(T) * K);
@@ -215,6 +260,11 @@ int main(int argc, char** argv) {
     BenchLinear(T, 21504, 5376, "31B mlp up", rng, f);
     BenchLinear(T, 5376, 21504, "31B mlp down", rng, f);
     BenchLinear(T, 8192, 5376, "31B q", rng, f);
+  }
+  // The same projections quantized (W4A16 / W8A16), decode first: the bandwidth figure.
+  for (int T : {1, 512}) {
+    BenchQuantizedLinear(T, 21504, 5376, "31B mlp up", rng, f);
+    BenchQuantizedLinear(T, 5376, 21504, "31B mlp down", rng, f);
   }
   // 26B-A4B experts (hidden 2816, expert MLP 704, 128 experts, top 8), a 512-token chunk.
   BenchMoe(512, 2816, 704, 128, 8, rng, f);
