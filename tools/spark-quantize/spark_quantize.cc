@@ -1,119 +1,21 @@
 // spark-quantize: a bf16 Gemma 4 checkpoint -> the same checkpoint with its linear layers in
-// NVIDIA ModelOpt's NVFP4 or FP8 layout (runtime quantize.h has the rules, docs/quantization.md
-// the user's view), which spark-import reads like a checkpoint NVIDIA publishes. Every failure
-// is an absl::Status printed on stderr, exit code 1; the output directory must be new (or empty)
-// and a failed run removes what it wrote. Flags are parsed with CLI11, configs with nlohmann-json.
-#include <fnmatch.h>
+// NVIDIA ModelOpt's NVFP4 or FP8 layout (the work is the runtime's checkpoint_quantizer.h;
+// docs/quantization.md has the user's view). A thin main: flags with CLI11, progress on a
+// terminal, every failure an absl::Status on stderr with exit code 1.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <memory>
-#include <set>
-#include <sstream>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "CLI/CLI.hpp"
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "nlohmann/json.hpp"
-#include "spark/runtime/printable_text.h"
-#include "spark/runtime/quantize.h"
-#include "spark/runtime/quantized_weights.h"
-#include "spark/runtime/safetensors.h"
+#include "spark/runtime/checkpoint_quantizer.h"
 #include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace {
-
-namespace fs = std::filesystem;
-using Json = nlohmann::ordered_json;
-using rt::PrintableText;
-
-enum class Format { kNvfp4, kFp8 };
-
-struct Options {
-  std::string input;
-  std::string output;
-  std::string format;
-  std::vector<std::string> exclude;
-};
-
-// Kept in bf16 whatever the user says: what ModelOpt and NVIDIA's Gemma 4 checkpoints keep
-// (gemma4-ecosystem.md section 6), and the MoE experts, which Spark runs in bf16 for now.
-const char* const kDefaultExcludes[] = {"lm_head",    "*embed_tokens*", "*router*",
-                                        "*vision*",   "*audio*",        "*experts*"};
-// The linear layers of a Gemma 4 text decoder, by the last component of their module name.
-const char* const kLinearNames[] = {"q_proj",    "k_proj",  "v_proj",
-                                    "o_proj",    "gate_proj", "up_proj",
-                                    "down_proj", "per_layer_input_gate", "per_layer_projection",
-                                    "per_layer_model_projection"};
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-absl::Status WriteText(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(PrintableText(absl::StrCat("cannot write ", path.string())));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Json> ReadJson(const fs::path& path) {
-  Json json = Json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) {
-    return absl::InvalidArgumentError(
-        PrintableText(absl::StrCat(path.string(), ": not a JSON object")));
-  }
-  return json;
-}
-
-// The module of a tensor named "<module>.weight", or empty.
-std::string ModuleOf(const std::string& tensor) {
-  return absl::EndsWith(tensor, ".weight") ? tensor.substr(0, tensor.size() - 7) : std::string();
-}
-
-bool Matches(const std::vector<std::string>& patterns, const std::string& module) {
-  for (const std::string& pattern : patterns) {
-    if (fnmatch(pattern.c_str(), module.c_str(), 0) == 0) return true;
-  }
-  return false;
-}
-
-// Whether the tensor is the weight of a linear layer of the text decoder this run quantizes
-// (before the NVFP4 width check; its dtype is the caller's to check).
-bool IsQuantizable(const rt::TensorView& tensor, const std::vector<std::string>& exclude) {
-  const std::string module = ModuleOf(tensor.name);
-  if (module.empty() || tensor.shape.size() != 2) return false;
-  const std::vector<std::string> parts = absl::StrSplit(module, '.');
-  if (std::find(std::begin(kLinearNames), std::end(kLinearNames), parts.back()) ==
-      std::end(kLinearNames)) {
-    return false;
-  }
-  if (std::find(parts.begin(), parts.end(), "router") != parts.end()) return false;
-  if (absl::StrContains(module, "vision") || absl::StrContains(module, "audio")) return false;
-  return !Matches(exclude, module);
-}
-
-std::string Bytes(const void* data, size_t size) {
-  return std::string(static_cast<const char*>(data), size);
-}
-
-std::string FloatBytes(float value) { return Bytes(&value, sizeof(value)); }
 
 std::string FormatBytes(uint64_t n) {
   char text[32];
@@ -125,328 +27,36 @@ std::string FormatBytes(uint64_t n) {
   return text;
 }
 
-// A NaN or infinite weight has no quantized value (the checkpoint is damaged).
-absl::Status CheckFinite(const rt::TensorView& tensor) {
-  const auto* bf16 = reinterpret_cast<const uint16_t*>(tensor.data);
-  for (uint64_t i = 0; i < tensor.num_bytes / 2; ++i) {
-    const uint16_t bits = bf16[i];
-    if ((bits & 0x7f80u) == 0x7f80u) {
-      return absl::InvalidArgumentError(PrintableText(absl::StrCat(
-          "tensor ", tensor.name, ": element ", i, " is ", (bits & 0x7fu) != 0 ? "NaN" : "infinite",
-          "; a weight must be finite to be quantized")));
-    }
+absl::StatusOr<rt::QuantizeCheckpointResult> Quantize(rt::QuantizeCheckpointOptions options,
+                                                     const std::string& format) {
+  SPARK_ASSIGN_OR_RETURN(options.format, rt::ParseQuantizedFormat(format));
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  if (terminal) {
+    options.on_progress = [](uint64_t done, uint64_t total, const std::string& file) {
+      std::fprintf(stderr, "\rspark-quantize: %3d%% (%s of %s) %s",
+                   total == 0 ? 100 : static_cast<int>(done * 100 / total),
+                   FormatBytes(done).c_str(), FormatBytes(total).c_str(), file.c_str());
+      std::fflush(stderr);
+    };
   }
-  return absl::OkStatus();
-}
-
-uint64_t TensorBytes(const rt::TensorHeader& header) {
-  uint64_t n = static_cast<uint64_t>(rt::SafetensorsDTypeSize(header.dtype));
-  for (int64_t d : header.shape) n *= static_cast<uint64_t>(d);
-  return n;
-}
-
-// One tensor of an output file: a copy of an input tensor, or one part of a quantized module.
-struct OutputTensor {
-  rt::TensorHeader header;
-  const rt::TensorView* source = nullptr;  // the input tensor (the module's weight)
-  enum class Part { kCopy, kCodes, kBlockScales, kTensorScale } part = Part::kCopy;
-};
-
-class Quantizer {
- public:
-  Quantizer(const Options& options, Format format, const rt::Checkpoint& checkpoint)
-      : options_(options), format_(format), checkpoint_(checkpoint) {
-    exclude_.assign(std::begin(kDefaultExcludes), std::end(kDefaultExcludes));
-    exclude_.insert(exclude_.end(), options.exclude.begin(), options.exclude.end());
-  }
-
-  absl::Status Run();
-
- private:
-  std::vector<OutputTensor> Plan(const std::vector<const rt::TensorView*>& inputs);
-  absl::StatusOr<std::string> Produce(const OutputTensor& tensor);
-  absl::Status WriteConfigs(const fs::path& in, const fs::path& out) const;
-  void Progress(const std::string& file);
-
-  const Options& options_;
-  Format format_;
-  const rt::Checkpoint& checkpoint_;
-  std::vector<std::string> exclude_;
-  std::vector<std::string> kept_narrow_;  // NVFP4 linears whose width is no multiple of 16
-  // Quantized modules whose parts are not all written yet.
-  std::map<std::string, quant::Nvfp4Weight> nvfp4_;
-  std::map<std::string, quant::Fp8Weight> fp8_;
-  std::map<std::string, int> parts_left_;
-  absl::Status refused_;  // a linear Plan() cannot quantize
-  uint64_t done_bytes_ = 0;
-  int quantized_ = 0;
-  bool terminal_ = isatty(STDERR_FILENO) != 0;
-  int threads_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-};
-
-std::vector<OutputTensor> Quantizer::Plan(const std::vector<const rt::TensorView*>& inputs) {
-  std::vector<OutputTensor> out;
-  for (const rt::TensorView* t : inputs) {
-    if (IsQuantizable(*t, exclude_) && t->dtype != "BF16") {
-      refused_ = absl::InvalidArgumentError(PrintableText(absl::StrCat(
-          "tensor ", t->name, " is ", t->dtype, ": spark-quantize takes a bf16 checkpoint (or "
-          "keep the layer unquantized with --exclude)")));
-    }
-    if (!IsQuantizable(*t, exclude_) || t->dtype != "BF16") {
-      out.push_back({{t->name, t->dtype, t->shape}, t, OutputTensor::Part::kCopy});
-      continue;
-    }
-    const std::string module = ModuleOf(t->name);
-    const int64_t rows = t->shape[0], cols = t->shape[1];
-    if (format_ == Format::kNvfp4 && cols % quant::kNvfp4BlockSize != 0) {
-      kept_narrow_.push_back(module);
-      out.push_back({{t->name, t->dtype, t->shape}, t, OutputTensor::Part::kCopy});
-      continue;
-    }
-    ++quantized_;
-    if (format_ == Format::kNvfp4) {
-      out.push_back({{t->name, "U8", {rows, cols / 2}}, t, OutputTensor::Part::kCodes});
-      out.push_back({{module + ".weight_scale", "F8_E4M3", {rows, cols / quant::kNvfp4BlockSize}},
-                     t, OutputTensor::Part::kBlockScales});
-      out.push_back({{module + ".weight_scale_2", "F32", {}}, t, OutputTensor::Part::kTensorScale});
-      parts_left_[module] = 3;
-    } else {
-      out.push_back({{t->name, "F8_E4M3", {rows, cols}}, t, OutputTensor::Part::kCodes});
-      out.push_back({{module + ".weight_scale", "F32", {}}, t, OutputTensor::Part::kTensorScale});
-      parts_left_[module] = 2;
-    }
-  }
-  // Laid out so that the GPU can read every tensor in place (an integrated device): the header
-  // is padded to 16 bytes, then come the tensors whose size is a multiple of 16 (each 16-byte
-  // aligned, for the kernels' 16-byte loads), then the rest by element size, largest first
-  // (each aligned to its element size); names in order within each group.
-  std::stable_sort(out.begin(), out.end(), [](const OutputTensor& a, const OutputTensor& b) {
-    const bool a16 = TensorBytes(a.header) % 16 == 0, b16 = TensorBytes(b.header) % 16 == 0;
-    if (a16 != b16) return a16;
-    const int a_size = rt::SafetensorsDTypeSize(a.header.dtype);
-    const int b_size = rt::SafetensorsDTypeSize(b.header.dtype);
-    if (a_size != b_size) return a_size > b_size;
-    return a.header.name < b.header.name;
-  });
-  return out;
-}
-
-absl::StatusOr<std::string> Quantizer::Produce(const OutputTensor& tensor) {
-  const rt::TensorView& source = *tensor.source;
-  if (tensor.part == OutputTensor::Part::kCopy) {
-    done_bytes_ += source.num_bytes;
-    return Bytes(source.data, source.num_bytes);
-  }
-  const std::string module = ModuleOf(source.name);
-  const auto* bf16 = reinterpret_cast<const uint16_t*>(source.data);
-  const bool first_part = nvfp4_.count(module) == 0 && fp8_.count(module) == 0;
-  if (first_part) {
-    SPARK_RETURN_IF_ERROR(CheckFinite(source));
-    done_bytes_ += source.num_bytes;
-  }
-  std::string bytes;
-  if (format_ == Format::kNvfp4) {
-    auto it = nvfp4_.find(module);
-    if (it == nvfp4_.end()) {
-      it = nvfp4_.emplace(module, quant::QuantizeNvfp4(bf16, source.shape[0], source.shape[1],
-                                                       threads_))
-               .first;
-    }
-    bytes = tensor.part == OutputTensor::Part::kCodes         ? std::move(it->second.codes)
-            : tensor.part == OutputTensor::Part::kBlockScales ? std::move(it->second.block_scales)
-                                                              : FloatBytes(it->second.tensor_scale);
-  } else {
-    auto it = fp8_.find(module);
-    if (it == fp8_.end()) {
-      it = fp8_.emplace(module,
-                        quant::QuantizeFp8(bf16, source.shape[0] * source.shape[1], threads_))
-               .first;
-    }
-    bytes = tensor.part == OutputTensor::Part::kCodes ? std::move(it->second.elements)
-                                                      : FloatBytes(it->second.scale);
-  }
-  if (--parts_left_[module] == 0) {
-    nvfp4_.erase(module);
-    fp8_.erase(module);
-  }
-  return bytes;
-}
-
-void Quantizer::Progress(const std::string& file) {
-  if (!terminal_) return;
-  const uint64_t total = checkpoint_.total_bytes();
-  std::fprintf(stderr, "\rspark-quantize: %3d%% (%s of %s) %s",
-               total == 0 ? 100 : static_cast<int>(done_bytes_ * 100 / total),
-               FormatBytes(done_bytes_).c_str(), FormatBytes(total).c_str(), file.c_str());
-  std::fflush(stderr);
-}
-
-absl::Status Quantizer::WriteConfigs(const fs::path& in, const fs::path& out) const {
-  SPARK_ASSIGN_OR_RETURN(Json config, ReadJson(in / "config.json"));
-  std::vector<std::string> exclude = exclude_;
-  std::vector<std::string> narrow = kept_narrow_;
-  std::sort(narrow.begin(), narrow.end());
-  exclude.insert(exclude.end(), narrow.begin(), narrow.end());
-  const std::string algo = format_ == Format::kNvfp4 ? "NVFP4" : "FP8";
-  Json quantization = Json::object();
-  quantization["quant_method"] = "modelopt";
-  quantization["quant_algo"] = algo;
-  if (format_ == Format::kNvfp4) quantization["group_size"] = quant::kNvfp4BlockSize;
-  quantization["ignore"] = exclude;
-  quantization["producer"] = {{"name", "spark-quantize"}};
-  config["quantization_config"] = quantization;
-  SPARK_RETURN_IF_ERROR(WriteText(out / "config.json", config.dump(2) + "\n"));
-  Json hf = Json::object();
-  hf["producer"] = {{"name", "spark-quantize"}};
-  Json body = Json::object();
-  body["quant_algo"] = algo;
-  body["kv_cache_quant_algo"] = nullptr;
-  if (format_ == Format::kNvfp4) body["group_size"] = quant::kNvfp4BlockSize;
-  body["exclude_modules"] = exclude;
-  hf["quantization"] = body;
-  return WriteText(out / "hf_quant_config.json", hf.dump(2) + "\n");
-}
-
-absl::Status Quantizer::Run() {
-  const fs::path in(options_.input), out(options_.output);
-  // The tensors of each input file, in file order (Checkpoint::tensors() lists them so).
-  std::vector<std::vector<const rt::TensorView*>> by_file(checkpoint_.files().size());
-  for (const rt::TensorView& t : checkpoint_.tensors()) {
-    for (size_t f = 0; f < checkpoint_.files().size(); ++f) {
-      const rt::Checkpoint::File& file = checkpoint_.files()[f];
-      if (t.data >= file.data && t.data + t.num_bytes <= file.data + file.size) {
-        by_file[f].push_back(&t);
-        break;
-      }
-    }
-  }
-  Json weight_map = Json::object();
-  uint64_t total_size = 0;
-  for (size_t f = 0; f < by_file.size(); ++f) {
-    const std::string name = fs::path(checkpoint_.files()[f].path).filename().string();
-    const std::vector<OutputTensor> tensors = Plan(by_file[f]);
-    std::vector<rt::TensorHeader> headers;
-    SPARK_RETURN_IF_ERROR(refused_);
-    for (const OutputTensor& t : tensors) {
-      headers.push_back(t.header);
-      weight_map[t.header.name] = name;
-      total_size += TensorBytes(t.header);
-    }
-    Progress(name);
-    SPARK_RETURN_IF_ERROR(rt::WriteSafetensorsStreamed(
-        (out / name).string(), headers,
-        [&](size_t i) -> absl::StatusOr<std::string> {
-          absl::StatusOr<std::string> bytes = Produce(tensors[i]);
-          Progress(name);
-          return bytes;
-        },
-        {{"format", "pt"}}));
-  }
-  std::error_code error;
-  if (fs::exists(in / "model.safetensors.index.json", error)) {
-    SPARK_ASSIGN_OR_RETURN(Json index, ReadJson(in / "model.safetensors.index.json"));
-    if (!index.contains("metadata") || !index["metadata"].is_object()) {
-      index["metadata"] = Json::object();
-    }
-    index["metadata"]["total_size"] = total_size;
-    index["weight_map"] = weight_map;
-    SPARK_RETURN_IF_ERROR(WriteText(out / "model.safetensors.index.json", index.dump(2) + "\n"));
-  }
-  SPARK_RETURN_IF_ERROR(WriteConfigs(in, out));
-  // The tokenizer, chat template, generation config, ...: every other plain file.
-  for (const fs::directory_entry& entry : fs::directory_iterator(in, error)) {
-    const std::string file = entry.path().filename().string();
-    if (!entry.is_regular_file(error) || absl::EndsWith(file, ".safetensors") ||
-        file == "model.safetensors.index.json" || file == "config.json") {
-      continue;
-    }
-    fs::copy_file(entry.path(), out / file, error);
-    if (error) {
-      return absl::InternalError(PrintableText(
-          absl::StrCat("cannot copy ", entry.path().string(), ": ", error.message())));
-    }
-  }
-  if (terminal_) std::fprintf(stderr, "\n");
-  std::printf("spark-quantize: %s: %d linear layers in %s, %s -> %s (%s)\n", out.string().c_str(),
-              quantized_, format_ == Format::kNvfp4 ? "NVFP4" : "FP8",
-              FormatBytes(checkpoint_.total_bytes()).c_str(), FormatBytes(total_size).c_str(),
-              kept_narrow_.empty()
+  SPARK_ASSIGN_OR_RETURN(const rt::QuantizeCheckpointResult result,
+                         rt::QuantizeCheckpoint(options));
+  if (terminal) std::fprintf(stderr, "\n");
+  std::printf("spark-quantize: %s: %d linear layers in %s, %s -> %s (%s)\n",
+              options.output.c_str(), result.quantized_layers, format == "nvfp4" ? "NVFP4" : "FP8",
+              FormatBytes(result.input_bytes).c_str(), FormatBytes(result.output_bytes).c_str(),
+              result.narrow_layers == 0
                   ? "the rest bf16"
-                  : absl::StrCat(kept_narrow_.size(), " narrow linears and the rest bf16").c_str());
-  return absl::OkStatus();
-}
-
-absl::Status Run(const Options& options) {
-  Format format;
-  if (options.format == "nvfp4") {
-    format = Format::kNvfp4;
-  } else if (options.format == "fp8") {
-    format = Format::kFp8;
-  } else {
-    return absl::InvalidArgumentError(PrintableText(
-        absl::StrCat("--format ", options.format, ": expected nvfp4 or fp8")));
-  }
-  const fs::path in(options.input), out(options.output);
-  std::error_code error;
-  if (!fs::is_directory(in, error)) {
-    return absl::NotFoundError(PrintableText(
-        absl::StrCat(options.input, " is not a directory; name a bf16 checkpoint's directory")));
-  }
-  if (!fs::exists(in / "config.json", error)) {
-    return absl::NotFoundError(
-        PrintableText(absl::StrCat(options.input, " has no config.json; is it a checkpoint?")));
-  }
-  SPARK_ASSIGN_OR_RETURN(const Json config, ReadJson(in / "config.json"));
-  const Json* text = config.contains("text_config") ? &config["text_config"] : &config;
-  if (config.contains("quantization_config") || text->contains("quantization_config") ||
-      fs::exists(in / "hf_quant_config.json", error)) {
-    return absl::InvalidArgumentError(PrintableText(
-        absl::StrCat(options.input, " is already quantized (its config has a "
-                                    "quantization_config or it has hf_quant_config.json); "
-                                    "spark-quantize takes a bf16 checkpoint")));
-  }
-  if (fs::exists(out, error)) {
-    if (fs::equivalent(in, out, error)) {
-      return absl::InvalidArgumentError("the output directory is the input directory");
-    }
-    if (!fs::is_directory(out, error) || !fs::is_empty(out, error)) {
-      return absl::AlreadyExistsError(PrintableText(
-          absl::StrCat(options.output, " exists and is not an empty directory; name a new one")));
-    }
-  }
-  for (const std::string& pattern : options.exclude) {
-    if (pattern.empty()) return absl::InvalidArgumentError("--exclude: an empty pattern");
-  }
-  SPARK_ASSIGN_OR_RETURN(const std::unique_ptr<rt::Checkpoint> checkpoint,
-                         rt::Checkpoint::Open(options.input));
-  const bool created = !fs::exists(out, error);
-  fs::create_directories(out, error);
-  if (error) {
-    return absl::InternalError(PrintableText(
-        absl::StrCat("cannot create ", options.output, ": ", error.message())));
-  }
-  Quantizer quantizer(options, format, *checkpoint);
-  absl::Status status;
-  try {
-    status = quantizer.Run();
-  } catch (const std::exception& e) {  // std::thread, nlohmann-json, std::filesystem
-    status = absl::InternalError(PrintableText(absl::StrCat("spark-quantize failed: ", e.what())));
-  }
-  if (!status.ok()) {
-    // Nothing half-written stays behind: the directory was new or empty.
-    for (const fs::directory_entry& entry : fs::directory_iterator(out, error)) {
-      fs::remove_all(entry.path(), error);
-    }
-    if (created) fs::remove(out, error);
-  }
-  return status;
+                  : absl::StrCat(result.narrow_layers, " narrow linears and the rest bf16").c_str());
+  return result;
 }
 
 }  // namespace
 }  // namespace spark
 
 int main(int argc, char** argv) {
-  spark::Options options;
+  spark::rt::QuantizeCheckpointOptions options;
+  std::string format;
   CLI::App app{
       "spark-quantize: writes a bf16 Gemma 4 checkpoint's linear layers in NVIDIA ModelOpt's NVFP4 "
       "or FP8 layout (ModelOpt's rounding), for spark-import; embeddings, the LM head, norms, the "
@@ -458,7 +68,7 @@ int main(int argc, char** argv) {
   app.add_option("input", options.input, "the bf16 checkpoint's directory")->required();
   app.add_option("output", options.output, "a new (or empty) directory for the result")
       ->required();
-  app.add_option("--format", options.format,
+  app.add_option("--format", format,
                  "nvfp4 (4-bit E2M1 codes, e4m3 scales per 16 inputs, ~4.5 bits per weight) or "
                  "fp8 (e4m3, one scale per tensor)")
       ->required();
@@ -471,10 +81,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 1;
   }
-  absl::Status status = spark::Run(options);
+  absl::StatusOr<spark::rt::QuantizeCheckpointResult> result = spark::Quantize(options, format);
   std::fflush(stdout);
-  if (!status.ok()) {
-    std::fprintf(stderr, "spark-quantize: %s\n", status.ToString().c_str());
+  if (!result.ok()) {
+    std::fprintf(stderr, "spark-quantize: %s\n", result.status().ToString().c_str());
     return 1;
   }
   return 0;
