@@ -53,7 +53,10 @@ int main(int argc, char **argv) {
       "spark-import: turns a Gemma 4 HuggingFace checkpoint's config.json into a spark dialect "
       "module (model.mlir) for spark-compile.\n\n"
       "When the directory holds *.safetensors, every weight the graph uses is checked against "
-      "their headers (present, shape, dtype).\n");
+      "their headers (present, shape, dtype).\n\n"
+      "A quantized checkpoint in NVIDIA ModelOpt's NVFP4 or FP8 layout (quantization_config "
+      "in config.json, or hf_quant_config.json) is imported with its scales; any other "
+      "quantization is refused (docs/quantization.md).\n");
 
   Expected<spark::GemmaConfig> config = spark::parseGemmaConfig(inputPath);
   if (!config)
