@@ -90,11 +90,9 @@ bool IsQuantizable(const TensorView& tensor, const std::vector<std::string>& exc
   return !Matches(exclude, module);
 }
 
-std::string Bytes(const void* data, size_t size) {
-  return std::string(static_cast<const char*>(data), size);
+std::string FloatBytes(float value) {
+  return std::string(reinterpret_cast<const char*>(&value), sizeof(value));
 }
-
-std::string FloatBytes(float value) { return Bytes(&value, sizeof(value)); }
 
 // A NaN or infinite weight has no quantized value (the checkpoint is damaged).
 absl::Status CheckFinite(const TensorView& tensor) {
@@ -135,7 +133,9 @@ class Quantizer {
 
  private:
   std::vector<OutputTensor> Plan(const std::vector<const TensorView*>& inputs);
-  absl::StatusOr<std::string> Produce(const OutputTensor& tensor);
+  // The bytes of `tensor`: a view of the input's mapping for a copy, of `produced_` (valid until
+  // the next call) for a quantized part.
+  absl::StatusOr<absl::string_view> Produce(const OutputTensor& tensor);
   absl::Status WriteConfigs(const fs::path& in, const fs::path& out) const;
   void Progress(const std::string& file) const {
     if (options_.on_progress) options_.on_progress(done_bytes_, checkpoint_.total_bytes(), file);
@@ -151,6 +151,7 @@ class Quantizer {
   std::map<std::string, quant::Fp8Weight> fp8_;
   std::map<std::string, int> parts_left_;
   absl::Status refused_;  // a linear Plan() cannot quantize
+  std::string produced_;  // the part Produce() returned last
   uint64_t done_bytes_ = 0;
   int quantized_ = 0;
   int threads_ = options_.threads > 0
@@ -205,11 +206,11 @@ std::vector<OutputTensor> Quantizer::Plan(const std::vector<const TensorView*>& 
   return out;
 }
 
-absl::StatusOr<std::string> Quantizer::Produce(const OutputTensor& tensor) {
+absl::StatusOr<absl::string_view> Quantizer::Produce(const OutputTensor& tensor) {
   const TensorView& source = *tensor.source;
   if (tensor.part == OutputTensor::Part::kCopy) {
     done_bytes_ += source.num_bytes;
-    return Bytes(source.data, source.num_bytes);
+    return absl::string_view(reinterpret_cast<const char*>(source.data), source.num_bytes);
   }
   const std::string module = ModuleOf(source.name);
   const auto* bf16 = reinterpret_cast<const uint16_t*>(source.data);
@@ -243,7 +244,8 @@ absl::StatusOr<std::string> Quantizer::Produce(const OutputTensor& tensor) {
     nvfp4_.erase(module);
     fp8_.erase(module);
   }
-  return bytes;
+  produced_ = std::move(bytes);
+  return absl::string_view(produced_);
 }
 
 absl::Status Quantizer::WriteConfigs(const fs::path& in, const fs::path& out) const {
@@ -300,8 +302,8 @@ absl::StatusOr<QuantizeCheckpointResult> Quantizer::Run() {
     Progress(name);
     SPARK_RETURN_IF_ERROR(WriteSafetensorsStreamed(
         (out / name).string(), headers,
-        [&](size_t i) -> absl::StatusOr<std::string> {
-          absl::StatusOr<std::string> bytes = Produce(tensors[i]);
+        [&](size_t i) -> absl::StatusOr<absl::string_view> {
+          absl::StatusOr<absl::string_view> bytes = Produce(tensors[i]);
           Progress(name);
           return bytes;
         },

@@ -562,7 +562,7 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<OwnedTe
 
 absl::Status WriteSafetensorsStreamed(
     const std::string& path, const std::vector<TensorHeader>& tensors,
-    const std::function<absl::StatusOr<std::string>(size_t index)>& produce,
+    const std::function<absl::StatusOr<absl::string_view>(size_t index)>& produce,
     const std::vector<std::pair<std::string, std::string>>& metadata) {
   absl::flat_hash_set<std::string> names;
   Json header = Json::object();
@@ -605,7 +605,7 @@ absl::Status WriteSafetensorsStreamed(
   SPARK_ASSIGN_OR_RETURN(std::unique_ptr<NewFileWriter> file, NewFileWriter::Create(path));
   SPARK_RETURN_IF_ERROR(file->Append(prefix));
   for (size_t i = 0; i < tensors.size(); ++i) {
-    SPARK_ASSIGN_OR_RETURN(const std::string bytes, produce(i));
+    SPARK_ASSIGN_OR_RETURN(const absl::string_view bytes, produce(i));
     if (bytes.size() != sizes[i]) {
       return absl::InternalError(PrintableText(
           absl::StrCat("tensor ", tensors[i].name, ": ", bytes.size(), " bytes produced, ",

@@ -151,12 +151,13 @@ struct TensorHeader {
 // Writes a safetensors file one tensor at a time, for checkpoints larger than memory
 // (spark-quantize): the header from `tensors`, padded so that the data starts 16-byte aligned
 // (16-byte vector loads read weights in place on an integrated GPU), then for each tensor, in
-// order, the bytes `produce(i)` returns (its size must match the dtype and shape). `metadata`
+// order, the bytes `produce(i)` returns (its size must match the dtype and shape; the view needs
+// to stay valid only until the next call, so a producer can point into a mapping). `metadata`
 // (string pairs, e.g. {"format", "pt"}) goes into the header's "__metadata__" when not empty.
 // `path` must not exist (as WriteNewFile); on any error the partial file is removed.
 absl::Status WriteSafetensorsStreamed(
     const std::string& path, const std::vector<TensorHeader>& tensors,
-    const std::function<absl::StatusOr<std::string>(size_t index)>& produce,
+    const std::function<absl::StatusOr<absl::string_view>(size_t index)>& produce,
     const std::vector<std::pair<std::string, std::string>>& metadata = {});
 
 // Reads a whole safetensors file into memory (validated as Checkpoint::Open does), tensors in
