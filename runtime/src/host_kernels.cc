@@ -157,6 +157,18 @@ void Linear(const float* x, const uint16_t* w, float* y, int32_t num_tokens, int
   MatVecRows(x, w, y, num_tokens, out_features, in_features);
 }
 
+// y[t, o] = x[t] . row (one dequantised weight row) for every token, accumulated in double.
+static void DequantisedRowTimesTokens(const float* x, const float* row, float* y, int64_t num_tokens,
+                                      int64_t out_features, int64_t in_features, int64_t o) {
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < in_features; ++i) {
+      acc += static_cast<double>(x[t * in_features + i]) * row[i];
+    }
+    y[t * out_features + o] = static_cast<float>(acc);
+  }
+}
+
 // The quantized linears dequantise each weight row exactly (quantized_weights.h, in f32) and
 // then compute as Linear does.
 void LinearNvfp4(const float* x, const unsigned char* w, const unsigned char* block_scale,
@@ -172,13 +184,7 @@ void LinearNvfp4(const float* x, const unsigned char* w, const unsigned char* bl
         row[i] = quant::E2M1Value(quant::PackedE2M1Code(codes, i)) * scale;
       }
     }
-    for (int64_t t = 0; t < num_tokens; ++t) {
-      double acc = 0.0;
-      for (int64_t i = 0; i < in_features; ++i) {
-        acc += static_cast<double>(x[t * in_features + i]) * row[i];
-      }
-      y[t * out_features + o] = static_cast<float>(acc);
-    }
+    DequantisedRowTimesTokens(x, row.data(), y, num_tokens, out_features, in_features, o);
   }
 }
 
@@ -191,13 +197,7 @@ void LinearFp8(const float* x, const unsigned char* w, const float* scale, float
     for (int64_t i = 0; i < in_features; ++i) {
       row[i] = quant::E4M3Value(w[o * in_features + i]) * s;
     }
-    for (int64_t t = 0; t < num_tokens; ++t) {
-      double acc = 0.0;
-      for (int64_t i = 0; i < in_features; ++i) {
-        acc += static_cast<double>(x[t * in_features + i]) * row[i];
-      }
-      y[t * out_features + o] = static_cast<float>(acc);
-    }
+    DequantisedRowTimesTokens(x, row.data(), y, num_tokens, out_features, in_features, o);
   }
 }
 
