@@ -630,8 +630,14 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     if (layer.intermediate <= 0 || layer.intermediate > kMaxConfigSize)
       return text.error(formatv("layer {0}: intermediate_size must be in [1, {2}], got {1}", i,
                                 layer.intermediate, kMaxConfigSize));
-    // The projections' widths are 32-bit kernel arguments (each factor is below 2^24, so the
-    // products fit int64).
+    if (layer.headDim <= 0 || layer.headDim > kMaxConfigSize || layer.headDim % 2 ||
+        layer.numKvHeads <= 0 || layer.numKvHeads > kMaxConfigSize ||
+        layer.numHeads % layer.numKvHeads)
+      return text.error(formatv("layer {0}: inconsistent attention geometry ({1} heads, {2} KV "
+                                "heads, head_dim {3})",
+                                i, layer.numHeads, layer.numKvHeads, layer.headDim));
+    // The projections' widths are 32-bit kernel arguments (each factor was checked to be
+    // below 2^24 just above, so the products fit int64).
     for (auto [what, width] :
          {std::pair<const char *, int64_t>{"num_attention_heads x head_dim",
                                            layer.numHeads * layer.headDim},
@@ -640,12 +646,6 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
         return text.error(formatv("layer {0}: {1} = {2} does not fit the kernels' 32-bit sizes "
                                   "(no Gemma 4 size comes near it; the config is damaged)",
                                   i, what, width));
-    if (layer.headDim <= 0 || layer.headDim > kMaxConfigSize || layer.headDim % 2 ||
-        layer.numKvHeads <= 0 || layer.numKvHeads > kMaxConfigSize ||
-        layer.numHeads % layer.numKvHeads)
-      return text.error(formatv("layer {0}: inconsistent attention geometry ({1} heads, {2} KV "
-                                "heads, head_dim {3})",
-                                i, layer.numHeads, layer.numKvHeads, layer.headDim));
     const RopeConfig &rope = full[i] ? config.fullRope : config.slidingRope;
     layer.rotatedPairs = rope.proportional
                              ? static_cast<int64_t>(rope.partialRotaryFactor * layer.headDim) / 2
