@@ -133,6 +133,7 @@ SPK_DEVICE float e4m3_to_f32(uint32_t bits) {
 uint32_t spk_emu_pack_bf16x2(float lo, float hi);
 void spk_emu_mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
 void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row);
+void spk_emu_f16x2_to_f32x2(uint32_t v, float& lo, float& hi);
 #endif
 
 // Packs two f32 into bf16x2 with round-to-nearest-even; `lo` goes to the low half (the element
@@ -145,6 +146,42 @@ SPK_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 #endif
+}
+
+// The two f16 values of v (low half, high half) as f32 (exact).
+SPK_DEVICE void f16x2_to_f32x2(uint32_t v, float& lo, float& hi) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_f16x2_to_f32x2(v, lo, hi);
+#else
+  asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
+      : "=f"(lo), "=f"(hi)
+      : "r"(v));
+#endif
+}
+
+// Two E2M1 codes, in bits 12-15 and 28-31 of t, as f32 values times 2^-14 (multiply by
+// kE2m1ViaF16 to undo), exactly: the sign moves to bit 15 of its half and exponent + mantissa to
+// bits 9-11, which makes an f16 of value e2m1 x 2^-14 (code 1, 0.5, an f16 subnormal), and cvt
+// widens the pair. Four integer operations and two conversions per pair of codes, against about
+// ten operations per code in e2m1_to_f32: on the H200 the NVFP4 decode GEMV is bound by these
+// instructions, not by memory (bench/results/2026-12-02-h200-31b-nvfp4.md).
+constexpr float kE2m1ViaF16 = 16384.0f;  // 2^14
+SPK_DEVICE void e2m1x2_to_f32x2_via_f16(uint32_t t, float& lo, float& hi) {
+  f16x2_to_f32x2((t & 0x80008000u) | ((t >> 3) & 0x0e000e00u), lo, hi);
+}
+
+// Two e4m3fn bytes, in bits 0-7 and 16-23 of t, as f32 values times 2^-8 (multiply by
+// kE4m3ViaF16 to undo), exactly for every code but NaN: sign to bit 15, exponent + mantissa to
+// bits 7-13 make an f16 of value e4m3 x 2^-8 (subnormals included). A NaN code (0x7f, 0xff)
+// becomes a finite value here: callers check e4m3_has_nan first.
+constexpr float kE4m3ViaF16 = 256.0f;  // 2^8
+SPK_DEVICE void e4m3x2_to_f32x2_via_f16(uint32_t t, float& lo, float& hi) {
+  f16x2_to_f32x2(((t << 7) & 0x3f803f80u) | ((t << 8) & 0x80008000u), lo, hi);
+}
+// Whether any of the four e4m3fn bytes of v is a NaN code (low 7 bits all ones: adding 1 to
+// them sets the byte's top bit, without a carry into the next byte).
+SPK_DEVICE bool e4m3_has_nan(uint32_t v) {
+  return (((v & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0u;
 }
 
 // ------------------------------------------------------------------------------------------------

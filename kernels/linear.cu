@@ -42,11 +42,13 @@ constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane (deco
 
 struct Bf16Weights {
   static constexpr int kChunk = 8;
+  static constexpr int kGroups = 1;  // one running sum over the chunk (no per-group factor)
+  static constexpr float kDecodedUnit = 1.0f;  // decode() gives the weights themselves
   const unsigned short* w;
   int in;
   SPK_MEMBER bool vector_ok() const { return in % 8 == 0 && aligned16(w); }
   SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * in + c * 8); }
-  SPK_MEMBER void decode(const uint4& raw, int64_t, int, float f[kChunk]) const {
+  SPK_MEMBER void decode(const uint4& raw, int64_t, int, float f[kChunk], float*) const {
     unpack_bf16x8(raw, f);
   }
   SPK_MEMBER float element(int64_t r, int k) const { return ldg_bf16(w + r * in + k); }
@@ -62,6 +64,8 @@ struct Bf16Weights {
 
 struct Nvfp4Weights {
   static constexpr int kChunk = 32;
+  static constexpr int kGroups = 2;  // the chunk's two 16-code blocks, each with its own scale
+  static constexpr float kDecodedUnit = 1.0f;  // the group scales carry the 2^14
   const unsigned char* w;            // [out, in / 2]
   const unsigned char* block_scale;  // [out, in / 16]
   const float* tensor_scale;         // [1]
@@ -71,15 +75,23 @@ struct Nvfp4Weights {
     return in % 32 == 0 && aligned16(w) && (reinterpret_cast<uintptr_t>(block_scale) & 1u) == 0;
   }
   SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * (in / 2) + c * 16); }
-  SPK_MEMBER void decode(const uint4& raw, int64_t r, int c, float f[kChunk]) const {
+  // The chunk's 32 codes as f32 values times 2^-14 (e2m1x2_to_f32x2_via_f16) and the factors of
+  // its two blocks (block scale x 2^14): the GEMV sums each block's products, then scales.
+  SPK_MEMBER void decode(const uint4& raw, int64_t r, int c, float f[kChunk],
+                         float group_scale[kGroups]) const {
     // Chunk c is blocks 2c and 2c + 1 (in % 32 == 0 and an even block_scale: 2-byte aligned).
     const uint32_t scales =
         __ldg(reinterpret_cast<const unsigned short*>(block_scale + r * (in / 16) + 2 * c));
-    const float s0 = e4m3_to_f32(scales & 0xffu), s1 = e4m3_to_f32(scales >> 8);
+    group_scale[0] = e4m3_to_f32(scales & 0xffu) * kE2m1ViaF16;
+    group_scale[1] = e4m3_to_f32(scales >> 8) * kE2m1ViaF16;
     const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      f[i] = e2m1_to_f32(words[i / 8] >> ((i % 8) * 4)) * (i < 16 ? s0 : s1);
+    for (int i = 0; i < 4; ++i) {
+      // Code k of the word (bits 4k .. 4k + 3) is element 8i + k; shifting the word left by
+      // 12 - 4k puts codes k and k + 4 at the top of its two halves.
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        e2m1x2_to_f32x2_via_f16(words[i] << (12 - 4 * k), f[8 * i + k], f[8 * i + k + 4]);
     }
   }
   SPK_MEMBER float element(int64_t r, int k) const {
@@ -101,16 +113,30 @@ struct Nvfp4Weights {
 
 struct Fp8Weights {
   static constexpr int kChunk = 16;
+  static constexpr int kGroups = 1;
   const unsigned char* w;  // [out, in]
   const float* scale;      // [scale_count]: one per tensor, or one per row
   int scale_count;
   int in;
   SPK_MEMBER bool vector_ok() const { return in % 16 == 0 && aligned16(w); }
   SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * in + c * 16); }
-  SPK_MEMBER void decode(const uint4& raw, int64_t, int, float f[kChunk]) const {
+  // The chunk's 16 elements as f32 values times 2^-8 (e4m3x2_to_f32x2_via_f16; a chunk holding
+  // a NaN code takes the exact per-element decode, so that NaN stays NaN).
+  static constexpr float kDecodedUnit = kE4m3ViaF16;
+  SPK_MEMBER void decode(const uint4& raw, int64_t, int, float f[kChunk], float*) const {
     const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+    if (e4m3_has_nan(raw.x) || e4m3_has_nan(raw.y) || e4m3_has_nan(raw.z) ||
+        e4m3_has_nan(raw.w)) {
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) f[i] = e4m3_to_f32(words[i / 4] >> ((i % 4) * 8));
+      for (int i = 0; i < kChunk; ++i)
+        f[i] = e4m3_to_f32(words[i / 4] >> ((i % 4) * 8)) * (1.0f / kE4m3ViaF16);
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      e4m3x2_to_f32x2_via_f16(words[i], f[4 * i], f[4 * i + 2]);
+      e4m3x2_to_f32x2_via_f16(words[i] >> 8, f[4 * i + 1], f[4 * i + 3]);
+    }
   }
   SPK_MEMBER float element(int64_t r, int k) const { return e4m3_to_f32(__ldg(w + r * in + k)); }
   SPK_MEMBER float row_scale(int64_t r) const { return __ldg(scale + (scale_count == 1 ? 0 : r)); }
@@ -153,21 +179,39 @@ SPK_DEVICE void gemv_row_vec(ActIn x, const W& w, ActOut y, int t0, int nt, int6
       const int c = c0 + u * 32 + lane;
       if (c >= chunks) continue;
       float wf[kChunk];
-      w.decode(wv[u], r, c, wf);
+      float group_scale[W::kGroups];
+      w.decode(wv[u], r, c, wf, group_scale);
 #pragma unroll
       for (int j = 0; j < TT; ++j) {
         if (j < nt) {
+          const int64_t x0 = static_cast<int64_t>(t0 + j) * in + c * kChunk;
+          if constexpr (W::kGroups == 1) {
 #pragma unroll
-          for (int g = 0; g < kChunk / 8; ++g) {
-            float4 a, b;
-            x.ldg8(static_cast<int64_t>(t0 + j) * in + c * kChunk + g * 8, a, b);
-            acc[j] = dot8_acc(wf + g * 8, a, b, acc[j]);
+            for (int g = 0; g < kChunk / 8; ++g) {
+              float4 a, b;
+              x.ldg8(x0 + g * 8, a, b);
+              acc[j] = dot8_acc(wf + g * 8, a, b, acc[j]);
+            }
+          } else {
+            constexpr int kGroup = kChunk / W::kGroups;
+#pragma unroll
+            for (int q = 0; q < W::kGroups; ++q) {
+              float part = 0.0f;
+#pragma unroll
+              for (int g = 0; g < kGroup / 8; ++g) {
+                float4 a, b;
+                x.ldg8(x0 + q * kGroup + g * 8, a, b);
+                part = dot8_acc(wf + q * kGroup + g * 8, a, b, part);
+              }
+              acc[j] = fmaf_(part, group_scale[q], acc[j]);
+            }
           }
         }
       }
     }
   }
-  const float row_scale = w.row_scale(r);
+  // decode() gives weights / kDecodedUnit (a power of two: exact).
+  const float row_scale = w.row_scale(r) * W::kDecodedUnit;
 #pragma unroll
   for (int j = 0; j < TT; ++j) {
     const float s = warp_sum(acc[j]) * row_scale;

@@ -641,9 +641,14 @@ void CheckLinearNvfp4(int T, int out, int in, bool bf16_act, bool odd_scale = fa
   Report("linear_nvfp4", shape, e, 1e-4);
 }
 
-void CheckLinearFp8(int T, int out, int in, bool per_row, bool bf16_act) {
+// nan_codes: a few elements are NaN codes (0x7f, 0xff), whose rows must come out NaN (the GEMV's
+// fast decode would make them finite: it must see them and take the exact one).
+void CheckLinearFp8(int T, int out, int in, bool per_row, bool bf16_act, bool nan_codes = false) {
   if (!Enabled("linear_fp8")) return;
-  const auto w = RandomE4M3Elements(static_cast<size_t>(out) * in);
+  auto w = RandomE4M3Elements(static_cast<size_t>(out) * in);
+  if (nan_codes)
+    for (int i = 0; i < 3; ++i)
+      w[static_cast<size_t>(g_rng.Int(0, out - 1)) * in + g_rng.Int(0, in - 1)] = i % 2 ? 0xff : 0x7f;
   const int scale_count = per_row ? out : 1;
   const auto scale = Uniforms(scale_count, 1e-4f, 1e-3f);
   auto xf = Normals(static_cast<size_t>(T) * in);
@@ -654,8 +659,8 @@ void CheckLinearFp8(int T, int out, int in, bool per_row, bool bf16_act) {
   Dev<float> d_s(scale);
   const bool vec = in % 16 == 0;
   const int64_t natural = vec && T >= 16 ? Ceil(T, 64) * Ceil(out, 128) : Ceil(out, 8);
-  const std::string shape = Fmt("T=%d out=%d in=%d [%s]%s", T, out, in, LinearPath(T, vec),
-                                per_row ? " per-row scale" : "");
+  const std::string shape = Fmt("T=%d out=%d in=%d [%s]%s%s", T, out, in, LinearPath(T, vec),
+                                per_row ? " per-row scale" : "", nan_codes ? " NaN codes" : "");
   if (bf16_act) {
     Dev<bf16> d_x(Bf16Bits(xf)), d_y(ref.size());
     d_y.Poison();
@@ -1331,6 +1336,8 @@ int main(int argc, char** argv) {
   CheckLinearFp8(1, 2048, 1536, false, false);
   CheckLinearFp8(5, 1536, 2816, true, false);
   CheckLinearFp8(37, 2048, 1536, false, false);
+  CheckLinearFp8(1, 1024, 1536, false, false, true);
+  CheckLinearFp8(40, 512, 1536, true, false, true);
   CheckLinearFp8(40, 300, 2112, true, false);
   CheckLinearFp8(24, 96, 16, false, false);  // one half K step
   CheckLinearFp8(7, 64, 24, false, false);   // in % 16 != 0: scalar GEMV

@@ -236,6 +236,19 @@ inline uint32_t spk_emu_pack_bf16x2(float lo, float hi) {
   return cvt(lo) | (cvt(hi) << 16);
 }
 
+// cvt.f32.f16 of both halves (common.cuh f16x2_to_f32x2): exact, subnormals and NaN included.
+inline void spk_emu_f16x2_to_f32x2(uint32_t v, float& lo, float& hi) {
+  auto cvt = [](uint32_t h) -> float {
+    const float sign = (h & 0x8000u) ? -1.0f : 1.0f;
+    const int e = static_cast<int>((h >> 10) & 31u), m = static_cast<int>(h & 1023u);
+    if (e == 31) return m ? std::nanf("") : sign * INFINITY;
+    if (e == 0) return sign * std::ldexp(static_cast<float>(m), -24);
+    return sign * std::ldexp(static_cast<float>(1024 + m), e - 25);
+  };
+  lo = cvt(v & 0xffffu);
+  hi = cvt(v >> 16);
+}
+
 // Warp-collective ldmatrix .x4 (common.cuh): every lane reads its words of the four matrices from
 // the row addresses the lanes gave.
 inline void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row) {
