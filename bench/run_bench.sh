@@ -15,6 +15,7 @@
 #       prompts (twice each), and one --profile run (per-op GB/s, 1024-token prompt, 16 tokens).
 #       SPARK_BENCH_ROUNDS=1 runs each case once (to fit one 10-minute device call);
 #       SPARK_BENCH_CASES (default "decode prefill profile") picks the kinds of run;
+#       SPARK_BENCH_CONTEXTS (default "1024 8192") the prompt lengths of the decode runs;
 #       SPARK_BENCH_NAME (default MODEL) names the result files spark_<name>_... (e.g.
 #       31b-kv-bf16 for an image compiled with --kv-cache-dtype bf16).
 #       Every run records nvidia-smi's used-memory peak next to spark-run's JSON.
@@ -110,7 +111,7 @@ case "$stage" in
     cases=" ${SPARK_BENCH_CASES:-decode prefill profile} "
     name=${SPARK_BENCH_NAME:-$model}
     for round in $(seq 1 "${SPARK_BENCH_ROUNDS:-2}"); do
-      for context in 1024 8192; do
+      for context in ${SPARK_BENCH_CONTEXTS:-1024 8192}; do
         [[ $cases == *" decode "* ]] || continue
         ids=$(python3 bench/prompt_ids.py "$context" "$round")
         run_with_peak "spark_${name}_decode${context}_r$round" "$run" "$image" --weights "$ckpt" \

@@ -16,10 +16,11 @@
 //      both multiplied with the (exact) bf16 weights: relative error ~2^-17 per product instead
 //      of 2^-9 for a plain bf16 cast, at 2x the MMA work; bf16 activations go to shared memory
 //      by cp.async as they are and take one MMA per product.
-//   2. otherwise, vector-friendly and aligned: decode GEMV, one warp per output row (grid-stride
-//      over rows), 16-byte weight loads (8 per lane issued together: 8 bf16, 32 NVFP4 codes or
-//      16 FP8 elements each), up to 8 tokens per pass so that a weight row is read from memory
-//      once per 8 tokens; warp-shuffle reduction.
+//   2. otherwise, vector-friendly and aligned: decode GEMV, a warp per output row or, for the
+//      quantized formats at one or two tokens, per 2-4 rows (grid-stride over rows; each
+//      activation load serves all of them), 16-byte weight loads (8 per lane issued together:
+//      8 bf16, 32 NVFP4 codes or 16 FP8 elements each), up to 8 tokens per pass so that a weight
+//      row is read from memory once per 8 tokens; warp-shuffle reduction.
 //   3. otherwise: the same warp-per-row scheme with scalar loads.
 // Vector-friendly: in % 8 == 0 (bf16), in % 32 == 0 (NVFP4: 16 bytes of codes, two block
 // scales), in % 16 == 0 (FP8).
@@ -37,20 +38,23 @@ constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane (deco
 
 // ---- weight formats ----
 // How the paths read one weight format: a 16-byte chunk c of row r (kChunk elements) loaded and
-// decoded to f32, a single element, the factor each row's dot product is multiplied by at the
-// end (the tensor or row scale of a quantized weight), and the tile path's B source.
+// its 8-element groups decoded to f32 (decode8: the weights / kDecodedUnit), the factors of the
+// chunk's scale groups (kGroups of them: NVFP4's blocks of 16), a single element, the factor each
+// row's dot product is multiplied by at the end (the tensor or row scale of a quantized weight),
+// the rows one GEMV warp takes at once (kGemvRows: a chunk of activations loaded once serves
+// them all) and the tile path's B source.
 
 struct Bf16Weights {
   static constexpr int kChunk = 8;
   static constexpr int kGroups = 1;  // one running sum over the chunk (no per-group factor)
-  static constexpr float kDecodedUnit = 1.0f;  // decode() gives the weights themselves
+  static constexpr float kDecodedUnit = 1.0f;  // decode8() gives the weights themselves
+  static constexpr int kGemvRows = 1;
   const unsigned short* w;
   int in;
   SPK_MEMBER bool vector_ok() const { return in % 8 == 0 && aligned16(w); }
   SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * in + c * 8); }
-  SPK_MEMBER void decode(const uint4& raw, int64_t, int, float f[kChunk], float*) const {
-    unpack_bf16x8(raw, f);
-  }
+  SPK_MEMBER void decode8(const uint4& raw, int, float f[8]) const { unpack_bf16x8(raw, f); }
+  SPK_MEMBER void group_scales(int64_t, int, float*) const {}
   SPK_MEMBER float element(int64_t r, int k) const { return ldg_bf16(w + r * in + k); }
   SPK_MEMBER float row_scale(int64_t) const { return 1.0f; }
   template <class F>
@@ -66,6 +70,7 @@ struct Nvfp4Weights {
   static constexpr int kChunk = 32;
   static constexpr int kGroups = 2;  // the chunk's two 16-code blocks, each with its own scale
   static constexpr float kDecodedUnit = 1.0f;  // the group scales carry the 2^14
+  static constexpr int kGemvRows = 4;
   const unsigned char* w;            // [out, in / 2]
   const unsigned char* block_scale;  // [out, in / 16]
   const float* tensor_scale;         // [1]
@@ -75,24 +80,22 @@ struct Nvfp4Weights {
     return in % 32 == 0 && aligned16(w) && (reinterpret_cast<uintptr_t>(block_scale) & 1u) == 0;
   }
   SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * (in / 2) + c * 16); }
-  // The chunk's 32 codes as f32 values times 2^-14 (e2m1x2_to_f32x2_via_f16) and the factors of
-  // its two blocks (block scale x 2^14): the GEMV sums each block's products, then scales.
-  SPK_MEMBER void decode(const uint4& raw, int64_t r, int c, float f[kChunk],
-                         float group_scale[kGroups]) const {
+  // Codes 8g .. 8g + 7 of the chunk (its word g) as f32 values times 2^-14
+  // (e2m1x2_to_f32x2_via_f16); the factors of its two blocks are block scale x 2^14: the GEMV
+  // sums each block's products, then scales them.
+  SPK_MEMBER void decode8(const uint4& raw, int g, float f[8]) const {
+    const uint32_t word = g == 0 ? raw.x : g == 1 ? raw.y : g == 2 ? raw.z : raw.w;
+    // Code k of the word (bits 4k .. 4k + 3) is element k; shifting the word left by 12 - 4k
+    // puts codes k and k + 4 at the top of its two halves.
+#pragma unroll
+    for (int k = 0; k < 4; ++k) e2m1x2_to_f32x2_via_f16(word << (12 - 4 * k), f[k], f[k + 4]);
+  }
+  SPK_MEMBER void group_scales(int64_t r, int c, float scale[kGroups]) const {
     // Chunk c is blocks 2c and 2c + 1 (in % 32 == 0 and an even block_scale: 2-byte aligned).
     const uint32_t scales =
         __ldg(reinterpret_cast<const unsigned short*>(block_scale + r * (in / 16) + 2 * c));
-    group_scale[0] = e4m3_to_f32(scales & 0xffu) * kE2m1ViaF16;
-    group_scale[1] = e4m3_to_f32(scales >> 8) * kE2m1ViaF16;
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      // Code k of the word (bits 4k .. 4k + 3) is element 8i + k; shifting the word left by
-      // 12 - 4k puts codes k and k + 4 at the top of its two halves.
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        e2m1x2_to_f32x2_via_f16(words[i] << (12 - 4 * k), f[8 * i + k], f[8 * i + k + 4]);
-    }
+    scale[0] = e4m3_to_f32(scales & 0xffu) * kE2m1ViaF16;
+    scale[1] = e4m3_to_f32(scales >> 8) * kE2m1ViaF16;
   }
   SPK_MEMBER float element(int64_t r, int k) const {
     const uint32_t byte = __ldg(w + r * (in / 2) + k / 2);
@@ -114,30 +117,32 @@ struct Nvfp4Weights {
 struct Fp8Weights {
   static constexpr int kChunk = 16;
   static constexpr int kGroups = 1;
+  static constexpr int kGemvRows = 2;
   const unsigned char* w;  // [out, in]
   const float* scale;      // [scale_count]: one per tensor, or one per row
   int scale_count;
   int in;
   SPK_MEMBER bool vector_ok() const { return in % 16 == 0 && aligned16(w); }
   SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * in + c * 16); }
-  // The chunk's 16 elements as f32 values times 2^-8 (e4m3x2_to_f32x2_via_f16; a chunk holding
-  // a NaN code takes the exact per-element decode, so that NaN stays NaN).
+  // Elements 8g .. 8g + 7 of the chunk (its words 2g, 2g + 1) as f32 values times 2^-8
+  // (e4m3x2_to_f32x2_via_f16; a group holding a NaN code takes the exact per-element decode, so
+  // that NaN stays NaN).
   static constexpr float kDecodedUnit = kE4m3ViaF16;
-  SPK_MEMBER void decode(const uint4& raw, int64_t, int, float f[kChunk], float*) const {
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-    if (e4m3_has_nan(raw.x) || e4m3_has_nan(raw.y) || e4m3_has_nan(raw.z) ||
-        e4m3_has_nan(raw.w)) {
+  SPK_MEMBER void decode8(const uint4& raw, int g, float f[8]) const {
+    const uint32_t words[2] = {g == 0 ? raw.x : raw.z, g == 0 ? raw.y : raw.w};
+    if (e4m3_has_nan(words[0]) || e4m3_has_nan(words[1])) {
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i)
+      for (int i = 0; i < 8; ++i)
         f[i] = e4m3_to_f32(words[i / 4] >> ((i % 4) * 8)) * (1.0f / kE4m3ViaF16);
       return;
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 2; ++i) {
       e4m3x2_to_f32x2_via_f16(words[i], f[4 * i], f[4 * i + 2]);
       e4m3x2_to_f32x2_via_f16(words[i] >> 8, f[4 * i + 1], f[4 * i + 3]);
     }
   }
+  SPK_MEMBER void group_scales(int64_t, int, float*) const {}
   SPK_MEMBER float element(int64_t r, int k) const { return e4m3_to_f32(__ldg(w + r * in + k)); }
   SPK_MEMBER float row_scale(int64_t r) const { return __ldg(scale + (scale_count == 1 ? 0 : r)); }
   template <class F>
@@ -152,70 +157,105 @@ struct Fp8Weights {
 
 // ---- GEMV (decode) ----
 
-// Token tile of TT tokens starting at t0 for row r, vector loads. Lane j handles chunks j, j+32,
-// ...
-template <int TT, class W>
-SPK_DEVICE void gemv_row_vec(ActIn x, const W& w, ActOut y, int t0, int nt, int64_t r, int out,
-                             int in) {
-  // A step covers kGemvUnroll chunks per lane: all their weight loads are issued before any
-  // arithmetic, so a warp has kGemvUnroll x 512 bytes in flight. (The kernel's register count
-  // is set by the tensor-core path, ~2 blocks of 256 threads per SM, so decode bandwidth rests
-  // on this per-warp parallelism rather than on occupancy.)
-  constexpr int kChunk = W::kChunk;
+// Token tile of TT tokens starting at t0 for the R rows r0 .. r0 + R - 1 (those below `out`),
+// vector loads. Lane j handles chunks j, j+32, ... of every row.
+template <int TT, int R, class W>
+SPK_DEVICE void gemv_rows_vec(ActIn x, const W& w, ActOut y, int t0, int nt, int64_t r0, int out,
+                              int in) {
+  // A step covers kGemvUnroll chunks per lane (kGemvUnroll / R of each row): all their weight
+  // loads are issued before any arithmetic, so a warp has kGemvUnroll x 512 bytes in flight.
+  // (The kernel's register count is set by the tensor-core path, ~2 blocks of 256 threads per
+  // SM, so decode bandwidth rests on this per-warp parallelism rather than on occupancy.) Each
+  // 8-element group of activations is loaded once for the R rows: with a lane's chunk 32
+  // elements wide (NVFP4), the activation loads, not the weights, would bound a one-row warp.
+  constexpr int kChunk = W::kChunk, kGroups = W::kGroups;
+  constexpr int kU = kGemvUnroll / R;
+  constexpr int kSetsPerGroup = kChunk / kGroups / 8;
+  static_assert(kGemvUnroll % R == 0 && kChunk % (8 * kGroups) == 0, "GEMV shape");
   const int lane = lane_id();
   const int chunks = in / kChunk;
-  float acc[TT];
+  int64_t row[R];  // rows past the end read the last row (valid memory) and store nothing
 #pragma unroll
-  for (int j = 0; j < TT; ++j) acc[j] = 0.0f;
-  for (int c0 = 0; c0 < chunks; c0 += 32 * kGemvUnroll) {
-    uint4 wv[kGemvUnroll];
+  for (int q = 0; q < R; ++q) row[q] = r0 + q < out ? r0 + q : out - 1;
+  float acc[R][TT];
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
+  for (int q = 0; q < R; ++q)
+#pragma unroll
+    for (int j = 0; j < TT; ++j) acc[q][j] = 0.0f;
+  for (int c0 = 0; c0 < chunks; c0 += 32 * kU) {
+    uint4 wv[R][kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
       const int c = c0 + u * 32 + lane;
-      wv[u] = c < chunks ? w.load(r, c) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+      for (int q = 0; q < R; ++q) wv[q][u] = c < chunks ? w.load(row[q], c) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int c = c0 + u * 32 + lane;
       if (c >= chunks) continue;
-      float wf[kChunk];
-      float group_scale[W::kGroups];
-      w.decode(wv[u], r, c, wf, group_scale);
+      float scale[R][kGroups];
 #pragma unroll
-      for (int j = 0; j < TT; ++j) {
-        if (j < nt) {
-          const int64_t x0 = static_cast<int64_t>(t0 + j) * in + c * kChunk;
-          if constexpr (W::kGroups == 1) {
+      for (int q = 0; q < R; ++q) w.group_scales(row[q], c, scale[q]);
 #pragma unroll
-            for (int g = 0; g < kChunk / 8; ++g) {
-              float4 a, b;
-              x.ldg8(x0 + g * 8, a, b);
-              acc[j] = dot8_acc(wf + g * 8, a, b, acc[j]);
+      for (int grp = 0; grp < kGroups; ++grp) {
+        // One scale group: with kGroups == 1 the products go straight into acc (one running sum
+        // in index order, as the MoE paths sum); otherwise into part, scaled at the group's end.
+        float part[R][TT];
+#pragma unroll
+        for (int q = 0; q < R; ++q)
+#pragma unroll
+          for (int j = 0; j < TT; ++j) part[q][j] = kGroups == 1 ? acc[q][j] : 0.0f;
+#pragma unroll
+        for (int set = 0; set < kSetsPerGroup; ++set) {
+          const int g = grp * kSetsPerGroup + set;
+          const int64_t xk = static_cast<int64_t>(c) * kChunk + g * 8;
+          if constexpr (R == 1) {
+            // One row: the group's activations token by token (8 registers at a time).
+            float f[8];
+            w.decode8(wv[0][u], g, f);
+#pragma unroll
+            for (int j = 0; j < TT; ++j) {
+              if (j < nt) {
+                float4 a, b;
+                x.ldg8(static_cast<int64_t>(t0 + j) * in + xk, a, b);
+                part[0][j] = dot8_acc(f, a, b, part[0][j]);
+              }
             }
           } else {
-            constexpr int kGroup = kChunk / W::kGroups;
+            // R rows (TT <= 2): the group's activations of every token first, then each row's
+            // weights decoded in turn (8 registers of them at a time, not R x 8).
+            float4 a[TT], b[TT];
 #pragma unroll
-            for (int q = 0; q < W::kGroups; ++q) {
-              float part = 0.0f;
+            for (int j = 0; j < TT; ++j)
+              if (j < nt) x.ldg8(static_cast<int64_t>(t0 + j) * in + xk, a[j], b[j]);
 #pragma unroll
-              for (int g = 0; g < kGroup / 8; ++g) {
-                float4 a, b;
-                x.ldg8(x0 + q * kGroup + g * 8, a, b);
-                part = dot8_acc(wf + q * kGroup + g * 8, a, b, part);
-              }
-              acc[j] = fmaf_(part, group_scale[q], acc[j]);
+            for (int q = 0; q < R; ++q) {
+              float f[8];
+              w.decode8(wv[q][u], g, f);
+#pragma unroll
+              for (int j = 0; j < TT; ++j)
+                if (j < nt) part[q][j] = dot8_acc(f, a[j], b[j], part[q][j]);
             }
           }
         }
+#pragma unroll
+        for (int q = 0; q < R; ++q)
+#pragma unroll
+          for (int j = 0; j < TT; ++j)
+            acc[q][j] = kGroups == 1 ? part[q][j] : fmaf_(part[q][j], scale[q][grp], acc[q][j]);
       }
     }
   }
-  // decode() gives weights / kDecodedUnit (a power of two: exact).
-  const float row_scale = w.row_scale(r) * W::kDecodedUnit;
 #pragma unroll
-  for (int j = 0; j < TT; ++j) {
-    const float s = warp_sum(acc[j]) * row_scale;
-    if (lane == 0 && j < nt) y[static_cast<int64_t>(t0 + j) * out + r] = s;
+  for (int q = 0; q < R; ++q) {
+    // decode8() gives weights / kDecodedUnit (a power of two: exact).
+    const float row_scale = w.row_scale(row[q]) * W::kDecodedUnit;
+#pragma unroll
+    for (int j = 0; j < TT; ++j) {
+      const float s = warp_sum(acc[q][j]) * row_scale;
+      if (lane == 0 && j < nt && r0 + q < out) y[static_cast<int64_t>(t0 + j) * out + r0 + q] = s;
+    }
   }
 }
 
@@ -240,15 +280,23 @@ SPK_DEVICE void gemv_row_scalar(ActIn x, const W& w, ActOut y, int t0, int nt, i
   }
 }
 
+// Rows per warp of the vector GEMV: the format's kGemvRows at one token, fewer as the token tile
+// grows (its accumulators and decoded weights are R x TT and R x 8 registers).
+// (A variable template: nvcc refuses a constexpr host function in device code.)
+template <int TT, class W>
+constexpr int kGemvRowsAt =
+    TT == 1 ? W::kGemvRows : TT == 2 && W::kGemvRows >= 2 ? W::kGemvRows / 2 : 1;
+
 template <int TT, bool kVec, class W>
 SPK_DEVICE void gemv(ActIn x, const W& w, ActOut y, int T, int out, int in) {
-  for (int64_t r = global_warp(); r < out; r += grid_warps()) {
+  constexpr int R = kVec ? kGemvRowsAt<TT, W> : 1;
+  for (int64_t r0 = global_warp() * R; r0 < out; r0 += grid_warps() * R) {
     for (int t0 = 0; t0 < T; t0 += TT) {
       const int nt = T - t0 < TT ? T - t0 : TT;
       if (kVec)
-        gemv_row_vec<TT>(x, w, y, t0, nt, r, out, in);
+        gemv_rows_vec<TT, R>(x, w, y, t0, nt, r0, out, in);
       else
-        gemv_row_scalar<TT>(x, w, y, t0, nt, r, out, in);
+        gemv_row_scalar<TT>(x, w, y, t0, nt, r0, out, in);
     }
   }
 }

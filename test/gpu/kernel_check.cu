@@ -1327,6 +1327,10 @@ int main(int argc, char** argv) {
   // ---- quantized linears (W4A16 / W8A16): GEMV, tiles, scalar fallback, bf16 activations ----
   CheckLinearNvfp4(1, 2048, 1536, false);
   CheckLinearNvfp4(3, 704, 2816, false);
+  // Row counts that are not a multiple of the GEMV's rows per warp (4 at one token, 2 at two).
+  CheckLinearNvfp4(1, 1027, 1536, false);
+  CheckLinearNvfp4(2, 1025, 2816, false);
+  CheckLinearNvfp4(1, 1027, 1536, true);
   CheckLinearNvfp4(37, 2048, 1536, false);
   CheckLinearNvfp4(100, 520, 704, false);
   CheckLinearNvfp4(24, 128, 16, false);  // in % 32 != 0: scalar GEMV
@@ -1337,6 +1341,7 @@ int main(int argc, char** argv) {
   CheckLinearFp8(5, 1536, 2816, true, false);
   CheckLinearFp8(37, 2048, 1536, false, false);
   CheckLinearFp8(1, 1024, 1536, false, false, true);
+  CheckLinearFp8(1, 1023, 2816, true, false);  // odd rows: the GEMV takes 2 per warp
   CheckLinearFp8(40, 512, 1536, true, false, true);
   CheckLinearFp8(40, 300, 2112, true, false);
   CheckLinearFp8(24, 96, 16, false, false);  // one half K step
