@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "file_util.h"
+#include "spark/runtime/element_type.h"
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
@@ -112,6 +113,23 @@ absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan,
     weights.push_back({tensor->data, tensor->num_bytes});
   }
   return weights;
+}
+
+WeightPlacement PlaceIntegratedWeights(const Plan& plan, const std::vector<WeightData>& weights) {
+  WeightPlacement placement;
+  placement.copied.assign(weights.size(), false);
+  for (size_t w = 0; w < weights.size() && w < plan.weights.size(); ++w) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(weights[w].data);
+    const uintptr_t element = static_cast<uintptr_t>(std::max(1, DTypeSize(plan.weights[w].dtype)));
+    const bool vector_sized = weights[w].num_bytes >= kWeightVectorAlignment;
+    if (weights[w].num_bytes > 0 &&
+        (address % element != 0 || (vector_sized && address % kWeightVectorAlignment != 0))) {
+      placement.copied[w] = true;
+      ++placement.num_copied;
+      placement.copied_bytes += weights[w].num_bytes;
+    }
+  }
+  return placement;
 }
 
 std::unique_ptr<Executor> WithStepDump(std::unique_ptr<Executor> executor, std::string dir) {

@@ -20,6 +20,7 @@
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/executor.h"
+#include "spark/runtime/memory_estimator.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
 #include "spark/runtime/status_macros.h"
@@ -230,18 +231,10 @@ absl::Status CudaExecutor::BindDeviceWeights() {
 }
 
 // Integrated device: GPU and CPU share memory, so the mapped checkpoint files are registered
-// (read-only) and the weights are read where they are.
+// (read-only) and the weights are read where they are, except those PlaceIntegratedWeights copies
+// (not 16-byte aligned in their file: the kernels' vector loads need it).
 absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) {
-  // The kernels load weight elements at their natural alignment: a checkpoint whose tensors are
-  // not (safetensors does not require it) is copied (BindDeviceWeights says so).
-  for (size_t w = 0; w < host.size(); ++w) {
-    const uint64_t element = static_cast<uint64_t>(std::max(1, DTypeSize(plan_.weights[w].dtype)));
-    if (reinterpret_cast<uintptr_t>(host[w].data) % element != 0) {
-      return absl::FailedPreconditionError(PrintableText(absl::StrCat(
-          "weight ", plan_.weights[w].name, " is not ", element,
-          "-byte aligned in its checkpoint file")));
-    }
-  }
+  const WeightPlacement placement = PlaceIntegratedWeights(plan_, host);
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   std::vector<CUdeviceptr> file_addresses;
   for (const Checkpoint::File& file : checkpoint_.files()) {
@@ -255,8 +248,32 @@ absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) 
     SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemHostGetDevicePointer(&address, pointer, 0));
     file_addresses.push_back(address);
   }
+  if (placement.num_copied > 0) {
+    Notice(absl::StrCat(placement.num_copied, " of ", host.size(), " weights (",
+                        FormatBytes(placement.copied_bytes),
+                        ") are not 16-byte aligned in the checkpoint files: copied, so that the "
+                        "kernels' vector loads can read them; the rest is used in place"));
+  }
+  std::vector<uint64_t> copy_offsets(host.size(), 0);
+  uint64_t copy_total = 0;
+  for (size_t w = 0; w < host.size(); ++w) {
+    if (!placement.copied[w]) continue;
+    copy_offsets[w] = copy_total;
+    copy_total = AlignUp(copy_total + host[w].num_bytes, kPartAlignment);
+  }
+  if (copy_total > 0) {
+    SPARK_RETURN_IF_ERROR(Allocate(&weight_block_, copy_total));
+    usage_.weight_bytes = copy_total;
+  }
   for (size_t w = 0; w < host.size(); ++w) {
     CUdeviceptr address = 0;
+    if (placement.copied[w]) {
+      address = weight_block_.address + copy_offsets[w];
+      SPARK_CU_RETURN_IF_ERROR(api_,
+                               api_->cuMemcpyHtoD(address, host[w].data, host[w].num_bytes));
+      bindings_.weights.push_back(address);
+      continue;
+    }
     for (size_t f = 0; f < checkpoint_.files().size() && address == 0; ++f) {
       const Checkpoint::File& file = checkpoint_.files()[f];
       if (host[w].data >= file.data && host[w].data < file.data + file.size) {
@@ -274,8 +291,11 @@ absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) 
 
 // Discrete device: one allocation, each weight copied to its aligned part.
 absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
+  // (After a failed RegisterWeights: nothing of it stays.)
   for (void* pointer : registered_) api_->cuMemHostUnregister(pointer);
   registered_.clear();
+  usage_.registered_bytes = 0;
+  Free(&weight_block_);
   bindings_.weights.clear();
   std::vector<uint64_t> offsets;
   uint64_t total = 0;

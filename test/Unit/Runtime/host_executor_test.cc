@@ -418,6 +418,25 @@ TEST(KvCapacityTest, FullHoldsMaxLengthSlidingHoldsTheWindowPlusAChunk) {
   EXPECT_EQ(KvCapacity(sliding, 100, 64), 100);
 }
 
+// An integrated GPU reads weights in place unless their bytes sit where the kernels' 16-byte
+// vector loads cannot read them: those are copied (a safetensors file packs tensors back to back,
+// so the U8 codes after an NVFP4 checkpoint's f32 scalars may start at any offset).
+TEST(PlaceIntegratedWeightsTest, CopiesWhatIsNotSixteenByteAligned) {
+  alignas(64) static uint8_t bytes[256] = {};
+  Plan plan;
+  plan.weights = {{"aligned", DType::kF4E2M1FN, {8, 16}},     // 64 bytes at offset 0
+                  {"codes", DType::kF4E2M1FN, {8, 16}},       // 64 bytes at offset 68
+                  {"scalar", DType::kF32, {}},                // 4 bytes at offset 4: fine
+                  {"bf16-odd", DType::kBF16, {4}},            // 8 bytes at offset 1: element
+                  {"empty", DType::kBF16, {0}}};              // no bytes
+  const std::vector<WeightData> weights = {
+      {bytes, 64}, {bytes + 68, 64}, {bytes + 4, 4}, {bytes + 1, 8}, {bytes + 3, 0}};
+  const WeightPlacement placement = PlaceIntegratedWeights(plan, weights);
+  EXPECT_EQ(placement.copied, (std::vector<bool>{false, true, false, true, false}));
+  EXPECT_EQ(placement.num_copied, 2u);
+  EXPECT_EQ(placement.copied_bytes, 72u);
+}
+
 }  // namespace
 }  // namespace rt
 }  // namespace spark

@@ -139,6 +139,21 @@ struct WeightData {
 // (name, dtype, shape). Pointers stay valid while `checkpoint` lives.
 absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan, const Checkpoint& checkpoint);
 
+// Where an executor on an integrated GPU (memory shared with the CPU) keeps each weight: read in
+// place from the checkpoint's mapping, or copied. The kernels' fast paths load weights 16 bytes at
+// a time (kWeightVectorAlignment), and safetensors does not align tensors: the safetensors library
+// packs them back to back, so in a quantized checkpoint the U8 codes that follow the f32 scalars
+// can start at any offset. A weight of 16 bytes or more that is not 16-byte aligned there, or one
+// not aligned to its element size, is copied; read in place it would take the kernels' scalar
+// fallback, several times slower.
+inline constexpr uint64_t kWeightVectorAlignment = 16;
+struct WeightPlacement {
+  std::vector<bool> copied;  // by weight id
+  size_t num_copied = 0;
+  uint64_t copied_bytes = 0;
+};
+WeightPlacement PlaceIntegratedWeights(const Plan& plan, const std::vector<WeightData>& weights);
+
 // Wraps `executor` so that every RunStep call writes the outputs of all steps to
 // `dir`/run<NNN>.safetensors (NNN counts the calls from 000), tensors named per StepOutput::name.
 // `dir` must exist.
