@@ -367,8 +367,9 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     return topReader.error("unsupported model_type '" + modelType +
                            "' (expected 'gemma4' or 'gemma4_text')");
   }
-  // Quantized checkpoints: ModelOpt NVFP4 / FP8 are read (QuantizationConfig.h); anything else
-  // (AWQ, GPTQ, MXFP4, compressed-tensors, ...) is refused, naming what the config says.
+  // Quantized checkpoints: ModelOpt NVFP4 / FP8 and compressed-tensors FP8 are read
+  // (QuantizationConfig.h); anything else (AWQ, GPTQ, MXFP4, other compressed-tensors schemes,
+  // ...) is refused, naming what the config says.
   for (const json::Object *object : {top, textObject}) {
     const json::Value *quantization = object->get("quantization_config");
     if (!quantization || quantization->kind() == json::Value::Null)

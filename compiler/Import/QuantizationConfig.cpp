@@ -3,7 +3,9 @@
 
 #include <fnmatch.h>
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Regex.h"
 
 using namespace llvm;
 
@@ -16,8 +18,9 @@ Error fail(StringRef origin, const Twine &message) {
 }
 
 const char *const kUseBf16 =
-    "; Spark runs ModelOpt NVFP4 (group size 16) and FP8 checkpoints, or the model's bf16 "
-    "checkpoint (spark-quantize turns a bf16 checkpoint into NVFP4 or FP8)";
+    "; Spark runs ModelOpt NVFP4 (group size 16) and FP8 checkpoints and compressed-tensors FP8 "
+    "ones, or the model's bf16 checkpoint (spark-quantize turns a bf16 checkpoint into NVFP4 or "
+    "FP8)";
 
 /// The ModelOpt fields shared by both files: quant_algo, group_size, the exclude list.
 Expected<QuantizationConfig> readModelOpt(const json::Object &q, StringRef origin,
@@ -72,6 +75,166 @@ Expected<QuantizationConfig> readModelOpt(const json::Object &q, StringRef origi
   return config;
 }
 
+/// A list of module-name strings (`key` of `q`), absent or null meaning none.
+Expected<std::vector<std::string>> stringList(const json::Object &q, StringRef key,
+                                              StringRef origin) {
+  std::vector<std::string> out;
+  const json::Value *list = q.get(key);
+  if (!list || list->kind() == json::Value::Null)
+    return out;
+  const json::Array *array = list->getAsArray();
+  if (!array)
+    return fail(origin, Twine(key) + " must be a list of module names");
+  for (const json::Value &item : *array) {
+    std::optional<StringRef> name = item.getAsString();
+    if (!name)
+      return fail(origin, Twine(key) + " must be a list of module names");
+    out.push_back(name->str());
+  }
+  return out;
+}
+
+/// A Python regular expression as the POSIX extended one llvm::Regex reads: the escapes configs
+/// use that POSIX lacks (\d, \w, \s, \Z) spelt out; anything else is left for Regex to accept
+/// or refuse.
+std::string posixRegex(StringRef python) {
+  std::string out;
+  for (size_t i = 0; i < python.size(); ++i) {
+    if (python[i] != '\\' || i + 1 == python.size()) {
+      out += python[i];
+      continue;
+    }
+    const char next = python[++i];
+    if (next == 'd')
+      out += "[0-9]";
+    else if (next == 'w')
+      out += "[A-Za-z0-9_]";
+    else if (next == 's')
+      out += "[[:space:]]";
+    else if (next == 'Z')
+      out += "$";
+    else
+      out += std::string{'\\', next};
+  }
+  return out;
+}
+
+/// Sorts compressed-tensors module references into plain names and "re:" expressions (checked
+/// to compile), for `what` ("ignore" or "targets").
+Error splitNames(ArrayRef<std::string> names, StringRef what, StringRef origin,
+                 std::vector<std::string> &plain, std::vector<std::string> &regex) {
+  for (const std::string &name : names) {
+    StringRef n = name;
+    if (!n.consume_front("re:")) {
+      plain.push_back(name);
+      continue;
+    }
+    const std::string posix = posixRegex(n);
+    std::string error;
+    if (!Regex(posix).isValid(error))
+      return fail(origin, Twine(what) + " entry '" + name + "' is not a valid regular expression (" +
+                              error + ")");
+    regex.push_back(posix);
+  }
+  return Error::success();
+}
+
+/// compressed-tensors (llm-compressor): the FP8 weight schemes Spark runs, every other refused.
+Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, StringRef origin) {
+  QuantizationConfig config;
+  config.source = "config.json quantization_config";
+  config.format = QuantizationConfig::Format::kFp8;
+  const char *const ct = "compressed-tensors ";
+  auto checkFormat = [&](std::optional<StringRef> format) -> Error {
+    if (format && *format != "float-quantized" && *format != "naive-quantized")
+      return fail(origin, Twine(ct) + "format '" + *format +
+                              "' is not supported (Spark runs its FP8 'float-quantized' weights)" +
+                              kUseBf16);
+    return Error::success();
+  };
+  if (Error e = checkFormat(q.getString("format")))
+    return std::move(e);
+  const json::Object *groups = q.getObject("config_groups");
+  if (!groups || groups->empty())
+    return fail(origin, Twine(ct) + "quantization_config has no config_groups");
+  std::optional<StringRef> strategy;
+  for (const auto &[key, value] : *groups) {
+    const std::string group = "config_groups['" + key.str() + "']";
+    const json::Object *g = value.getAsObject();
+    if (!g)
+      return fail(origin, Twine(ct) + group + " must be an object");
+    if (Error e = checkFormat(g->getString("format")))
+      return std::move(e);
+    const json::Object *w = g->getObject("weights");
+    if (!w)
+      return fail(origin, Twine(ct) + group + " quantizes no weights (activation-only schemes are not "
+                                       "supported)" + kUseBf16);
+    std::optional<int64_t> bits = w->getInteger("num_bits");
+    std::optional<StringRef> type = w->getString("type");
+    std::optional<StringRef> s = w->getString("strategy");
+    const std::string scheme =
+        (bits ? std::to_string(*bits) : std::string("?")) + "-bit " +
+        (type ? type->str() : std::string("?")) + ", strategy " +
+        (s ? s->str() : std::string("?"));
+    if (!bits || *bits != 8 || !type || *type != "float")
+      return fail(origin, Twine(ct) + group + " weights are " + scheme +
+                              ": only 8-bit float (FP8) weights are supported" + kUseBf16);
+    if (!s || (*s != "tensor" && *s != "channel"))
+      return fail(origin, Twine(ct) + group + " FP8 weights with strategy " +
+                              (s ? "'" + s->str() + "'" : std::string("(none)")) +
+                              ": Spark runs per-tensor and per-channel scales (block and group "
+                              "scales are not supported)" + kUseBf16);
+    if (std::optional<bool> symmetric = w->getBoolean("symmetric"); symmetric && !*symmetric)
+      return fail(origin, Twine(ct) + group + " FP8 weights are asymmetric (a zero point): not "
+                                       "supported" + kUseBf16);
+    if (strategy && *strategy != *s) {
+      // (Named in sorted order: JSON objects have no order here.)
+      const StringRef first = std::min(*strategy, *s), second = std::max(*strategy, *s);
+      return fail(origin, Twine(ct) + "config groups disagree on the weight strategy ('" + first +
+                              "' and '" + second + "'): one FP8 scale layout per checkpoint is "
+                              "supported");
+    }
+    strategy = s;
+    if (const json::Value *a = g->get("input_activations"); a && a->kind() != json::Value::Null)
+      config.warnings.push_back(group + " input_activations are not used: Spark multiplies the "
+                                        "FP8 weights with its f32 / bf16 activations (W8A16)");
+    Expected<std::vector<std::string>> targets = stringList(*g, "targets", origin);
+    if (!targets)
+      return targets.takeError();
+    std::vector<std::string> named;
+    bool allLinears = targets->empty();
+    for (const std::string &t : *targets)
+      if (t == "Linear")
+        allLinears = true;
+      else
+        named.push_back(t);
+    if (!allLinears)
+      if (Error e = splitNames(named, "targets", origin, config.targets, config.targetRegex))
+        return std::move(e);
+  }
+  config.fp8PerChannel = *strategy == "channel";
+  config.algo = config.fp8PerChannel ? "compressed-tensors FP8 (channel)"
+                                     : "compressed-tensors FP8 (tensor)";
+  Expected<std::vector<std::string>> ignore = stringList(q, "ignore", origin);
+  if (!ignore)
+    return ignore.takeError();
+  if (Error e = splitNames(*ignore, "ignore", origin, config.exclude, config.excludeRegex))
+    return std::move(e);
+  if (const json::Value *kv = q.get("kv_cache_scheme"); kv && kv->kind() != json::Value::Null)
+    config.warnings.push_back(
+        "kv_cache_scheme is not used: Spark keeps the KV cache in f32 or bf16 (spark-compile "
+        "--kv-cache-dtype), and the checkpoint's k_scale / v_scale tensors are not read");
+  return config;
+}
+
+/// Whether `name` matches a regular expression from its start (Python's re.match).
+bool matchesFromStart(ArrayRef<std::string> expressions, StringRef name) {
+  for (const std::string &e : expressions)
+    if (Regex("^(" + e + ")").match(name))
+      return true;
+  return false;
+}
+
 } // namespace
 
 bool QuantizationConfig::quantizes(StringRef module) const {
@@ -83,6 +246,10 @@ bool QuantizationConfig::quantizes(StringRef module) const {
   for (const std::string &pattern : exclude)
     if (fnmatch(pattern.c_str(), name.c_str(), 0) == 0)
       return false;
+  if (matchesFromStart(excludeRegex, module))
+    return false;
+  if (!targets.empty() || !targetRegex.empty())
+    return llvm::is_contained(targets, name) || matchesFromStart(targetRegex, module);
   return true;
 }
 
@@ -105,6 +272,8 @@ Expected<QuantizationConfig> parseQuantizationConfig(const json::Object &object,
     if (std::optional<StringRef> value = object.getString(key))
       what += (what.empty() ? "" : ", ") + key.str() + " '" + value->str() + "'";
   std::optional<StringRef> method = object.getString("quant_method");
+  if (method && *method == "compressed-tensors")
+    return readCompressedTensors(object, origin);
   if (!method || *method != "modelopt")
     return fail(origin, Twine("quantization_config") + (what.empty() ? "" : " (" + what + ")") +
                             ": this quantization is not supported" + kUseBf16);

@@ -7,8 +7,14 @@
 //     codes), X.weight_scale F8_E4M3 [out, in/16], X.weight_scale_2 F32 scalar;
 //   - FP8 (quant_algo "FP8": X.weight F8_E4M3 [out, in], X.weight_scale F32 scalar; or
 //     "FP8_PER_CHANNEL_PER_TOKEN": X.weight_scale F32 [out]).
-// Anything else (AWQ, GPTQ, MXFP4, block-wise FP8, compressed-tensors, an unknown algo, a group
-// size other than 16) is refused with a message naming it: never imported as if it were bf16.
+// And compressed-tensors (vLLM's llm-compressor; quant_method "compressed-tensors") FP8 weights:
+// format "float-quantized" (or "naive-quantized"), every config group's `weights` 8-bit
+// symmetric float with strategy "tensor" (X.weight_scale F32 [1]) or "channel" ([out, 1]), the
+// same tensors as ModelOpt FP8 otherwise; `ignore` holds module names and "re:" regular
+// expressions, `targets` "Linear" or names / "re:" expressions.
+// Anything else (AWQ, GPTQ, MXFP4, block-wise FP8, compressed-tensors integer or NVFP4 schemes,
+// an unknown algo, a group size other than 16) is refused with a message naming it: never
+// imported as if it were bf16.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SPARK_COMPILER_IMPORT_QUANTIZATIONCONFIG_H
@@ -33,8 +39,15 @@ struct QuantizationConfig {
   /// Where it was read: "config.json quantization_config" or a path to hf_quant_config.json.
   std::string source;
   /// Modules kept in bf16: fnmatch wildcards over full module names (ModelOpt's `ignore` /
-  /// `exclude_modules`; "model.language_model.layers.0*" is a subtree).
+  /// `exclude_modules`; "model.language_model.layers.0*" is a subtree; compressed-tensors'
+  /// plain names, which match themselves).
   std::vector<std::string> exclude;
+  /// Modules kept in bf16 by regular expression (compressed-tensors' "re:" entries of `ignore`,
+  /// matched from the start of the name as Python's re.match does).
+  std::vector<std::string> excludeRegex;
+  /// compressed-tensors `targets` other than "Linear": only the linears they name (plain names
+  /// or "re:" expressions, as above) are quantized. Empty: every linear.
+  std::vector<std::string> targets, targetRegex;
   /// Fields read but not honoured (kv_cache_quant_algo), for spark-import's warnings.
   std::vector<std::string> warnings;
 
