@@ -188,7 +188,8 @@ SPK_DEVICE void gemv_rows_vec(ActIn x, const W& w, ActOut y, int t0, int nt, int
     for (int u = 0; u < kU; ++u) {
       const int c = c0 + u * 32 + lane;
 #pragma unroll
-      for (int q = 0; q < R; ++q) wv[q][u] = c < chunks ? w.load(row[q], c) : make_uint4(0, 0, 0, 0);
+      for (int q = 0; q < R; ++q)
+        wv[q][u] = c < chunks ? w.load(row[q], c) : make_uint4(0u, 0u, 0u, 0u);
     }
 #pragma unroll
     for (int u = 0; u < kU; ++u) {

@@ -22,6 +22,25 @@ const char *const kUseBf16 =
     "ones, or the model's bf16 checkpoint (spark-quantize turns a bf16 checkpoint into NVFP4 or "
     "FP8)";
 
+/// A list of strings (`key` of `q`: `what`, for the message), absent or null meaning none.
+Expected<std::vector<std::string>> stringList(const json::Object &q, StringRef key,
+                                              StringRef origin, StringRef what) {
+  std::vector<std::string> out;
+  const json::Value *list = q.get(key);
+  if (!list || list->kind() == json::Value::Null)
+    return out;
+  const json::Array *array = list->getAsArray();
+  if (!array)
+    return fail(origin, Twine(key) + " must be a list of " + what);
+  for (const json::Value &item : *array) {
+    std::optional<StringRef> name = item.getAsString();
+    if (!name)
+      return fail(origin, Twine(key) + " must be a list of " + what);
+    out.push_back(name->str());
+  }
+  return out;
+}
+
 /// The ModelOpt fields shared by both files: quant_algo, group_size, the exclude list.
 Expected<QuantizationConfig> readModelOpt(const json::Object &q, StringRef origin,
                                           StringRef source) {
@@ -50,18 +69,11 @@ Expected<QuantizationConfig> readModelOpt(const json::Object &q, StringRef origi
     return fail(origin, Twine("quant_algo \"") + *algo + "\" is not supported" + kUseBf16);
   }
   for (StringRef key : {"exclude_modules", "ignore"}) {
-    const json::Value *list = q.get(key);
-    if (!list || list->kind() == json::Value::Null)
-      continue;
-    const json::Array *array = list->getAsArray();
-    if (!array)
-      return fail(origin, Twine(key) + " must be a list of module name patterns");
-    for (const json::Value &item : *array) {
-      std::optional<StringRef> pattern = item.getAsString();
-      if (!pattern)
-        return fail(origin, Twine(key) + " must be a list of module name patterns");
-      config.exclude.push_back(pattern->str());
-    }
+    Expected<std::vector<std::string>> patterns =
+        stringList(q, key, origin, "module name patterns");
+    if (!patterns)
+      return patterns.takeError();
+    config.exclude.insert(config.exclude.end(), patterns->begin(), patterns->end());
   }
   if (const json::Value *kv = q.get("kv_cache_quant_algo");
       kv && kv->kind() != json::Value::Null) {
@@ -73,25 +85,6 @@ Expected<QuantizationConfig> readModelOpt(const json::Object &q, StringRef origi
         "and the checkpoint's k_scale / v_scale tensors are not read");
   }
   return config;
-}
-
-/// A list of module-name strings (`key` of `q`), absent or null meaning none.
-Expected<std::vector<std::string>> stringList(const json::Object &q, StringRef key,
-                                              StringRef origin) {
-  std::vector<std::string> out;
-  const json::Value *list = q.get(key);
-  if (!list || list->kind() == json::Value::Null)
-    return out;
-  const json::Array *array = list->getAsArray();
-  if (!array)
-    return fail(origin, Twine(key) + " must be a list of module names");
-  for (const json::Value &item : *array) {
-    std::optional<StringRef> name = item.getAsString();
-    if (!name)
-      return fail(origin, Twine(key) + " must be a list of module names");
-    out.push_back(name->str());
-  }
-  return out;
 }
 
 /// A Python regular expression as the POSIX extended one llvm::Regex reads: the escapes configs
@@ -132,8 +125,8 @@ Error splitNames(ArrayRef<std::string> names, StringRef what, StringRef origin,
     const std::string posix = posixRegex(n);
     std::string error;
     if (!Regex(posix).isValid(error))
-      return fail(origin, Twine(what) + " entry '" + name + "' is not a valid regular expression (" +
-                              error + ")");
+      return fail(origin, Twine(what) + " entry '" + name +
+                              "' is not a valid regular expression (" + error + ")");
     regex.push_back(posix);
   }
   return Error::success();
@@ -167,8 +160,9 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
       return std::move(e);
     const json::Object *w = g->getObject("weights");
     if (!w)
-      return fail(origin, Twine(ct) + group + " quantizes no weights (activation-only schemes are not "
-                                       "supported)" + kUseBf16);
+      return fail(origin, Twine(ct) + group +
+                              " quantizes no weights (activation-only schemes are not supported)" +
+                              kUseBf16);
     std::optional<int64_t> bits = w->getInteger("num_bits");
     std::optional<StringRef> type = w->getString("type");
     std::optional<StringRef> s = w->getString("strategy");
@@ -198,7 +192,7 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
     if (const json::Value *a = g->get("input_activations"); a && a->kind() != json::Value::Null)
       config.warnings.push_back(group + " input_activations are not used: Spark multiplies the "
                                         "FP8 weights with its f32 / bf16 activations (W8A16)");
-    Expected<std::vector<std::string>> targets = stringList(*g, "targets", origin);
+    Expected<std::vector<std::string>> targets = stringList(*g, "targets", origin, "module names");
     if (!targets)
       return targets.takeError();
     std::vector<std::string> named;
@@ -215,7 +209,7 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
   config.fp8PerChannel = *strategy == "channel";
   config.algo = config.fp8PerChannel ? "compressed-tensors FP8 (channel)"
                                      : "compressed-tensors FP8 (tensor)";
-  Expected<std::vector<std::string>> ignore = stringList(q, "ignore", origin);
+  Expected<std::vector<std::string>> ignore = stringList(q, "ignore", origin, "module names");
   if (!ignore)
     return ignore.takeError();
   if (Error e = splitNames(*ignore, "ignore", origin, config.exclude, config.excludeRegex))

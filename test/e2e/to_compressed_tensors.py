@@ -14,24 +14,11 @@ row (channel). Everything else is copied byte for byte. Pure Python (no numpy).
 import argparse
 import json
 import shutil
-import struct
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from safetensors_io import read_raw  # noqa: E402
-
-
-def write_raw(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+from safetensors_io import read_raw, write_raw  # noqa: E402
 
 
 def wildcard_regex(pattern):

@@ -14,11 +14,10 @@ rows; "" for a scalar).
   write_safetensors.py %t.st --copy model.safetensors --tensor model.norm.weight:BF16:65:1
 """
 import argparse
-import json
 import struct
 import sys
 
-from safetensors_io import read_raw as read_safetensors
+from safetensors_io import read_raw as read_safetensors, write_raw
 
 FORMATS = {"F32": ("<f", 4), "I64": ("<q", 8), "I32": ("<i", 4), "BF16": (None, 2),
            "U8": ("<B", 1), "F8_E4M3": ("<B", 1)}
@@ -62,15 +61,7 @@ def main():
     for spec in args.tensor:
         name, tensor = parse_tensor(spec)
         tensors[name] = tensor
-    header, blobs, offset = {}, [], 0
-    for name, (dtype, shape, raw) in tensors.items():
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(args.out, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    write_raw(args.out, tensors)
     return 0
 
 

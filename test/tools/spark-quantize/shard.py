@@ -8,25 +8,10 @@ import json
 import os
 import re
 import shutil
-import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "e2e"))
-from safetensors_io import read_raw  # noqa: E402
-
-
-def write(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        dtype, shape, raw = tensors[name]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-    return offset
+from safetensors_io import read_raw, write_raw  # noqa: E402
 
 
 def main():
@@ -39,7 +24,7 @@ def main():
     weight_map, total = {}, 0
     for i, shard in enumerate(shards):
         file = f"model-{i + 1:05d}-of-00002.safetensors"
-        total += write(os.path.join(dst, file), shard)
+        total += write_raw(os.path.join(dst, file), shard, sort=True)
         for name in shard:
             weight_map[name] = file
     with open(os.path.join(dst, "model.safetensors.index.json"), "w") as f:
