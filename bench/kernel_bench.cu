@@ -3,7 +3,8 @@
 // the decode GEMV (spark_linear at 1 token), the quantized linears (spark_linear_nvfp4 /
 // spark_linear_fp8, W4A16 / W8A16, the same shapes: bytes are the weights' real bytes, 0.5625 and
 // 1 per weight) and the grouped MoE experts (spark_moe_gate_up /
-// spark_moe_down at a 512-token chunk of 26B-A4B, random top-8 routing). Each figure is set
+// spark_moe_down at a 512-token chunk of 26B-A4B, random top-8 routing; then the experts in
+// bf16, NVFP4 and FP8 at decode and at a 512-token chunk). Each figure is set
 // against the ceiling of the same GPU: the device-to-device copy bandwidth this program measures,
 // and a bf16 GEMM throughput given on the command line (bench/ceilings.py measures it with
 // torch.matmul).
@@ -231,6 +232,93 @@ void BenchMoe(int T, int hidden, int inter, int E, int K, std::mt19937& rng, con
   }
 }
 
+// The MoE experts in each weight format at 26B-A4B's shapes: decode (one token, the top-k
+// experts' weights read: the bandwidth figure) and a grouped 512-token chunk (every expert read:
+// the TFLOP/s figure). Formats: bf16 (2 bytes per weight), NVFP4 (0.5 + 1/16: codes and block
+// scales) and FP8 (1), as spark-import stacks a ModelOpt checkpoint's per-expert tensors.
+void BenchMoeFormats(int T, int hidden, int inter, int E, int K, std::mt19937& rng,
+                     const Figures& f) {
+  const int slots = T * K;
+  const bool grouped = T >= spark::abi::kMoeGroupMinTokens;
+  const int64_t gu_n = int64_t{E} * 2 * inter * hidden, dn_n = int64_t{E} * hidden * inter;
+  float* x = DeviceRandom<float>(static_cast<size_t>(T) * hidden, rng, 1.0f);
+  float* w = DeviceRandom<float>(slots, rng, 1.0f);
+  int* idx = DeviceRouting(T, E, K, rng);
+  bf16_t* gu16 = DeviceRandom<bf16_t>(gu_n, rng, 0.05f);
+  bf16_t* dn16 = DeviceRandom<bf16_t>(dn_n, rng, 0.05f);
+  unsigned char* gu4 = DeviceBytes(gu_n / 2, rng, false, false);
+  unsigned char* gu4s = DeviceBytes(gu_n / 16, rng, true, false);
+  unsigned char* dn4 = DeviceBytes(dn_n / 2, rng, false, false);
+  unsigned char* dn4s = DeviceBytes(dn_n / 16, rng, true, false);
+  unsigned char* gu8 = DeviceBytes(gu_n, rng, false, true);
+  unsigned char* dn8 = DeviceBytes(dn_n, rng, false, true);
+  float* ts = DeviceRandom<float>(2 * E, rng, 0.01f);
+  float *act = nullptr, *y = nullptr, *parts = nullptr;
+  Check(cudaMalloc(&act, static_cast<size_t>(slots) * inter * sizeof(float)), "cudaMalloc");
+  Check(cudaMalloc(&y, static_cast<size_t>(T) * hidden * sizeof(float)), "cudaMalloc");
+  Check(cudaMalloc(&parts, static_cast<size_t>(slots) * hidden * sizeof(float)), "cudaMalloc");
+  const int from = grouped ? spark::abi::kMoeGroupMinTokens : 1;
+  const int to = grouped ? 0x7fffffff : spark::abi::kMoeGroupMinTokens - 1;
+  float* ws = grouped ? parts : nullptr;
+  const int grid_gu = Grid((int64_t{T} * K * inter + 7) / 8);
+  const int grid_dn = Grid((int64_t{T} * hidden + 7) / 8);
+  const std::string shape = std::string(grouped ? "grouped " : "decode ") + "T=" +
+                            std::to_string(T) + " hidden=" + std::to_string(hidden) + " inter=" +
+                            std::to_string(inter) + " E=" + std::to_string(E) + " K=" +
+                            std::to_string(K);
+  // Experts read: every expert once per chunk when grouped, else the K selected per token.
+  const double experts_read = grouped ? E : std::min<double>(E, static_cast<double>(T) * K);
+  const double gu_w = experts_read * 2 * inter * hidden, dn_w = experts_read * hidden * inter;
+  const double gu_flops = 2.0 * slots * hidden * 2.0 * inter, dn_flops = 2.0 * slots * inter * hidden;
+  const double gu_act = 4.0 * (static_cast<double>(T) * hidden + static_cast<double>(slots) * inter);
+  const double dn_act = 4.0 * (static_cast<double>(slots) * inter + static_cast<double>(T) * hidden);
+  struct Format {
+    const char* name;
+    double bytes_per_weight;
+  };
+  for (const Format& fmt : {Format{"bf16", 2.0}, Format{"nvfp4", 0.5 + 1.0 / 16}, Format{"fp8", 1.0}}) {
+    const std::string gu_kernel = std::string("moe_gate_up ") + fmt.name;
+    const std::string dn_kernel = std::string("moe_down ") + fmt.name;
+    double gu_ms = 0, dn_ms = 0;
+    if (fmt.name[0] == 'b') {
+      gu_ms = MedianMs([&] {
+        check_moe_gate_up<<<grid_gu, 256>>>(x, gu16, idx, act, T, hidden, inter, E, K, from, to);
+      });
+      dn_ms = MedianMs([&] {
+        check_moe_down<<<grid_dn, 256>>>(act, dn16, w, idx, y, ws, T, hidden, inter, E, K, from,
+                                         to);
+      });
+    } else if (fmt.name[0] == 'n') {
+      gu_ms = MedianMs([&] {
+        check_moe_gate_up_nvfp4<<<grid_gu, 256>>>(x, gu4, gu4s, ts, idx, act, T, hidden, inter, E,
+                                                  K, from, to);
+      });
+      dn_ms = MedianMs([&] {
+        check_moe_down_nvfp4<<<grid_dn, 256>>>(act, dn4, dn4s, ts, w, idx, y, ws, T, hidden,
+                                               inter, E, K, from, to);
+      });
+    } else {
+      gu_ms = MedianMs([&] {
+        check_moe_gate_up_fp8<<<grid_gu, 256>>>(x, gu8, ts, idx, act, T, hidden, inter, E, K, 1,
+                                                from, to);
+      });
+      dn_ms = MedianMs([&] {
+        check_moe_down_fp8<<<grid_dn, 256>>>(act, dn8, ts, w, idx, y, ws, T, hidden, inter, E, K,
+                                             1, from, to);
+      });
+    }
+    Row(gu_kernel.c_str(), shape, gu_ms, gu_flops, gu_w * fmt.bytes_per_weight + gu_act, f);
+    Row(dn_kernel.c_str(), shape, dn_ms, dn_flops, dn_w * fmt.bytes_per_weight + dn_act, f);
+  }
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(idx),
+                  static_cast<void*>(gu16), static_cast<void*>(dn16), static_cast<void*>(gu4),
+                  static_cast<void*>(gu4s), static_cast<void*>(dn4), static_cast<void*>(dn4s),
+                  static_cast<void*>(gu8), static_cast<void*>(dn8), static_cast<void*>(ts),
+                  static_cast<void*>(act), static_cast<void*>(y), static_cast<void*>(parts)}) {
+    cudaFree(p);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,5 +356,9 @@ int main(int argc, char** argv) {
   }
   // 26B-A4B experts (hidden 2816, expert MLP 704, 128 experts, top 8), a 512-token chunk.
   BenchMoe(512, 2816, 704, 128, 8, rng, f);
+#ifndef SPARK_KERNEL_BENCH_BF16_MOE_ONLY  // (a kernels/ copy without the quantized experts)
+  BenchMoeFormats(1, 2816, 704, 128, 8, rng, f);
+  BenchMoeFormats(512, 2816, 704, 128, 8, rng, f);
+#endif
   return 0;
 }

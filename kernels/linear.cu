@@ -28,6 +28,7 @@
 // ceil(T/64) * ceil(out/128) (or more) for prefill -- both paths grid-stride.
 #include "common.cuh"
 #include "mma_tile.cuh"
+#include "weight_formats.cuh"
 
 namespace spk {
 namespace linear {
@@ -36,124 +37,10 @@ namespace {
 constexpr int kMmaMinTokens = 16;
 constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane (decode GEMV)
 
-// ---- weight formats ----
-// How the paths read one weight format: a 16-byte chunk c of row r (kChunk elements) loaded and
-// its 8-element groups decoded to f32 (decode8: the weights / kDecodedUnit), the factors of the
-// chunk's scale groups (kGroups of them: NVFP4's blocks of 16), a single element, the factor each
-// row's dot product is multiplied by at the end (the tensor or row scale of a quantized weight),
-// the rows one GEMV warp takes at once (kGemvRows: a chunk of activations loaded once serves
-// them all) and the tile path's B source.
-
-struct Bf16Weights {
-  static constexpr int kChunk = 8;
-  static constexpr int kGroups = 1;  // one running sum over the chunk (no per-group factor)
-  static constexpr float kDecodedUnit = 1.0f;  // decode8() gives the weights themselves
-  static constexpr int kGemvRows = 1;
-  const unsigned short* w;
-  int in;
-  SPK_MEMBER bool vector_ok() const { return in % 8 == 0 && aligned16(w); }
-  SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * in + c * 8); }
-  SPK_MEMBER void decode8(const uint4& raw, int, float f[8]) const { unpack_bf16x8(raw, f); }
-  SPK_MEMBER void group_scales(int64_t, int, float*) const {}
-  SPK_MEMBER float element(int64_t r, int k) const { return ldg_bf16(w + r * in + k); }
-  SPK_MEMBER float row_scale(int64_t) const { return 1.0f; }
-  template <class F>
-  SPK_MEMBER void tile(mma::Smem& s, const F& a_row, int64_t n0, int out, mma::Accum& acc) const {
-    const auto w_row = [&](int n) -> const unsigned short* {
-      return n0 + n < out ? w + (n0 + n) * in : nullptr;
-    };
-    mma::tile_mma(s, a_row, w_row, in, acc);
-  }
-};
-
-struct Nvfp4Weights {
-  static constexpr int kChunk = 32;
-  static constexpr int kGroups = 2;  // the chunk's two 16-code blocks, each with its own scale
-  static constexpr float kDecodedUnit = 1.0f;  // the group scales carry the 2^14
-  static constexpr int kGemvRows = 4;
-  const unsigned char* w;            // [out, in / 2]
-  const unsigned char* block_scale;  // [out, in / 16]
-  const float* tensor_scale;         // [1]
-  int in;
-  // 16-byte code loads and 2-byte loads of scale pairs.
-  SPK_MEMBER bool vector_ok() const {
-    return in % 32 == 0 && aligned16(w) && (reinterpret_cast<uintptr_t>(block_scale) & 1u) == 0;
-  }
-  SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * (in / 2) + c * 16); }
-  // Codes 8g .. 8g + 7 of the chunk (its word g) as f32 values times 2^-14
-  // (e2m1x2_to_f32x2_via_f16); the factors of its two blocks are block scale x 2^14: the GEMV
-  // sums each block's products, then scales them.
-  SPK_MEMBER void decode8(const uint4& raw, int g, float f[8]) const {
-    const uint32_t word = g == 0 ? raw.x : g == 1 ? raw.y : g == 2 ? raw.z : raw.w;
-    // Code k of the word (bits 4k .. 4k + 3) is element k; shifting the word left by 12 - 4k
-    // puts codes k and k + 4 at the top of its two halves.
-#pragma unroll
-    for (int k = 0; k < 4; ++k) e2m1x2_to_f32x2_via_f16(word << (12 - 4 * k), f[k], f[k + 4]);
-  }
-  SPK_MEMBER void group_scales(int64_t r, int c, float scale[kGroups]) const {
-    // Chunk c is blocks 2c and 2c + 1 (in % 32 == 0 and an even block_scale: 2-byte aligned).
-    const uint32_t scales =
-        __ldg(reinterpret_cast<const unsigned short*>(block_scale + r * (in / 16) + 2 * c));
-    scale[0] = e4m3_to_f32(scales & 0xffu) * kE2m1ViaF16;
-    scale[1] = e4m3_to_f32(scales >> 8) * kE2m1ViaF16;
-  }
-  SPK_MEMBER float element(int64_t r, int k) const {
-    const uint32_t byte = __ldg(w + r * (in / 2) + k / 2);
-    return e2m1_to_f32(byte >> ((k & 1) * 4)) *
-           e4m3_to_f32(__ldg(block_scale + r * (in / 16) + k / 16));
-  }
-  SPK_MEMBER float row_scale(int64_t) const { return __ldg(tensor_scale); }
-  template <class F>
-  SPK_MEMBER void tile(mma::Smem& s, const F& a_row, int64_t n0, int out, mma::Accum& acc) const {
-    const auto w_row = [&](int n) -> mma::QuantRow {
-      if (n0 + n >= out) return {nullptr, nullptr};
-      return {w + (n0 + n) * (in / 2), block_scale + (n0 + n) * (in / 16)};
-    };
-    mma::Nvfp4Rows<decltype(w_row)> b{w_row};
-    mma::tile_mma_from(s, a_row, b, in, acc);
-  }
-};
-
-struct Fp8Weights {
-  static constexpr int kChunk = 16;
-  static constexpr int kGroups = 1;
-  static constexpr int kGemvRows = 2;
-  const unsigned char* w;  // [out, in]
-  const float* scale;      // [scale_count]: one per tensor, or one per row
-  int scale_count;
-  int in;
-  SPK_MEMBER bool vector_ok() const { return in % 16 == 0 && aligned16(w); }
-  SPK_MEMBER uint4 load(int64_t r, int c) const { return ldg_u4(w + r * in + c * 16); }
-  // Elements 8g .. 8g + 7 of the chunk (its words 2g, 2g + 1) as f32 values times 2^-8
-  // (e4m3x2_to_f32x2_via_f16; a group holding a NaN code takes the exact per-element decode, so
-  // that NaN stays NaN).
-  static constexpr float kDecodedUnit = kE4m3ViaF16;
-  SPK_MEMBER void decode8(const uint4& raw, int g, float f[8]) const {
-    const uint32_t words[2] = {g == 0 ? raw.x : raw.z, g == 0 ? raw.y : raw.w};
-    if (e4m3_has_nan(words[0]) || e4m3_has_nan(words[1])) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        f[i] = e4m3_to_f32(words[i / 4] >> ((i % 4) * 8)) * (1.0f / kE4m3ViaF16);
-      return;
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      e4m3x2_to_f32x2_via_f16(words[i], f[4 * i], f[4 * i + 2]);
-      e4m3x2_to_f32x2_via_f16(words[i] >> 8, f[4 * i + 1], f[4 * i + 3]);
-    }
-  }
-  SPK_MEMBER void group_scales(int64_t, int, float*) const {}
-  SPK_MEMBER float element(int64_t r, int k) const { return e4m3_to_f32(__ldg(w + r * in + k)); }
-  SPK_MEMBER float row_scale(int64_t r) const { return __ldg(scale + (scale_count == 1 ? 0 : r)); }
-  template <class F>
-  SPK_MEMBER void tile(mma::Smem& s, const F& a_row, int64_t n0, int out, mma::Accum& acc) const {
-    const auto w_row = [&](int n) -> mma::QuantRow {
-      return {n0 + n < out ? w + (n0 + n) * in : nullptr, nullptr};
-    };
-    mma::Fp8Rows<decltype(w_row)> b{w_row};
-    mma::tile_mma_from(s, a_row, b, in, acc);
-  }
-};
+// ---- weight formats: weight_formats.cuh ----
+using weights::Bf16Weights;
+using weights::Fp8Weights;
+using weights::Nvfp4Weights;
 
 // ---- GEMV (decode) ----
 
@@ -376,15 +263,19 @@ SPK_EXPORT void spark_linear(const void* x, const unsigned short* w, void* y, in
 SPK_EXPORT void spark_linear_nvfp4(const void* x, const unsigned char* w,
                                    const unsigned char* block_scale, const float* tensor_scale,
                                    void* y, int num_tokens, int out_features, int in_features) {
-  spk::linear::run(x, spk::linear::Nvfp4Weights{w, block_scale, tensor_scale, in_features}, y,
-                   num_tokens, out_features, in_features);
+  // One tensor scale for all rows (run() returns before reading it when out_features <= 0).
+  spk::linear::run(x,
+                   spk::linear::Nvfp4Weights{w, block_scale, tensor_scale, out_features,
+                                             in_features},
+                   y, num_tokens, out_features, in_features);
 }
 
 SPK_EXPORT void spark_linear_fp8(const void* x, const unsigned char* w, const float* scale,
                                  void* y, int num_tokens, int out_features, int in_features,
                                  int scale_count) {
-  spk::linear::run(x, spk::linear::Fp8Weights{w, scale, scale_count, in_features}, y, num_tokens,
-                   out_features, in_features);
+  const int rows_per_scale = scale_count == 1 ? out_features : 1;
+  spk::linear::run(x, spk::linear::Fp8Weights{w, scale, rows_per_scale, in_features}, y,
+                   num_tokens, out_features, in_features);
 }
 
 SPARK_CHECK_KERNEL_SIGNATURES()

@@ -19,13 +19,17 @@
 //   y[t, h] = sum_k weights[t, k] * (act[t, k] . down[e_k, h]); invalid indices contribute 0.
 //   The lanes split the top_k x intermediate products of an output together (all rows' loads
 //   independent), so a decode step keeps many loads in flight per warp.
-// Both expert kernels read weights with 16-byte loads when the row length is a multiple of 8 and
-// the pointers are aligned (scalar loads otherwise).
+// Both expert kernels read weights with 16-byte loads when the row length and pointers allow
+// (weight_formats.cuh vector_ok: a multiple of 8 for bf16, 16 for FP8, 32 for NVFP4; scalar
+// loads otherwise). The _nvfp4 and _fp8 variants take quantized experts (ModelOpt layouts,
+// kernel_ops.def) through the same paths: dequantised in registers for the GEMVs, into bf16 in
+// shared memory for the tiles, each matrix's tensor or row scales applied to its sums.
 // spark_moe_down, grouped (kernel_abi.h MoeDownGrouped: T >= 16 with a workspace): each slot's
 //   weighted expert output to partials[t, k] on tensor cores (down_grouped), and
 // spark_moe_combine: y[t] = sum_k partials[t, k], in k order.
 #include "common.cuh"
 #include "mma_tile.cuh"
+#include "weight_formats.cuh"
 #include "spark/runtime/kernel_abi.h"
 
 namespace spk {
@@ -34,59 +38,19 @@ namespace {
 
 constexpr int kMaxExperts = 1024;
 
-// Dot of an activation row with a bf16 row of length n; per-lane partial (not reduced).
-template <bool kVec>
-SPK_DEVICE float dot_partial(ActIn a, const unsigned short* w, int n) {
-  const int lane = lane_id();
-  float acc = 0.0f;
-  if (kVec) {
-#pragma unroll 4
-    for (int c = lane; c < n / 8; c += 32) {
-      float wf[8];
-      unpack_bf16x8(ldg_u4(w + c * 8), wf);
-      float4 x0, x1;
-      a.ldg8(c * 8, x0, x1);
-      acc = dot8_acc(wf, x0, x1, acc);
-    }
-  } else {
-    for (int k = lane; k < n; k += 32) acc = fmaf_(ldg_bf16(w + k), a.ldg(k), acc);
-  }
-  return acc;
-}
-
-// Dot of two rows of gate_up with the same x: gate and up partials.
-template <bool kVec>
-SPK_DEVICE void dot2_partial(ActIn a, const unsigned short* wg, const unsigned short* wu, int n,
-                             float* pg, float* pu) {
-  const int lane = lane_id();
-  float ag = 0.0f, au = 0.0f;
-  if (kVec) {
-#pragma unroll 2
-    for (int c = lane; c < n / 8; c += 32) {
-      float g[8], u[8];
-      unpack_bf16x8(ldg_u4(wg + c * 8), g);
-      unpack_bf16x8(ldg_u4(wu + c * 8), u);
-      float4 x0, x1;
-      a.ldg8(c * 8, x0, x1);
-      const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        ag = fmaf_(g[j], xv[j], ag);
-        au = fmaf_(u[j], xv[j], au);
-      }
-    }
-  } else {
-    for (int k = lane; k < n; k += 32) {
-      const float xv = a.ldg(k);
-      ag = fmaf_(ldg_bf16(wg + k), xv, ag);
-      au = fmaf_(ldg_bf16(wu + k), xv, au);
-    }
-  }
-  *pg = ag;
-  *pu = au;
-}
-
 constexpr int kGroupMinTokens = spark::abi::kMoeGroupMinTokens;
+
+// Rows per warp of the decode GEMVs: the format's kGemvRows (weight_formats.cuh), at most
+// SPARK_MOE_DECODE_ROWS when that is defined (bench/kernel_bench.cu builds variants with it).
+// (A variable template: nvcc refuses a constexpr host function in device code.)
+#ifdef SPARK_MOE_DECODE_ROWS
+template <class W>
+constexpr int kDecodeRows =
+    W::kGemvRows < SPARK_MOE_DECODE_ROWS ? W::kGemvRows : SPARK_MOE_DECODE_ROWS;
+#else
+template <class W>
+constexpr int kDecodeRows = W::kGemvRows;
+#endif
 
 // The slots (t * top_k + k) routed to expert e, in slot order: writes those of rank
 // [first, first + mma::kBM) to rows[rank - first] and returns how many slots e has in all.
@@ -137,10 +101,12 @@ SPK_DEVICE void zero_unrouted_rows(const int* indices, int num_slots, int num_ex
 // [slots, hidden] x [hidden, 2 * intermediate] product runs on tensor cores (mma_tile.cuh), so
 // every selected expert's weights are read once per 64 slots instead of once per slot. Tile =
 // (expert, 64 intermediate columns); its 128 B rows interleave gate row i and up row i, so one
-// thread's fragment pair (c0, c1) is (gate, up) of the same column: act = gelu(c0) * c1.
-SPK_DEVICE void gate_up_grouped(ActIn x, const unsigned short* gate_up, const int* indices,
-                                ActOut act, int num_tokens, int hidden, int intermediate,
-                                int num_experts, int top_k) {
+// thread's fragment pair (c0, c1) is (gate, up) of the same column: act = gelu(c0) * c1 (each
+// times its row scale first, for quantized experts).
+template <class Experts>
+SPK_DEVICE void gate_up_grouped(ActIn x, const Experts& experts, const int* indices, ActOut act,
+                                int num_tokens, int hidden, int intermediate, int num_experts,
+                                int top_k) {
   __shared__ __align__(16) mma::Smem smem;
   __shared__ int s_rows[mma::kBM];
   __shared__ int s_warp[8];
@@ -151,7 +117,7 @@ SPK_DEVICE void gate_up_grouped(ActIn x, const unsigned short* gate_up, const in
        tile += gridDim.x) {
     const int e = static_cast<int>(tile / col_tiles);
     const int i0 = static_cast<int>(tile % col_tiles) * (mma::kBN / 2);
-    const unsigned short* base = gate_up + static_cast<int64_t>(e) * 2 * intermediate * hidden;
+    const auto w = experts(e);
     for (int first = 0;; first += mma::kBM) {
       const int total = expert_rows(indices, num_slots, e, first, s_rows, s_warp);
       if (first >= total) break;
@@ -159,17 +125,13 @@ SPK_DEVICE void gate_up_grouped(ActIn x, const unsigned short* gate_up, const in
       const auto x_row = [&](int r) -> ActIn {
         return r < nrows ? x + static_cast<int64_t>(s_rows[r] / top_k) * hidden : ActIn{nullptr};
       };
-      const auto w_row = [&](int n) -> const unsigned short* {
-        const int i = i0 + (n >> 1);
-        if (i >= intermediate) return nullptr;
-        return base + static_cast<int64_t>((n & 1) ? intermediate + i : i) * hidden;
-      };
       mma::Accum acc;
-      mma::tile_mma(smem, x_row, w_row, hidden, acc);
+      w.tile_gate_up(smem, x_row, i0, intermediate, acc);
       mma::for_each_pair(acc, [&](int r, int c, float gate, float up) {
         const int i = i0 + (c >> 1);
         if (r < nrows && i < intermediate) {
-          act[static_cast<int64_t>(s_rows[r]) * intermediate + i] = spk_gelu(gate) * up;
+          act[static_cast<int64_t>(s_rows[r]) * intermediate + i] =
+              spk_gelu(gate * w.row_scale(i)) * (up * w.row_scale(intermediate + i));
         }
       });
     }
@@ -179,9 +141,10 @@ SPK_DEVICE void gate_up_grouped(ActIn x, const unsigned short* gate_up, const in
 // moe_down for a grouped step: partials[slot, h] = weights[slot] * (act[slot] @ down[e]^T), the
 // slots grouped by expert on tensor cores (tile = expert x 128 hidden columns, K = intermediate),
 // each selected expert's weights read once per 64 slots. Zeros for slots with an invalid index.
-SPK_DEVICE void down_grouped(ActIn act, const unsigned short* down, ActIn weights,
-                             const int* indices, float* partials, int num_tokens, int hidden,
-                             int intermediate, int num_experts, int top_k) {
+template <class Experts>
+SPK_DEVICE void down_grouped(ActIn act, const Experts& experts, ActIn weights, const int* indices,
+                             float* partials, int num_tokens, int hidden, int intermediate,
+                             int num_experts, int top_k) {
   __shared__ __align__(16) mma::Smem smem;
   __shared__ int s_rows[mma::kBM];
   __shared__ int s_warp[8];
@@ -192,7 +155,7 @@ SPK_DEVICE void down_grouped(ActIn act, const unsigned short* down, ActIn weight
        tile += gridDim.x) {
     const int e = static_cast<int>(tile / col_tiles);
     const int h0 = static_cast<int>(tile % col_tiles) * mma::kBN;
-    const unsigned short* base = down + static_cast<int64_t>(e) * hidden * intermediate;
+    const auto w = experts(e);
     for (int first = 0;; first += mma::kBM) {
       const int total = expert_rows(indices, num_slots, e, first, s_rows, s_warp);
       if (first >= total) break;
@@ -200,41 +163,250 @@ SPK_DEVICE void down_grouped(ActIn act, const unsigned short* down, ActIn weight
       const auto act_row = [&](int r) -> ActIn {
         return r < nrows ? act + static_cast<int64_t>(s_rows[r]) * intermediate : ActIn{nullptr};
       };
-      const auto w_row = [&](int n) -> const unsigned short* {
-        return h0 + n < hidden ? base + static_cast<int64_t>(h0 + n) * intermediate : nullptr;
-      };
       mma::Accum acc;
-      mma::tile_mma(smem, act_row, w_row, intermediate, acc);
+      w.tile(smem, act_row, h0, hidden, acc);
       mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
         if (r >= nrows) return;
         const int slot = s_rows[r], h = h0 + c;
-        const float w = weights.ldg(slot);
+        const float ws = weights.ldg(slot);
         float* row = partials + static_cast<int64_t>(slot) * hidden;
-        if (h < hidden) row[h] = w * c0;
-        if (h + 1 < hidden) row[h + 1] = w * c1;
+        if (h < hidden) row[h] = ws * (c0 * w.row_scale(h));
+        if (h + 1 < hidden) row[h + 1] = ws * (c1 * w.row_scale(h + 1));
       });
     }
   }
 }
 
 // The same contract without tensor cores (unaligned rows): one warp per (slot, h).
-SPK_DEVICE void down_slots(ActIn act, const unsigned short* down, ActIn weights,
-                           const int* indices, float* partials, int num_tokens, int hidden,
-                           int intermediate, int num_experts, int top_k) {
+template <class Experts>
+SPK_DEVICE void down_slots(ActIn act, const Experts& experts, ActIn weights, const int* indices,
+                           float* partials, int num_tokens, int hidden, int intermediate,
+                           int num_experts, int top_k) {
   const int64_t units = static_cast<int64_t>(num_tokens) * top_k * hidden;
   for (int64_t u = global_warp(); u < units; u += grid_warps()) {
     const int64_t slot = u / hidden;
     const int h = static_cast<int>(u % hidden);
     const int e = ldg_i(indices + slot);
+    const bool ok = e >= 0 && e < num_experts;
     float part = 0.0f;
-    if (e >= 0 && e < num_experts) {
-      part = dot_partial<false>(act + slot * intermediate,
-                                down + (static_cast<int64_t>(e) * hidden + h) * intermediate,
-                                intermediate);
+    if (ok) {
+      const auto w = experts(e);
+      const ActIn a = act + slot * intermediate;
+      for (int k = lane_id(); k < intermediate; k += 32) part = fmaf_(w.element(h, k), a.ldg(k), part);
+      part *= w.row_scale(h);
     }
     part = warp_sum(part);
-    if (lane_id() == 0) partials[u] = e >= 0 && e < num_experts ? weights.ldg(slot) * part : 0.0f;
+    if (lane_id() == 0) partials[u] = ok ? weights.ldg(slot) * part : 0.0f;
   }
+}
+
+// moe_gate_up at few tokens: one warp per (token, k) and kGemvRows consecutive outputs i (the
+// format's rows per decode warp: bf16 1, FP8 2, NVFP4 4), the gate and up rows of expert
+// e = indices[t, k] read together (16-byte loads when vec, lane j taking chunks j, j + 32, ...),
+// each chunk of x loaded once for all of them.
+template <class Experts>
+SPK_DEVICE void gate_up_gemv(ActIn x, const Experts& experts, const int* indices, ActOut act,
+                             int num_tokens, int hidden, int intermediate, int num_experts,
+                             int top_k, bool vec) {
+  using W = decltype(experts(0));
+  constexpr int R = kDecodeRows<W>, R2 = 2 * R;
+  const int blocks_per_slot = (intermediate + R - 1) / R;
+  const int64_t units = static_cast<int64_t>(num_tokens) * top_k * blocks_per_slot;
+  const int lane = lane_id();
+  for (int64_t u = global_warp(); u < units; u += grid_warps()) {
+    const int64_t tk = u / blocks_per_slot;  // t * top_k + k
+    const int i0 = static_cast<int>(u % blocks_per_slot) * R;
+    const int64_t t = tk / top_k;
+    const int e = ldg_i(indices + tk);
+    float result[R];
+#pragma unroll
+    for (int q = 0; q < R; ++q) result[q] = 0.0f;
+    if (e >= 0 && e < num_experts && hidden > 0) {
+      const W w = experts(e);
+      const ActIn xr = x + t * hidden;
+      // Rows q (gate of i0 + q) and R + q (up of i0 + q); past the end: the last row (valid
+      // memory, result not stored).
+      int64_t rows[R2];
+#pragma unroll
+      for (int q = 0; q < R; ++q) {
+        const int i = i0 + q < intermediate ? i0 + q : intermediate - 1;
+        rows[q] = i;
+        rows[R + q] = intermediate + i;
+      }
+      float acc[R2];
+#pragma unroll
+      for (int q = 0; q < R2; ++q) acc[q] = 0.0f;
+      float unit = 1.0f;
+      if (vec) {
+        const int chunks = hidden / W::kChunk;
+        for (int c = lane; c < chunks; c += 32) {
+          uint4 raw[R2];
+#pragma unroll
+          for (int q = 0; q < R2; ++q) raw[q] = w.load(rows[q], c);
+          weights::rows_chunk_dot<R2>(w, raw, rows, c, xr, acc);
+        }
+        unit = W::kDecodedUnit;
+      } else {
+        for (int k = lane; k < hidden; k += 32) {
+          const float xv = xr.ldg(k);
+#pragma unroll
+          for (int q = 0; q < R2; ++q) acc[q] = fmaf_(w.element(rows[q], k), xv, acc[q]);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < R; ++q) {
+        const float g = warp_sum(acc[q]) * (w.row_scale(rows[q]) * unit);
+        const float up = warp_sum(acc[R + q]) * (w.row_scale(rows[R + q]) * unit);
+        result[q] = spk_gelu(g) * up;
+      }
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int q = 0; q < R; ++q)
+        if (i0 + q < intermediate) act[tk * intermediate + i0 + q] = result[q];
+    }
+  }
+}
+
+// moe_down at few tokens (or without a workspace): one warp per token and kGemvRows consecutive
+// outputs h (as gate_up_gemv),
+//   y[t, h] = sum_k weights[t, k] * (act[t, k] . down[e_k, h]); invalid indices contribute 0.
+// The lanes split the top_k x intermediate products of the outputs together (all rows' loads
+// independent, each chunk of act loaded once for the warp's rows), so a decode step keeps many
+// loads in flight per warp.
+template <class Experts>
+SPK_DEVICE void down_gemv(ActIn act, const Experts& experts, ActIn weights, const int* indices,
+                          ActOut y, int num_tokens, int hidden, int intermediate, int num_experts,
+                          int top_k, bool vec) {
+  using W = decltype(experts(0));
+  constexpr int R = kDecodeRows<W>;
+  const int blocks_per_token = (hidden + R - 1) / R;
+  const int64_t units = static_cast<int64_t>(num_tokens) * blocks_per_token;
+  const int lane = lane_id();
+  for (int64_t u = global_warp(); u < units; u += grid_warps()) {
+    const int64_t t = u / blocks_per_token;
+    const int h0 = static_cast<int>(u % blocks_per_token) * R;
+    int64_t rows[R];  // past the end: the last row (valid memory, result not stored)
+#pragma unroll
+    for (int q = 0; q < R; ++q) rows[q] = h0 + q < hidden ? h0 + q : hidden - 1;
+    float acc[R];
+#pragma unroll
+    for (int q = 0; q < R; ++q) acc[q] = 0.0f;
+    const float unit = vec ? W::kDecodedUnit : 1.0f;
+    for (int k0 = 0; k0 < top_k && intermediate > 0 && num_experts > 0; k0 += 32) {
+      // Lane j holds selection k0 + j (expert, weight, validity); the loops below broadcast
+      // them with shuffles. An invalid index reads expert 0's rows and contributes nothing (a
+      // select, not a branch, so that the unrolled loads stay independent).
+      const int kn = top_k - k0 < 32 ? top_k - k0 : 32;
+      int my_e = 0;
+      float my_w = 0.0f;
+      int my_ok = 0;
+      if (lane < kn) {
+        my_e = ldg_i(indices + t * top_k + k0 + lane);
+        my_ok = my_e >= 0 && my_e < num_experts;
+        if (!my_ok) my_e = 0;
+        my_w = weights.ldg(t * top_k + k0 + lane) * unit;
+      }
+      const ActIn a0 = act + (t * top_k + k0) * static_cast<int64_t>(intermediate);
+      if (vec) {
+        // The kn x (intermediate / kChunk) chunks of all selections, dealt to the lanes: every
+        // iteration of every lane is R independent 16-byte loads.
+        const int cpr = intermediate / W::kChunk;
+        const int total = kn * cpr;
+        // 4 chunks per lane per step for one row per warp (2 / 1 for more): shuffles are
+        // convergent, so the step is unrolled by hand (a constant trip count).
+        constexpr int kSteps = R == 1 ? 4 : R == 2 ? 2 : 1;
+        for (int f0 = 0; f0 < total; f0 += 32 * kSteps) {
+#pragma unroll
+          for (int j = 0; j < kSteps; ++j) {
+            const int fl = f0 + j * 32 + lane;
+            const int f = fl < total ? fl : total - 1;
+            const int k = f / cpr, cc = f - k * cpr;
+            const int e = __shfl_sync(0xffffffffu, my_e, k);
+            const float w = __shfl_sync(0xffffffffu, my_w, k);
+            const int ok = __shfl_sync(0xffffffffu, my_ok, k);
+            const W ew = experts(e);
+            uint4 raw[R];
+#pragma unroll
+            for (int q = 0; q < R; ++q) raw[q] = ew.load(rows[q], cc);
+            float d[R];
+#pragma unroll
+            for (int q = 0; q < R; ++q) d[q] = 0.0f;
+            weights::rows_chunk_dot<R>(ew, raw, rows, cc,
+                                       a0 + static_cast<int64_t>(k) * intermediate, d);
+#pragma unroll
+            for (int q = 0; q < R; ++q)
+              acc[q] = (ok && fl < total) ? fmaf_(w * ew.row_scale(rows[q]), d[q], acc[q]) : acc[q];
+          }
+        }
+      } else {
+        for (int k = 0; k < kn; ++k) {
+          const int e = __shfl_sync(0xffffffffu, my_e, k);
+          const float w = __shfl_sync(0xffffffffu, my_w, k);
+          const int ok = __shfl_sync(0xffffffffu, my_ok, k);
+          const W ew = experts(e);
+          const ActIn a = a0 + static_cast<int64_t>(k) * intermediate;
+#pragma unroll
+          for (int q = 0; q < R; ++q) {
+            float part = 0.0f;
+            for (int kk = lane; kk < intermediate; kk += 32)
+              part = fmaf_(ew.element(rows[q], kk), a.ldg(kk), part);
+            acc[q] = ok ? fmaf_(w * ew.row_scale(rows[q]), part, acc[q]) : acc[q];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < R; ++q) {
+      const float sum = warp_sum(acc[q]);
+      if (lane == 0 && h0 + q < hidden) y[t * hidden + h0 + q] = sum;
+    }
+  }
+}
+
+// The whole moe_gate_up for experts of one format (experts(e): expert e's [2I, hidden] matrix).
+template <class Experts>
+SPK_DEVICE void gate_up_run(const void* x_in, const Experts& experts, const int* indices,
+                            void* act_out, int num_tokens, int hidden, int intermediate,
+                            int num_experts, int top_k, int tokens_from, int tokens_to) {
+  const ActIn x{x_in};
+  const ActOut act{act_out};
+  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
+  if (num_tokens <= 0 || intermediate <= 0 || top_k <= 0) return;
+  const bool vec = experts(0).vector_ok() && aligned16(x_in);
+  if (vec && hidden > 0 && num_tokens >= kGroupMinTokens && blockDim.x == mma::kThreads) {
+    gate_up_grouped(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts,
+                    top_k);
+    return;
+  }
+  gate_up_gemv(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts, top_k,
+               vec);
+}
+
+// The whole moe_down for experts of one format (experts(e): expert e's [hidden, I] matrix).
+template <class Experts>
+SPK_DEVICE void down_run(const void* act_in, const Experts& experts, const void* weights_in,
+                         const int* indices, void* y_out, float* partials, int num_tokens,
+                         int hidden, int intermediate, int num_experts, int top_k,
+                         int tokens_from, int tokens_to) {
+  const ActIn act{act_in}, weights{weights_in};
+  const ActOut y{y_out};
+  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
+  if (num_tokens <= 0 || hidden <= 0) return;
+  const bool vec = experts(0).vector_ok() && aligned16(act_in);
+  if (spark::abi::MoeDownGrouped(num_tokens, partials != nullptr)) {
+    if (top_k <= 0) return;
+    if (vec && intermediate > 0 && blockDim.x == mma::kThreads) {
+      down_grouped(act, experts, weights, indices, partials, num_tokens, hidden, intermediate,
+                   num_experts, top_k);
+    } else {
+      down_slots(act, experts, weights, indices, partials, num_tokens, hidden, intermediate,
+                 num_experts, top_k);
+    }
+    return;
+  }
+  down_gemv(act, experts, weights, indices, y, num_tokens, hidden, intermediate, num_experts,
+            top_k, vec);
 }
 
 // Argmax with lower-index tie-break: is (v, i) better than (bv, bi)?
@@ -343,130 +515,99 @@ SPK_EXPORT void spark_moe_topk(const void* logits_in, const unsigned short* per_
   }
 }
 
-SPK_EXPORT_INLINE void spark_moe_gate_up(const void* x_in, const unsigned short* gate_up,
-                                         const int* indices, void* act_out, int num_tokens,
+// The expert matrices of each format (kernel_ops.def): expert e's gate_up is rows
+// [e * 2I, (e + 1) * 2I) of the stacked weight, its down rows [e * H, (e + 1) * H).
+SPK_EXPORT_INLINE void spark_moe_gate_up(const void* x, const unsigned short* gate_up,
+                                         const int* indices, void* act, int num_tokens,
                                          int hidden, int intermediate, int num_experts, int top_k,
                                          int tokens_from, int tokens_to) {
-  using namespace spk::moe;
-  const spk::ActIn x{x_in};
-  const spk::ActOut act{act_out};
-  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
-  if (num_tokens <= 0 || intermediate <= 0 || top_k <= 0) return;
-  const bool vec = (hidden % 8) == 0 && spk::aligned16(x_in) && spk::aligned16(gate_up);
-  if (vec && hidden > 0 && num_tokens >= kGroupMinTokens && blockDim.x == spk::mma::kThreads) {
-    gate_up_grouped(x, gate_up, indices, act, num_tokens, hidden, intermediate, num_experts, top_k);
-    return;
-  }
-  const int64_t units = static_cast<int64_t>(num_tokens) * top_k * intermediate;
-  const int lane = spk::lane_id();
-  for (int64_t u = spk::global_warp(); u < units; u += spk::grid_warps()) {
-    const int64_t tk = u / intermediate;  // t * top_k + k
-    const int i = static_cast<int>(u % intermediate);
-    const int64_t t = tk / top_k;
-    const int e = spk::ldg_i(indices + tk);
-    float result = 0.0f;
-    if (e >= 0 && e < num_experts && hidden > 0) {
-      const unsigned short* base =
-          gate_up + static_cast<int64_t>(e) * 2 * intermediate * hidden;
-      const unsigned short* wg = base + static_cast<int64_t>(i) * hidden;
-      const unsigned short* wu = base + static_cast<int64_t>(intermediate + i) * hidden;
-      float pg, pu;
-      if (vec)
-        dot2_partial<true>(x + t * hidden, wg, wu, hidden, &pg, &pu);
-      else
-        dot2_partial<false>(x + t * hidden, wg, wu, hidden, &pg, &pu);
-      pg = spk::warp_sum(pg);
-      pu = spk::warp_sum(pu);
-      result = spk::spk_gelu(pg) * pu;
-    }
-    if (lane == 0) act[u] = result;
-  }
+  const int64_t rows = 2 * static_cast<int64_t>(intermediate);
+  const auto experts = [=](int e) {
+    return spk::weights::Bf16Weights{gate_up + e * rows * hidden, hidden};
+  };
+  spk::moe::gate_up_run(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts,
+                        top_k, tokens_from, tokens_to);
 }
 
-SPK_EXPORT_INLINE void spark_moe_down(const void* act_in, const unsigned short* down,
-                                      const void* weights_in, const int* indices, void* y_out,
+SPK_EXPORT_INLINE void spark_moe_gate_up_nvfp4(const void* x, const unsigned char* gate_up,
+                                               const unsigned char* block_scale,
+                                               const float* tensor_scale, const int* indices,
+                                               void* act, int num_tokens, int hidden,
+                                               int intermediate, int num_experts, int top_k,
+                                               int tokens_from, int tokens_to) {
+  // Tensor scales [experts, 2]: gate rows [0, I) take the first, up rows [I, 2I) the second.
+  const int64_t rows = 2 * static_cast<int64_t>(intermediate);
+  const auto experts = [=](int e) {
+    return spk::weights::Nvfp4Weights{gate_up + e * rows * (hidden / 2),
+                                      block_scale + e * rows * (hidden / 16),
+                                      tensor_scale + 2 * static_cast<int64_t>(e), intermediate,
+                                      hidden};
+  };
+  spk::moe::gate_up_run(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts,
+                        top_k, tokens_from, tokens_to);
+}
+
+SPK_EXPORT_INLINE void spark_moe_gate_up_fp8(const void* x, const unsigned char* gate_up,
+                                             const float* scale, const int* indices, void* act,
+                                             int num_tokens, int hidden, int intermediate,
+                                             int num_experts, int top_k, int scales_per_matrix,
+                                             int tokens_from, int tokens_to) {
+  // Scales [experts, 2, scales_per_matrix]: one per gate / up matrix, or one per row.
+  const int64_t rows = 2 * static_cast<int64_t>(intermediate);
+  const int rows_per_scale = scales_per_matrix == 1 ? intermediate : 1;
+  const auto experts = [=](int e) {
+    return spk::weights::Fp8Weights{gate_up + e * rows * hidden,
+                                    scale + 2 * static_cast<int64_t>(e) * scales_per_matrix,
+                                    rows_per_scale, hidden};
+  };
+  spk::moe::gate_up_run(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts,
+                        top_k, tokens_from, tokens_to);
+}
+
+SPK_EXPORT_INLINE void spark_moe_down(const void* act, const unsigned short* down,
+                                      const void* weights, const int* indices, void* y,
                                       float* partials, int num_tokens, int hidden,
                                       int intermediate, int num_experts, int top_k,
                                       int tokens_from, int tokens_to) {
-  using namespace spk::moe;
-  const spk::ActIn act{act_in}, weights{weights_in};
-  const spk::ActOut y{y_out};
-  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
-  if (num_tokens <= 0 || hidden <= 0) return;
-  const bool vec = (intermediate % 8) == 0 && spk::aligned16(act_in) && spk::aligned16(down);
-  if (spark::abi::MoeDownGrouped(num_tokens, partials != nullptr)) {
-    if (top_k <= 0) return;
-    if (vec && intermediate > 0 && blockDim.x == spk::mma::kThreads) {
-      down_grouped(act, down, weights, indices, partials, num_tokens, hidden, intermediate,
-                   num_experts, top_k);
-    } else {
-      down_slots(act, down, weights, indices, partials, num_tokens, hidden, intermediate,
-                 num_experts, top_k);
-    }
-    return;
-  }
-  const int64_t units = static_cast<int64_t>(num_tokens) * hidden;
-  const int lane = spk::lane_id();
-  for (int64_t u = spk::global_warp(); u < units; u += spk::grid_warps()) {
-    const int64_t t = u / hidden;
-    const int h = static_cast<int>(u % hidden);
-    float acc = 0.0f;
-    for (int k0 = 0; k0 < top_k && intermediate > 0 && num_experts > 0; k0 += 32) {
-      // Lane j holds selection k0 + j (expert, weight, validity); the loops below broadcast
-      // them with shuffles. An invalid index reads expert 0's row and contributes nothing (a
-      // select, not a branch, so that the unrolled loads stay independent).
-      const int kn = top_k - k0 < 32 ? top_k - k0 : 32;
-      int my_e = 0;
-      float my_w = 0.0f;
-      int my_ok = 0;
-      if (lane < kn) {
-        my_e = spk::ldg_i(indices + t * top_k + k0 + lane);
-        my_w = weights.ldg(t * top_k + k0 + lane);
-        my_ok = my_e >= 0 && my_e < num_experts;
-        if (!my_ok) my_e = 0;
-      }
-      const spk::ActIn a0 = act + (t * top_k + k0) * static_cast<int64_t>(intermediate);
-      if (vec) {
-        // The kn x (intermediate / 8) chunks of all selections, dealt to the lanes: every
-        // iteration of every lane is an independent 16-byte load.
-        const int c8 = intermediate / 8;
-        const int total = kn * c8;
-        // 4 chunks per lane per step: shuffles are convergent, so the step is unrolled by hand
-        // (a constant trip count) instead of by the compiler.
-        for (int f0 = 0; f0 < total; f0 += 128) {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int fl = f0 + j * 32 + lane;
-            const int f = fl < total ? fl : total - 1;
-            const int k = f / c8, cc = f - k * c8;
-            const int e = __shfl_sync(0xffffffffu, my_e, k);
-            const float w = __shfl_sync(0xffffffffu, my_w, k);
-            const int ok = __shfl_sync(0xffffffffu, my_ok, k);
-            float wf[8];
-            spk::unpack_bf16x8(spk::ldg_u4(down + (static_cast<int64_t>(e) * hidden + h) *
-                                                      intermediate + cc * 8),
-                               wf);
-            float4 x0, x1;
-            a0.ldg8(static_cast<int64_t>(k) * intermediate + cc * 8, x0, x1);
-            const float d = spk::dot8_acc(wf, x0, x1, 0.0f);
-            acc = (ok && fl < total) ? spk::fmaf_(w, d, acc) : acc;
-          }
-        }
-      } else {
-        for (int k = 0; k < kn; ++k) {
-          const int e = __shfl_sync(0xffffffffu, my_e, k);
-          const float w = __shfl_sync(0xffffffffu, my_w, k);
-          const int ok = __shfl_sync(0xffffffffu, my_ok, k);
-          const unsigned short* row = down + (static_cast<int64_t>(e) * hidden + h) * intermediate;
-          const float part = dot_partial<false>(a0 + static_cast<int64_t>(k) * intermediate, row,
-                                                intermediate);
-          acc = ok ? spk::fmaf_(w, part, acc) : acc;
-        }
-      }
-    }
-    acc = spk::warp_sum(acc);
-    if (lane == 0) y[u] = acc;
-  }
+  const int64_t size = static_cast<int64_t>(hidden) * intermediate;
+  const auto experts = [=](int e) {
+    return spk::weights::Bf16Weights{down + e * size, intermediate};
+  };
+  spk::moe::down_run(act, experts, weights, indices, y, partials, num_tokens, hidden,
+                     intermediate, num_experts, top_k, tokens_from, tokens_to);
+}
+
+SPK_EXPORT_INLINE void spark_moe_down_nvfp4(const void* act, const unsigned char* down,
+                                            const unsigned char* block_scale,
+                                            const float* tensor_scale, const void* weights,
+                                            const int* indices, void* y, float* partials,
+                                            int num_tokens, int hidden, int intermediate,
+                                            int num_experts, int top_k, int tokens_from,
+                                            int tokens_to) {
+  const int64_t size = static_cast<int64_t>(hidden) * intermediate;
+  const auto experts = [=](int e) {
+    return spk::weights::Nvfp4Weights{down + e * (size / 2), block_scale + e * (size / 16),
+                                      tensor_scale + e, hidden, intermediate};
+  };
+  spk::moe::down_run(act, experts, weights, indices, y, partials, num_tokens, hidden,
+                     intermediate, num_experts, top_k, tokens_from, tokens_to);
+}
+
+SPK_EXPORT_INLINE void spark_moe_down_fp8(const void* act, const unsigned char* down,
+                                          const float* scale, const void* weights,
+                                          const int* indices, void* y, float* partials,
+                                          int num_tokens, int hidden, int intermediate,
+                                          int num_experts, int top_k, int scales_per_matrix,
+                                          int tokens_from, int tokens_to) {
+  const int64_t size = static_cast<int64_t>(hidden) * intermediate;
+  const int rows_per_scale = scales_per_matrix == 1 ? hidden : 1;
+  const auto experts = [=](int e) {
+    return spk::weights::Fp8Weights{down + e * size,
+                                    scale + static_cast<int64_t>(e) * scales_per_matrix,
+                                    rows_per_scale, intermediate};
+  };
+  spk::moe::down_run(act, experts, weights, indices, y, partials, num_tokens, hidden,
+                     intermediate, num_experts, top_k, tokens_from, tokens_to);
 }
 
 SPK_EXPORT void spark_moe_combine(const float* partials, void* y_out, int num_tokens, int hidden,

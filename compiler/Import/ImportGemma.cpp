@@ -67,8 +67,33 @@ private:
   /// A checkpoint tensor by its full name; `locName` names the op in plans and messages.
   Value tensor(const Twine &full, const Twine &locName, ArrayRef<int64_t> shape, Type element) {
     auto type = RankedTensorType::get(shape, element);
-    return WeightOp::create(b, loc(locName), type, b.getStringAttr(full.str()));
+    return WeightOp::create(b, loc(locName), type, b.getStringAttr(full.str()), ArrayAttr(),
+                            DenseI64ArrayAttr());
   }
+  /// A weight of `shape` assembled from checkpoint tensors `parts` (each `partShape`), named
+  /// `full` in plans and messages.
+  Value stacked(const Twine &full, const Twine &locName, ArrayRef<std::string> parts,
+                ArrayRef<int64_t> partShape, ArrayRef<int64_t> shape, Type element) {
+    SmallVector<StringRef> names(parts.begin(), parts.end());
+    auto type = RankedTensorType::get(shape, element);
+    return WeightOp::create(b, loc(locName), type, b.getStringAttr(full.str()),
+                            b.getStrArrayAttr(names), b.getDenseI64ArrayAttr(partShape));
+  }
+  /// The routed experts' weights as spark.moe_experts takes them (stacked [E, 2I, H] gate_up and
+  /// [E, H, I] down, with their scales when quantized), from either checkpoint layout: the fused
+  /// bf16 tensors (`experts.gate_up_proj`, `experts.down_proj`) or one linear per expert and
+  /// projection (`experts.E.gate_proj`, `up_proj`, `down_proj`: ModelOpt's quantized
+  /// checkpoints), whose tensors the runtime stacks when it loads them.
+  struct ExpertWeights {
+    Value gateUp, down;
+    SmallVector<Value, 2> gateUpScales, downScales;
+  };
+  ExpertWeights expertWeights(const std::string &p);
+  /// One stacked expert weight from the per-expert linears `projections` (gate and up, or down)
+  /// of every expert: the weight and its scales in format `format`.
+  Value stackedExperts(const std::string &experts, const std::string &locName,
+                       ArrayRef<StringRef> projections, int64_t rows, int64_t cols,
+                       QuantizationConfig::Format format, SmallVectorImpl<Value> &scales);
   Value rmsNorm(Value x, Value w, const Twine &name) {
     return RmsNormOp::create(b, loc(name), x.getType(), x, w, b.getF32FloatAttr(c.rmsNormEps));
   }
@@ -77,6 +102,9 @@ private:
   }
   /// The linear layer `module` (full name), bf16 or quantized as the checkpoint stores it.
   Value linearOf(Value x, const Twine &module, const Twine &name, int64_t out);
+  /// The shape of FP8 scale tensor `name` of a matrix of `rows` rows: [] / [1] (per tensor) or
+  /// [rows] / [rows, 1] (per row); another shape is an import error naming the tensor.
+  SmallVector<int64_t> fp8ScaleShape(StringRef name, int64_t rows);
   /// How the checkpoint stores linear `module` (full name): bf16, or the config's format.
   QuantizationConfig::Format formatOf(StringRef module) const;
   /// The shape the checkpoint gives tensor `name`, or `fallback` without headers.
@@ -145,6 +173,22 @@ SmallVector<int64_t> GraphBuilder::shapeOf(StringRef name, ArrayRef<int64_t> fal
   return SmallVector<int64_t>(fallback.begin(), fallback.end());
 }
 
+SmallVector<int64_t> GraphBuilder::fp8ScaleShape(StringRef name, int64_t rows) {
+  SmallVector<int64_t> perTensor, perRow{rows};
+  SmallVector<int64_t> shape = shapeOf(name, c.quantization.fp8PerChannel ? perRow : perTensor);
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  const bool perTensorShape = shape.size() <= 1 && count == 1;
+  const bool perRowShape =
+      !shape.empty() && shape.size() <= 2 && shape[0] == rows && count == rows;
+  if (!perTensorShape && !perRowShape)
+    fail(name + " has shape " + formatShape(shape) +
+         ": an FP8 scale is one f32 value per tensor ([] or [1]) or per output row ([" +
+         Twine(rows) + "] or [" + Twine(rows) + ", 1]); block-wise FP8 is not supported");
+  return shape;
+}
+
 Value GraphBuilder::linearOf(Value x, const Twine &moduleName, const Twine &name, int64_t out) {
   const std::string module = moduleName.str();
   const int64_t in = cast<RankedTensorType>(x.getType()).getDimSize(1);
@@ -168,19 +212,7 @@ Value GraphBuilder::linearOf(Value x, const Twine &moduleName, const Twine &name
   }
   case QuantizationConfig::Format::kFp8: {
     Value w = tensor(module + ".weight", name, {out, in}, b.getType<Float8E4M3FNType>());
-    SmallVector<int64_t> perTensor, perRow{out};
-    SmallVector<int64_t> scaleShape = shapeOf(module + ".weight_scale",
-                                              c.quantization.fp8PerChannel ? perRow : perTensor);
-    int64_t scaleCount = 1;
-    for (int64_t d : scaleShape)
-      scaleCount *= d;
-    const bool perTensorShape = scaleShape.size() <= 1 && scaleCount == 1;
-    const bool perRowShape = !scaleShape.empty() && scaleShape.size() <= 2 &&
-                             scaleShape[0] == out && scaleCount == out;
-    if (!perTensorShape && !perRowShape)
-      fail(module + ".weight_scale has shape " + formatShape(scaleShape) +
-           ": an FP8 scale is one f32 value per tensor ([] or [1]) or per output row ([" +
-           Twine(out) + "] or [" + Twine(out) + ", 1]); block-wise FP8 is not supported");
+    SmallVector<int64_t> scaleShape = fp8ScaleShape(module + ".weight_scale", out);
     Value scale = tensor(module + ".weight_scale", name, scaleShape, b.getF32Type());
     return LinearOp::create(b, loc(name), act({out}), x, w, ValueRange{scale});
   }
@@ -290,23 +322,122 @@ Value GraphBuilder::mlp(Value x, const LayerConfig &l, const std::string &p) {
   return linear(gu, p + ".mlp.down_proj", c.hiddenSize);
 }
 
+Value GraphBuilder::stackedExperts(const std::string &experts, const std::string &locName,
+                                   ArrayRef<StringRef> projections, int64_t rows, int64_t cols,
+                                   QuantizationConfig::Format format,
+                                   SmallVectorImpl<Value> &scales) {
+  const int64_t e = c.numExperts, m = static_cast<int64_t>(projections.size());
+  // "layers.0.experts.{0..127}.{gate,up}_proj" names the stack in plans and messages.
+  std::string projectionNames = projections.size() == 1
+                                    ? (projections[0] + "_proj").str()
+                                    : "{" + llvm::join(projections, ",") + "}_proj";
+  const std::string whole = formatv("{0}.{{0..{1}}.{2}", experts, e - 1, projectionNames).str();
+  // The parts of one tensor kind (suffix: weight, weight_scale, ...), expert by expert.
+  auto parts = [&](StringRef suffix) {
+    std::vector<std::string> names;
+    for (int64_t x = 0; x < e; ++x)
+      for (StringRef proj : projections)
+        names.push_back(formatv("{0}.{1}.{2}_proj.{3}", experts, x, proj, suffix).str());
+    return names;
+  };
+  auto part = [&](StringRef suffix) {
+    return formatv("{0}.0.{1}_proj.{2}", experts, projections[0], suffix).str();
+  };
+  const int64_t matrixRows = rows / m;
+  switch (format) {
+  case QuantizationConfig::Format::kNone:
+    return stacked(whole + ".weight", locName, parts("weight"), {matrixRows, cols},
+                   {e, rows, cols}, b.getBF16Type());
+  case QuantizationConfig::Format::kNvfp4: {
+    if (cols % 16 != 0)
+      fail(whole + " is NVFP4 with " + Twine(cols) +
+           " inputs, not a multiple of 16 (one block scale per 16 inputs); Spark cannot run it");
+    SmallVector<int64_t> globalShape = shapeOf(part("weight_scale_2"), {});
+    if (globalShape.size() > 1 || (globalShape.size() == 1 && globalShape[0] != 1))
+      fail(part("weight_scale_2") + " has shape " + formatShape(globalShape) +
+           ": an NVFP4 tensor scale is one f32 value ([] or [1])");
+    SmallVector<int64_t> perMatrix{e};
+    if (m > 1)
+      perMatrix.push_back(m);
+    scales.push_back(stacked(whole + ".weight_scale", locName, parts("weight_scale"),
+                             {matrixRows, cols / 16}, {e, rows, cols / 16},
+                             b.getType<Float8E4M3FNType>()));
+    scales.push_back(stacked(whole + ".weight_scale_2", locName, parts("weight_scale_2"),
+                             globalShape, perMatrix, b.getF32Type()));
+    return stacked(whole + ".weight", locName, parts("weight"), {matrixRows, cols},
+                   {e, rows, cols}, b.getType<Float4E2M1FNType>());
+  }
+  case QuantizationConfig::Format::kFp8: {
+    SmallVector<int64_t> scaleShape = fp8ScaleShape(part("weight_scale"), matrixRows);
+    const bool perRowShape = !scaleShape.empty() && scaleShape[0] == matrixRows && matrixRows > 1;
+    SmallVector<int64_t> stackShape{e};
+    if (perRowShape)
+      stackShape.push_back(rows);
+    else if (m > 1)
+      stackShape.push_back(m);
+    scales.push_back(stacked(whole + ".weight_scale", locName, parts("weight_scale"), scaleShape,
+                             stackShape, b.getF32Type()));
+    return stacked(whole + ".weight", locName, parts("weight"), {matrixRows, cols},
+                   {e, rows, cols}, b.getType<Float8E4M3FNType>());
+  }
+  }
+  return Value();
+}
+
+GraphBuilder::ExpertWeights GraphBuilder::expertWeights(const std::string &p) {
+  const int64_t h = c.hiddenSize, e = c.numExperts, i = c.moeIntermediate;
+  const std::string experts = c.weightPrefix + p + ".experts";
+  const std::string locName = p + ".experts";
+  ExpertWeights w;
+  const rt::Checkpoint *ckpt = options.checkpoint;
+  const bool fused = ckpt ? ckpt->Find(experts + ".gate_up_proj") != nullptr
+                          : formatOf(experts + ".0.gate_proj") == QuantizationConfig::Format::kNone;
+  if (fused) {
+    // The fused 3-D tensors of a bf16 checkpoint. (A quantized checkpoint in this packed form,
+    // U8 codes [E, 2I, H/2] with scales, has not been published: its tensor names are unknown.)
+    const rt::TensorView *packed = ckpt ? ckpt->Find(experts + ".gate_up_proj") : nullptr;
+    if (packed && packed->dtype != "BF16")
+      fail(experts + ".gate_up_proj is " + packed->dtype +
+           ": Spark reads quantized MoE experts stored one linear per expert "
+           "(experts.N.gate_proj / up_proj / down_proj with their scales, ModelOpt's layout), "
+           "not packed 3-D tensors");
+    w.gateUp = weight(p + ".experts.gate_up_proj", {e, 2 * i, h});
+    w.down = weight(p + ".experts.down_proj", {e, h, i});
+    return w;
+  }
+  // One linear per expert: every expert's projection must be stored as expert 0's is, and gate
+  // and up alike (the kernels read them as one stacked tensor of one format).
+  auto formatOfAll = [&](ArrayRef<StringRef> projections) {
+    const QuantizationConfig::Format first =
+        formatOf(formatv("{0}.0.{1}_proj", experts, projections[0]).str());
+    for (int64_t x = 0; x < e; ++x)
+      for (StringRef proj : projections) {
+        const std::string module = formatv("{0}.{1}.{2}_proj", experts, x, proj).str();
+        if (formatOf(module) != first)
+          fail(module + " is stored " +
+               (formatOf(module) == QuantizationConfig::Format::kNone ? "in bf16" : "quantized") +
+               " but " + experts + ".0." + projections[0] + "_proj is " +
+               (first == QuantizationConfig::Format::kNone ? "in bf16" : "quantized") +
+               ": Spark needs every expert's " + llvm::join(projections, " and ") +
+               " projections in one format");
+      }
+    return first;
+  };
+  w.gateUp = stackedExperts(experts, locName, {"gate", "up"}, 2 * i, h,
+                            formatOfAll({"gate", "up"}), w.gateUpScales);
+  w.down = stackedExperts(experts, locName, {"down"}, h, i, formatOfAll({"down"}), w.downScales);
+  return w;
+}
+
 // Sections 5 and 9: the dense branch and the routed experts, each normalised, summed.
 Value GraphBuilder::moe(Value mlpOut, Value residual, const std::string &p) {
-  int64_t h = c.hiddenSize, e = c.numExperts, i = c.moeIntermediate;
-  // The router's projection and the experts are bf16 in this release.
+  int64_t h = c.hiddenSize, e = c.numExperts;
+  // The router's projection is bf16 in this release.
   const std::string routerProj = c.weightPrefix + p + ".router.proj";
   if (formatOf(routerProj) != QuantizationConfig::Format::kNone)
     fail(routerProj + " is quantized (" + c.quantization.formatName() +
          "); Spark runs the MoE router in bf16: quantize the checkpoint with the router "
          "excluded (ModelOpt and spark-quantize exclude \"*router*\" by default)");
-  const std::string experts = c.weightPrefix + p + ".experts";
-  if (formatOf(experts + ".0.gate_proj") != QuantizationConfig::Format::kNone ||
-      (options.checkpoint && options.checkpoint->Find(experts + ".gate_up_proj") == nullptr &&
-       options.checkpoint->Find(experts + ".0.gate_proj.weight") != nullptr))
-    fail(experts + " are quantized per expert (" + c.quantization.formatName() +
-         "); quantized MoE experts are not supported yet: this release runs the dense layers "
-         "quantized and the experts in bf16 (spark-quantize excludes \"*experts*\" by "
-         "default)");
   Value f1 = rmsNorm(mlpOut, weight(p + ".post_feedforward_layernorm_1.weight", {h}),
                      p + ".post_feedforward_layernorm_1");
   auto router = MoeRouterOp::create(
@@ -317,10 +448,10 @@ Value GraphBuilder::moe(Value mlpOut, Value residual, const std::string &p) {
       b.getF32FloatAttr(c.rmsNormEps));
   Value x2 = rmsNorm(residual, weight(p + ".pre_feedforward_layernorm_2.weight", {h}),
                      p + ".pre_feedforward_layernorm_2");
-  Value f2 = MoeExpertsOp::create(b, loc(p + ".experts"), act({h}), x2,
-                                  weight(p + ".experts.gate_up_proj", {e, 2 * i, h}),
-                                  weight(p + ".experts.down_proj", {e, h, i}),
-                                  router.getWeights(), router.getIndices());
+  ExpertWeights w = expertWeights(p);
+  Value f2 = MoeExpertsOp::create(b, loc(p + ".experts"), act({h}), x2, w.gateUp, w.down,
+                                  router.getWeights(), router.getIndices(), w.gateUpScales,
+                                  w.downScales);
   f2 = rmsNorm(f2, weight(p + ".post_feedforward_layernorm_2.weight", {h}),
                p + ".post_feedforward_layernorm_2");
   return AddOp::create(b, loc(p + ".moe_add"), f1, f2);
@@ -457,6 +588,12 @@ llvm::Error checkWeightsAgainstCheckpoint(ModuleOp module, llvm::StringRef dir) 
     // check below report the mismatch with the checkpoint's real dtype.
     info.dtype = runtimeElementType(w.getType().getElementType()).value_or(rt::DType::kF32);
     info.shape.assign(w.getType().getShape().begin(), w.getType().getShape().end());
+    if (std::optional<ArrayAttr> parts = w.getParts()) {
+      for (Attribute part : *parts)
+        info.parts.push_back(cast<StringAttr>(part).str());
+      ArrayRef<int64_t> partShape = *w.getPartShape();
+      info.part_shape.assign(partShape.begin(), partShape.end());
+    }
     plan.weights.push_back(std::move(info));
   });
   absl::StatusOr<std::unique_ptr<rt::Checkpoint>> checkpoint = rt::Checkpoint::Open(dir.str());

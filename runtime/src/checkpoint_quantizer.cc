@@ -5,6 +5,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <deque>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -35,9 +36,9 @@ using Format = QuantizedFormat;
 using Options = QuantizeCheckpointOptions;
 
 // Kept in bf16 whatever the user says: what ModelOpt and NVIDIA's Gemma 4 checkpoints keep
-// (gemma4-ecosystem.md section 6), and the MoE experts, which Spark runs in bf16 for now.
-const char* const kDefaultExcludes[] = {"lm_head",    "*embed_tokens*", "*router*",
-                                        "*vision*",   "*audio*",        "*experts*"};
+// (gemma4-ecosystem.md section 6).
+const char* const kDefaultExcludes[] = {"lm_head", "*embed_tokens*", "*router*", "*vision*",
+                                        "*audio*"};
 // The linear layers of a Gemma 4 text decoder, by the last component of their module name.
 const char* const kLinearNames[] = {"q_proj",    "k_proj",  "v_proj",
                                     "o_proj",    "gate_proj", "up_proj",
@@ -88,6 +89,40 @@ bool IsQuantizable(const TensorView& tensor, const std::vector<std::string>& exc
   if (std::find(parts.begin(), parts.end(), "router") != parts.end()) return false;
   if (absl::StrContains(module, "vision") || absl::StrContains(module, "audio")) return false;
   return !Matches(exclude, module);
+}
+
+// The MoE experts of a bf16 Gemma 4 checkpoint are fused: `<layer>.experts.gate_up_proj`
+// [E, 2I, H] (gate rows first) and `<layer>.experts.down_proj` [E, H, I]. ModelOpt's quantized
+// checkpoints hold one linear per expert and projection instead (`<layer>.experts.<e>.gate_proj`,
+// `up_proj`, `down_proj`, each [rows, cols] with its own scales): the per-expert weights of a
+// fused tensor, as views of its rows, in that order (expert by expert, gate before up), or none
+// when `t` is not a fused expert tensor.
+std::vector<TensorView> ExpertLinears(const TensorView& t) {
+  const bool gate_up = absl::EndsWith(t.name, ".experts.gate_up_proj");
+  if ((!gate_up && !absl::EndsWith(t.name, ".experts.down_proj")) || t.shape.size() != 3 ||
+      t.dtype != "BF16" || (gate_up && t.shape[1] % 2 != 0)) {
+    return {};
+  }
+  const std::string experts = t.name.substr(0, t.name.rfind('.'));
+  const int64_t count = t.shape[0], cols = t.shape[2];
+  const int64_t rows = gate_up ? t.shape[1] / 2 : t.shape[1];
+  const std::vector<std::string> projections =
+      gate_up ? std::vector<std::string>{"gate_proj", "up_proj"}
+              : std::vector<std::string>{"down_proj"};
+  std::vector<TensorView> linears;
+  const uint64_t bytes = static_cast<uint64_t>(rows * cols) * 2;
+  for (int64_t e = 0; e < count; ++e) {
+    for (size_t p = 0; p < projections.size(); ++p) {
+      TensorView view;
+      view.name = absl::StrCat(experts, ".", e, ".", projections[p], ".weight");
+      view.dtype = "BF16";
+      view.shape = {rows, cols};
+      view.data = t.data + (static_cast<uint64_t>(e) * projections.size() + p) * bytes;
+      view.num_bytes = bytes;
+      linears.push_back(std::move(view));
+    }
+  }
+  return linears;
 }
 
 std::string FloatBytes(float value) {
@@ -151,6 +186,7 @@ class Quantizer {
   std::map<std::string, quant::Fp8Weight> fp8_;
   std::map<std::string, int> parts_left_;
   absl::Status refused_;  // a linear Plan() cannot quantize
+  std::deque<TensorView> expert_linears_;  // views of the fused expert tensors (ExpertLinears)
   std::string produced_;  // the part Produce() returned last
   uint64_t done_bytes_ = 0;
   int quantized_ = 0;
@@ -159,8 +195,45 @@ class Quantizer {
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 };
 
-std::vector<OutputTensor> Quantizer::Plan(const std::vector<const TensorView*>& inputs) {
+std::vector<OutputTensor> Quantizer::Plan(const std::vector<const TensorView*>& file_inputs) {
   std::vector<OutputTensor> out;
+  // Fused expert tensors become their per-expert linears, all quantized or (excluded, or too
+  // narrow for NVFP4's blocks) the fused tensor copied as it is: Spark runs every expert's
+  // projection in one format.
+  std::vector<const TensorView*> inputs;
+  for (const TensorView* t : file_inputs) {
+    std::vector<TensorView> linears = ExpertLinears(*t);
+    size_t quantizable = 0;
+    for (const TensorView& linear : linears) quantizable += IsQuantizable(linear, exclude_);
+    if (linears.empty() || quantizable == 0) {
+      inputs.push_back(t);
+      continue;
+    }
+    if (quantizable != linears.size()) {
+      refused_ = absl::InvalidArgumentError(PrintableText(absl::StrCat(
+          "--exclude keeps some of the linears of ", t->name, " in bf16 but not all (",
+          quantizable, " of ", linears.size(), " would be quantized): Spark runs every "
+          "expert's projection in one format; exclude all of them (e.g. \"*experts*\") or none")));
+      inputs.push_back(t);
+      continue;
+    }
+    if (format_ == Format::kNvfp4 && t->shape[2] % quant::kNvfp4BlockSize != 0) {
+      // (Named in the config's ignore list as fnmatch patterns: <layer>.experts.*.gate_proj.)
+      const std::string experts = t->name.substr(0, t->name.rfind('.'));
+      for (size_t p = 0; p < linears.size() && p < 2; ++p) {
+        const std::string& name = linears[p].name;  // <experts>.0.<projection>.weight
+        const std::string projection = ModuleOf(name).substr(ModuleOf(name).rfind('.') + 1);
+        if (p == 1 && projection == "down_proj") break;
+        kept_narrow_.push_back(absl::StrCat(experts, ".*.", projection));
+      }
+      inputs.push_back(t);
+      continue;
+    }
+    for (TensorView& linear : linears) {
+      expert_linears_.push_back(std::move(linear));
+      inputs.push_back(&expert_linears_.back());
+    }
+  }
   for (const TensorView* t : inputs) {
     if (IsQuantizable(*t, exclude_) && t->dtype != "BF16") {
       refused_ = absl::InvalidArgumentError(PrintableText(absl::StrCat(

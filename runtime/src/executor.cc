@@ -1,6 +1,7 @@
 #include "spark/runtime/executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -104,15 +105,41 @@ absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan,
   SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, checkpoint));
   std::vector<WeightData> weights;
   weights.reserve(plan.weights.size());
-  for (const WeightInfo& info : plan.weights) {
-    const TensorView* tensor = checkpoint.Find(info.name);
+  const auto find = [&](const std::string& name) -> absl::StatusOr<const TensorView*> {
+    const TensorView* tensor = checkpoint.Find(name);
     if (tensor == nullptr) {
       return absl::NotFoundError(
-          PrintableText(absl::StrCat("weight ", info.name, " is not in the checkpoint")));
+          PrintableText(absl::StrCat("weight ", name, " is not in the checkpoint")));
     }
-    weights.push_back({tensor->data, tensor->num_bytes});
+    return tensor;
+  };
+  for (const WeightInfo& info : plan.weights) {
+    WeightData weight;
+    if (info.parts.empty()) {
+      SPARK_ASSIGN_OR_RETURN(const TensorView* tensor, find(info.name));
+      weight.data = tensor->data;
+      weight.num_bytes = tensor->num_bytes;
+    } else {
+      for (const std::string& part : info.parts) {
+        SPARK_ASSIGN_OR_RETURN(const TensorView* tensor, find(part));
+        weight.parts.push_back({tensor->data, tensor->num_bytes});
+        weight.num_bytes += tensor->num_bytes;  // CheckPlanWeights checked each part's size
+      }
+    }
+    weights.push_back(std::move(weight));
   }
   return weights;
+}
+
+void CopyWeightBytes(const WeightData& weight, uint8_t* dst) {
+  if (!weight.assembled()) {
+    if (weight.num_bytes > 0) std::memcpy(dst, weight.data, weight.num_bytes);
+    return;
+  }
+  for (const WeightPart& part : weight.parts) {
+    if (part.num_bytes > 0) std::memcpy(dst, part.data, part.num_bytes);
+    dst += part.num_bytes;
+  }
 }
 
 WeightPlacement PlaceIntegratedWeights(const Plan& plan, const std::vector<WeightData>& weights) {
@@ -123,7 +150,8 @@ WeightPlacement PlaceIntegratedWeights(const Plan& plan, const std::vector<Weigh
     const uintptr_t element = static_cast<uintptr_t>(std::max(1, DTypeSize(plan.weights[w].dtype)));
     const bool vector_sized = weights[w].num_bytes >= kWeightVectorAlignment;
     if (weights[w].num_bytes > 0 &&
-        (address % element != 0 || (vector_sized && address % kWeightVectorAlignment != 0))) {
+        (weights[w].assembled() || address % element != 0 ||
+         (vector_sized && address % kWeightVectorAlignment != 0))) {
       placement.copied[w] = true;
       ++placement.num_copied;
       placement.copied_bytes += weights[w].num_bytes;

@@ -103,12 +103,15 @@ absl::Status HostExecutor::AllocateArena() {
   bindings_.arena = AddressOf(arena_.data());
   // A weight whose checkpoint offset is not a multiple of its element size (safetensors does not
   // require it) is read from an aligned copy: the reference loads its elements as C++ objects.
+  // So is a weight assembled from parts (MoE experts stored one matrix per expert).
   for (size_t w = 0; w < weights_.size(); ++w) {
     const uint64_t element = static_cast<uint64_t>(std::max(1, DTypeSize(plan_.weights[w].dtype)));
     const uint8_t* data = weights_[w].data;
-    if (data != nullptr && AddressOf(data) % element != 0) {
-      aligned_copies_.emplace_back((weights_[w].num_bytes + 7) / 8);
-      std::memcpy(aligned_copies_.back().data(), data, weights_[w].num_bytes);
+    if (weights_[w].assembled() || (data != nullptr && AddressOf(data) % element != 0)) {
+      SPARK_RETURN_IF_ERROR(WithHostAllocation(
+          absl::StrCat("a copy of weight ", plan_.weights[w].name), weights_[w].num_bytes,
+          [&] { aligned_copies_.emplace_back((weights_[w].num_bytes + 7) / 8); }));
+      CopyWeightBytes(weights_[w], reinterpret_cast<uint8_t*>(aligned_copies_.back().data()));
       data = reinterpret_cast<const uint8_t*>(aligned_copies_.back().data());
       allocated_bytes_ += aligned_copies_.back().size() * sizeof(uint64_t);
     }

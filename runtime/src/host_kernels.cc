@@ -437,11 +437,61 @@ void MoeTopK(const float* logits, const uint16_t* per_expert_scale, float* weigh
   }
 }
 
-void MoeGateUp(const float* x, const uint16_t* gate_up, const int32_t* indices, float* act,
-               int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
-               int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
+// The expert matrices of the MoE ops in each weight format: Dot(x, e, r) is x . row r of expert
+// e's [rows, cols] matrix, dequantised exactly (in f32) as the quantized linears do, accumulated
+// in double. A matrix's tensor (or per-row) scales: scale[(e * rows + r) / rows_per_scale].
+namespace {
+
+struct Bf16Experts {
+  const uint16_t* w;
+  int64_t rows, cols;
+  double Dot(const float* x, int64_t e, int64_t r) const {
+    return DotBf16(x, w + (e * rows + r) * cols, cols);
+  }
+};
+
+struct Nvfp4Experts {
+  const unsigned char* codes;
+  const unsigned char* block_scale;
+  const float* tensor_scale;
+  int64_t rows, cols, rows_per_scale;
+  double Dot(const float* x, int64_t e, int64_t r) const {
+    const int64_t row = e * rows + r, blocks = cols / quant::kNvfp4BlockSize;
+    const float global = tensor_scale[row / rows_per_scale];
+    double acc = 0.0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float scale = quant::E4M3Value(block_scale[row * blocks + b]) * global;
+      for (int64_t i = b * quant::kNvfp4BlockSize; i < (b + 1) * quant::kNvfp4BlockSize; ++i) {
+        const float value = quant::E2M1Value(quant::PackedE2M1Code(codes + row * (cols / 2), i));
+        acc += static_cast<double>(x[i]) * (value * scale);
+      }
+    }
+    return acc;
+  }
+};
+
+struct Fp8Experts {
+  const unsigned char* w;
+  const float* scale;
+  int64_t rows, cols, rows_per_scale;
+  double Dot(const float* x, int64_t e, int64_t r) const {
+    const int64_t row = e * rows + r;
+    const float s = scale[row / rows_per_scale];
+    double acc = 0.0;
+    for (int64_t i = 0; i < cols; ++i) {
+      acc += static_cast<double>(x[i]) * (quant::E4M3Value(w[row * cols + i]) * s);
+    }
+    return acc;
+  }
+};
+
+// act[t, k, i] = gelu(gate) * up of expert indices[t, k] (rows i and intermediate + i of its
+// gate_up matrix); zeros for an index outside [0, num_experts).
+template <class Experts>
+void MoeGateUpWith(const float* x, const Experts& gate_up, const int32_t* indices, float* act,
+                   int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
+                   int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
   if (num_tokens < tokens_from || num_tokens > tokens_to) return;
-  const int64_t expert_size = 2 * static_cast<int64_t>(intermediate) * hidden;
   for (int32_t t = 0; t < num_tokens; ++t) {
     const float* row = x + static_cast<int64_t>(t) * hidden;
     for (int32_t k = 0; k < top_k; ++k) {
@@ -452,24 +502,23 @@ void MoeGateUp(const float* x, const uint16_t* gate_up, const int32_t* indices, 
         std::fill(out, out + intermediate, 0.0f);
         continue;
       }
-      const uint16_t* gate = gate_up + e * expert_size;
-      const uint16_t* up = gate + static_cast<int64_t>(intermediate) * hidden;
       for (int32_t i = 0; i < intermediate; ++i) {
-        const float g =
-            static_cast<float>(DotBf16(row, gate + static_cast<int64_t>(i) * hidden, hidden));
-        const float u =
-            static_cast<float>(DotBf16(row, up + static_cast<int64_t>(i) * hidden, hidden));
+        const float g = static_cast<float>(gate_up.Dot(row, e, i));
+        const float u = static_cast<float>(gate_up.Dot(row, e, intermediate + i));
         out[i] = GeluTanh(g) * u;
       }
     }
   }
 }
 
-void MoeDown(const float* act, const uint16_t* down, const float* weights, const int32_t* indices,
-             float* y, float* partials, int32_t num_tokens, int32_t hidden, int32_t intermediate,
-             int32_t num_experts, int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
+// y[t] = sum_k weights[t, k] * (act[t, k] @ down[e]^T), or each slot's term to partials when
+// grouped (abi::MoeDownGrouped).
+template <class Experts>
+void MoeDownWith(const float* act, const Experts& down, const float* weights,
+                 const int32_t* indices, float* y, float* partials, int32_t num_tokens,
+                 int32_t hidden, int32_t intermediate, int32_t num_experts, int32_t top_k,
+                 int32_t tokens_from, int32_t tokens_to) {
   if (num_tokens < tokens_from || num_tokens > tokens_to) return;
-  const int64_t expert_size = static_cast<int64_t>(hidden) * intermediate;
   const bool grouped = abi::MoeDownGrouped(num_tokens, partials != nullptr);
   std::vector<double> acc(hidden);
   for (int32_t t = 0; t < num_tokens; ++t) {
@@ -483,10 +532,8 @@ void MoeDown(const float* act, const uint16_t* down, const float* weights, const
         continue;
       }
       const float* a = act + slot * intermediate;
-      const uint16_t* w = down + e * expert_size;
       for (int32_t o = 0; o < hidden; ++o) {
-        const float expert_out = static_cast<float>(
-            DotBf16(a, w + static_cast<int64_t>(o) * intermediate, intermediate));
+        const float expert_out = static_cast<float>(down.Dot(a, e, o));
         if (part != nullptr) {
           part[o] = weights[slot] * expert_out;
         } else {
@@ -498,6 +545,68 @@ void MoeDown(const float* act, const uint16_t* down, const float* weights, const
     float* out = y + static_cast<int64_t>(t) * hidden;
     for (int32_t o = 0; o < hidden; ++o) out[o] = static_cast<float>(acc[o]);
   }
+}
+
+}  // namespace
+
+void MoeGateUp(const float* x, const uint16_t* gate_up, const int32_t* indices, float* act,
+               int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
+               int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
+  MoeGateUpWith(x, Bf16Experts{gate_up, 2 * static_cast<int64_t>(intermediate), hidden}, indices,
+                act, num_tokens, hidden, intermediate, num_experts, top_k, tokens_from,
+                tokens_to);
+}
+
+void MoeDown(const float* act, const uint16_t* down, const float* weights, const int32_t* indices,
+             float* y, float* partials, int32_t num_tokens, int32_t hidden, int32_t intermediate,
+             int32_t num_experts, int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
+  MoeDownWith(act, Bf16Experts{down, hidden, intermediate}, weights, indices, y, partials,
+              num_tokens, hidden, intermediate, num_experts, top_k, tokens_from, tokens_to);
+}
+
+void MoeGateUpNvfp4(const float* x, const unsigned char* gate_up,
+                    const unsigned char* block_scale, const float* tensor_scale,
+                    const int32_t* indices, float* act, int32_t num_tokens, int32_t hidden,
+                    int32_t intermediate, int32_t num_experts, int32_t top_k,
+                    int32_t tokens_from, int32_t tokens_to) {
+  // One tensor scale per matrix: gate rows [0, intermediate), up rows [intermediate, 2 I).
+  const Nvfp4Experts experts{gate_up, block_scale, tensor_scale, 2 * static_cast<int64_t>(intermediate),
+                             hidden, std::max<int64_t>(intermediate, 1)};
+  MoeGateUpWith(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts, top_k,
+                tokens_from, tokens_to);
+}
+
+void MoeDownNvfp4(const float* act, const unsigned char* down, const unsigned char* block_scale,
+                  const float* tensor_scale, const float* weights, const int32_t* indices,
+                  float* y, float* partials, int32_t num_tokens, int32_t hidden,
+                  int32_t intermediate, int32_t num_experts, int32_t top_k, int32_t tokens_from,
+                  int32_t tokens_to) {
+  const Nvfp4Experts experts{down, block_scale, tensor_scale, hidden, intermediate,
+                             std::max<int64_t>(hidden, 1)};
+  MoeDownWith(act, experts, weights, indices, y, partials, num_tokens, hidden, intermediate,
+              num_experts, top_k, tokens_from, tokens_to);
+}
+
+void MoeGateUpFp8(const float* x, const unsigned char* gate_up, const float* scale,
+                  const int32_t* indices, float* act, int32_t num_tokens, int32_t hidden,
+                  int32_t intermediate, int32_t num_experts, int32_t top_k,
+                  int32_t scales_per_matrix, int32_t tokens_from, int32_t tokens_to) {
+  // scales_per_matrix 1: one scale per gate / up matrix; = intermediate: one per row.
+  const Fp8Experts experts{gate_up, scale, 2 * static_cast<int64_t>(intermediate), hidden,
+                           scales_per_matrix == 1 ? std::max<int64_t>(intermediate, 1) : 1};
+  MoeGateUpWith(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts, top_k,
+                tokens_from, tokens_to);
+}
+
+void MoeDownFp8(const float* act, const unsigned char* down, const float* scale,
+                const float* weights, const int32_t* indices, float* y, float* partials,
+                int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
+                int32_t top_k, int32_t scales_per_matrix, int32_t tokens_from,
+                int32_t tokens_to) {
+  const Fp8Experts experts{down, scale, hidden, intermediate,
+                           scales_per_matrix == 1 ? std::max<int64_t>(hidden, 1) : 1};
+  MoeDownWith(act, experts, weights, indices, y, partials, num_tokens, hidden, intermediate,
+              num_experts, top_k, tokens_from, tokens_to);
 }
 
 void MoeCombine(const float* partials, float* y, int32_t num_tokens, int32_t hidden,

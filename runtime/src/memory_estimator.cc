@@ -263,10 +263,16 @@ std::string WeightTypes(const PlanSizes& sizes) {
 
 std::vector<MemoryComponent> FixedComponents(const PlanSizes& sizes, const DeviceMemory& device,
                                              const EstimateOptions& options, uint64_t workspace) {
+  const std::string except =
+      sizes.assembled_weight_bytes == 0
+          ? std::string()
+          : absl::StrCat(" except ", FormatBytes(sizes.assembled_weight_bytes),
+                         " assembled from per-expert tensors (a copy)");
   const std::string weights_source =
       device.integrated
           ? absl::StrCat(sizes.num_weights, " plan weights ", WeightTypes(sizes),
-                         ", used in place from the checkpoint's memory mapping (counted once)")
+                         ", used in place from the checkpoint's memory mapping", except,
+                         " (counted once)")
           : absl::StrCat(sizes.num_weights, " plan weights ", WeightTypes(sizes),
                          ", copied to device memory");
   return {
@@ -536,6 +542,9 @@ PlanSizes SizesFromPlan(const Plan& plan) {
   sizes.model = plan.model.variant;
   for (const WeightInfo& weight : plan.weights) {
     sizes.weight_bytes = SaturatingAdd(sizes.weight_bytes, weight.num_bytes());
+    if (!weight.parts.empty()) {
+      sizes.assembled_weight_bytes = SaturatingAdd(sizes.assembled_weight_bytes, weight.num_bytes());
+    }
   }
   sizes.num_weights = static_cast<int64_t>(plan.weights.size());
   for (const DType dtype : kAllDTypes) {

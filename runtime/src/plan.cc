@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -346,6 +347,22 @@ WeightInfo ReadWeight(ObjectReader object, Errors* errors) {
   weight.name = object.String("name");
   weight.dtype = ReadDType(object, errors);
   weight.shape = object.IntArray("shape", kInt64Min, kInt64Max);
+  if (object.Has("parts") || object.Has("part_shape")) {
+    const Json& parts = object.Array("parts");
+    if (parts.size() > pf::kMaxWeightParts) {
+      errors->Fail(object.Child("parts"), TooManyEntries(parts.size(), pf::kMaxWeightParts));
+    } else {
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (!parts[i].is_string()) {
+          errors->Fail(IndexPath(object.Child("parts"), i),
+                       absl::StrCat("expected a string, found ", DescribeJson(parts[i])));
+          break;
+        }
+        weight.parts.push_back(parts[i].get<std::string>());
+      }
+    }
+    weight.part_shape = object.IntArray("part_shape", kInt64Min, kInt64Max);
+  }
   object.Finish();
   return weight;
 }
@@ -691,6 +708,31 @@ absl::Status ValidateWeight(const WeightInfo& weight, const std::string& path,
     return PlanError(origin, absl::StrCat(path, ".shape"),
                      absl::StrCat(ShapeText(weight.shape), " is too large (over 2^64 bytes)"));
   }
+  if (weight.parts.empty()) return absl::OkStatus();
+  // A weight assembled from parts: part_shape x parts.size() elements make the weight.
+  SPARK_RETURN_IF_ERROR(CheckDims(origin, absl::StrCat(path, ".part_shape"), weight.part_shape));
+  absl::flat_hash_set<absl::string_view> names;
+  for (size_t i = 0; i < weight.parts.size(); ++i) {
+    if (weight.parts[i].empty() || !names.insert(weight.parts[i]).second) {
+      return PlanError(origin, IndexPath(absl::StrCat(path, ".parts"), i),
+                       weight.parts[i].empty()
+                           ? std::string("empty part name")
+                           : absl::StrCat("part ", weight.parts[i], " is given twice"));
+    }
+  }
+  if (weight.dtype == DType::kF4E2M1FN &&
+      (weight.part_shape.empty() || weight.part_shape.back() % 2 != 0)) {
+    return PlanError(origin, absl::StrCat(path, ".part_shape"),
+                     absl::StrCat("f4E2M1FN parts have an even last dimension (two codes per "
+                                  "byte), found ", ShapeText(weight.part_shape)));
+  }
+  const absl::optional<uint64_t> part = CheckedTensorBytes(weight.part_shape, weight.dtype);
+  if (!part || *part * weight.parts.size() != weight.num_bytes()) {
+    return PlanError(origin, absl::StrCat(path, ".part_shape"),
+                     absl::StrCat(weight.parts.size(), " parts of ", ShapeText(weight.part_shape),
+                                  " do not make ", DTypeName(weight.dtype), " ",
+                                  ShapeText(weight.shape)));
+  }
   return absl::OkStatus();
 }
 
@@ -989,6 +1031,12 @@ Json WeightJson(const WeightInfo& weight) {
   AddMember(json, "name", Json(weight.name));
   AddMember(json, "dtype", Json(std::string(DTypeName(weight.dtype))));
   AddMember(json, "shape", IntArrayJson(weight.shape));
+  if (!weight.parts.empty()) {
+    Json parts = Json::array();
+    for (const std::string& part : weight.parts) parts.push_back(Json(part));
+    AddMember(json, "parts", std::move(parts));
+    AddMember(json, "part_shape", IntArrayJson(weight.part_shape));
+  }
   return json;
 }
 

@@ -365,20 +365,38 @@ std::string NotFoundHint(const Plan& plan, const std::string& name, const Checkp
                       "weight prefix is \"", prefix, "\")");
 }
 
+// The checkpoint tensors weight `w` is read from: itself, or each of its parts (name, dtype and
+// part shape), in order.
+std::vector<WeightInfo> CheckpointTensorsOf(const WeightInfo& w) {
+  if (w.parts.empty()) return {w};
+  std::vector<WeightInfo> tensors;
+  tensors.reserve(w.parts.size());
+  for (const std::string& part : w.parts) tensors.push_back({part, w.dtype, w.part_shape, {}, {}});
+  return tensors;
+}
+
 absl::Status CheckAllPresent(const Plan& plan, const Checkpoint& checkpoint,
                              absl::string_view subject) {
-  const WeightInfo* first_missing = nullptr;
-  size_t missing = 0;
+  std::string first_missing, first_of;
+  size_t missing = 0, total = 0;
+  bool assembled = false;  // a weight is made of parts: count checkpoint tensors, not weights
   for (const WeightInfo& weight : plan.weights) {
-    if (checkpoint.Find(weight.name) != nullptr) continue;
-    if (first_missing == nullptr) first_missing = &weight;
-    ++missing;
+    assembled = assembled || !weight.parts.empty();
+    for (const WeightInfo& tensor : CheckpointTensorsOf(weight)) {
+      ++total;
+      if (checkpoint.Find(tensor.name) != nullptr) continue;
+      if (missing++ == 0) {
+        first_missing = tensor.name;
+        if (!weight.parts.empty()) first_of = absl::StrCat(", a part of ", weight.name, ",");
+      }
+    }
   }
-  if (first_missing == nullptr) return absl::OkStatus();
-  return absl::NotFoundError(PrintableText(
-      absl::StrCat("weight ", first_missing->name, " is not in the checkpoint ", checkpoint.path(),
-                   " (", missing, " of ", subject, "'s ", plan.weights.size(),
-                   " weights are missing)", NotFoundHint(plan, first_missing->name, checkpoint))));
+  if (missing == 0) return absl::OkStatus();
+  return absl::NotFoundError(PrintableText(absl::StrCat(
+      "weight ", first_missing, first_of, " is not in the checkpoint ", checkpoint.path(), " (",
+      missing, " of ", subject, "'s ", total, assembled ? " checkpoint tensors" : " weights",
+      " are missing)",
+      NotFoundHint(plan, first_missing, checkpoint))));
 }
 
 absl::Status CheckWeight(const WeightInfo& weight, const TensorView& tensor,
@@ -511,7 +529,9 @@ absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint,
                               absl::string_view subject) {
   SPARK_RETURN_IF_ERROR(CheckAllPresent(plan, checkpoint, subject));
   for (const WeightInfo& weight : plan.weights) {
-    SPARK_RETURN_IF_ERROR(CheckWeight(weight, *checkpoint.Find(weight.name), subject));
+    for (const WeightInfo& tensor : CheckpointTensorsOf(weight)) {
+      SPARK_RETURN_IF_ERROR(CheckWeight(tensor, *checkpoint.Find(tensor.name), subject));
+    }
   }
   // The dequantisation scales the steps take (registry role kWeightScale): a NaN, infinite or
   // negative scale would silently turn the layer's outputs into garbage.
@@ -528,8 +548,9 @@ absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint,
   }
   for (size_t w = 0; w < plan.weights.size(); ++w) {
     if (!is_scale[w]) continue;
-    const WeightInfo& weight = plan.weights[w];
-    SPARK_RETURN_IF_ERROR(CheckScaleValues(weight, *checkpoint.Find(weight.name)));
+    for (const WeightInfo& tensor : CheckpointTensorsOf(plan.weights[w])) {
+      SPARK_RETURN_IF_ERROR(CheckScaleValues(tensor, *checkpoint.Find(tensor.name)));
+    }
   }
   return absl::OkStatus();
 }

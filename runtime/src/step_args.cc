@@ -25,8 +25,11 @@ absl::Status CheckBoundWeights(const Plan& plan, absl::Span<const WeightData> we
   }
   for (size_t i = 0; i < weights.size(); ++i) {
     const WeightInfo& info = plan.weights[i];
-    if (weights[i].num_bytes != info.num_bytes() ||
-        (weights[i].data == nullptr && info.num_bytes() > 0)) {
+    uint64_t part_bytes = 0;
+    for (const WeightPart& part : weights[i].parts) part_bytes += part.num_bytes;
+    const bool has_data = weights[i].assembled() ? part_bytes == weights[i].num_bytes
+                                                 : weights[i].data != nullptr;
+    if (weights[i].num_bytes != info.num_bytes() || (!has_data && info.num_bytes() > 0)) {
       return absl::InvalidArgumentError(absl::StrCat("weight ", PrintableText(info.name), " needs ",
                                                      info.num_bytes(), " bytes, bound ",
                                                      weights[i].num_bytes));

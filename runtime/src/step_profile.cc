@@ -74,18 +74,23 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
       cost.weight_bytes = tokens * size(abi::ops::embedding::dim) * 2;
       break;
     case abi::OpId::kMoeGateUp:
-    case abi::OpId::kMoeDown: {  // the experts the step's tokens select, at most all of them
-      namespace moe = abi::ops::moe_down;  // the same size arguments as moe_gate_up's
+    case abi::OpId::kMoeGateUpNvfp4:
+    case abi::OpId::kMoeGateUpFp8:
+    case abi::OpId::kMoeDown:
+    case abi::OpId::kMoeDownNvfp4:
+    case abi::OpId::kMoeDownFp8: {  // the experts the step's tokens select, at most all of them
+      // (Every expert op has these size arguments; the down ops also y and partials.)
       const int experts = abi::FindArg(spec, "num_experts"), top_k = abi::FindArg(spec, "top_k");
       const double touched = std::min(size(experts), tokens * size(top_k));
       cost.weight_bytes *= touched / std::max(size(experts), 1.0);
-      if (step.op == abi::OpId::kMoeDown) {
+      const int partials = abi::FindArg(spec, "partials");
+      if (partials >= 0) {
         // Grouped, the weighted slot rows go to the workspace and y is not written; otherwise
         // the reverse (the generic count above included both).
-        const bool has_partials = step.args[moe::partials].kind == ArgRefKind::kBuffer;
+        const bool has_partials = step.args[partials].kind == ArgRefKind::kBuffer;
         const int unused = abi::MoeDownGrouped(static_cast<int>(num_tokens), has_partials)
-                               ? moe::y
-                           : has_partials ? moe::partials
+                               ? abi::FindArg(spec, "y")
+                           : has_partials ? partials
                                           : -1;
         if (unused >= 0) {
           cost.activation_bytes -= tokens * plan.buffers[step.args[unused].index].row_bytes();

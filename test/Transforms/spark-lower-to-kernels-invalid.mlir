@@ -161,7 +161,7 @@ func.func @forward(%ids: tensor<i32> {spark.input = "ids"}, %pos: tensor<?xi32> 
 // 8, so an f32 (or quantized) weight is refused at the op that takes it.
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x8xf32> {
   %table = spark.weight "model.embed_tokens.weight" : tensor<32x8xf32>
-  // expected-error @+1 {{'spark.embedding' op expects weight 'model.embed_tokens.weight' in bf16 (the embedding kernel's table), got 'tensor<32x8xf32>'; only spark.linear takes quantized weights}}
+  // expected-error @+1 {{'spark.embedding' op expects weight 'model.embed_tokens.weight' in bf16 (the embedding kernel's table), got 'tensor<32x8xf32>'; only spark.linear and spark.moe_experts take quantized weights}}
   %e = spark.embedding %ids, %table {scale = 4.0 : f32} : (tensor<?xi32>, tensor<32x8xf32>) -> tensor<?x8xf32>
   return %e : tensor<?x8xf32>
 }

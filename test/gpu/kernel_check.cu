@@ -19,6 +19,7 @@
 //          ~1e-7 expected), attention_merge against the host merge of the same partial records;
 //   1e-4   linear, linear_nvfp4, linear_fp8 (against the exact dequantisation), attention (its output, or its partial records when split over the KV length),
 //          attention_merge against unsplit attention, moe_topk weights, moe_gate_up, moe_down
+//          (and their _nvfp4 / _fp8 forms, against the exact dequantisation)
 //          (f32 accumulation over up to a few thousand bf16 x f32 products vs the reference's
 //          double accumulation; linear with T >= 16 runs the tensor-core path with split-bf16
 //          activations, ~1e-5).
@@ -1152,6 +1153,152 @@ void CheckMoeDown(int T, int hidden, int inter, int E, int K, const std::vector<
   Report("moe_combine", shape + " vs ungrouped", e_whole, 1e-4);
 }
 
+// Quantized MoE experts (moe_gate_up / moe_down _nvfp4 / _fp8) against the host reference
+// (exact dequantisation): random codes and scales, invalid indices, every path (decode GEMV,
+// grouped tiles with a workspace, scalar loads for sizes the vector paths refuse), f32 and bf16
+// activations, FP8 scales per matrix and per row.
+struct QuantExperts {
+  bool nvfp4;
+  int rows, cols, matrices, spm;  // each expert: `matrices` stacked matrices of rows / matrices
+  std::vector<uint8_t> w, block_scale;
+  std::vector<float> scale;  // NVFP4 tensor scales [E, matrices]; FP8 [E, matrices, spm]
+  QuantExperts(bool nvfp4, int E, int rows, int cols, int matrices, bool per_row)
+      : nvfp4(nvfp4), rows(rows), cols(cols), matrices(matrices),
+        spm(per_row ? rows / matrices : 1) {
+    const size_t n = static_cast<size_t>(E) * rows * cols;
+    if (nvfp4) {
+      w = RandomBytes(n / 2);
+      block_scale = RandomE4M3Scales(n / 16);
+      scale = Uniforms(static_cast<size_t>(E) * matrices, 0.002f, 0.02f);
+    } else {
+      w = RandomE4M3Elements(n);
+      scale = Uniforms(static_cast<size_t>(E) * matrices * spm, 1e-3f, 4e-3f);
+    }
+  }
+  const char* Name() const { return nvfp4 ? "nvfp4" : "fp8"; }
+};
+
+void CheckMoeGateUpQuant(int T, int H, int I, int E, int K, const QuantExperts& q,
+                         bool small_grids, bool bf16_act = false) {
+  const char* op = q.nvfp4 ? "moe_gate_up_nvfp4" : "moe_gate_up_fp8";
+  if (!Enabled(op)) return;
+  auto x = Normals(static_cast<size_t>(T) * H);
+  if (bf16_act) x = RoundedToBf16(std::move(x));
+  const auto idx = RandomIndices(T, E, K, T > 1);
+  std::vector<float> ref(static_cast<size_t>(T) * K * I);
+  if (q.nvfp4)
+    host::MoeGateUpNvfp4(x.data(), q.w.data(), q.block_scale.data(), q.scale.data(), idx.data(),
+                         ref.data(), T, H, I, E, K, 1, kAllTokens);
+  else
+    host::MoeGateUpFp8(x.data(), q.w.data(), q.scale.data(), idx.data(), ref.data(), T, H, I, E,
+                       K, q.spm, 1, kAllTokens);
+  Dev<uint8_t> d_w(q.w), d_bs(q.nvfp4 ? q.block_scale : std::vector<uint8_t>(1));
+  Dev<float> d_s(q.scale);
+  Dev<int> d_idx(idx);
+  const bool vec = H % (q.nvfp4 ? 32 : 16) == 0;
+  const std::string shape =
+      Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s%s%s", T, H, I, E, K,
+          T > 1 ? " +invalid idx" : "", !vec ? " scalar" : T >= 16 ? " grouped" : "",
+          q.spm > 1 ? " per-row scale" : "");
+  const auto launch = [&](int g, const void* dx, void* dact, int from) {
+    if (q.nvfp4)
+      Launch(op, check_moe_gate_up_nvfp4, g, static_cast<const act_t*>(dx), d_w.p, d_bs.p, d_s.p,
+             d_idx.p, static_cast<act_t*>(dact), T, H, I, E, K, from, kAllTokens);
+    else
+      Launch(op, check_moe_gate_up_fp8, g, static_cast<const act_t*>(dx), d_w.p, d_s.p, d_idx.p,
+             static_cast<act_t*>(dact), T, H, I, E, K, q.spm, from, kAllTokens);
+  };
+  if (bf16_act) {
+    Dev<bf16> d_x16(Bf16Bits(x)), d_act16(ref.size());
+    d_act16.Poison();
+    {
+      const Bf16Activations bf16_activations;
+      launch(kMaxGrid, d_x16.p, d_act16.p, 1);
+    }
+    ReportBf16(op, shape, d_act16.Download(), ref);
+    return;
+  }
+  Dev<float> d_x(x), d_act(ref.size());
+  Err e;
+  for (int g : Grids(Ceil(static_cast<int64_t>(T) * K * I, 8), small_grids)) {
+    d_act.Poison();
+    launch(g, d_x.p, d_act.p, 1);
+    e.Merge(Compare(d_act.Download(), ref));
+  }
+  d_act.Poison();  // outside its token range: nothing written
+  launch(Grids(1)[0], d_x.p, d_act.p, T + 1);
+  for (float v : d_act.Download()) {
+    if (!std::isnan(v)) e.abs = INFINITY;
+  }
+  Report(op, shape, e, 1e-4);
+}
+
+void CheckMoeDownQuant(int T, int H, int I, int E, int K, const QuantExperts& q, bool small_grids,
+                       bool with_partials, bool bf16_act = false) {
+  const char* op = q.nvfp4 ? "moe_down_nvfp4" : "moe_down_fp8";
+  if (!Enabled(op)) return;
+  auto act = Normals(static_cast<size_t>(T) * K * I);
+  if (bf16_act) act = RoundedToBf16(std::move(act));
+  const auto idx = RandomIndices(T, E, K, T > 1);
+  auto w = Uniforms(static_cast<size_t>(T) * K, 0.0f, 0.3f);
+  if (bf16_act) w = RoundedToBf16(std::move(w));
+  const bool grouped = spark::abi::MoeDownGrouped(T, with_partials);
+  const size_t slot_floats = static_cast<size_t>(T) * K * H;
+  std::vector<float> ref(grouped ? slot_floats : static_cast<size_t>(T) * H);
+  float* ref_y = grouped ? nullptr : ref.data();
+  float* ref_parts = grouped ? ref.data() : nullptr;
+  if (q.nvfp4)
+    host::MoeDownNvfp4(act.data(), q.w.data(), q.block_scale.data(), q.scale.data(), w.data(),
+                       idx.data(), ref_y, ref_parts, T, H, I, E, K, 1, kAllTokens);
+  else
+    host::MoeDownFp8(act.data(), q.w.data(), q.scale.data(), w.data(), idx.data(), ref_y,
+                     ref_parts, T, H, I, E, K, q.spm, 1, kAllTokens);
+  Dev<uint8_t> d_w(q.w), d_bs(q.nvfp4 ? q.block_scale : std::vector<uint8_t>(1));
+  Dev<float> d_s(q.scale), d_parts(with_partials ? slot_floats : 1);
+  Dev<int> d_idx(idx);
+  const bool vec = I % (q.nvfp4 ? 32 : 16) == 0;
+  const std::string shape =
+      Fmt("T=%d hidden=%d inter=%d experts=%d top_k=%d%s%s%s", T, H, I, E, K,
+          T > 1 ? " +invalid idx" : "", !vec ? " scalar" : grouped ? " grouped" : "",
+          q.spm > 1 ? " per-row scale" : "");
+  float* parts = with_partials ? d_parts.p : nullptr;
+  const auto launch = [&](int g, const void* dact, const void* dw, void* dy) {
+    if (q.nvfp4)
+      Launch(op, check_moe_down_nvfp4, g, static_cast<const act_t*>(dact), d_w.p, d_bs.p, d_s.p,
+             static_cast<const act_t*>(dw), d_idx.p, static_cast<act_t*>(dy), parts, T, H, I, E,
+             K, 1, kAllTokens);
+    else
+      Launch(op, check_moe_down_fp8, g, static_cast<const act_t*>(dact), d_w.p, d_s.p,
+             static_cast<const act_t*>(dw), d_idx.p, static_cast<act_t*>(dy), parts, T, H, I, E,
+             K, q.spm, 1, kAllTokens);
+  };
+  Err e;
+  if (bf16_act) {
+    Dev<bf16> d_act16(Bf16Bits(act)), d_w16(Bf16Bits(w)), d_y16(static_cast<size_t>(T) * H);
+    d_y16.Poison();
+    d_parts.Poison();
+    {
+      const Bf16Activations bf16_activations;
+      launch(kMaxGrid, d_act16.p, d_w16.p, d_y16.p);
+    }
+    if (grouped) {
+      e.Merge(Compare(d_parts.Download(), ref));  // the workspace stays f32
+      Report(op, shape + " partials [act=bf16]", e, 1e-4);
+    } else {
+      ReportBf16(op, shape, d_y16.Download(), ref);
+    }
+    return;
+  }
+  Dev<float> d_act(act), d_wt(w), d_y(static_cast<size_t>(T) * H);
+  for (int g : Grids(Ceil(static_cast<int64_t>(T) * H, 8), small_grids)) {
+    d_y.Poison();
+    d_parts.Poison();
+    launch(g, d_act.p, d_wt.p, d_y.p);
+    e.Merge(Compare(grouped ? d_parts.Download() : d_y.Download(), ref));
+  }
+  Report(op, shape + (grouped ? " partials" : ""), e, 1e-4);
+}
+
 void CheckScatterRows(int T, int n, int cols, bool misaligned) {
   if (!Enabled("scatter_rows")) return;
   const auto dest0 = Normals(static_cast<size_t>(T) * cols);
@@ -1492,6 +1639,55 @@ int main(int argc, char** argv) {
     // Grouped with two 64-row chunks for some experts and a partial column tile (1001 % 128).
     const auto down_grouped = Bf16Uniform(static_cast<size_t>(6) * 1001 * 104, -0.05f, 0.05f);
     CheckMoeDown(200, 1001, 104, 6, 2, down_grouped, true, true);
+  }
+
+  // ---- Quantized MoE experts: 26B-A4B's shapes (ModelOpt NVFP4 / FP8 per expert), then small
+  //      and unaligned ones ----
+  for (const bool nvfp4 : {true, false}) {
+    const char* gate_op = nvfp4 ? "moe_gate_up_nvfp4" : "moe_gate_up_fp8";
+    const char* down_op = nvfp4 ? "moe_down_nvfp4" : "moe_down_fp8";
+    if (!Enabled(gate_op) && !Enabled(down_op)) continue;
+    // tiny-moe's shapes (hidden 64, intermediate 32, 8 experts, top 2): a 24-token prefill and
+    // decode, bf16 activations too.
+    const QuantExperts gu_t(nvfp4, 8, 64, 64, 2, false), down_t(nvfp4, 8, 64, 32, 1, false);
+    for (const bool bf16_act : {false, true}) {
+      CheckMoeGateUpQuant(24, 64, 32, 8, 2, gu_t, true, bf16_act);
+      CheckMoeGateUpQuant(1, 64, 32, 8, 2, gu_t, true, bf16_act);
+      CheckMoeDownQuant(24, 64, 32, 8, 2, down_t, true, true, bf16_act);
+      CheckMoeDownQuant(1, 64, 32, 8, 2, down_t, true, false, bf16_act);
+    }
+    const int E = g_quick ? 16 : 128, H = 2816, I = 704, K = 8;
+    const QuantExperts gu(nvfp4, E, 2 * I, H, 2, false), down(nvfp4, E, H, I, 1, false);
+    CheckMoeGateUpQuant(1, H, I, E, K, gu, true);
+    CheckMoeGateUpQuant(15, H, I, E, K, gu, false);
+    CheckMoeGateUpQuant(37, H, I, E, K, gu, false);
+    CheckMoeGateUpQuant(64, H, I, E, K, gu, false, /*bf16_act=*/true);
+    CheckMoeGateUpQuant(1, H, I, E, K, gu, false, /*bf16_act=*/true);
+    CheckMoeDownQuant(1, H, I, E, K, down, true, false);
+    CheckMoeDownQuant(1, H, I, E, K, down, true, true);  // decode: ungrouped despite a workspace
+    CheckMoeDownQuant(37, H, I, E, K, down, false, false);
+    CheckMoeDownQuant(37, H, I, E, K, down, false, true);
+    CheckMoeDownQuant(64, H, I, E, K, down, false, true, /*bf16_act=*/true);
+    CheckMoeDownQuant(1, H, I, E, K, down, false, false, /*bf16_act=*/true);
+    // Small: a partial column tile (I = 80: 64 + 16), hidden 48 / inter 80 (NVFP4: not a multiple
+    // of 32, the scalar paths), FP8 per-row scales, two 64-row chunks for some experts.
+    const QuantExperts gu_s(nvfp4, 6, 2 * 80, 48, 2, !nvfp4), down_s(nvfp4, 6, 48, 80, 1, !nvfp4);
+    CheckMoeGateUpQuant(5, 48, 80, 6, 2, gu_s, true);
+    CheckMoeGateUpQuant(200, 48, 80, 6, 2, gu_s, true);
+    CheckMoeDownQuant(5, 48, 80, 6, 2, down_s, true, false);
+    CheckMoeDownQuant(200, 48, 80, 6, 2, down_s, true, true);
+    const QuantExperts gu_v(nvfp4, 6, 2 * 100, 1024, 2, !nvfp4), down_v(nvfp4, 6, 1000, 96, 1, !nvfp4);
+    CheckMoeGateUpQuant(200, 1024, 100, 6, 2, gu_v, true);  // grouped, partial column tile
+    CheckMoeDownQuant(200, 1000, 96, 6, 2, down_v, true, true);  // grouped, 1000 % 128 != 0
+    CheckMoeDownQuant(3, 1000, 96, 6, 2, down_v, true, false);
+  }
+  if (Enabled("moe_gate_up") || Enabled("moe_down")) {  // tiny-moe's shapes in bf16
+    const auto gu_t = Bf16Uniform(static_cast<size_t>(8) * 64 * 64, -0.05f, 0.05f);
+    const auto down_t = Bf16Uniform(static_cast<size_t>(8) * 64 * 32, -0.05f, 0.05f);
+    for (const bool bf16_act : {false, true}) {
+      CheckMoeGateUp(24, 64, 32, 8, 2, gu_t, true, bf16_act);
+      CheckMoeDown(24, 64, 32, 8, 2, down_t, true, true, bf16_act);
+    }
   }
 
   int failed = 0;

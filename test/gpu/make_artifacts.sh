@@ -8,7 +8,8 @@
 #   tiny-vision.chunk12.sm_90a.cubin                                  (--max-tokens 12: an image
 #                                                                      across a chunk boundary)
 #   q-<m>-<fmt>/ + q-<m>-<fmt>.sm_90a.cubin                           (quantized checkpoints,
-#       <fmt> nvfp4 / fp8, of tiny-dense and tiny-e2b: tools/reference/modelopt_quant.py make-exact,
+#       <fmt> nvfp4 / fp8, of tiny-dense, tiny-e2b and tiny-moe (quantized experts too):
+#       tools/reference/modelopt_quant.py make-exact,
 #       with default options and with --activation-precision bf16: q-<m>-<fmt>.act-bf16.sm_90a.cubin)
 #
 #   test/gpu/make_artifacts.sh ART [BUILD_DIR]
@@ -35,7 +36,7 @@ if [ -d "$MODELS/tiny-vision" ]; then
     -o "$ART/tiny-vision.chunk12.sm_90a.cubin"
   rm -f "$ART/tiny-vision.mlir"
 fi
-for m in tiny-dense tiny-e2b; do
+for m in tiny-dense tiny-e2b tiny-moe; do
   for fmt in nvfp4 fp8; do
     q=$ART/q-$m-$fmt
     rm -rf "$q" "$q.twin"

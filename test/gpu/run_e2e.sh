@@ -205,11 +205,13 @@ for q in "$ART"/q-*/; do
     check $n "bf16 act.: cuda vs host ($ACT_BF16_RTOL)" quantized "$q" "$ART/$n.act-bf16.sm_90a.cubin" $qd $ACT_BF16_RTOL
   fi
 done
-if [ -d "$ART/q-tiny-dense-nvfp4" ] && [ "$SAN" = "--sanitizer" ]; then
-  check q-tiny-dense-nvfp4 "compute-sanitizer memcheck" compute-sanitizer --tool memcheck \
-    --error-exitcode 9 $RUN "$ART/q-tiny-dense-nvfp4.sm_90a.cubin" --weights "$ART/q-tiny-dense-nvfp4" \
-    --device cuda --prompt-ids 2,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150,160,170 --max-new-tokens 4
-fi
+for qn in q-tiny-dense-nvfp4 q-tiny-moe-nvfp4 q-tiny-moe-fp8; do
+  if [ -d "$ART/$qn" ] && [ "$SAN" = "--sanitizer" ]; then
+    check $qn "compute-sanitizer memcheck" compute-sanitizer --tool memcheck \
+      --error-exitcode 9 $RUN "$ART/$qn.sm_90a.cubin" --weights "$ART/$qn" \
+      --device cuda --prompt-ids 2,10,20,30,40,50,60,70,80,90,100,110,120,130,140,150,160,170 --max-new-tokens 4
+  fi
+done
 if [ "$SAN" = "--sanitizer" ]; then
   if [ -f "$TMP/tiny-vision/tiny-vision.sm_90a.cubin" ]; then
     check tiny-vision "compute-sanitizer memcheck" compute-sanitizer --tool memcheck --error-exitcode 9 \

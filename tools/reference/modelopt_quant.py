@@ -66,6 +66,7 @@ import argparse
 import bisect
 import fnmatch
 import json
+import re
 import math
 import os
 import shutil
@@ -557,7 +558,7 @@ def write_checkpoint(ck: Checkpoint, out_dir: str, tensors: dict, file_of: dict)
 
 QUANT_MODULES = frozenset(("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
                            "per_layer_input_gate", "per_layer_projection", "per_layer_model_projection"))
-DEFAULT_EXCLUDES = ("lm_head", "*embed_tokens*", "*router*", "*vision*", "*audio*", "*experts*")
+DEFAULT_EXCLUDES = ("lm_head", "*embed_tokens*", "*router*", "*vision*", "*audio*")
 FORMATS = {"nvfp4": "NVFP4", "fp8": "FP8"}
 
 
@@ -577,6 +578,28 @@ def classify(name: str, dtype: str, shape, fmt: str, excludes) -> str:
     if fmt == "nvfp4" and shape[1] % NVFP4_BLOCK != 0:
         return "exclude-shape"
     return "quantize"
+
+
+def expert_linears(name: str, dtype: str, shape):
+    """The per-expert linears of a fused bf16 MoE expert tensor, ModelOpt's layout:
+    `<experts>.gate_up_proj` [E, 2I, H] -> `<experts>.<e>.gate_proj.weight` and `up_proj` [I, H]
+    (expert by expert, gate first), `<experts>.down_proj` [E, H, I] -> `<experts>.<e>.down_proj.weight`
+    [H, I]; as (name, shape, byte offset, byte count) in the fused tensor's order, or [] for any
+    other tensor."""
+    gate_up = name.endswith(".experts.gate_up_proj")
+    if (not gate_up and not name.endswith(".experts.down_proj")) or dtype != "BF16" \
+            or len(shape) != 3 or (gate_up and shape[1] % 2):
+        return []
+    experts = name.rsplit(".", 1)[0]
+    count, rows, cols = shape[0], shape[1] // 2 if gate_up else shape[1], shape[2]
+    projections = ("gate_proj", "up_proj") if gate_up else ("down_proj",)
+    size = rows * cols * 2
+    out = []
+    for e in range(count):
+        for p, proj in enumerate(projections):
+            out.append((f"{experts}.{e}.{proj}.weight", [rows, cols],
+                        (e * len(projections) + p) * size, size))
+    return out
 
 
 def quant_configs(fmt: str, excludes: list):
@@ -627,11 +650,38 @@ def quantize_checkpoint(in_dir, out_dir, fmt, user_excludes=(), exact=False, twi
     twin = {}                  # bf16 twin (make-exact)
     shape_excluded = []
     n_quant = 0
+    # The work list: (name, dtype, shape, raw bytes, file, fused expert tensor or None). Fused
+    # expert tensors become their per-expert linears when every one of them is quantised (else
+    # the fused tensor is copied; some but not all: refused, as spark-quantize does).
+    work = []
     for name in sorted(ck.tensors):
         t = ck.tensors[name]
         fn = ck.file_of[name]
-        kind = classify(name, t.dtype, t.shape, fmt, excludes)
+        linears = expert_linears(name, t.dtype, t.shape)
+        kinds = {classify(n, "BF16", sh, fmt, excludes) for n, sh, _, _ in linears}
+        if not linears or kinds <= {"copy"} or kinds == {"exclude-shape"}:
+            if kinds == {"exclude-shape"}:
+                experts = name.rsplit(".", 1)[0]
+                projections = ("gate_proj", "up_proj") if name.endswith("gate_up_proj") \
+                    else ("down_proj",)
+                shape_excluded += [f"{experts}.*.{p}" for p in projections]
+            work.append((name, t.dtype, t.shape, t.read(), fn, None))
+            continue
+        if kinds != {"quantize"}:
+            n_quantized = sum(classify(n, "BF16", sh, fmt, excludes) == "quantize"
+                              for n, sh, _, _ in linears)
+            raise QuantError(f"--exclude keeps some of the linears of {name} in bf16 but not all "
+                             f"({n_quantized} of {len(linears)} would be quantized): Spark runs "
+                             f"every expert's projection in one format; exclude all of them "
+                             f"(e.g. \"*experts*\") or none")
         raw = t.read()
+        for n, sh, off, size in linears:
+            work.append((n, "BF16", sh, raw[off:off + size], fn, name))
+    work.sort(key=lambda w: w[0])
+    fused_twin = {}  # fused expert tensor -> {linear name: dequantised bf16 bytes}
+    for name, dtype, shape, raw, fn, fused in work:
+        t = TensorRef(name, dtype, shape, "", 0, len(raw))
+        kind = classify(name, t.dtype, t.shape, fmt, excludes)
         if kind != "quantize":
             if kind == "exclude-shape":
                 shape_excluded.append(name[: -len(".weight")])
@@ -675,8 +725,16 @@ def quantize_checkpoint(in_dir, out_dir, fmt, user_excludes=(), exact=False, twi
             if tiny:
                 raise QuantError(f"tensor {name}: dequantized value {tiny[0]!r} is below bf16's "
                                  f"normal range")
-            twin[name] = ("BF16", t.shape, f32_list_to_bf16_exact(deq, f"tensor {name}"))
+            twin_bytes = f32_list_to_bf16_exact(deq, f"tensor {name}")
+            if fused is None:
+                twin[name] = ("BF16", t.shape, twin_bytes)
+            else:  # the twin keeps the fused layout (a bf16 checkpoint transformers reads)
+                fused_twin.setdefault(fused, {})[name] = twin_bytes
         n_quant += 1
+    for fused, parts in fused_twin.items():
+        t = ck.tensors[fused]
+        order = [n for n, _, _, _ in expert_linears(fused, t.dtype, t.shape)]
+        twin[fused] = ("BF16", t.shape, b"".join(parts[n] for n in order))
 
     excludes += sorted(shape_excluded)
     qc, hq = quant_configs(fmt, excludes)
@@ -696,7 +754,7 @@ def quantize_checkpoint(in_dir, out_dir, fmt, user_excludes=(), exact=False, twi
                "bytes_out": total, "shape_excluded": sorted(shape_excluded)}
     if verbose:
         what = "make-exact" if exact else "quantize"
-        print(f"{what} {FORMATS[fmt]}: {n_quant} of {len(ck.tensors)} tensors quantized, "
+        print(f"{what} {FORMATS[fmt]}: {n_quant} linears quantized ({len(ck.tensors)} tensors in), "
               f"{len(out)} tensors / {total} bytes written to {out_dir}"
               + (f"; bf16 twin in {twin_dir}" if twin_dir else "")
               + (f"; kept bf16 (in % 16 != 0): {', '.join(sorted(shape_excluded))}"
@@ -778,6 +836,42 @@ def plan_dequantize(ck: Checkpoint):
     return modules, consumed
 
 
+_EXPERT_LINEAR = re.compile(r"^(.*\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
+
+
+def fuse_experts(out: dict, out_file: dict):
+    """Per-expert linears (`<experts>.<e>.{gate,up,down}_proj.weight`, ModelOpt's layout) back into
+    the fused tensors a bf16 Gemma 4 checkpoint has (`<experts>.gate_up_proj` [E, 2I, H], gate rows
+    first, and `<experts>.down_proj` [E, H, I]), which transformers loads. In place."""
+    groups = {}
+    for name in list(out):
+        m = _EXPERT_LINEAR.match(name)
+        if m:
+            groups.setdefault((m.group(1), m.group(3) == "down"), {})[(int(m.group(2)), m.group(3))] = name
+    for (experts, down), linears in sorted(groups.items()):
+        count = 1 + max(e for e, _ in linears)
+        projections = ("down",) if down else ("gate", "up")
+        names = []
+        for e in range(count):
+            for p in projections:
+                if (e, p) not in linears:
+                    raise QuantError(f"{experts}: expert {e} has no {p}_proj.weight")
+                names.append(linears[(e, p)])
+        dtypes = {out[n][0] for n in names}
+        shapes = {tuple(out[n][1]) for n in names}
+        if len(dtypes) != 1 or len(shapes) != 1:
+            raise QuantError(f"{experts}: the experts' {'/'.join(projections)} projections differ "
+                             f"in dtype or shape ({sorted(dtypes)}, {sorted(shapes)})")
+        rows, cols = next(iter(shapes))
+        fused = f"{experts}.{'down_proj' if down else 'gate_up_proj'}"
+        out[fused] = (next(iter(dtypes)), [count, rows * len(projections), cols],
+                      b"".join(out[n][2] for n in names))
+        out_file[fused] = out_file[names[0]]
+        for n in names:
+            del out[n]
+            del out_file[n]
+
+
 def dequantize_checkpoint(in_dir, out_dir, verbose=True):
     ck = Checkpoint(in_dir)
     modules, consumed = plan_dequantize(ck)
@@ -803,6 +897,7 @@ def dequantize_checkpoint(in_dir, out_dir, verbose=True):
             scales = bits_to_f32_list(ck.tensors[module + ".weight_scale"].read())
             vals = fp8_dequantize(t.read(), scales, rows)
             out[name] = ("F32", list(t.shape), f32_list_to_bytes(vals))
+    fuse_experts(out, out_file)
     total = write_checkpoint(ck, out_dir, out, out_file)
     copy_side_files(ck, out_dir, skip=("config.json", "hf_quant_config.json"))
     cfg = ck.config()

@@ -660,7 +660,8 @@ def test_selection(tmp):
         "model.layers.0.router.gate_proj.weight": bf([16, 32]),          # router component
         "model.vision_tower.layers.0.q_proj.weight": bf([16, 32]),       # vision
         "model.audio_tower.layers.0.down_proj.weight": bf([16, 32]),     # audio
-        "model.layers.0.mlp.experts.down_proj.weight": bf([16, 32]),     # *experts*
+        "model.layers.2.experts.gate_up_proj": bf([2, 32, 32]),          # fused experts:
+        "model.layers.2.experts.down_proj": bf([2, 32, 16]),             # per-expert linears
         "model.layers.1.mlp.down_proj.weight": bf([16, 32]),             # user --exclude
         "model.layers.1.per_layer_input_gate.weight": bf([16, 32]),      # quantised
         "model.per_layer_model_projection.weight": bf([32, 16]),         # quantised
@@ -671,8 +672,10 @@ def test_selection(tmp):
     make_ckpt(src, T)
     with open(os.path.join(src, "tokenizer.json"), "w") as f:
         f.write('{"x": 1}')
-    quantized = {"nvfp4": ["model.layers.0.self_attn.q_proj", "model.layers.1.per_layer_input_gate",
-                           "model.per_layer_model_projection"]}
+    experts = [f"model.layers.2.experts.{e}.{p}_proj" for e in range(2) for p in ("down", "gate", "up")]
+    quantized = {"nvfp4": sorted(["model.layers.0.self_attn.q_proj",
+                                  "model.layers.1.per_layer_input_gate",
+                                  "model.per_layer_model_projection"] + experts)}
     quantized["fp8"] = sorted(quantized["nvfp4"] + ["model.layers.0.self_attn.k_proj"])
     for fmt in ("nvfp4", "fp8"):
         out = os.path.join(tmp, "sel-" + fmt)
@@ -683,8 +686,18 @@ def test_selection(tmp):
         mods = sorted(n[: -len(".weight_scale")] for n in got if n.endswith(".weight_scale"))
         eq(mods, quantized[fmt], f"{fmt}: quantised modules")
         for n, t in T.items():
-            if n[: -len(".weight")] not in quantized[fmt]:
+            if ".experts." in n:
+                check(n not in got, f"{fmt}: fused {n} replaced by its per-expert linears")
+            elif n[: -len(".weight")] not in quantized[fmt]:
                 eq(got.get(n), t, f"{fmt}: {n} copied unchanged")
+        # the experts' slices: expert 1's up_proj is rows 16..31 of expert 1 in gate_up_proj
+        gu = T["model.layers.2.experts.gate_up_proj"][2]
+        if fmt == "fp8":
+            w = mq.bf16_to_f32_list(gu[(1 * 32 + 16) * 32 * 2:(2 * 32) * 32 * 2])
+            s_ = struct.unpack("<f", got["model.layers.2.experts.1.up_proj.weight_scale"][2])[0]
+            deq = [mq.e4m3fn_decode(c) * s_ for c in got["model.layers.2.experts.1.up_proj.weight"][2]]
+            check(max(abs(a - b) for a, b in zip(w, deq)) <= max(map(abs, w)) / 8,
+                  "fp8: expert 1's up_proj is its slice of gate_up_proj")
         ignore = list(mq.DEFAULT_EXCLUDES) + ["*layers.1.mlp*"]
         if fmt == "nvfp4":
             ignore.append("model.layers.0.self_attn.k_proj")
@@ -718,7 +731,14 @@ def test_selection(tmp):
     # refusing an already quantised input
     r, _ = run_tool("quantize", os.path.join(tmp, "sel-fp8"), os.path.join(tmp, "x"), "--format", "fp8")
     check(r.returncode == 2 and "already quantized" in r.stderr, "quantize refuses a quantized input")
-    print("selection: module list, bf16/2-D/.weight, router/vision/audio/experts/lm_head/embed, "
+    # some but not all of a fused expert tensor's linears excluded: refused
+    r, _ = run_tool("quantize", src, os.path.join(tmp, "sel-mixed"), "--format", "fp8",
+                    "--exclude", "*experts.1.*")
+    check(r.returncode == 2 and "keeps some of the linears of model.layers.2.experts" in r.stderr
+          and not os.path.exists(os.path.join(tmp, "sel-mixed")),
+          f"quantize refuses partly excluded experts: {r.stderr}")
+    print("selection: module list, bf16/2-D/.weight, router/vision/audio/lm_head/embed, fused "
+          "experts unfused per expert, "
           "--exclude, NVFP4 in % 16 -> kept + ignore list, configs, aligned file layout")
 
 
@@ -811,7 +831,7 @@ def test_tiny_dense(tmp):
         if not check(r.returncode == 0, f"quantize tiny-dense {fmt}: {r.stderr}"):
             return
         outs[fmt] = out
-        eq(r.stdout.count("33 of 70 tensors quantized"), 1, f"{fmt}: 33 of 70 tensors quantized")
+        eq(r.stdout.count("33 linears quantized (70 tensors in)"), 1, f"{fmt}: 33 linears quantized")
         check(dt < 30, f"quantize tiny-dense {fmt} took {dt:.2f} s (< 30 s)")
         r, _ = run_tool("compare", out, out)
         check(r.returncode == 0 and "identical" in r.stdout, f"compare {fmt} with itself")

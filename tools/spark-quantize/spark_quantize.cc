@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "spark-quantize: writes a bf16 Gemma 4 checkpoint's linear layers in NVIDIA ModelOpt's NVFP4 "
       "or FP8 layout (ModelOpt's rounding), for spark-import; embeddings, the LM head, norms, the "
-      "MoE router and experts and any vision/audio tower stay bf16. The output is sharded like "
+      "MoE router and any vision/audio tower stay bf16. MoE experts are written one linear per "
+      "expert, as ModelOpt does (--exclude '*experts*' keeps them bf16). The output is sharded like "
       "the input, with config.json (quantization_config), hf_quant_config.json and the other "
       "files (tokenizer, chat template) copied. Progress on a terminal.\n"
       "  spark-quantize IN_DIR OUT_DIR --format nvfp4|fp8 [--exclude PATTERN]...",

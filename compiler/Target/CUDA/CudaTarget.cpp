@@ -368,6 +368,12 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
                            .str());
     weight.dtype = *weightType;  // ValidatePlan (below) says which types plans may hold
     weight.shape = toVector(dict.getAs<ArrayAttr>("shape"));
+    if (auto parts = dict.getAs<ArrayAttr>("parts")) {
+      for (mlir::Attribute part : parts)
+        if (auto name = mlir::dyn_cast<mlir::StringAttr>(part))
+          weight.parts.push_back(name.str());
+      weight.part_shape = toVector(dict.getAs<ArrayAttr>("part_shape"));
+    }
     plan.weights.push_back(std::move(weight));
   }
   for (KvCacheOp cache : module.getOps<KvCacheOp>()) {

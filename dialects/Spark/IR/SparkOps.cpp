@@ -6,6 +6,7 @@
 #include "dialects/Spark/IR/TypeInference.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace spark;
@@ -33,6 +34,41 @@ LogicalResult WeightOp::verify() {
     return emitOpError("expects an f4E2M1FN weight with an even last dimension (two codes per "
                        "byte), got '")
            << getName() << "' " << type;
+  if (!getParts() && !getPartShape())
+    return success();
+  if (!getParts() || !getPartShape())
+    return emitOpError("expects both parts and part_shape, or neither, for weight '")
+           << getName() << "'";
+  ArrayAttr parts = *getParts();
+  ArrayRef<int64_t> partShape = *getPartShape();
+  if (parts.empty())
+    return emitOpError("expects at least one part for weight '") << getName() << "'";
+  llvm::StringSet<> seen;
+  for (Attribute part : parts) {
+    StringRef partName = cast<StringAttr>(part).getValue();
+    if (partName.empty())
+      return emitOpError("expects non-empty part names for weight '") << getName() << "'";
+    if (!seen.insert(partName).second)
+      return emitOpError("expects distinct parts for weight '")
+             << getName() << "', got '" << partName << "' twice";
+  }
+  int64_t partElements = 1;
+  for (int64_t d : partShape) {
+    if (d <= 0)
+      return emitOpError("expects a positive part_shape for weight '")
+             << getName() << "', got " << formatShape(partShape);
+    partElements *= d;
+  }
+  if (isa<Float4E2M1FNType>(type.getElementType()) &&
+      (partShape.empty() || partShape.back() % 2 != 0))
+    return emitOpError("expects f4E2M1FN parts with an even last dimension (two codes per "
+                       "byte), got part_shape ")
+           << formatShape(partShape) << " for weight '" << getName() << "'";
+  if (static_cast<int64_t>(parts.size()) * partElements != type.getNumElements())
+    return emitOpError("expects ")
+           << parts.size() << " parts of shape " << formatShape(partShape) << " ("
+           << static_cast<int64_t>(parts.size()) * partElements << " elements) to make weight '"
+           << getName() << "' " << type << " (" << type.getNumElements() << " elements)";
   return success();
 }
 
@@ -415,6 +451,61 @@ LogicalResult MoeRouterOp::verify() {
   return success();
 }
 
+namespace {
+/// The scales of an MoE expert weight [E, R, K] of `matrices` stacked matrices per expert
+/// (gate_up: 2, down: 1), as spark.moe_experts describes them.
+LogicalResult verifyExpertScales(function_ref<InFlightDiagnostic()> emit, StringRef what,
+                                 RankedTensorType weight, ValueRange scaleValues,
+                                 int64_t matrices) {
+  SmallVector<RankedTensorType> scales;
+  for (Value scale : scaleValues)
+    scales.push_back(cast<RankedTensorType>(scale.getType()));
+  const int64_t experts = weight.getDimSize(0), rows = weight.getDimSize(1),
+                cols = weight.getDimSize(2);
+  auto shapeIs = [](RankedTensorType t, ArrayRef<int64_t> shape) {
+    return t.hasStaticShape() && t.getShape() == shape;
+  };
+  SmallVector<int64_t> perMatrix{experts};
+  if (matrices > 1)
+    perMatrix.push_back(matrices);
+  Type element = weight.getElementType();
+  if (element.isBF16()) {
+    if (!scales.empty())
+      return emit() << "expects no " << what << " scales with bf16 " << what << ", got "
+                    << scales.size();
+    return success();
+  }
+  if (isa<Float4E2M1FNType>(element)) {
+    if (cols % 16 != 0)
+      return emit() << "expects NVFP4 " << what << " whose input dimension is a multiple of 16 "
+                    << "(one block scale per 16 inputs), got " << formatShape(weight.getShape());
+    if (scales.size() != 2)
+      return emit() << "expects NVFP4 " << what << " with two scales (block scales, tensor "
+                    << "scales), got " << scales.size();
+    if (!isa<Float8E4M3FNType>(scales[0].getElementType()) ||
+        !shapeIs(scales[0], {experts, rows, cols / 16}))
+      return emit() << "expects NVFP4 " << what << " block scales tensor<" << experts << "x"
+                    << rows << "x" << cols / 16 << "xf8E4M3FN>, got " << scales[0];
+    if (!scales[1].getElementType().isF32() || !shapeIs(scales[1], perMatrix))
+      return emit() << "expects NVFP4 " << what << " tensor scales (one per matrix) of shape "
+                    << formatShape(perMatrix) << " in f32, got " << scales[1];
+    return success();
+  }
+  if (isa<Float8E4M3FNType>(element)) {
+    if (scales.size() != 1)
+      return emit() << "expects FP8 " << what << " with one scale tensor, got " << scales.size();
+    if (!scales[0].getElementType().isF32() ||
+        (!shapeIs(scales[0], perMatrix) && !shapeIs(scales[0], {experts, rows})))
+      return emit() << "expects FP8 " << what << " scales of f32 per matrix "
+                    << formatShape(perMatrix) << " or per row " << formatShape({experts, rows})
+                    << ", got " << scales[0];
+    return success();
+  }
+  return emit() << "expects " << what << " in bf16, f4E2M1FN (NVFP4) or f8E4M3FN (FP8), got "
+                << weight;
+}
+} // namespace
+
 LogicalResult MoeExpertsOp::verify() {
   auto emit = [&] { return emitOpError(); };
   RankedTensorType in = getInput().getType(), gateUp = getGateUp().getType(),
@@ -427,6 +518,9 @@ LogicalResult MoeExpertsOp::verify() {
            << hidden << "], got " << formatShape(gateUp.getShape());
   int64_t experts = gateUp.getDimSize(0), intermediate = gateUp.getDimSize(1) / 2;
   if (failed(verifyShape(down, {experts, hidden, intermediate}, "down", emit)))
+    return failure();
+  if (failed(verifyExpertScales(emit, "gate_up", gateUp, getGateUpScales(), 2)) ||
+      failed(verifyExpertScales(emit, "down", down, getDownScales(), 1)))
     return failure();
   RankedTensorType w = getWeights().getType(), idx = getIndices().getType();
   if (failed(verifyActivation(w, 2, "weights", emit)) ||

@@ -40,11 +40,20 @@ def Spark_WeightOp : Spark_Op<"weight", [Pure]> {
     dtype the graph needs; the compiler records it in the plan and the runtime checks it against
     the checkpoint's header before anything runs.
 
+    A weight the checkpoint stores in pieces names them in `parts`: the weight is their
+    concatenation in that order (row-major bytes), each of shape `part_shape` and the weight's
+    element type; `name` then only names the whole in plans and messages. The importer uses it
+    for MoE experts stored one matrix per expert (ModelOpt's quantized checkpoints:
+    `experts.E.gate_proj`, `up_proj`, `down_proj`), which the kernels read as one stacked
+    tensor; the runtime assembles it once, when it loads the weights.
+
     ```mlir
     %w = spark.weight "model.language_model.layers.3.self_attn.q_proj.weight" : tensor<4096x2816xbf16>
+    %d = spark.weight "model.language_model.layers.0.experts.{0..1}.down_proj.weight" {parts = ["model.language_model.layers.0.experts.0.down_proj.weight", "model.language_model.layers.0.experts.1.down_proj.weight"], part_shape = array<i64: 64, 32>} : tensor<2x64x32xf4E2M1FN>
     ```
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$parts,
+                       OptionalAttr<DenseI64ArrayAttr>:$part_shape);
   let results = (outs Spark_WeightTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -435,7 +444,7 @@ def Spark_MoeRouterOp : Spark_Op<"moe_router", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Spark_MoeExpertsOp : Spark_Op<"moe_experts", [Pure]> {
+def Spark_MoeExpertsOp : Spark_Op<"moe_experts", [Pure, AttrSizedOperandSegments]> {
   let summary = "weighted sum of the chosen experts' GELU-gated MLPs";
   let description = [{
     Architecture spec 9.2: for each token t and choice k with e = indices[t, k]:
@@ -443,17 +452,36 @@ def Spark_MoeExpertsOp : Spark_Op<"moe_experts", [Pure]> {
     `result[t] = sum_k weights[t, k] * y_e`. `gate_up` is `[E, 2I, H]` (first I rows gate),
     `down` is `[E, H, I]`.
 
+    Each of `gate_up` and `down` is bf16 (no scales) or quantized like spark.linear's weight,
+    one matrix per expert and, for gate_up, per half (gate, up), each with its own scales:
+      - NVFP4: `f4E2M1FN` codes; scales = the block scales (`[E, 2I, H/16]` / `[E, H, I/16]`
+        f8E4M3FN) and the tensor scales (`[E, 2]` / `[E]` f32);
+      - FP8: `f8E4M3FN` elements; one f32 scale per matrix (`[E, 2]` / `[E]`) or per row
+        (`[E, 2I]` / `[E, H]`).
+
     ```mlir
     %y = spark.moe_experts %x, %gu, %down, %w, %i : (tensor<?x2816xf32>, tensor<128x1408x2816xbf16>, tensor<128x2816x704xbf16>, tensor<?x8xf32>, tensor<?x8xi32>) -> tensor<?x2816xf32>
+    %q = spark.moe_experts %x, %gu, %down, %w, %i gate_up_scales(%gub, %gut) down_scales(%db, %dt) : (tensor<?x2816xf32>, tensor<128x1408x2816xf4E2M1FN>, tensor<128x2816x704xf4E2M1FN>, tensor<?x8xf32>, tensor<?x8xi32>, tensor<128x1408x176xf8E4M3FN>, tensor<128x2xf32>, tensor<128x2816x44xf8E4M3FN>, tensor<128xf32>) -> tensor<?x2816xf32>
     ```
   }];
   let arguments = (ins Spark_Activation:$input, Spark_WeightTensor:$gate_up,
                        Spark_WeightTensor:$down, Spark_Activation:$weights,
-                       Spark_IndexTensor:$indices);
+                       Spark_IndexTensor:$indices,
+                       Variadic<Spark_WeightTensor>:$gate_up_scales,
+                       Variadic<Spark_WeightTensor>:$down_scales);
   let results = (outs Spark_Activation:$result);
   let assemblyFormat = [{
-    $input `,` $gate_up `,` $down `,` $weights `,` $indices attr-dict `:` functional-type(operands, results)
+    $input `,` $gate_up `,` $down `,` $weights `,` $indices
+    (`gate_up_scales` `(` $gate_up_scales^ `)`)? (`down_scales` `(` $down_scales^ `)`)?
+    attr-dict `:` functional-type(operands, results)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "::mlir::Value":$gate_up,
+                   "::mlir::Value":$down, "::mlir::Value":$weights, "::mlir::Value":$indices), [{
+      build($_builder, $_state, result, input, gate_up, down, weights, indices,
+            ::mlir::ValueRange(), ::mlir::ValueRange());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

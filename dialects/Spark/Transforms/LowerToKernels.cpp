@@ -192,7 +192,15 @@ private:
 
   SmallVector<LogicalBuffer> buffers;
   llvm::DenseMap<Value, int64_t> valueBuffer;
-  llvm::MapVector<StringRef, std::pair<RankedTensorType, int64_t>> weights;
+  /// A checkpoint tensor the plan reads: its type, weight id and, for a weight stored in pieces,
+  /// the parts it is assembled from (spark.weight).
+  struct PlanWeight {
+    RankedTensorType type;
+    int64_t id;
+    ArrayAttr parts;
+    DenseI64ArrayAttr partShape;
+  };
+  llvm::MapVector<StringRef, PlanWeight> weights;
   llvm::StringMap<int64_t> cacheIds;
   SmallVector<KvCacheOp> caches;
   SmallVector<PendingLaunch> launches;
@@ -248,13 +256,18 @@ FailureOr<int64_t> Lowering::weightOf(Operation *user, Value value) {
     int64_t index = llvm::find(user->getOperands(), value) - user->operand_begin();
     return user->emitOpError("expects operand #") << index << " to be a spark.weight result";
   }
-  auto [it, inserted] = weights.try_emplace(weight.getName(), weight.getType(),
-                                             static_cast<int64_t>(weights.size()));
-  if (!inserted && it->second.first != weight.getType())
+  auto [it, inserted] = weights.try_emplace(
+      weight.getName(), PlanWeight{weight.getType(), static_cast<int64_t>(weights.size()),
+                                   weight.getPartsAttr(), weight.getPartShapeAttr()});
+  if (!inserted && it->second.type != weight.getType())
     return weight.emitOpError("weight '")
-           << weight.getName() << "' is used with two types: " << it->second.first
-           << " and " << weight.getType();
-  return it->second.second;
+           << weight.getName() << "' is used with two types: " << it->second.type << " and "
+           << weight.getType();
+  if (!inserted &&
+      (it->second.parts != weight.getPartsAttr() || it->second.partShape != weight.getPartShapeAttr()))
+    return weight.emitOpError("weight '")
+           << weight.getName() << "' is used with two different lists of parts";
+  return it->second.id;
 }
 
 void Lowering::launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, GridRule grid,
@@ -640,11 +653,25 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         FailureOr<Arg> gateUpW = weightArg(m.getGateUp()), down = weightArg(m.getDown());
         if (failed(gateUpW) || failed(down))
           return failure();
+        SmallVector<Arg, 2> gateUpScales, downScales;
+        for (auto [values, args] : {std::pair{m.getGateUpScales(), &gateUpScales},
+                                    std::pair{m.getDownScales(), &downScales}})
+          for (Value scale : values) {
+            FailureOr<Arg> arg = weightArg(scale);
+            if (failed(arg))
+              return failure();
+            args->push_back(*arg);
+          }
         auto gu = m.getGateUp().getType();
         int64_t experts = gu.getDimSize(0), inter = gu.getDimSize(1) / 2,
                 hidden = gu.getDimSize(2), topK = m.getWeights().getType().getDimSize(1);
         Arg in = buf(m.getInput()), w = buf(m.getWeights()), idx = buf(m.getIndices());
         int64_t act = newScratch(sourceName(op) + ".act", {topK, inter}, t);
+        // FP8 scales per matrix (1) or per row (the matrix's rows); the verifier checked them.
+        auto scalesPerMatrix = [&](ValueRange scales, int64_t matrices) {
+          return cast<RankedTensorType>(scales[0].getType()).getNumElements() /
+                 (experts * matrices);
+        };
         // Steps of kMoeGroupMinTokens tokens or more run the experts grouped by expert (tensor
         // cores; moe_down into a workspace that moe_combine sums). Decode and prefill get their
         // own launches, told apart by a literal token range, so that each entry holds only its
@@ -652,29 +679,58 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         const bool grouped = maxTokens >= abi::kMoeGroupMinTokens;
         const int64_t kAll = std::numeric_limits<int32_t>::max();
         const int64_t decodeTo = grouped ? abi::kMoeGroupMinTokens - 1 : kAll;
+        Type guElement = gu.getElementType(),
+             downElement = m.getDown().getType().getElementType();
         auto gateUp = [&](int64_t from, int64_t to, StringRef suffix) {
-          launch(op, abi::OpId::kMoeGateUp,
-                 {in, *gateUpW, idx, Arg::buffer(act), Arg::numTokens(), i32(hidden), i32(inter),
-                  i32(experts), i32(topK), i32(from), i32(to)},
-                 perToken(topK * inter, 8), suffix);
+          const GridRule grid = perToken(topK * inter, 8);
+          if (isa<Float4E2M1FNType>(guElement))
+            launch(op, abi::OpId::kMoeGateUpNvfp4,
+                   {in, *gateUpW, gateUpScales[0], gateUpScales[1], idx, Arg::buffer(act),
+                    Arg::numTokens(), i32(hidden), i32(inter), i32(experts), i32(topK), i32(from),
+                    i32(to)},
+                   grid, suffix);
+          else if (isa<Float8E4M3FNType>(guElement))
+            launch(op, abi::OpId::kMoeGateUpFp8,
+                   {in, *gateUpW, gateUpScales[0], idx, Arg::buffer(act), Arg::numTokens(),
+                    i32(hidden), i32(inter), i32(experts), i32(topK),
+                    i32(scalesPerMatrix(m.getGateUpScales(), 2)), i32(from), i32(to)},
+                   grid, suffix);
+          else
+            launch(op, abi::OpId::kMoeGateUp,
+                   {in, *gateUpW, idx, Arg::buffer(act), Arg::numTokens(), i32(hidden),
+                    i32(inter), i32(experts), i32(topK), i32(from), i32(to)},
+                   grid, suffix);
         };
         gateUp(1, decodeTo, "gate_up");
         if (grouped)
           gateUp(abi::kMoeGroupMinTokens, kAll, "gate_up_grouped");
         nextLaunchReads({act}, {m.getWeights(), m.getIndices()});
         Arg y = out(m.getResult());
-        launch(op, abi::OpId::kMoeDown,
-               {Arg::buffer(act), *down, w, idx, y, Arg::null(), Arg::numTokens(), i32(hidden),
-                i32(inter), i32(experts), i32(topK), i32(1), i32(decodeTo)},
-               perToken(hidden, 8), "down");
+        auto downLaunch = [&](Arg partials, int64_t from, int64_t to, StringRef suffix) {
+          const GridRule grid = perToken(hidden, 8);
+          if (isa<Float4E2M1FNType>(downElement))
+            launch(op, abi::OpId::kMoeDownNvfp4,
+                   {Arg::buffer(act), *down, downScales[0], downScales[1], w, idx, y, partials,
+                    Arg::numTokens(), i32(hidden), i32(inter), i32(experts), i32(topK), i32(from),
+                    i32(to)},
+                   grid, suffix);
+          else if (isa<Float8E4M3FNType>(downElement))
+            launch(op, abi::OpId::kMoeDownFp8,
+                   {Arg::buffer(act), *down, downScales[0], w, idx, y, partials,
+                    Arg::numTokens(), i32(hidden), i32(inter), i32(experts), i32(topK),
+                    i32(scalesPerMatrix(m.getDownScales(), 1)), i32(from), i32(to)},
+                   grid, suffix);
+          else
+            launch(op, abi::OpId::kMoeDown,
+                   {Arg::buffer(act), *down, w, idx, y, partials, Arg::numTokens(), i32(hidden),
+                    i32(inter), i32(experts), i32(topK), i32(from), i32(to)},
+                   grid, suffix);
+        };
+        downLaunch(Arg::null(), 1, decodeTo, "down");
         if (!grouped)
           return success();
         int64_t partials = newScratch(sourceName(op) + ".partials", {topK, hidden}, time);
-        launch(op, abi::OpId::kMoeDown,
-               {Arg::buffer(act), *down, w, idx, y, Arg::buffer(partials), Arg::numTokens(),
-                i32(hidden), i32(inter), i32(experts), i32(topK), i32(abi::kMoeGroupMinTokens),
-                i32(kAll)},
-               perToken(hidden, 8), "down_grouped");
+        downLaunch(Arg::buffer(partials), abi::kMoeGroupMinTokens, kAll, "down_grouped");
         nextLaunchReads({partials}, {m.getResult()});
         launch(op, abi::OpId::kMoeCombine,
                {Arg::buffer(partials), y, Arg::numTokens(), i32(hidden), i32(topK)},
@@ -740,16 +796,15 @@ LogicalResult Lowering::checkWeightTypes(Operation *op, size_t first) {
       if (arg.kind != Arg::Weight)
         continue;
       const abi::ElementType want = launches[l].spec->args[i].element;
-      for (auto &[name, typeAndId] : weights) {
-        if (typeAndId.second != arg.index)
+      for (auto &[name, weight] : weights) {
+        if (weight.id != arg.index)
           continue;
-        if (!matches(want, typeAndId.first.getElementType()))
+        if (!matches(want, weight.type.getElementType()))
           return op->emitOpError("expects weight '")
                  << name << "' in " << typeName(want) << " (the " << launches[l].spec->op
-                 << " kernel's " << launches[l].spec->args[i].name << "), got "
-                 << typeAndId.first
+                 << " kernel's " << launches[l].spec->args[i].name << "), got " << weight.type
                  << (want == abi::ElementType::kBF16
-                         ? "; only spark.linear takes quantized weights"
+                         ? "; only spark.linear and spark.moe_experts take quantized weights"
                          : "");
       }
     }
@@ -968,17 +1023,23 @@ void Lowering::buildProgram() {
         b.getNamedAttr("offset", b.getI64IntegerAttr(buffer.offset)),
     }));
   SmallVector<Attribute> weightAttrs;
-  for (auto &[name, typeAndId] : weights) {
-    RankedTensorType type = typeAndId.first;
+  for (auto &[name, weight] : weights) {
+    RankedTensorType type = weight.type;
     // The plan's dtype names are MLIR's builtin type names (runtime element_type.h): bf16, f32,
     // f8E4M3FN, f4E2M1FN (checkWeightTypes admitted no other).
     std::string dtype;
     llvm::raw_string_ostream(dtype) << type.getElementType();
-    weightAttrs.push_back(b.getDictionaryAttr({
+    SmallVector<NamedAttribute> attrs{
         b.getNamedAttr("name", b.getStringAttr(name)),
         b.getNamedAttr("dtype", b.getStringAttr(dtype)),
         b.getNamedAttr("shape", b.getI64ArrayAttr(type.getShape())),
-    }));
+    };
+    if (weight.parts) {
+      attrs.push_back(b.getNamedAttr("parts", weight.parts));
+      attrs.push_back(
+          b.getNamedAttr("part_shape", b.getI64ArrayAttr(weight.partShape.asArrayRef())));
+    }
+    weightAttrs.push_back(b.getDictionaryAttr(attrs));
   }
   SmallVector<NamedAttribute> inputAttrs;
   for (auto &[name, id] : inputs)

@@ -75,6 +75,7 @@ class CudaExecutor final : public Executor {
   absl::Status BindDeviceWeights();
   absl::Status RegisterWeights(const std::vector<WeightData>& host);
   absl::Status UploadWeights(const std::vector<WeightData>& host);
+  absl::Status CopyToDevice(const WeightData& weight, CUdeviceptr address);
   // A device allocation and its size.
   struct DeviceBlock {
     CUdeviceptr address = 0;
@@ -269,8 +270,7 @@ absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) 
     CUdeviceptr address = 0;
     if (placement.copied[w]) {
       address = weight_block_.address + copy_offsets[w];
-      SPARK_CU_RETURN_IF_ERROR(api_,
-                               api_->cuMemcpyHtoD(address, host[w].data, host[w].num_bytes));
+      SPARK_RETURN_IF_ERROR(CopyToDevice(host[w], address));
       bindings_.weights.push_back(address);
       continue;
     }
@@ -309,11 +309,24 @@ absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
   for (size_t w = 0; w < host.size(); ++w) {
     bindings_.weights.push_back(weight_block_.address + offsets[w]);
     if (host[w].num_bytes == 0) continue;
-    SPARK_CU_RETURN_IF_ERROR(
-        api_, api_->cuMemcpyHtoD(weight_block_.address + offsets[w], host[w].data,
-                                 host[w].num_bytes));
+    SPARK_RETURN_IF_ERROR(CopyToDevice(host[w], weight_block_.address + offsets[w]));
     done += host[w].num_bytes;
     if (options_.on_progress) options_.on_progress(done, total);
+  }
+  return absl::OkStatus();
+}
+
+// One weight's bytes to `address`: its checkpoint tensor, or its parts one after the other.
+absl::Status CudaExecutor::CopyToDevice(const WeightData& weight, CUdeviceptr address) {
+  if (!weight.assembled()) {
+    SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoD(address, weight.data, weight.num_bytes));
+    return absl::OkStatus();
+  }
+  for (const WeightPart& part : weight.parts) {
+    if (part.num_bytes > 0) {
+      SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoD(address, part.data, part.num_bytes));
+    }
+    address += part.num_bytes;
   }
   return absl::OkStatus();
 }

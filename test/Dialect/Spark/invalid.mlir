@@ -1180,3 +1180,86 @@ func.func @rms_norm_rope_epsilon(%x: tensor<?x2x8xf32>, %pos: tensor<?xi32>) -> 
   %0 = spark.rms_norm_rope %x, %pos {epsilon = -1.0 : f32, theta = 10000.0 : f32, rotated_pairs = 4 : i64, factor = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
   return %0 : tensor<?x2x8xf32>
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Quantized spark.moe_experts and stacked weights
+//===----------------------------------------------------------------------===//
+
+// A bf16 gate_up takes no scales.
+func.func @moe_experts_bf16_scales(%x: tensor<?x32xf32>, %gu: tensor<2x32x32xbf16>, %d: tensor<2x32x16xbf16>, %w: tensor<?x1xf32>, %i: tensor<?x1xi32>, %s: tensor<2x2xf32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects no gate_up scales with bf16 gate_up, got 1}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i gate_up_scales(%s) : (tensor<?x32xf32>, tensor<2x32x32xbf16>, tensor<2x32x16xbf16>, tensor<?x1xf32>, tensor<?x1xi32>, tensor<2x2xf32>) -> tensor<?x32xf32>
+  return %0 : tensor<?x32xf32>
+}
+
+// -----
+
+// NVFP4 experts have block scales [E, rows, cols / 16].
+func.func @moe_experts_nvfp4_block_shape(%x: tensor<?x32xf32>, %gu: tensor<2x32x32xf4E2M1FN>, %d: tensor<2x32x16xbf16>, %w: tensor<?x1xf32>, %i: tensor<?x1xi32>, %b: tensor<2x32x4xf8E4M3FN>, %t: tensor<2x2xf32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects NVFP4 gate_up block scales tensor<2x32x2xf8E4M3FN>, got 'tensor<2x32x4xf8E4M3FN>'}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i gate_up_scales(%b, %t) : (tensor<?x32xf32>, tensor<2x32x32xf4E2M1FN>, tensor<2x32x16xbf16>, tensor<?x1xf32>, tensor<?x1xi32>, tensor<2x32x4xf8E4M3FN>, tensor<2x2xf32>) -> tensor<?x32xf32>
+  return %0 : tensor<?x32xf32>
+}
+
+// -----
+
+// NVFP4 gate_up has one tensor scale per matrix: [E, 2] (gate, up).
+func.func @moe_experts_nvfp4_tensor_scale(%x: tensor<?x32xf32>, %gu: tensor<2x32x32xf4E2M1FN>, %d: tensor<2x32x16xbf16>, %w: tensor<?x1xf32>, %i: tensor<?x1xi32>, %b: tensor<2x32x2xf8E4M3FN>, %t: tensor<2xf32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects NVFP4 gate_up tensor scales (one per matrix) of shape [2, 2] in f32, got 'tensor<2xf32>'}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i gate_up_scales(%b, %t) : (tensor<?x32xf32>, tensor<2x32x32xf4E2M1FN>, tensor<2x32x16xbf16>, tensor<?x1xf32>, tensor<?x1xi32>, tensor<2x32x2xf8E4M3FN>, tensor<2xf32>) -> tensor<?x32xf32>
+  return %0 : tensor<?x32xf32>
+}
+
+// -----
+
+// FP8 down scales: per matrix [E] or per row [E, hidden].
+func.func @moe_experts_fp8_scale(%x: tensor<?x32xf32>, %gu: tensor<2x32x32xbf16>, %d: tensor<2x32x16xf8E4M3FN>, %w: tensor<?x1xf32>, %i: tensor<?x1xi32>, %s: tensor<2x16xf32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects FP8 down scales of f32 per matrix [2] or per row [2, 32], got 'tensor<2x16xf32>'}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i down_scales(%s) : (tensor<?x32xf32>, tensor<2x32x32xbf16>, tensor<2x32x16xf8E4M3FN>, tensor<?x1xf32>, tensor<?x1xi32>, tensor<2x16xf32>) -> tensor<?x32xf32>
+  return %0 : tensor<?x32xf32>
+}
+
+// -----
+
+// NVFP4 needs an input dimension of whole 16-element blocks.
+func.func @moe_experts_nvfp4_width(%x: tensor<?x32xf32>, %gu: tensor<2x32x32xbf16>, %d: tensor<2x32x8xf4E2M1FN>, %w: tensor<?x1xf32>, %i: tensor<?x1xi32>, %b: tensor<2x32x1xf8E4M3FN>, %t: tensor<2xf32>) -> tensor<?x32xf32> {
+  // expected-error @+1 {{'spark.moe_experts' op expects down of shape [2, 32, 16], got [2, 32, 8]}}
+  %0 = spark.moe_experts %x, %gu, %d, %w, %i down_scales(%b, %t) : (tensor<?x32xf32>, tensor<2x32x32xbf16>, tensor<2x32x8xf4E2M1FN>, tensor<?x1xf32>, tensor<?x1xi32>, tensor<2x32x1xf8E4M3FN>, tensor<2xf32>) -> tensor<?x32xf32>
+  return %0 : tensor<?x32xf32>
+}
+
+// -----
+
+// Parts must make the whole weight.
+func.func @weight_parts_count() -> tensor<2x4x8xbf16> {
+  // expected-error @+1 {{'spark.weight' op expects 3 parts of shape [4, 8] (96 elements) to make weight 'w' 'tensor<2x4x8xbf16>' (64 elements)}}
+  %0 = spark.weight "w" {parts = ["a", "b", "c"], part_shape = array<i64: 4, 8>} : tensor<2x4x8xbf16>
+  return %0 : tensor<2x4x8xbf16>
+}
+
+// -----
+
+func.func @weight_parts_twice() -> tensor<2x4x8xbf16> {
+  // expected-error @+1 {{'spark.weight' op expects distinct parts for weight 'w', got 'a' twice}}
+  %0 = spark.weight "w" {parts = ["a", "a"], part_shape = array<i64: 4, 8>} : tensor<2x4x8xbf16>
+  return %0 : tensor<2x4x8xbf16>
+}
+
+// -----
+
+func.func @weight_parts_without_shape() -> tensor<2x4x8xbf16> {
+  // expected-error @+1 {{'spark.weight' op expects both parts and part_shape, or neither, for weight 'w'}}
+  %0 = spark.weight "w" {parts = ["a", "b"]} : tensor<2x4x8xbf16>
+  return %0 : tensor<2x4x8xbf16>
+}
+
+// -----
+
+// Packed float4 parts hold whole bytes: an even last dimension.
+func.func @weight_parts_f4_odd() -> tensor<2x4x6xf4E2M1FN> {
+  // expected-error @+1 {{'spark.weight' op expects f4E2M1FN parts with an even last dimension (two codes per byte), got part_shape [4, 3] for weight 'w'}}
+  %0 = spark.weight "w" {parts = ["a", "b", "c", "d"], part_shape = array<i64: 4, 3>} : tensor<2x4x6xf4E2M1FN>
+  return %0 : tensor<2x4x6xf4E2M1FN>
+}

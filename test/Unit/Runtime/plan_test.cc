@@ -240,7 +240,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 9u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 10u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -280,14 +280,14 @@ TEST(PlanTest, RejectsBadMagic) {
 
 TEST(PlanTest, RejectsNewerVersion) {
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 10;
+  section[8] = 11;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 10 is not supported (this runtime reads version "
-                       "9); recompile the model with this release's spark-compile"));
-  section[8] = 8;  // version 8: bf16 weights only
+                       "model.cubin: plan version 11 is not supported (this runtime reads version "
+                       "10); recompile the model with this release's spark-compile"));
+  section[8] = 9;  // version 9: no weights assembled from parts
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 8 is not supported (this runtime reads version "
-                       "9)"));
+                       "model.cubin: plan version 9 is not supported (this runtime reads version "
+                       "10)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -422,7 +422,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 9); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 10); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -1050,11 +1050,50 @@ TEST(PlanTest, RejectsBadModelFacts) {
                        "sm_<major><minor>[a|f]"));
 }
 
+// A weight assembled from checkpoint tensors (MoE experts stored one matrix per expert): its
+// parts and their shape round-trip, and parts that cannot make the weight are refused.
+TEST(PlanTest, WeightsAssembledFromPartsRoundTripAndAreChecked) {
+  Plan plan = TestPlan();
+  plan.weights[0].parts = {"e.0.weight", "e.1.weight", "e.2.weight", "e.3.weight"};
+  plan.weights[0].part_shape = {4, 4};
+  absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->weights[0].parts, plan.weights[0].parts);
+  EXPECT_EQ(parsed->weights[0].part_shape, plan.weights[0].part_shape);
+  EXPECT_TRUE(parsed->weights[1].parts.empty());
+
+  Plan bad = plan;
+  bad.weights[0].part_shape = {4, 3};
+  EXPECT_TRUE(StatusIs(ParsePlan(bad), kInvalid,
+                       "m.cubin: plan weights[0].part_shape: 4 parts of [4, 3] do not make bf16 "
+                       "[16, 4]"));
+  bad = plan;
+  bad.weights[0].parts[2] = bad.weights[0].parts[1];
+  EXPECT_TRUE(StatusIs(ParsePlan(bad), kInvalid,
+                       "m.cubin: plan weights[0].parts[2]: part e.1.weight is given twice"));
+  bad = plan;
+  bad.weights[0].parts[3].clear();
+  EXPECT_TRUE(StatusIs(ParsePlan(bad), kInvalid,
+                       "m.cubin: plan weights[0].parts[3]: empty part name"));
+  bad = plan;
+  bad.weights[0].dtype = DType::kF4E2M1FN;
+  bad.weights[0].shape = {2, 4, 8};
+  bad.weights[0].part_shape = {2, 3};
+  EXPECT_TRUE(StatusIs(ParsePlan(bad), kInvalid,
+                       "m.cubin: plan weights[0].part_shape: f4E2M1FN parts have an even last "
+                       "dimension (two codes per byte), found [2, 3]"));
+  // A part that is no string.
+  const std::string json =
+      absl::StrReplaceAll(PlanJsonText(plan), {{"\"e.0.weight\"", "7"}});
+  EXPECT_TRUE(StatusIs(ParsePlanSection(SectionFromJson(json), "m.cubin").status(), kInvalid,
+                       "m.cubin: plan weights[0].parts[0]: expected a string, found 7"));
+}
+
 TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kI32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 9 weights are bf16, f32, "
+                       "m.cubin: plan weights[1].dtype: plan version 10 weights are bf16, f32, "
                        "f8E4M3FN or f4E2M1FN, found i32"));
   plan = TestPlan();
   plan.weights[1].dtype = DType::kF4E2M1FN;

@@ -160,6 +160,97 @@ TEST(QuantizedLinearTest, HostReferenceDequantisesExactly) {
   }
 }
 
+// The quantized MoE expert ops compute what the quantized linears compute on each expert's own
+// matrices (gate, up: rows [0, I) and [I, 2I) of its gate_up, each with its own tensor or row
+// scales; down), gelu-gated and weighted as moe_gate_up / moe_down.
+TEST(QuantizedExpertsTest, EachExpertIsAQuantizedLinear) {
+  const int T = 2, E = 3, I = 2, H = 32, K = 2;
+  std::vector<unsigned char> codes(E * 2 * I * H / 2), blocks(E * 2 * I * H / 16);
+  std::vector<unsigned char> down_codes(E * H * I * 8 / 2), down_blocks(E * H * I * 8 / 16);
+  std::vector<unsigned char> fp8(E * 2 * I * H);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<unsigned char>(i * 29 + 3);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<unsigned char>(0x30 + i % 7);
+  for (size_t i = 0; i < down_codes.size(); ++i) down_codes[i] = static_cast<unsigned char>(i * 13 + 5);
+  for (size_t i = 0; i < down_blocks.size(); ++i) down_blocks[i] = static_cast<unsigned char>(0x28 + i % 5);
+  for (size_t i = 0; i < fp8.size(); ++i) {
+    fp8[i] = static_cast<unsigned char>((i * 53 + 7) % 256);
+    if (quant::E4M3IsNaN(fp8[i])) fp8[i] = 0x41;
+  }
+  std::vector<float> tensor_scales(E * 2), down_scales(E), row_scales(E * 2 * I);
+  for (int i = 0; i < E * 2; ++i) tensor_scales[i] = 0.01f * (i + 1);
+  for (int i = 0; i < E; ++i) down_scales[i] = 0.02f * (i + 1);
+  for (int i = 0; i < E * 2 * I; ++i) row_scales[i] = 0.001f * (i + 3);
+  std::vector<float> x(T * H);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
+  const std::vector<int32_t> idx = {2, 0, 1, 2};
+  const int kAll = 0x7fffffff;
+  std::vector<float> act4(T * K * I), act8(T * K * I), act8row(T * K * I);
+  rt::host::MoeGateUpNvfp4(x.data(), codes.data(), blocks.data(), tensor_scales.data(), idx.data(),
+                           act4.data(), T, H, I, E, K, 1, kAll);
+  rt::host::MoeGateUpFp8(x.data(), fp8.data(), tensor_scales.data(), idx.data(), act8.data(), T, H,
+                         I, E, K, 1, 1, kAll);
+  rt::host::MoeGateUpFp8(x.data(), fp8.data(), row_scales.data(), idx.data(), act8row.data(), T,
+                         H, I, E, K, I, 1, kAll);
+  // gelu(gate) * up as the host's gelu_mul computes it.
+  const auto gelu_mul = [](float g, float u) {
+    float y;
+    rt::host::GeluMul(&g, &u, &y, 1, 1);
+    return y;
+  };
+  for (int t = 0; t < T; ++t) {
+    for (int k = 0; k < K; ++k) {
+      const int e = idx[t * K + k];
+      float g4[I], u4[I], g8[I], u8[I], g8r[I], u8r[I];
+      const size_t half = static_cast<size_t>(I) * H;  // elements of one matrix
+      const unsigned char* c = codes.data() + e * 2 * half / 2;
+      const unsigned char* b = blocks.data() + e * 2 * half / 16;
+      const unsigned char* q = fp8.data() + e * 2 * half;
+      rt::host::LinearNvfp4(x.data() + t * H, c, b, &tensor_scales[2 * e], g4, 1, I, H);
+      rt::host::LinearNvfp4(x.data() + t * H, c + half / 2, b + half / 16, &tensor_scales[2 * e + 1],
+                            u4, 1, I, H);
+      rt::host::LinearFp8(x.data() + t * H, q, &tensor_scales[2 * e], g8, 1, I, H, 1);
+      rt::host::LinearFp8(x.data() + t * H, q + half, &tensor_scales[2 * e + 1], u8, 1, I, H, 1);
+      rt::host::LinearFp8(x.data() + t * H, q, &row_scales[2 * I * e], g8r, 1, I, H, I);
+      rt::host::LinearFp8(x.data() + t * H, q + half, &row_scales[2 * I * e + I], u8r, 1, I, H, I);
+      for (int i = 0; i < I; ++i) {
+        const size_t at = (static_cast<size_t>(t) * K + k) * I + i;
+        EXPECT_FLOAT_EQ(act4[at], gelu_mul(g4[i], u4[i])) << t << " " << k << " " << i;
+        EXPECT_FLOAT_EQ(act8[at], gelu_mul(g8[i], u8[i])) << t << " " << k << " " << i;
+        EXPECT_FLOAT_EQ(act8row[at], gelu_mul(g8r[i], u8r[i])) << t << " " << k << " " << i;
+      }
+    }
+  }
+  // moe_down_nvfp4 (intermediate 16 here: whole blocks): the weighted sum of each expert's linear.
+  const int I2 = 16;
+  std::vector<float> a(T * K * I2), w = {0.5f, 0.25f, 0.75f, 0.125f}, y(T * 8);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::cos(static_cast<float>(i));
+  rt::host::MoeDownNvfp4(a.data(), down_codes.data(), down_blocks.data(), down_scales.data(),
+                         w.data(), idx.data(), y.data(), nullptr, T, 8, I2, E, K, 1, kAll);
+  for (int t = 0; t < T; ++t) {
+    double want[8] = {};
+    for (int k = 0; k < K; ++k) {
+      const int e = idx[t * K + k];
+      float out[8];
+      rt::host::LinearNvfp4(a.data() + (t * K + k) * I2, down_codes.data() + e * 8 * I2 / 2,
+                            down_blocks.data() + e * 8 * I2 / 16, &down_scales[e], out, 1, 8, I2);
+      for (int h = 0; h < 8; ++h) want[h] += static_cast<double>(w[t * K + k]) * out[h];
+    }
+    for (int h = 0; h < 8; ++h) EXPECT_FLOAT_EQ(y[t * 8 + h], static_cast<float>(want[h]));
+  }
+  // The registry's rule: FP8 scales per matrix (1) or per row (the matrix's rows).
+  using rt::HostArg;
+  std::vector<HostArg> args = {
+      HostArg::Ptr(x.data()), HostArg::Ptr(fp8.data()), HostArg::Ptr(row_scales.data()),
+      HostArg::Ptr(idx.data()), HostArg::Ptr(act8.data()), HostArg::I32(T), HostArg::I32(H),
+      HostArg::I32(I), HostArg::I32(E), HostArg::I32(K), HostArg::I32(3), HostArg::I32(1),
+      HostArg::I32(kAll)};
+  const absl::Status bad = rt::RunHostKernel("moe_gate_up_fp8", args);
+  EXPECT_EQ(bad.message(), "host kernel 'moe_gate_up_fp8': scales_per_matrix must be 1 or "
+                           "intermediate = 2, found 3");
+  args[10] = HostArg::I32(I);
+  EXPECT_TRUE(rt::RunHostKernel("moe_gate_up_fp8", args).ok());
+}
+
 // The registry's rules of the quantized linears (kMultipleOf16, kOneOrEqual), as every checker
 // of them reports them (op_rules.cc: the plan reader, the host dispatch).
 TEST(QuantizedLinearTest, RulesAreChecked) {

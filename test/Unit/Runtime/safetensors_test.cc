@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "loader_test_util.h"
+#include "spark/runtime/executor.h"
 
 namespace spark {
 namespace rt {
@@ -400,6 +401,47 @@ TEST(CheckPlanWeightsTest, DTypeMismatch) {
   EXPECT_TRUE(StatusIs(CheckPlanWeights(TestPlan(), **checkpoint), kInvalid,
                        "weight model.norm.weight: expected dtype BF16, found F32; the plan "
                        "expects bf16 here"));
+}
+
+// A weight assembled from parts (MoE experts stored one matrix per expert): each part is checked
+// like a weight (present, dtype, shape), BindWeights lists the parts in order and
+// CopyWeightBytes puts them one after the other.
+TEST(CheckPlanWeightsTest, WeightsOfPartsCheckAndBindEveryPart) {
+  TempDir dir;
+  std::vector<OwnedTensor> tensors = PlanTensors();
+  tensors.push_back({"e.0.weight", "BF16", {2}, std::string("\x01\x02\x03\x04", 4)});
+  tensors.push_back({"e.1.weight", "BF16", {2}, std::string("\x05\x06\x07\x08", 4)});
+  ASSERT_TRUE(WriteSafetensors(dir.Path("model.safetensors"), tensors).ok());
+  const auto checkpoint = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(checkpoint.ok());
+  Plan plan = TestPlan();
+  WeightInfo stacked{"e.{0..1}.weight", DType::kBF16, {2, 2}, {"e.0.weight", "e.1.weight"}, {2}};
+  plan.weights.push_back(stacked);
+  ASSERT_TRUE(CheckPlanWeights(plan, **checkpoint).ok());
+  const absl::StatusOr<std::vector<WeightData>> bound = BindWeights(plan, **checkpoint);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  const WeightData& w = bound->back();
+  EXPECT_TRUE(w.assembled());
+  EXPECT_EQ(w.data, nullptr);
+  EXPECT_EQ(w.num_bytes, 8u);
+  ASSERT_EQ(w.parts.size(), 2u);
+  std::string bytes(8, '\0');
+  CopyWeightBytes(w, reinterpret_cast<uint8_t*>(&bytes[0]));
+  EXPECT_EQ(bytes, std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8));
+  // An assembled weight is never read in place on an integrated GPU.
+  EXPECT_TRUE(PlaceIntegratedWeights(plan, *bound).copied.back());
+
+  Plan missing = plan;
+  missing.weights.back().parts[1] = "e.2.weight";
+  EXPECT_TRUE(StatusIs(CheckPlanWeights(missing, **checkpoint), kNotFound,
+                       "weight e.2.weight, a part of e.{0..1}.weight, is not in the checkpoint"));
+  EXPECT_TRUE(StatusIs(CheckPlanWeights(missing, **checkpoint), kNotFound,
+                       "(1 of the plan's 4 checkpoint tensors are missing)"));
+  Plan shape = plan;
+  shape.weights.back().part_shape = {1, 2};
+  shape.weights.back().shape = {2, 1, 2};
+  EXPECT_TRUE(StatusIs(CheckPlanWeights(shape, **checkpoint), kInvalid,
+                       "weight e.0.weight: expected shape [1, 2], found [2]"));
 }
 
 TEST(SafetensorsDTypeTest, SizesAndPlanNames) {

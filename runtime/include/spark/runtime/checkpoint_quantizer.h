@@ -26,7 +26,8 @@ struct QuantizeCheckpointOptions {
   std::string output;  // a new or empty directory
   QuantizedFormat format = QuantizedFormat::kNvfp4;
   // Linear modules kept in bf16 (fnmatch wildcards over full module names), after the defaults:
-  // lm_head, *embed_tokens*, *router*, *vision*, *audio*, *experts*.
+  // lm_head, *embed_tokens*, *router*, *vision*, *audio*. Fused MoE experts are written one
+  // linear per expert (<layer>.experts.<e>.{gate,up,down}_proj) unless all are excluded.
   std::vector<std::string> exclude;
   int threads = 0;  // 0: every hardware thread
   // Called as tensors are written: bytes of the input done, of the input in all, the file.

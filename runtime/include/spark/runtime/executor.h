@@ -129,11 +129,25 @@ class Executor {
 
 // KvCapacity (the slots of each KV cache) is declared in plan.h.
 
-// The bytes of one plan weight, in checkpoint layout.
-struct WeightData {
+// The bytes of one checkpoint tensor.
+struct WeightPart {
   const uint8_t* data = nullptr;
   uint64_t num_bytes = 0;
 };
+
+// The bytes of one plan weight, in checkpoint layout: one checkpoint tensor (`data`), or, for a
+// weight assembled from parts (WeightInfo::parts), the parts in order (`data` null; the executor
+// copies them one after the other into memory of its own). num_bytes is the whole weight's.
+struct WeightData {
+  const uint8_t* data = nullptr;
+  uint64_t num_bytes = 0;
+  std::vector<WeightPart> parts;
+  bool assembled() const { return !parts.empty(); }
+};
+
+// Copies the weight's bytes (its tensor, or its parts one after the other) to `dst`, which holds
+// num_bytes.
+void CopyWeightBytes(const WeightData& weight, uint8_t* dst);
 
 // The data of every plan weight, indexed by weight id, after checking each against the checkpoint
 // (name, dtype, shape). Pointers stay valid while `checkpoint` lives.
@@ -145,7 +159,7 @@ absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan, const Chec
 // packs them back to back, so in a quantized checkpoint the U8 codes that follow the f32 scalars
 // can start at any offset. A weight of 16 bytes or more that is not 16-byte aligned there, or one
 // not aligned to its element size, is copied; read in place it would take the kernels' scalar
-// fallback, several times slower.
+// fallback, several times slower. A weight assembled from parts is always copied.
 inline constexpr uint64_t kWeightVectorAlignment = 16;
 struct WeightPlacement {
   std::vector<bool> copied;  // by weight id

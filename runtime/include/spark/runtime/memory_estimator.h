@@ -112,6 +112,11 @@ struct PlanSizes {
   // bf16 checkpoint; f4E2M1FN / f8E4M3FN codes and their f8E4M3FN / f32 scales for a quantized
   // one.
   std::vector<std::pair<DType, uint64_t>> weight_bytes_by_dtype;
+  // Of weight_bytes, the weights the runtime assembles from checkpoint parts (WeightInfo::parts:
+  // MoE experts stored one matrix per expert): copied once at load on every device, so on an
+  // integrated GPU they are counted once as a copy (the file pages they were read from are
+  // clean page cache the kernel may reclaim), not as part of the mapping.
+  uint64_t assembled_weight_bytes = 0;
   uint64_t arena_bytes = 0;
   int64_t max_tokens = 0;
   int64_t vocab_size = 0;

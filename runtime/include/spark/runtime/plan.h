@@ -33,6 +33,11 @@ struct WeightInfo {
   std::string name;  // full checkpoint name, e.g. model.language_model.norm.weight
   DType dtype = DType::kBF16;
   std::vector<int64_t> shape;
+  // A weight the checkpoint stores in pieces (MoE experts one matrix per expert): the checkpoint
+  // tensors it is the concatenation of, in order (row-major bytes), each of `part_shape` and
+  // `dtype`; `name` then only names the whole. Empty: the checkpoint tensor `name` itself.
+  std::vector<std::string> parts;
+  std::vector<int64_t> part_shape;
   uint64_t num_bytes() const;
 };
 

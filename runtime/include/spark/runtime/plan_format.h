@@ -22,7 +22,7 @@ namespace plan_format {
 
 inline constexpr char kSectionName[] = ".spark.plan";
 inline constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'L', 'A', 'N', '\0'};
-inline constexpr uint32_t kPlanVersion = 9;
+inline constexpr uint32_t kPlanVersion = 10;
 inline constexpr size_t kHeaderSize = 32;
 // Limits that bound what a hostile plan can make the reader allocate (docs/security.md). The
 // largest real plan, Gemma 4 31B's, has 464 KiB of JSON, 1,136 steps, 1,080 buffers, 832 weights
@@ -35,6 +35,9 @@ inline constexpr uint64_t kMaxSteps = 32768;
 inline constexpr uint64_t kMaxBuffers = 32768;
 inline constexpr uint64_t kMaxWeights = 16384;
 inline constexpr uint64_t kMaxKvCaches = 1024;
+// The most parts one weight may be assembled from (Gemma 4 26B-A4B's per-expert checkpoints:
+// 256, gate and up of 128 experts).
+inline constexpr uint64_t kMaxWeightParts = 65536;
 
 struct Header {
   char magic[8];
