@@ -202,7 +202,16 @@ def main(argv=None):
     ap.add_argument("--device", default="auto", help="where random numbers are drawn: auto|cpu|cuda")
     ap.add_argument("--dry-run", action="store_true", help="print the plan (needs no torch) and exit")
     ap.add_argument("--force", action="store_true", help="skip the free-disk-space check")
+    ap.add_argument("--num-layers", type=int, default=0,
+                    help="only the first N decoder layers (a truncated model of the same shapes, "
+                         "for reproducing a fault at full-size dimensions quickly); 0: all")
     args = ap.parse_args(argv)
+    if args.num_layers:
+        cfg = FULL_SIZE_TEXT_CONFIGS[args.model]
+        if not 0 < args.num_layers <= cfg["num_hidden_layers"]:
+            raise SystemExit(f"--num-layers: 1 .. {cfg['num_hidden_layers']} for {args.model}")
+        cfg["num_hidden_layers"] = args.num_layers
+        cfg["layer_types"] = cfg["layer_types"][:args.num_layers]
 
     geom = spec.derive_geometry(FULL_SIZE_TEXT_CONFIGS[args.model])
     prefix = "model.language_model." if args.layout == "conditional" else "model."
