@@ -18,7 +18,9 @@ struct ImportOptions {
   bool roundScalesToBf16 = false;
   /// The checkpoint's safetensors headers, when the directory has them: a quantized checkpoint's
   /// tensors then say which linears are quantized (a weight_scale beside the weight) and the
-  /// shapes of their scales; without them the config's exclude list decides.
+  /// shapes of their scales, and a MoE checkpoint's how its experts are stored (fused, or one
+  /// linear per expert); without them the config decides (its exclude list; experts fused
+  /// unless the config quantizes them).
   const rt::Checkpoint *checkpoint = nullptr;
 };
 

@@ -75,14 +75,15 @@ int main(int argc, char **argv) {
   if (dir.empty())
     dir = ".";
   const bool checkWeights = !noWeightCheck && spark::hasSafetensors(dir);
-  // The headers of a quantized checkpoint say which linears are quantized (ImportOptions).
+  // The headers say which linears of a quantized checkpoint are quantized and how a MoE
+  // checkpoint stores its experts (fused, or one linear per expert: ImportOptions).
   std::unique_ptr<spark::rt::Checkpoint> checkpoint;
-  if (checkWeights && config->quantization.quantized()) {
+  if (checkWeights) {
+    // (A checkpoint that cannot be opened is reported by the weight check below, in context.)
     absl::StatusOr<std::unique_ptr<spark::rt::Checkpoint>> opened =
         spark::rt::Checkpoint::Open(dir.str().str());
-    if (!opened.ok())
-      return fail(std::string(opened.status().message()));
-    checkpoint = std::move(*opened);
+    if (opened.ok())
+      checkpoint = std::move(*opened);
   }
   spark::ImportOptions options;
   options.roundScalesToBf16 = roundScales;
