@@ -12,10 +12,11 @@
 // spark_moe_gate_up:
 //   act[t, k, i] = gelu(x[t] . gate_up[e, i]) * (x[t] . gate_up[e, intermediate + i]),
 //   e = indices[t, k]; an index outside [0, num_experts) gives 0. Decode (T < 16): one warp per
-//   (token, k, i) output, grid-stride over warps. Prefill (T >= 16): grouped by expert on tensor
-//   cores (gate_up_grouped below), each selected expert's weights read once per 64 slots.
-// spark_moe_down, ungrouped (decode, or no workspace): one warp per (token, h) output,
-// grid-stride over warps:
+//   (token, k) and kDecodeRows outputs i (the format's rows per warp: bf16 1, FP8 2, NVFP4 4),
+//   grid-stride over warps. Prefill (T >= 16): grouped by expert on tensor cores
+//   (gate_up_grouped below), each selected expert's weights read once per 64 slots.
+// spark_moe_down, ungrouped (decode, or no workspace): one warp per token and kDecodeRows
+// outputs h, grid-stride over warps:
 //   y[t, h] = sum_k weights[t, k] * (act[t, k] . down[e_k, h]); invalid indices contribute 0.
 //   The lanes split the top_k x intermediate products of an output together (all rows' loads
 //   independent), so a decode step keeps many loads in flight per warp.
