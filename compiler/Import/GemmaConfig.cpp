@@ -383,8 +383,6 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     config.quantization = std::move(*parsed);
     break;
   }
-  config.warnings.insert(config.warnings.end(), config.quantization.warnings.begin(),
-                         config.quantization.warnings.end());
   if (const json::Array *archs = top->getArray("architectures"))
     if (!archs->empty())
       if (std::optional<StringRef> a = (*archs)[0].getAsString()) {
@@ -698,8 +696,6 @@ Expected<GemmaConfig> parseGemmaConfig(StringRef pathOrDir) {
                              "one describes the weights?",
                              quantPath.c_str(), fromFile->formatName().c_str(),
                              config->quantization.formatName().c_str());
-  config->warnings.insert(config->warnings.end(), fromFile->warnings.begin(),
-                          fromFile->warnings.end());
   config->quantization = std::move(*fromFile);
   return config;
 }

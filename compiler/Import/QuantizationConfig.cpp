@@ -79,7 +79,7 @@ Expected<QuantizationConfig> readModelOpt(const json::Object &q, StringRef origi
       kv && kv->kind() != json::Value::Null) {
     std::optional<StringRef> algo = kv->getAsString();
     const std::string name = algo ? "\"" + algo->str() + "\"" : std::string("(not a string)");
-    config.warnings.push_back(
+    config.unhonoured.push_back(
         "kv_cache_quant_algo " + name +
         " is not used: Spark keeps the KV cache in f32 or bf16 (spark-compile --kv-cache-dtype), "
         "and the checkpoint's k_scale / v_scale tensors are not read");
@@ -190,7 +190,7 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
     }
     strategy = s;
     if (const json::Value *a = g->get("input_activations"); a && a->kind() != json::Value::Null)
-      config.warnings.push_back(group + " input_activations are not used: Spark multiplies the "
+      config.unhonoured.push_back(group + " input_activations are not used: Spark multiplies the "
                                         "FP8 weights with its f32 / bf16 activations (W8A16)");
     Expected<std::vector<std::string>> targets = stringList(*g, "targets", origin, "module names");
     if (!targets)
@@ -215,7 +215,7 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
   if (Error e = splitNames(*ignore, "ignore", origin, config.exclude, config.excludeRegex))
     return std::move(e);
   if (const json::Value *kv = q.get("kv_cache_scheme"); kv && kv->kind() != json::Value::Null)
-    config.warnings.push_back(
+    config.unhonoured.push_back(
         "kv_cache_scheme is not used: Spark keeps the KV cache in f32 or bf16 (spark-compile "
         "--kv-cache-dtype), and the checkpoint's k_scale / v_scale tensors are not read");
   return config;

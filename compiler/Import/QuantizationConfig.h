@@ -48,8 +48,11 @@ struct QuantizationConfig {
   /// compressed-tensors `targets` other than "Linear": only the linears they name (plain names
   /// or "re:" expressions, as above) are quantized. Empty: every linear.
   std::vector<std::string> targets, targetRegex;
-  /// Fields read but not honoured (kv_cache_quant_algo), for spark-import's warnings.
-  std::vector<std::string> warnings;
+  /// What the config asks for that Spark does not apply: activation quantization
+  /// (compressed-tensors input_activations) and a quantized KV cache (kv_cache_scheme,
+  /// kv_cache_quant_algo). spark-import refuses such a config unless given
+  /// --weight-only-quantization (the weights quantized, activations and KV cache not).
+  std::vector<std::string> unhonoured;
 
   bool quantized() const { return format != Format::kNone; }
   /// Whether the config quantizes the linear module `module` (a full name, e.g.

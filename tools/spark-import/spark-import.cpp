@@ -34,6 +34,13 @@ static cl::opt<bool> noWeightCheck(
     "no-weight-check",
     cl::desc("Do not check the graph's weights against the directory's safetensors headers"),
     cl::cat(sparkImportCategory));
+static cl::opt<bool> weightOnlyQuantization(
+    "weight-only-quantization",
+    cl::desc("Import a quantized checkpoint whose config also quantizes activations or the KV "
+             "cache (compressed-tensors input_activations / kv_cache_scheme, ModelOpt "
+             "kv_cache_quant_algo), which Spark does not do: its weights run quantized, its "
+             "activations and KV cache in f32 / bf16. Without it such a config is refused"),
+    cl::cat(sparkImportCategory));
 static cl::opt<bool> roundScales(
     "round-scales-to-bf16",
     cl::desc("Round the embedding scales to bf16, as transformers does in a bf16 model "
@@ -64,6 +71,17 @@ int main(int argc, char **argv) {
     return fail(toString(config.takeError()));
   for (const std::string &warning : config->warnings)
     WithColor::warning(errs(), "spark-import") << config->path << ": " << warning << "\n";
+  const std::vector<std::string> &unhonoured = config->quantization.unhonoured;
+  if (!unhonoured.empty() && !weightOnlyQuantization)
+    return fail(config->path + ": " + unhonoured.front() +
+                (unhonoured.size() > 1
+                     ? " (and " + Twine(unhonoured.size() - 1) + " more such field(s))"
+                     : Twine()) +
+                "; pass --weight-only-quantization to run the quantized weights with f32 / bf16 "
+                "activations and KV cache anyway");
+  for (const std::string &field : unhonoured)
+    WithColor::note(errs(), "spark-import")
+        << config->path << ": " << field << " (--weight-only-quantization)\n";
 
   mlir::DialectRegistry registry;
   spark::registerAllDialects(registry);
