@@ -572,7 +572,8 @@ bool hasSafetensors(llvm::StringRef dir) {
   return false;
 }
 
-llvm::Error checkWeightsAgainstCheckpoint(ModuleOp module, llvm::StringRef dir) {
+llvm::Error checkWeightsAgainstCheckpoint(ModuleOp module, llvm::StringRef dir,
+                                          const rt::Checkpoint *opened) {
   // One implementation of the check: the runtime's, over a plan that lists the weights.
   rt::Plan plan;
   if (auto model = module->getAttrOfType<DictionaryAttr>("spark.model"))
@@ -596,11 +597,16 @@ llvm::Error checkWeightsAgainstCheckpoint(ModuleOp module, llvm::StringRef dir) 
     }
     plan.weights.push_back(std::move(info));
   });
-  absl::StatusOr<std::unique_ptr<rt::Checkpoint>> checkpoint = rt::Checkpoint::Open(dir.str());
-  if (!checkpoint.ok())
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s",
-                                   std::string(checkpoint.status().message()).c_str());
-  absl::Status status = rt::CheckPlanWeights(plan, **checkpoint, "the config");
+  std::unique_ptr<rt::Checkpoint> own;
+  if (!opened) {
+    absl::StatusOr<std::unique_ptr<rt::Checkpoint>> checkpoint = rt::Checkpoint::Open(dir.str());
+    if (!checkpoint.ok())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s",
+                                     std::string(checkpoint.status().message()).c_str());
+    own = std::move(*checkpoint);
+    opened = own.get();
+  }
+  absl::Status status = rt::CheckPlanWeights(plan, *opened, "the config");
   if (!status.ok())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "does not match the checkpoint in %s: %s", dir.str().c_str(),

@@ -32,9 +32,11 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> importGemma(const GemmaConfig 
                                                               const ImportOptions &options,
                                                               mlir::MLIRContext *context);
 
-/// Checks every spark.weight of `module` against the safetensors checkpoint in `dir`:
-/// present, same shape, same dtype. The error names the tensor, the expected and the found.
-llvm::Error checkWeightsAgainstCheckpoint(mlir::ModuleOp module, llvm::StringRef dir);
+/// Checks every spark.weight of `module` against the safetensors checkpoint in `dir` (`opened`,
+/// when the caller has opened it already): present, same shape, same dtype. The error names the
+/// tensor, the expected and the found.
+llvm::Error checkWeightsAgainstCheckpoint(mlir::ModuleOp module, llvm::StringRef dir,
+                                          const rt::Checkpoint *opened = nullptr);
 
 /// True when `dir` holds model.safetensors.index.json or at least one *.safetensors file.
 bool hasSafetensors(llvm::StringRef dir);

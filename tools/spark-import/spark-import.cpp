@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
     return fail("the imported module does not verify (a bug in spark-import: please report it)");
 
   if (checkWeights) {
-    if (Error e = spark::checkWeightsAgainstCheckpoint(*module, dir))
+    if (Error e = spark::checkWeightsAgainstCheckpoint(*module, dir, checkpoint.get()))
       return fail(config->path + ": " + toString(std::move(e)));
   }
 
