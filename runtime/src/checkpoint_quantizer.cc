@@ -210,7 +210,7 @@ std::vector<OutputTensor> Quantizer::Plan(const std::vector<const TensorView*>& 
       continue;
     }
     if (quantizable != linears.size()) {
-      refused_ = absl::InvalidArgumentError(PrintableText(absl::StrCat(
+      if (refused_.ok()) refused_ = absl::InvalidArgumentError(PrintableText(absl::StrCat(
           "--exclude keeps some of the linears of ", t->name, " in bf16 but not all (",
           quantizable, " of ", linears.size(), " would be quantized): Spark runs every "
           "expert's projection in one format; exclude all of them (e.g. \"*experts*\") or none")));
