@@ -212,11 +212,9 @@ SPK_DEVICE void gemm_mma(ActIn x, const W& w, ActOut y, int T, int out, int in) 
     // Consecutive blocks take consecutive token tiles of the same weight tile (L2 reuse).
     const int m0 = static_cast<int>(tile % mt) * mma::kBM;
     const int n0 = static_cast<int>(tile / mt) * mma::kBN;
-    const auto x_row = [&](int r) -> ActIn {
-      return m0 + r < T ? x + static_cast<int64_t>(m0 + r) * in : ActIn{nullptr};
-    };
+    const auto x_row = [&](int r) -> ActIn { return x + static_cast<int64_t>(m0 + r) * in; };
     mma::Accum acc;
-    w.tile(smem, x_row, n0, out, acc);
+    w.tile(smem, x_row, mma::rows_in_tile(m0, T, mma::kBM), n0, out, acc);
     mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
       const int t = m0 + r, col = n0 + c;
       if (t >= T) return;

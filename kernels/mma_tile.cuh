@@ -3,9 +3,14 @@
 //
 // A is activations (f32 or bf16 storage, common.cuh ActIn), B weights in checkpoint layout
 // [rows, K]: bf16, or quantized (NVFP4, FP8) and converted to bf16 on the way to shared memory
-// (the B sources below); the caller says where each tile row lives (a row, or null for a zero
-// row), so that A rows may be gathered (the tokens routed to one expert) and B rows interleaved
-// (an expert's gate and up rows).
+// (the B sources below); the caller says where each tile row lives, so that A rows may be
+// gathered (the tokens routed to one expert) and B rows interleaved (an expert's gate and up
+// rows), and how many rows of each operand are real: rows past those counts are zeros, and their
+// row functions are never called. (No null row pointers: when zero rows were chosen by comparing
+// a row pointer with null, the clang-built grouped moe_down of Gemma 4 26B-A4B in NVFP4 read
+// 16 bytes at null + the K offset on the H200 (compute-sanitizer, 2026-12-02), although its PTX
+// and SASS predicate that load on the pointer; the cause was not found, and with row counts the
+// same image runs clean.)
 //   - f32 A is split into two bf16 terms, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), both
 //     multiplied with the exact bf16 B: ~16 mantissa bits of a per product (relative error
 //     ~2^-17) instead of 2^-9 for a plain bf16 cast, at 2x the MMA work. Pipeline: K runs in
@@ -52,32 +57,32 @@ struct ARegs {
   float4 v[2];
 };
 
-// Loads f32 A of the K step starting at k0; null rows and columns at or past k_size are zeros.
+// Loads f32 A of the K step starting at k0; rows at or past a_rows and columns at or past
+// k_size are zeros.
 template <class ARow>
-SPK_DEVICE void load_a(ARegs& g, const ARow& a_row, int k_size, int k0) {
+SPK_DEVICE void load_a(ARegs& g, const ARow& a_row, int a_rows, int k_size, int k0) {
   const int tid = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int idx = tid + i * kThreads;  // 0..511
     const int row = idx >> 3, c4 = idx & 7;
     const int k = k0 + c4 * 4;
-    const ActIn p = a_row(row);
-    g.v[i] = (!p.null() && k < k_size) ? ldg_f4(p.f32() + k) : make_float4(0.f, 0.f, 0.f, 0.f);
+    g.v[i] = (row < a_rows && k < k_size) ? ldg_f4(a_row(row).f32() + k)
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
 
 // Starts the copy of bf16 A of the K step at k0 into a_hi of stage `st` (one 16-byte chunk per
-// thread of the 64 x 32 bf16 tile); null rows and columns at or past k_size are stored as zeros
-// directly. The caller commits the group.
+// thread of the 64 x 32 bf16 tile); rows at or past a_rows and columns at or past k_size are
+// stored as zeros directly. The caller commits the group.
 template <class ARow>
-SPK_DEVICE void copy_a_async(Smem& s, int st, const ARow& a_row, int k_size, int k0) {
+SPK_DEVICE void copy_a_async(Smem& s, int st, const ARow& a_row, int a_rows, int k_size, int k0) {
   const int tid = threadIdx.x;
   const int row = tid >> 2, c8 = tid & 3;
   const int k = k0 + c8 * 8;
-  const ActIn p = a_row(row);
   uint16_t* dst = &s.a_hi[st][row][c8 * 8];
-  if (!p.null() && k < k_size) {
-    cp_async16(dst, p.bf16() + k);
+  if (row < a_rows && k < k_size) {
+    cp_async16(dst, a_row(row).bf16() + k);
   } else {
     *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
   }
@@ -100,20 +105,19 @@ SPK_DEVICE void store_a(const ARegs& g, Smem& s, int st) {
 }
 
 // Starts the copy of B of the K step at k0 into stage `st` (two 16-byte chunks per thread of the
-// 128 x 32 bf16 tile); rows whose pointer is null and columns at or past k_size are stored as
-// zeros directly. The caller commits the group.
+// 128 x 32 bf16 tile); rows at or past b_rows and columns at or past k_size are stored as zeros
+// directly. The caller commits the group.
 template <class BRow>
-SPK_DEVICE void copy_b_async(Smem& s, int st, const BRow& b_row, int k_size, int k0) {
+SPK_DEVICE void copy_b_async(Smem& s, int st, const BRow& b_row, int b_rows, int k_size, int k0) {
   const int tid = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int idx = tid + i * kThreads;
     const int row = idx >> 2, c8 = idx & 3;
     const int k = k0 + c8 * 8;
-    const unsigned short* p = b_row(row);
     uint16_t* dst = &s.b[st][row][c8 * 8];
-    if (p != nullptr && k < k_size) {
-      cp_async16(dst, p + k);
+    if (row < b_rows && k < k_size) {
+      cp_async16(dst, b_row(row) + k);
     } else {
       *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
     }
@@ -186,7 +190,8 @@ SPK_DEVICE void multiply_stage(Smem& s, int st, const Lanes& l, Accum& acc) {
 // One barrier per step: stage st holds step ks; every warp is done with step ks - 1 (stage
 // st ^ 1), which is refilled while step ks is multiplied.
 template <bool kSplitA, class ARow, class BSource>
-SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, BSource& b, int k_size, Accum& acc) {
+SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, int a_rows, BSource& b, int k_size,
+                              Accum& acc) {
   const Lanes l;
   const int ksteps = (k_size + kBK - 1) / kBK;
   zero(acc);
@@ -194,9 +199,9 @@ SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, BSource& b, int k_size
   __syncthreads();  // a previous call's last step is consumed by every warp
   ARegs regs;
   if constexpr (kSplitA) {
-    load_a(regs, a_row, k_size, 0);
+    load_a(regs, a_row, a_rows, k_size, 0);
   } else {
-    copy_a_async(s, 0, a_row, k_size, 0);
+    copy_a_async(s, 0, a_row, a_rows, k_size, 0);
   }
   if constexpr (BSource::kAsync) {
     b.copy_async(s, 0, k_size, 0);
@@ -206,7 +211,7 @@ SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, BSource& b, int k_size
   cp_async_commit();
   if constexpr (kSplitA) {
     store_a(regs, s, 0);
-    if (ksteps > 1) load_a(regs, a_row, k_size, kBK);
+    if (ksteps > 1) load_a(regs, a_row, a_rows, k_size, kBK);
   }
   if constexpr (!BSource::kAsync) {
     b.store(s, 0);
@@ -218,12 +223,12 @@ SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, BSource& b, int k_size
     __syncthreads();
     if (ks + 1 < ksteps) {
       const int k1 = (ks + 1) * kBK, k2 = (ks + 2) * kBK;
-      if constexpr (!kSplitA) copy_a_async(s, st ^ 1, a_row, k_size, k1);
+      if constexpr (!kSplitA) copy_a_async(s, st ^ 1, a_row, a_rows, k_size, k1);
       if constexpr (BSource::kAsync) b.copy_async(s, st ^ 1, k_size, k1);
       cp_async_commit();
       if constexpr (kSplitA) {
         store_a(regs, s, st ^ 1);
-        if (ks + 2 < ksteps) load_a(regs, a_row, k_size, k2);
+        if (ks + 2 < ksteps) load_a(regs, a_row, a_rows, k_size, k2);
       }
       if constexpr (!BSource::kAsync) {
         b.store(s, st ^ 1);
@@ -238,27 +243,29 @@ SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, BSource& b, int k_size
 
 // ---- B sources: where each K step's 128 x 32 B tile comes from ----
 
-// bf16 rows (weights in checkpoint layout): b_row(n) (n < 128) returns the row's address or null
-// (a zero row); copied by cp.async.
+// bf16 rows (weights in checkpoint layout): b_row(n) (n < b_rows <= 128) returns the row's
+// address; rows past b_rows are zeros. Copied by cp.async.
 template <class BRow>
 struct Bf16Rows {
   static constexpr bool kAsync = true;
   const BRow& b_row;
+  int b_rows;
   SPK_MEMBER void copy_async(Smem& s, int st, int k_size, int k0) const {
-    detail::copy_b_async(s, st, b_row, k_size, k0);
+    detail::copy_b_async(s, st, b_row, b_rows, k_size, k0);
   }
   SPK_MEMBER void load(int, int) {}
   SPK_MEMBER void store(Smem&, int) const {}
 };
 
 // The rows of a quantized weight a B source reads: codes (or elements) and block scales of row
-// n, null codes for a zero row.
+// n.
 struct QuantRow {
   const unsigned char* codes;
   const unsigned char* scales;  // NVFP4 block scales; unused for FP8
 };
 
-// NVFP4 rows (K a multiple of 16, rows 8-byte aligned): b_row(n) returns the row's QuantRow.
+// NVFP4 rows (K a multiple of 16, rows 8-byte aligned): b_row(n) (n < b_rows <= 128) returns the
+// row's QuantRow; rows past b_rows are zeros.
 // Each thread converts half a row per step (16 codes and their block scale) into bf16: code x
 // block scale is exact in bf16 (at most 6 significant bits); the tensor scale is the caller's
 // to apply to the accumulators.
@@ -266,12 +273,13 @@ template <class BRow>
 struct Nvfp4Rows {
   static constexpr bool kAsync = false;
   const BRow& b_row;
+  int b_rows;
   uint2 codes = {0u, 0u};
   uint32_t scale = 0u;
   SPK_MEMBER void load(int k_size, int k0) {
     const int n = threadIdx.x >> 1, k = k0 + (threadIdx.x & 1) * 16;
-    const QuantRow q = b_row(n);
-    if (q.codes != nullptr && k < k_size) {
+    if (n < b_rows && k < k_size) {
+      const QuantRow q = b_row(n);
       codes = __ldg(reinterpret_cast<const uint2*>(q.codes + k / 2));
       scale = __ldg(q.scales + k / 16);
     } else {
@@ -294,19 +302,19 @@ struct Nvfp4Rows {
   }
 };
 
-// FP8 rows (K a multiple of 16, rows 16-byte aligned): b_row(n) returns the row's QuantRow
-// (scales unused). Each thread converts half a row per step (16 e4m3 elements, exact in bf16);
-// the per-tensor or per-row scale is the caller's to apply to the accumulators.
+// FP8 rows (K a multiple of 16, rows 16-byte aligned): b_row(n) (n < b_rows <= 128) returns the
+// row's QuantRow (scales unused); rows past b_rows are zeros. Each thread converts half a row
+// per step (16 e4m3 elements, exact in bf16); the per-tensor or per-row scale is the caller's to
+// apply to the accumulators.
 template <class BRow>
 struct Fp8Rows {
   static constexpr bool kAsync = false;
   const BRow& b_row;
+  int b_rows;
   uint4 elements = {0u, 0u, 0u, 0u};
   SPK_MEMBER void load(int k_size, int k0) {
     const int n = threadIdx.x >> 1, k = k0 + (threadIdx.x & 1) * 16;
-    const QuantRow q = b_row(n);
-    elements =
-        q.codes != nullptr && k < k_size ? ldg_u4(q.codes + k) : make_uint4(0u, 0u, 0u, 0u);
+    elements = n < b_rows && k < k_size ? ldg_u4(b_row(n).codes + k) : make_uint4(0u, 0u, 0u, 0u);
   }
   SPK_MEMBER void store(Smem& s, int st) const {
     const uint32_t words[4] = {elements.x, elements.y, elements.z, elements.w};
@@ -322,25 +330,34 @@ struct Fp8Rows {
   }
 };
 
-// acc = A_tile @ B_tile^T over K = k_size, B from `b` (a source above). a_row(r) (r < 64) returns
-// the row as an ActIn (null for a zero row); it and the source's row function are called again
-// at every K step, so they should be cheap (e.g. a lookup in shared memory). Every thread of
-// the block must call this; it may be called again at once for the next tile (it begins with a
-// barrier). The module's activation precision picks the A path (folded at code generation).
+// acc = A_tile @ B_tile^T over K = k_size, B from `b` (a source above). a_row(r) (r < a_rows
+// <= 64) returns the row as an ActIn; rows past a_rows are zeros. It and the source's row
+// function are called again at every K step, so they should be cheap (e.g. a lookup in shared
+// memory). Every thread of the block must call this; it may be called again at once for the next
+// tile (it begins with a barrier). The module's activation precision picks the A path (folded at
+// code generation).
 template <class ARow, class BSource>
-SPK_DEVICE void tile_mma_from(Smem& s, const ARow& a_row, BSource& b, int k_size, Accum& acc) {
+SPK_DEVICE void tile_mma_from(Smem& s, const ARow& a_row, int a_rows, BSource& b, int k_size,
+                              Accum& acc) {
   if (act_bf16()) {
-    detail::tile_pipeline<false>(s, a_row, b, k_size, acc);
+    detail::tile_pipeline<false>(s, a_row, a_rows, b, k_size, acc);
   } else {
-    detail::tile_pipeline<true>(s, a_row, b, k_size, acc);
+    detail::tile_pipeline<true>(s, a_row, a_rows, b, k_size, acc);
   }
 }
 
-// The same with bf16 B rows: b_row(n) (n < 128) returns the row's address or null.
+// The same with bf16 B rows: b_row(n) (n < b_rows <= 128) returns the row's address.
 template <class ARow, class BRow>
-SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, const BRow& b_row, int k_size, Accum& acc) {
-  Bf16Rows<BRow> b{b_row};
-  tile_mma_from(s, a_row, b, k_size, acc);
+SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, int a_rows, const BRow& b_row, int b_rows,
+                         int k_size, Accum& acc) {
+  Bf16Rows<BRow> b{b_row, b_rows};
+  tile_mma_from(s, a_row, a_rows, b, k_size, acc);
+}
+
+// How many of a tile's `tile_rows` rows starting at `first` are real when there are `total`.
+SPK_DEVICE int rows_in_tile(int64_t first, int64_t total, int tile_rows) {
+  const int64_t left = total - first;
+  return left <= 0 ? 0 : left < tile_rows ? static_cast<int>(left) : tile_rows;
 }
 
 // Calls out(row, col, c0, c1) for this thread's share of the tile: c0 at (row, col), c1 at

@@ -124,10 +124,10 @@ SPK_DEVICE void gate_up_grouped(ActIn x, const Experts& experts, const int* indi
       if (first >= total) break;
       const int nrows = total - first < mma::kBM ? total - first : mma::kBM;
       const auto x_row = [&](int r) -> ActIn {
-        return r < nrows ? x + static_cast<int64_t>(s_rows[r] / top_k) * hidden : ActIn{nullptr};
+        return x + static_cast<int64_t>(s_rows[r] / top_k) * hidden;
       };
       mma::Accum acc;
-      w.tile_gate_up(smem, x_row, i0, intermediate, acc);
+      w.tile_gate_up(smem, x_row, nrows, i0, intermediate, acc);
       mma::for_each_pair(acc, [&](int r, int c, float gate, float up) {
         const int i = i0 + (c >> 1);
         if (r < nrows && i < intermediate) {
@@ -162,10 +162,10 @@ SPK_DEVICE void down_grouped(ActIn act, const Experts& experts, ActIn weights, c
       if (first >= total) break;
       const int nrows = total - first < mma::kBM ? total - first : mma::kBM;
       const auto act_row = [&](int r) -> ActIn {
-        return r < nrows ? act + static_cast<int64_t>(s_rows[r]) * intermediate : ActIn{nullptr};
+        return act + static_cast<int64_t>(s_rows[r]) * intermediate;
       };
       mma::Accum acc;
-      w.tile(smem, act_row, h0, hidden, acc);
+      w.tile(smem, act_row, nrows, h0, hidden, acc);
       mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
         if (r >= nrows) return;
         const int slot = s_rows[r], h = h0 + c;

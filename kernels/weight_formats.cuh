@@ -12,12 +12,13 @@
 //                               tensor scale of its group of rows, or its own row scale)
 //   kGemvRows                   the rows one decode warp takes at once (linear.cu)
 //   vector_ok()                 whether the 16-byte paths may read it (sizes and alignment)
-//   tile(s, a_row, n0, rows, acc)  acc = A tile @ B^T on tensor cores (mma_tile.cuh), B row n of
-//                               the tile = matrix row n0 + n (a zero row at or past `rows`);
-//   tile_gate_up(s, a_row, i0, half, acc)  the same over an expert's stacked gate and up halves
-//                               (`half` rows each): B row n = gate row i0 + n / 2 for even n, up
-//                               row i0 + n / 2 for odd n (zero rows past the half's end). The row
-//                               scales are the caller's to apply to the accumulators.
+//   tile(s, a_row, a_rows, n0, rows, acc)  acc = A tile @ B^T on tensor cores (mma_tile.cuh; A
+//                               rows a_row(r), r < a_rows), B row n of the tile = matrix row
+//                               n0 + n (a zero row at or past `rows`);
+//   tile_gate_up(s, a_row, a_rows, i0, half, acc)  the same over an expert's stacked gate and up
+//                               halves (`half` rows each): B row n = gate row i0 + n / 2 for even
+//                               n, up row i0 + n / 2 for odd n (zero rows past the half's end).
+//                               The row scales are the caller's to apply to the accumulators.
 // (The B row functions are written out per shape rather than composed from a row-index function:
 // composed that way, clang's NVPTX build of the bf16-activation tile path read shared memory at
 // misaligned addresses on the H200 (compute-sanitizer, 2026-12-02), which the nvcc build and the
@@ -33,6 +34,12 @@
 
 namespace spk {
 namespace weights {
+
+// The real B rows of a gate/up tile starting at intermediate column i0 (B row n is gate or up row
+// i0 + n / 2, real while that is below `half`).
+SPK_DEVICE int gate_up_rows(int i0, int half) {
+  return mma::rows_in_tile(2 * i0, 2 * half, mma::kBN);
+}
 
 // 8 f32 products of one group added to acc in index order.
 SPK_DEVICE float dot_group(const float f[8], ActIn x, int64_t k, float acc) {
@@ -55,21 +62,19 @@ struct Bf16Weights {
   SPK_MEMBER float element(int64_t r, int k) const { return ldg_bf16(w + r * in + k); }
   SPK_MEMBER float row_scale(int64_t) const { return 1.0f; }
   template <class A>
-  SPK_MEMBER void tile(mma::Smem& s, const A& a_row, int64_t n0, int rows, mma::Accum& acc) const {
-    const auto w_row = [&](int n) -> const unsigned short* {
-      return n0 + n < rows ? w + (n0 + n) * in : nullptr;
-    };
-    mma::tile_mma(s, a_row, w_row, in, acc);
+  SPK_MEMBER void tile(mma::Smem& s, const A& a_row, int a_rows, int64_t n0, int rows,
+                       mma::Accum& acc) const {
+    const auto w_row = [&](int n) -> const unsigned short* { return w + (n0 + n) * in; };
+    mma::tile_mma(s, a_row, a_rows, w_row, mma::rows_in_tile(n0, rows, mma::kBN), in, acc);
   }
   template <class A>
-  SPK_MEMBER void tile_gate_up(mma::Smem& s, const A& a_row, int i0, int half,
+  SPK_MEMBER void tile_gate_up(mma::Smem& s, const A& a_row, int a_rows, int i0, int half,
                                mma::Accum& acc) const {
     const auto w_row = [&](int n) -> const unsigned short* {
       const int i = i0 + (n >> 1);
-      if (i >= half) return nullptr;
       return w + static_cast<int64_t>((n & 1) ? half + i : i) * in;
     };
-    mma::tile_mma(s, a_row, w_row, in, acc);
+    mma::tile_mma(s, a_row, a_rows, w_row, gate_up_rows(i0, half), in, acc);
   }
 };
 
@@ -112,25 +117,24 @@ struct Nvfp4Weights {
   }
   SPK_MEMBER float row_scale(int64_t r) const { return __ldg(tensor_scale + r / rows_per_scale); }
   template <class A>
-  SPK_MEMBER void tile(mma::Smem& s, const A& a_row, int64_t n0, int rows, mma::Accum& acc) const {
+  SPK_MEMBER void tile(mma::Smem& s, const A& a_row, int a_rows, int64_t n0, int rows,
+                       mma::Accum& acc) const {
     const auto w_row = [&](int n) -> mma::QuantRow {
-      if (n0 + n >= rows) return {nullptr, nullptr};
       return {w + (n0 + n) * (in / 2), block_scale + (n0 + n) * (in / 16)};
     };
-    mma::Nvfp4Rows<decltype(w_row)> b{w_row};
-    mma::tile_mma_from(s, a_row, b, in, acc);
+    mma::Nvfp4Rows<decltype(w_row)> b{w_row, mma::rows_in_tile(n0, rows, mma::kBN)};
+    mma::tile_mma_from(s, a_row, a_rows, b, in, acc);
   }
   template <class A>
-  SPK_MEMBER void tile_gate_up(mma::Smem& s, const A& a_row, int i0, int half,
+  SPK_MEMBER void tile_gate_up(mma::Smem& s, const A& a_row, int a_rows, int i0, int half,
                                mma::Accum& acc) const {
     const auto w_row = [&](int n) -> mma::QuantRow {
       const int i = i0 + (n >> 1);
-      if (i >= half) return {nullptr, nullptr};
       const int64_t r = (n & 1) ? half + i : i;
       return {w + r * (in / 2), block_scale + r * (in / 16)};
     };
-    mma::Nvfp4Rows<decltype(w_row)> b{w_row};
-    mma::tile_mma_from(s, a_row, b, in, acc);
+    mma::Nvfp4Rows<decltype(w_row)> b{w_row, gate_up_rows(i0, half)};
+    mma::tile_mma_from(s, a_row, a_rows, b, in, acc);
   }
 };
 
@@ -166,23 +170,21 @@ struct Fp8Weights {
   SPK_MEMBER float element(int64_t r, int k) const { return e4m3_to_f32(__ldg(w + r * in + k)); }
   SPK_MEMBER float row_scale(int64_t r) const { return __ldg(scale + r / rows_per_scale); }
   template <class A>
-  SPK_MEMBER void tile(mma::Smem& s, const A& a_row, int64_t n0, int rows, mma::Accum& acc) const {
-    const auto w_row = [&](int n) -> mma::QuantRow {
-      return {n0 + n < rows ? w + (n0 + n) * in : nullptr, nullptr};
-    };
-    mma::Fp8Rows<decltype(w_row)> b{w_row};
-    mma::tile_mma_from(s, a_row, b, in, acc);
+  SPK_MEMBER void tile(mma::Smem& s, const A& a_row, int a_rows, int64_t n0, int rows,
+                       mma::Accum& acc) const {
+    const auto w_row = [&](int n) -> mma::QuantRow { return {w + (n0 + n) * in, nullptr}; };
+    mma::Fp8Rows<decltype(w_row)> b{w_row, mma::rows_in_tile(n0, rows, mma::kBN)};
+    mma::tile_mma_from(s, a_row, a_rows, b, in, acc);
   }
   template <class A>
-  SPK_MEMBER void tile_gate_up(mma::Smem& s, const A& a_row, int i0, int half,
+  SPK_MEMBER void tile_gate_up(mma::Smem& s, const A& a_row, int a_rows, int i0, int half,
                                mma::Accum& acc) const {
     const auto w_row = [&](int n) -> mma::QuantRow {
       const int i = i0 + (n >> 1);
-      if (i >= half) return {nullptr, nullptr};
       return {w + static_cast<int64_t>((n & 1) ? half + i : i) * in, nullptr};
     };
-    mma::Fp8Rows<decltype(w_row)> b{w_row};
-    mma::tile_mma_from(s, a_row, b, in, acc);
+    mma::Fp8Rows<decltype(w_row)> b{w_row, gate_up_rows(i0, half)};
+    mma::tile_mma_from(s, a_row, a_rows, b, in, acc);
   }
 };
 

@@ -11,6 +11,10 @@
 #       <fmt> nvfp4 / fp8, of tiny-dense, tiny-e2b and tiny-moe (quantized experts too):
 #       tools/reference/modelopt_quant.py make-exact,
 #       with default options and with --activation-precision bf16: q-<m>-<fmt>.act-bf16.sm_90a.cubin)
+#   trunc6-26b-a4b-nvfp4.sm_90a.cubin, trunc6-26b-a4b-nvfp4.mt8.sm_90a.cubin
+#                                                                     (Gemma 4 26B-A4B's shapes, 6
+#       layers, NVFP4 with spark-quantize's default ignore list, --max-tokens 512 and 8: the
+#       grouped expert tiles at full size; run_e2e.sh makes the checkpoint on the GPU machine)
 #
 #   test/gpu/make_artifacts.sh ART [BUILD_DIR]
 set -euo pipefail
@@ -55,4 +59,23 @@ for m in tiny-dense tiny-e2b tiny-moe; do
     rm -f "$q.mlir"
   done
 done
+# The truncated full-size 26B-A4B: its config, cut to 6 layers, with the quantization_config
+# spark-quantize writes for NVFP4 (the checkpoint itself is made on the GPU machine).
+t=$ART/trunc6-26b-a4b-nvfp4
+mkdir -p "$t"
+python3 - "$ROOT/test/data/configs/gemma-4-26b-a4b/config.json" "$t/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+tc = c.get("text_config", c)
+tc["num_hidden_layers"] = 6
+tc["layer_types"] = tc["layer_types"][:6]
+c["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+                            "ignore": ["lm_head", "*embed_tokens*", "*router*", "*vision*",
+                                       "*audio*"]}
+json.dump(c, open(sys.argv[2], "w"), indent=1)
+PY
+"$BIN/spark-import" "$t" -o "$t.mlir"
+"$BIN/spark-compile" "$t.mlir" --target sm_90a --max-tokens 512 -o "$t.sm_90a.cubin"
+"$BIN/spark-compile" "$t.mlir" --target sm_90a --max-tokens 8 -o "$t.mt8.sm_90a.cubin"
+rm -rf "$t" "$t.mlir"
 ls -l "$ART"

@@ -29,6 +29,13 @@
 #      W4A16 / W8A16 kernels on the GPU against the host reference on the same checkpoint, logits
 #      at 1e-3 and greedy ids equal (f32 activations), and with bf16 activations at ACT_BF16_RTOL;
 #      memcheck on one with --sanitizer;
+#  11. when ARTIFACT_DIR has trunc6-26b-a4b-nvfp4{,.mt8}.sm_90a.cubin and python3 has torch: a
+#      6-layer Gemma 4 26B-A4B with random weights (tools/reference/make_full_size.py, in
+#      /dev/shm) quantized to NVFP4 by spark-quantize (beside SPARK_RUN), a 600-token prompt:
+#      the --max-tokens 512 image (grouped expert tiles, 128 experts, few rows each) and the
+#      --max-tokens 8 one (decode GEMVs only) give the same ids; with --sanitizer, memcheck on the
+#      first. (The full-size expert tiles once read through a null row pointer in the clang
+#      build, which the tiny models' shapes did not show: 2026-12-02.)
 # A check whose inputs are missing prints a SKIP row (not counted as passed or failed).
 # Tolerance: 1e-3 of the row's largest |logit| (the CI host test's bound). Activations are f32 in
 # the default images, on the GPU too; what differs from the host is summation order and the tensor-core GEMM path for
@@ -225,6 +232,42 @@ if [ "$SAN" = "--sanitizer" ]; then
       --prompt-ids "$(prompt tiny-e2b soft)" --soft-tokens $MODELS/tiny-e2b/soft_tokens.safetensors \
       --max-new-tokens 4
   done
+fi
+# The truncated full-size 26B-A4B in NVFP4 (item 11).
+T26=$ART/trunc6-26b-a4b-nvfp4
+if [ -f "$T26.sm_90a.cubin" ] && [ -f "$T26.mt8.sm_90a.cubin" ] && python3 -c "import torch" 2>/dev/null; then
+  t26dir=/dev/shm/spark-e2e-trunc6-26b-a4b
+  t26q=$TMP/trunc6-26b-a4b-nvfp4
+  t26_make() {
+    python3 "$ROOT/tools/reference/make_full_size.py" --model 26b-a4b --out $t26dir --device cuda \
+      --num-layers 6 > $TMP/t26-make.log 2>&1 || { tail -5 $TMP/t26-make.log; return 1; }
+    "$(dirname "$RUN")/spark-quantize" $t26dir $t26q --format nvfp4 2>&1 | tail -1
+    local rc=${PIPESTATUS[0]}
+    rm -rf $t26dir
+    return $rc
+  }
+  t26_prompt=$(python3 -c "import random; random.seed(1); print(','.join(str(random.randrange(3, 250000)) for _ in range(600)))")
+  t26_ids() { # image: the ids of 4 greedy tokens
+    $RUN "$1" --weights $t26q --device cuda --max-new-tokens 4 --prompt-ids $t26_prompt
+  }
+  t26_same() {
+    local a b
+    a=$(t26_ids "$T26.sm_90a.cubin") || return 1
+    b=$(t26_ids "$T26.mt8.sm_90a.cubin") || return 1
+    [ "$a" = "$b" ] || { echo "tokens: grouped $a != decode-only $b"; return 1; }
+    echo "tokens: equal ($a)"
+  }
+  if check trunc6-26b "make + spark-quantize nvfp4" t26_make; then
+    check trunc6-26b "grouped tiles vs GEMVs, ids equal" t26_same
+    if [ "$SAN" = "--sanitizer" ]; then
+      check trunc6-26b "compute-sanitizer memcheck" compute-sanitizer --tool memcheck \
+        --error-exitcode 9 $RUN "$T26.sm_90a.cubin" --weights $t26q --device cuda \
+        --max-new-tokens 2 --prompt-ids $t26_prompt
+    fi
+  fi
+  rm -rf $t26q
+else
+  row trunc6-26b "grouped tiles at full size" "SKIP  (no $T26 images in $ART, or no torch)"
 fi
 echo "e2e: $fails failed"
 [ $fails -eq 0 ]
