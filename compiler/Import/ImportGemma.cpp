@@ -65,19 +65,24 @@ private:
     return tensor(c.weightPrefix + name, name, shape, b.getBF16Type());
   }
   /// A checkpoint tensor by its full name; `locName` names the op in plans and messages.
-  Value tensor(const Twine &full, const Twine &locName, ArrayRef<int64_t> shape, Type element) {
+  /// Checkpoint tensor `full`; with `reciprocal`, the graph takes 1 / x of it (an inverted
+  /// scale, spark.weight's `reciprocal`).
+  Value tensor(const Twine &full, const Twine &locName, ArrayRef<int64_t> shape, Type element,
+               bool reciprocal = false) {
     auto type = RankedTensorType::get(shape, element);
     return WeightOp::create(b, loc(locName), type, b.getStringAttr(full.str()), ArrayAttr(),
-                            DenseI64ArrayAttr());
+                            DenseI64ArrayAttr(), reciprocal ? b.getUnitAttr() : UnitAttr());
   }
   /// A weight of `shape` assembled from checkpoint tensors `parts` (each `partShape`), named
   /// `full` in plans and messages.
   Value stacked(const Twine &full, const Twine &locName, ArrayRef<std::string> parts,
-                ArrayRef<int64_t> partShape, ArrayRef<int64_t> shape, Type element) {
+                ArrayRef<int64_t> partShape, ArrayRef<int64_t> shape, Type element,
+                bool reciprocal = false) {
     SmallVector<StringRef> names(parts.begin(), parts.end());
     auto type = RankedTensorType::get(shape, element);
     return WeightOp::create(b, loc(locName), type, b.getStringAttr(full.str()),
-                            b.getStrArrayAttr(names), b.getDenseI64ArrayAttr(partShape));
+                            b.getStrArrayAttr(names), b.getDenseI64ArrayAttr(partShape),
+                            reciprocal ? b.getUnitAttr() : UnitAttr());
   }
   /// The routed experts' weights as spark.moe_experts takes them (stacked [E, 2I, H] gate_up and
   /// [E, H, I] down, with their scales when quantized), from either checkpoint layout: the fused
@@ -200,14 +205,16 @@ Value GraphBuilder::linearOf(Value x, const Twine &moduleName, const Twine &name
     if (in % 16 != 0)
       fail(module + " is NVFP4 with " + Twine(in) +
            " inputs, not a multiple of 16 (one block scale per 16 inputs); Spark cannot run it");
-    Value w = tensor(module + ".weight", name, {out, in}, b.getType<Float4E2M1FNType>());
-    Value blocks = tensor(module + ".weight_scale", name, {out, in / 16},
+    const QuantizationConfig::Nvfp4Tensors &names = c.quantization.nvfp4;
+    Value w = tensor(module + "." + names.codes, name, {out, in}, b.getType<Float4E2M1FNType>());
+    Value blocks = tensor(module + "." + names.blockScale, name, {out, in / 16},
                           b.getType<Float8E4M3FNType>());
-    SmallVector<int64_t> globalShape = shapeOf(module + ".weight_scale_2", {});
+    const std::string globalName = module + "." + names.tensorScale;
+    SmallVector<int64_t> globalShape = shapeOf(globalName, {});
     if (globalShape.size() > 1 || (globalShape.size() == 1 && globalShape[0] != 1))
-      fail(module + ".weight_scale_2 has shape " + formatShape(globalShape) +
+      fail(globalName + " has shape " + formatShape(globalShape) +
            ": an NVFP4 tensor scale is one f32 value ([] or [1])");
-    Value global = tensor(module + ".weight_scale_2", name, globalShape, b.getF32Type());
+    Value global = tensor(globalName, name, globalShape, b.getF32Type(), names.tensorScaleInverted);
     return LinearOp::create(b, loc(name), act({out}), x, w, ValueRange{blocks, global});
   }
   case QuantizationConfig::Format::kFp8: {
@@ -352,19 +359,20 @@ Value GraphBuilder::stackedExperts(const std::string &experts, const std::string
     if (cols % 16 != 0)
       fail(whole + " is NVFP4 with " + Twine(cols) +
            " inputs, not a multiple of 16 (one block scale per 16 inputs); Spark cannot run it");
-    SmallVector<int64_t> globalShape = shapeOf(part("weight_scale_2"), {});
+    const QuantizationConfig::Nvfp4Tensors &names = c.quantization.nvfp4;
+    SmallVector<int64_t> globalShape = shapeOf(part(names.tensorScale), {});
     if (globalShape.size() > 1 || (globalShape.size() == 1 && globalShape[0] != 1))
-      fail(part("weight_scale_2") + " has shape " + formatShape(globalShape) +
+      fail(part(names.tensorScale) + " has shape " + formatShape(globalShape) +
            ": an NVFP4 tensor scale is one f32 value ([] or [1])");
     SmallVector<int64_t> perMatrix{e};
     if (m > 1)
       perMatrix.push_back(m);
-    scales.push_back(stacked(whole + ".weight_scale", locName, parts("weight_scale"),
+    scales.push_back(stacked(whole + "." + names.blockScale, locName, parts(names.blockScale),
                              {matrixRows, cols / 16}, {e, rows, cols / 16},
                              b.getType<Float8E4M3FNType>()));
-    scales.push_back(stacked(whole + ".weight_scale_2", locName, parts("weight_scale_2"),
-                             globalShape, perMatrix, b.getF32Type()));
-    return stacked(whole + ".weight", locName, parts("weight"), {matrixRows, cols},
+    scales.push_back(stacked(whole + "." + names.tensorScale, locName, parts(names.tensorScale),
+                             globalShape, perMatrix, b.getF32Type(), names.tensorScaleInverted));
+    return stacked(whole + "." + names.codes, locName, parts(names.codes), {matrixRows, cols},
                    {e, rows, cols}, b.getType<Float4E2M1FNType>());
   }
   case QuantizationConfig::Format::kFp8: {

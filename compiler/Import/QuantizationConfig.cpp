@@ -18,9 +18,9 @@ Error fail(StringRef origin, const Twine &message) {
 }
 
 const char *const kUseBf16 =
-    "; Spark runs ModelOpt NVFP4 (group size 16) and FP8 checkpoints and compressed-tensors FP8 "
-    "ones, or the model's bf16 checkpoint (spark-quantize turns a bf16 checkpoint into NVFP4 or "
-    "FP8)";
+    "; Spark runs ModelOpt NVFP4 (group size 16) and FP8 checkpoints and compressed-tensors "
+    "NVFP4 and FP8 ones, or the model's bf16 checkpoint (spark-quantize turns a bf16 checkpoint "
+    "into NVFP4 or FP8)";
 
 /// A list of strings (`key` of `q`: `what`, for the message), absent or null meaning none.
 Expected<std::vector<std::string>> stringList(const json::Object &q, StringRef key,
@@ -132,21 +132,27 @@ Error splitNames(ArrayRef<std::string> names, StringRef what, StringRef origin,
   return Error::success();
 }
 
-/// compressed-tensors (llm-compressor): the FP8 weight schemes Spark runs, every other refused.
+/// compressed-tensors (llm-compressor): the NVFP4 and FP8 weight schemes Spark runs, every
+/// other refused.
 Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, StringRef origin) {
   QuantizationConfig config;
   config.source = "config.json quantization_config";
-  config.format = QuantizationConfig::Format::kFp8;
   const char *const ct = "compressed-tensors ";
-  auto checkFormat = [&](std::optional<StringRef> format) -> Error {
-    if (format && *format != "float-quantized" && *format != "naive-quantized")
-      return fail(origin, Twine(ct) + "format '" + *format +
-                              "' is not supported (Spark runs its FP8 'float-quantized' weights)" +
-                              kUseBf16);
-    return Error::success();
+  // The compression format names the layout: NVFP4's packed codes or FP8's elements. A group's
+  // own format, where given, must agree with the weights it describes.
+  auto checkFormat = [&](std::optional<StringRef> format, const Twine &where) -> Error {
+    if (!format || *format == "float-quantized" || *format == "naive-quantized" ||
+        *format == "nvfp4-pack-quantized")
+      return Error::success();
+    return fail(origin, Twine(ct) + where + "format '" + *format +
+                            "' is not supported (Spark runs 'nvfp4-pack-quantized' NVFP4 and "
+                            "'float-quantized' FP8 weights)" +
+                            kUseBf16);
   };
-  if (Error e = checkFormat(q.getString("format")))
+  std::optional<StringRef> topFormat = q.getString("format");
+  if (Error e = checkFormat(topFormat, ""))
     return std::move(e);
+  std::optional<QuantizationConfig::Format> format;
   const json::Object *groups = q.getObject("config_groups");
   if (!groups || groups->empty())
     return fail(origin, Twine(ct) + "quantization_config has no config_groups");
@@ -156,8 +162,11 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
     const json::Object *g = value.getAsObject();
     if (!g)
       return fail(origin, Twine(ct) + group + " must be an object");
-    if (Error e = checkFormat(g->getString("format")))
+    std::optional<StringRef> groupFormat = g->getString("format");
+    if (Error e = checkFormat(groupFormat, group + " "))
       return std::move(e);
+    if (!groupFormat)
+      groupFormat = topFormat;
     const json::Object *w = g->getObject("weights");
     if (!w)
       return fail(origin, Twine(ct) + group +
@@ -170,17 +179,46 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
         (bits ? std::to_string(*bits) : std::string("?")) + "-bit " +
         (type ? type->str() : std::string("?")) + ", strategy " +
         (s ? s->str() : std::string("?"));
-    if (!bits || *bits != 8 || !type || *type != "float")
+    const bool nvfp4 = bits && *bits == 4 && type && *type == "float";
+    if (!nvfp4 && (!bits || *bits != 8 || !type || *type != "float"))
       return fail(origin, Twine(ct) + group + " weights are " + scheme +
-                              ": only 8-bit float (FP8) weights are supported" + kUseBf16);
-    if (!s || (*s != "tensor" && *s != "channel"))
+                              ": only 4-bit float (NVFP4) and 8-bit float (FP8) weights are "
+                              "supported" +
+                              kUseBf16);
+    const QuantizationConfig::Format groupKind =
+        nvfp4 ? QuantizationConfig::Format::kNvfp4 : QuantizationConfig::Format::kFp8;
+    if (format && *format != groupKind)
+      return fail(origin, Twine(ct) + "config groups mix NVFP4 and FP8 weights: one format per "
+                                      "checkpoint is supported");
+    format = groupKind;
+    if (std::optional<bool> symmetric = w->getBoolean("symmetric"); symmetric && !*symmetric)
+      return fail(origin, Twine(ct) + group + " " + (nvfp4 ? "NVFP4" : "FP8") +
+                              " weights are asymmetric (a zero point): not supported" + kUseBf16);
+    if (groupFormat && (*groupFormat == "nvfp4-pack-quantized") != nvfp4)
+      return fail(origin, Twine(ct) + group + " weights are " + scheme + " in format '" +
+                              *groupFormat + "': the format does not store such weights");
+    if (nvfp4) {
+      // NVFP4 (compressed_tensors_w4a4_nvfp4 / w4a16_nvfp4): e4m3 scales per 16 inputs and an
+      // f32 global scale per tensor.
+      std::optional<int64_t> groupSize = w->getInteger("group_size");
+      if (!s || *s != "tensor_group" || !groupSize || *groupSize != 16)
+        return fail(origin, Twine(ct) + group + " NVFP4 weights with strategy " +
+                                (s ? "'" + s->str() + "'" : std::string("(none)")) +
+                                " and group_size " +
+                                (groupSize ? std::to_string(*groupSize) : std::string("(none)")) +
+                                ": Spark runs strategy 'tensor_group' with group_size 16 (the "
+                                "format's blocks)" +
+                                kUseBf16);
+      if (const json::Value *a = g->get("input_activations"); a && a->kind() != json::Value::Null)
+        config.unhonoured.push_back(group + " input_activations are not used: Spark multiplies "
+                                            "the NVFP4 weights with its f32 / bf16 activations "
+                                            "(W4A16; input_global_scale is not read)");
+    }
+    if (!nvfp4 && (!s || (*s != "tensor" && *s != "channel")))
       return fail(origin, Twine(ct) + group + " FP8 weights with strategy " +
                               (s ? "'" + s->str() + "'" : std::string("(none)")) +
                               ": Spark runs per-tensor and per-channel scales (block and group "
                               "scales are not supported)" + kUseBf16);
-    if (std::optional<bool> symmetric = w->getBoolean("symmetric"); symmetric && !*symmetric)
-      return fail(origin, Twine(ct) + group + " FP8 weights are asymmetric (a zero point): not "
-                                       "supported" + kUseBf16);
     if (strategy && *strategy != *s) {
       // (Named in sorted order: JSON objects have no order here.)
       const StringRef first = std::min(*strategy, *s), second = std::max(*strategy, *s);
@@ -189,7 +227,8 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
                               "supported");
     }
     strategy = s;
-    if (const json::Value *a = g->get("input_activations"); a && a->kind() != json::Value::Null)
+    if (const json::Value *a = g->get("input_activations");
+        !nvfp4 && a && a->kind() != json::Value::Null)
       config.unhonoured.push_back(group + " input_activations are not used: Spark multiplies the "
                                         "FP8 weights with its f32 / bf16 activations (W8A16)");
     Expected<std::vector<std::string>> targets = stringList(*g, "targets", origin, "module names");
@@ -206,9 +245,16 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
       if (Error e = splitNames(named, "targets", origin, config.targets, config.targetRegex))
         return std::move(e);
   }
-  config.fp8PerChannel = *strategy == "channel";
-  config.algo = config.fp8PerChannel ? "compressed-tensors FP8 (channel)"
-                                     : "compressed-tensors FP8 (tensor)";
+  config.format = *format;
+  if (config.format == QuantizationConfig::Format::kNvfp4) {
+    config.algo = "compressed-tensors NVFP4";
+    config.nvfp4 = {"weight_packed", "weight_scale", "weight_global_scale",
+                    /*tensorScaleInverted=*/true};
+  } else {
+    config.fp8PerChannel = *strategy == "channel";
+    config.algo = config.fp8PerChannel ? "compressed-tensors FP8 (channel)"
+                                       : "compressed-tensors FP8 (tensor)";
+  }
   Expected<std::vector<std::string>> ignore = stringList(q, "ignore", origin, "module names");
   if (!ignore)
     return ignore.takeError();

@@ -7,14 +7,20 @@
 //     codes), X.weight_scale F8_E4M3 [out, in/16], X.weight_scale_2 F32 scalar;
 //   - FP8 (quant_algo "FP8": X.weight F8_E4M3 [out, in], X.weight_scale F32 scalar; or
 //     "FP8_PER_CHANNEL_PER_TOKEN": X.weight_scale F32 [out]).
-// And compressed-tensors (vLLM's llm-compressor; quant_method "compressed-tensors") FP8 weights:
-// format "float-quantized" (or "naive-quantized"), every config group's `weights` 8-bit
-// symmetric float with strategy "tensor" (X.weight_scale F32 [1]) or "channel" ([out, 1]), the
-// same tensors as ModelOpt FP8 otherwise; `ignore` holds module names and "re:" regular
-// expressions, `targets` "Linear" or names / "re:" expressions.
-// Anything else (AWQ, GPTQ, MXFP4, block-wise FP8, compressed-tensors integer or NVFP4 schemes,
-// an unknown algo, a group size other than 16) is refused with a message naming it: never
-// imported as if it were bf16.
+// And compressed-tensors (vLLM's llm-compressor; quant_method "compressed-tensors"):
+//   - NVFP4: format "nvfp4-pack-quantized", every config group's `weights` 4-bit symmetric float
+//     with strategy "tensor_group" and group_size 16; per linear X.weight_packed (ModelOpt's
+//     X.weight), X.weight_scale, and X.weight_global_scale F32 [1], the INVERSE of ModelOpt's
+//     weight_scale_2 (w = e2m1 * weight_scale / weight_global_scale): imported as its reciprocal
+//     (spark.weight {reciprocal});
+//   - FP8: format "float-quantized" (or "naive-quantized"), `weights` 8-bit symmetric float with
+//     strategy "tensor" (X.weight_scale F32 [1]) or "channel" ([out, 1]), the same tensors as
+//     ModelOpt FP8 otherwise;
+//   `ignore` holds module names and "re:" regular expressions, `targets` "Linear" or names /
+//   "re:" expressions; NVFP4 and FP8 groups in one config are refused.
+// Anything else (AWQ, GPTQ, MXFP4, block-wise FP8, compressed-tensors integer schemes, an unknown
+// algo, a group size other than 16) is refused with a message naming it: never imported as if
+// it were bf16.
 //
 //===----------------------------------------------------------------------===//
 #ifndef SPARK_COMPILER_IMPORT_QUANTIZATIONCONFIG_H
@@ -34,6 +40,15 @@ struct QuantizationConfig {
   Format format = Format::kNone;
   /// FP8 with one weight scale per output row (FP8_PER_CHANNEL_PER_TOKEN), else per tensor.
   bool fp8PerChannel = false;
+  /// The tensors of an NVFP4 linear X, by suffix: X.<codes> (U8 [out, in/2]), X.<blockScale>
+  /// (F8_E4M3 [out, in/16]), X.<tensorScale> (F32 [] or [1]); the tensor scale is what the
+  /// dequantised weight is multiplied by (ModelOpt's weight_scale_2), or divided by when
+  /// `tensorScaleInverted` (compressed-tensors' weight_global_scale).
+  struct Nvfp4Tensors {
+    std::string codes = "weight", blockScale = "weight_scale", tensorScale = "weight_scale_2";
+    bool tensorScaleInverted = false;
+  };
+  Nvfp4Tensors nvfp4;
   /// The algorithm as the config names it ("NVFP4", "FP8", ...), for messages.
   std::string algo;
   /// Where it was read: "config.json quantization_config" or a path to hf_quant_config.json.

@@ -14,6 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "file_util.h"
+#include "host_allocation.h"
+#include "little_endian.h"
 #include "spark/runtime/element_type.h"
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/plan.h"
@@ -100,6 +102,35 @@ int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tok
   return std::min(max_length, cache.window - 1 + max_tokens);
 }
 
+namespace {
+
+// The weight `info` says to compute from the checkpoint bytes `stored` (its tensor or parts):
+// for kReciprocal, 1 / x of every little-endian f32 element (ValidatePlan admits it on f32
+// weights only), in memory the result owns.
+absl::StatusOr<WeightData> TransformedWeight(const WeightInfo& info, const WeightData& stored) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>();
+  SPARK_RETURN_IF_ERROR(WithHostAllocation(absl::StrCat("weight ", PrintableText(info.name)),
+                                           stored.num_bytes,
+                                           [&] { bytes->resize(stored.num_bytes); }));
+  CopyWeightBytes(stored, bytes->data());
+  for (uint64_t i = 0; i + 4 <= bytes->size(); i += 4) {
+    const uint32_t bits = LoadLittleEndian<uint32_t>(reinterpret_cast<const char*>(&(*bytes)[i]));
+    float x;
+    std::memcpy(&x, &bits, sizeof(x));
+    const float inverse = 1.0f / x;
+    uint32_t out;
+    std::memcpy(&out, &inverse, sizeof(out));
+    for (int b = 0; b < 4; ++b) (*bytes)[i + b] = static_cast<uint8_t>(out >> (8 * b));
+  }
+  WeightData weight;
+  weight.data = bytes->data();
+  weight.num_bytes = bytes->size();
+  weight.computed = std::move(bytes);
+  return weight;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan,
                                                     const Checkpoint& checkpoint) {
   SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, checkpoint));
@@ -126,6 +157,9 @@ absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan,
         weight.num_bytes += tensor->num_bytes;  // CheckPlanWeights checked each part's size
       }
     }
+    if (info.transform != WeightTransform::kNone) {
+      SPARK_ASSIGN_OR_RETURN(weight, TransformedWeight(info, weight));
+    }
     weights.push_back(std::move(weight));
   }
   return weights;
@@ -150,7 +184,7 @@ WeightPlacement PlaceIntegratedWeights(const Plan& plan, const std::vector<Weigh
     const uintptr_t element = static_cast<uintptr_t>(std::max(1, DTypeSize(plan.weights[w].dtype)));
     const bool vector_sized = weights[w].num_bytes >= kWeightVectorAlignment;
     if (weights[w].num_bytes > 0 &&
-        (weights[w].assembled() || address % element != 0 ||
+        (weights[w].assembled() || weights[w].computed != nullptr || address % element != 0 ||
          (vector_sized && address % kWeightVectorAlignment != 0))) {
       placement.copied[w] = true;
       ++placement.num_copied;

@@ -267,7 +267,7 @@ std::vector<MemoryComponent> FixedComponents(const PlanSizes& sizes, const Devic
       sizes.assembled_weight_bytes == 0
           ? std::string()
           : absl::StrCat(" except ", FormatBytes(sizes.assembled_weight_bytes),
-                         " assembled from per-expert tensors (a copy)");
+                         " assembled from per-expert tensors or computed at load (a copy)");
   const std::string weights_source =
       device.integrated
           ? absl::StrCat(sizes.num_weights, " plan weights ", WeightTypes(sizes),
@@ -542,7 +542,7 @@ PlanSizes SizesFromPlan(const Plan& plan) {
   sizes.model = plan.model.variant;
   for (const WeightInfo& weight : plan.weights) {
     sizes.weight_bytes = SaturatingAdd(sizes.weight_bytes, weight.num_bytes());
-    if (!weight.parts.empty()) {
+    if (!weight.parts.empty() || weight.transform != WeightTransform::kNone) {
       sizes.assembled_weight_bytes = SaturatingAdd(sizes.assembled_weight_bytes, weight.num_bytes());
     }
   }

@@ -363,6 +363,15 @@ WeightInfo ReadWeight(ObjectReader object, Errors* errors) {
     }
     weight.part_shape = object.IntArray("part_shape", kInt64Min, kInt64Max);
   }
+  if (object.Has("transform")) {
+    const std::string transform = object.String("transform");
+    absl::StatusOr<WeightTransform> parsed = ParseWeightTransform(transform);
+    if (parsed.ok()) {
+      weight.transform = *parsed;
+    } else {
+      errors->Fail(object.Child("transform"), std::string(parsed.status().message()));
+    }
+  }
   object.Finish();
   return weight;
 }
@@ -708,6 +717,11 @@ absl::Status ValidateWeight(const WeightInfo& weight, const std::string& path,
     return PlanError(origin, absl::StrCat(path, ".shape"),
                      absl::StrCat(ShapeText(weight.shape), " is too large (over 2^64 bytes)"));
   }
+  if (weight.transform == WeightTransform::kReciprocal && weight.dtype != DType::kF32) {
+    return PlanError(origin, absl::StrCat(path, ".transform"),
+                     absl::StrCat("the reciprocal of a ", DTypeName(weight.dtype),
+                                  " weight: only f32 weights (scales) are inverted"));
+  }
   if (weight.parts.empty()) return absl::OkStatus();
   // A weight assembled from parts: part_shape x parts.size() elements make the weight.
   SPARK_RETURN_IF_ERROR(CheckDims(origin, absl::StrCat(path, ".part_shape"), weight.part_shape));
@@ -1037,6 +1051,9 @@ Json WeightJson(const WeightInfo& weight) {
     AddMember(json, "parts", std::move(parts));
     AddMember(json, "part_shape", IntArrayJson(weight.part_shape));
   }
+  if (weight.transform != WeightTransform::kNone) {
+    AddMember(json, "transform", Json(std::string(WeightTransformName(weight.transform))));
+  }
   return json;
 }
 
@@ -1132,6 +1149,23 @@ uint64_t KvCacheInfo::part_bytes(int64_t capacity) const {
 
 int KvCacheInfo::abi_dtype() const {
   return dtype == DType::kBF16 ? abi::kCacheBF16 : abi::kCacheF32;
+}
+
+absl::string_view WeightTransformName(WeightTransform transform) {
+  switch (transform) {
+    case WeightTransform::kNone:
+      return "none";
+    case WeightTransform::kReciprocal:
+      return "reciprocal";
+  }
+  return "?";
+}
+
+absl::StatusOr<WeightTransform> ParseWeightTransform(absl::string_view name) {
+  if (name == "reciprocal") return WeightTransform::kReciprocal;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown weight transform '", PrintableText(name),
+                   "' (plan version ", pf::kPlanVersion, " knows \"reciprocal\")"));
 }
 
 uint64_t WeightInfo::num_bytes() const {

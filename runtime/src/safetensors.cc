@@ -371,7 +371,11 @@ std::vector<WeightInfo> CheckpointTensorsOf(const WeightInfo& w) {
   if (w.parts.empty()) return {w};
   std::vector<WeightInfo> tensors;
   tensors.reserve(w.parts.size());
-  for (const std::string& part : w.parts) tensors.push_back({part, w.dtype, w.part_shape, {}, {}});
+  for (const std::string& part : w.parts) {
+    WeightInfo tensor{part, w.dtype, w.part_shape, {}, {}};
+    tensor.transform = w.transform;
+    tensors.push_back(std::move(tensor));
+  }
   return tensors;
 }
 
@@ -428,7 +432,8 @@ absl::Status CheckWeight(const WeightInfo& weight, const TensorView& tensor,
   return absl::OkStatus();
 }
 
-// Every element of a scale tensor (f32 or float8 e4m3fn) is finite and >= 0.
+// Every element of a scale tensor (f32 or float8 e4m3fn) is finite and >= 0; one the plan
+// inverts (a compressed-tensors global scale) is finite and > 0, so that its reciprocal is too.
 absl::Status CheckScaleValues(const WeightInfo& weight, const TensorView& tensor) {
   const auto bad = [&](uint64_t index, absl::string_view what) {
     return absl::InvalidArgumentError(PrintableText(absl::StrCat(
@@ -443,6 +448,9 @@ absl::Status CheckScaleValues(const WeightInfo& weight, const TensorView& tensor
       if (std::isnan(value)) return bad(i, "NaN");
       if (std::isinf(value)) return bad(i, "infinite");
       if (value < 0.0f) return bad(i, absl::StrCat("negative (", value, ")"));
+      if (value == 0.0f && weight.transform == WeightTransform::kReciprocal) {
+        return bad(i, "0, and the plan takes its reciprocal (a scale stored inverted)");
+      }
     }
   } else if (weight.dtype == DType::kF8E4M3FN) {
     for (uint64_t i = 0; i < tensor.num_bytes; ++i) {

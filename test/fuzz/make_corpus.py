@@ -127,6 +127,23 @@ def plan_seeds(build):
             put("fuzz_plan_section", name + "-raw", b"\0" + section)
             put("fuzz_plan_execution", name + ".json", section[32:].rstrip(b"\0"))
             put("fuzz_gemma_config", name + ".json", json.dumps(config).encode())
+        # compressed-tensors NVFP4: weight_global_scale weights with "transform": "reciprocal".
+        name = "tiny-dense-ct-nvfp4"
+        qdir = os.path.join(tmp, name)
+        os.makedirs(qdir)
+        with open(os.path.join(ROOT, "test", "data", "models", "tiny-dense", "config.json")) as f:
+            config = json.load(f)
+        config["quantization_config"] = {
+            "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}},
+            "ignore": ["lm_head"]}
+        with open(os.path.join(qdir, "config.json"), "w") as f:
+            json.dump(config, f)
+        section, _ = compiled_plan(build, tmp, imported(build, tmp, qdir, name), name)
+        put("fuzz_plan_section", name + "-raw", b"\0" + section)
+        put("fuzz_plan_execution", name + ".json", section[32:].rstrip(b"\0"))
+        put("fuzz_gemma_config", name + ".json", json.dumps(config).encode())
         put("fuzz_cubin", "no-plan.cubin", minimal_cuda_elf([(".text", b"\0" * 16)]))
 
 

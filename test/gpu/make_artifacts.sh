@@ -11,6 +11,9 @@
 #       <fmt> nvfp4 / fp8, of tiny-dense, tiny-e2b and tiny-moe (quantized experts too):
 #       tools/reference/modelopt_quant.py make-exact,
 #       with default options and with --activation-precision bf16: q-<m>-<fmt>.act-bf16.sm_90a.cubin)
+#   q-tiny-moe-ctnvfp4/ + q-tiny-moe-ctnvfp4.sm_90a.cubin             (q-tiny-moe-nvfp4 rewritten in
+#       compressed-tensors' NVFP4 layout by test/e2e/to_compressed_tensors.py: inverted global
+#       scales, which the runtime takes the reciprocal of at load)
 #   trunc6-26b-a4b-nvfp4.sm_90a.cubin, trunc6-26b-a4b-nvfp4.mt8.sm_90a.cubin
 #                                                                     (Gemma 4 26B-A4B's shapes, 6
 #       layers, NVFP4 with spark-quantize's default ignore list, --max-tokens 512 and 8: the
@@ -59,6 +62,12 @@ for m in tiny-dense tiny-e2b tiny-moe; do
     rm -f "$q.mlir"
   done
 done
+q=$ART/q-tiny-moe-ctnvfp4
+rm -rf "$q"
+python3 "$ROOT/test/e2e/to_compressed_tensors.py" "$ART/q-tiny-moe-nvfp4" "$q"
+"$BIN/spark-import" "$q" -o "$q.mlir"
+"$BIN/spark-compile" "$q.mlir" --target sm_90a -o "$q.sm_90a.cubin"
+rm -f "$q.mlir"
 # The truncated full-size 26B-A4B: its config, cut to 6 layers, with the quantization_config
 # spark-quantize writes for NVFP4 (the checkpoint itself is made on the GPU machine).
 t=$ART/trunc6-26b-a4b-nvfp4

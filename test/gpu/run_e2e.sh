@@ -28,7 +28,8 @@
 #  10. quantized checkpoints (q-<m>-<fmt>/ and their images, test/gpu/make_artifacts.sh): the
 #      W4A16 / W8A16 kernels on the GPU against the host reference on the same checkpoint, logits
 #      at 1e-3 and greedy ids equal (f32 activations), and with bf16 activations at ACT_BF16_RTOL;
-#      memcheck on one with --sanitizer;
+#      memcheck on one with --sanitizer; q-tiny-moe-ctnvfp4 is the NVFP4 one in compressed-tensors'
+#      layout (its global scales inverted at load);
 #  11. when ARTIFACT_DIR has trunc6-26b-a4b-nvfp4{,.mt8}.sm_90a.cubin and python3 has torch: a
 #      6-layer Gemma 4 26B-A4B with random weights (tools/reference/make_full_size.py, in
 #      /dev/shm) quantized to NVFP4 by spark-quantize (beside SPARK_RUN), a 600-token prompt:
@@ -212,7 +213,7 @@ for q in "$ART"/q-*/; do
     check $n "bf16 act.: cuda vs host ($ACT_BF16_RTOL)" quantized "$q" "$ART/$n.act-bf16.sm_90a.cubin" $qd $ACT_BF16_RTOL
   fi
 done
-for qn in q-tiny-dense-nvfp4 q-tiny-moe-nvfp4 q-tiny-moe-fp8; do
+for qn in q-tiny-dense-nvfp4 q-tiny-moe-nvfp4 q-tiny-moe-fp8 q-tiny-moe-ctnvfp4; do
   if [ -d "$ART/$qn" ] && [ "$SAN" = "--sanitizer" ]; then
     check $qn "compute-sanitizer memcheck" compute-sanitizer --tool memcheck \
       --error-exitcode 9 $RUN "$ART/$qn.sm_90a.cubin" --weights "$ART/$qn" \

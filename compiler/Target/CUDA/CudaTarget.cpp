@@ -374,6 +374,14 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
           weight.parts.push_back(name.str());
       weight.part_shape = toVector(dict.getAs<ArrayAttr>("part_shape"));
     }
+    if (auto transform = dict.getAs<mlir::StringAttr>("transform")) {
+      absl::StatusOr<rt::WeightTransform> parsed = rt::ParseWeightTransform(transform.getValue().str());
+      if (!parsed.ok())
+        return makeError(llvm::formatv("spark.program weight '{0}': {1}", weight.name,
+                                       std::string(parsed.status().message()))
+                             .str());
+      weight.transform = *parsed;
+    }
     plan.weights.push_back(std::move(weight));
   }
   for (KvCacheOp cache : module.getOps<KvCacheOp>()) {

@@ -34,6 +34,9 @@ LogicalResult WeightOp::verify() {
     return emitOpError("expects an f4E2M1FN weight with an even last dimension (two codes per "
                        "byte), got '")
            << getName() << "' " << type;
+  if (getReciprocal() && !type.getElementType().isF32())
+    return emitOpError("expects an f32 weight with reciprocal (the reciprocal of a scale), got '")
+           << getName() << "' " << type;
   if (!getParts() && !getPartShape())
     return success();
   if (!getParts() || !getPartShape())

@@ -47,13 +47,19 @@ def Spark_WeightOp : Spark_Op<"weight", [Pure]> {
     `experts.E.gate_proj`, `up_proj`, `down_proj`), which the kernels read as one stacked
     tensor; the runtime assembles it once, when it loads the weights.
 
+    With `reciprocal` the weight is the element-wise reciprocal (1 / x in f32) of what the
+    checkpoint stores: compressed-tensors keeps NVFP4 tensor scales as their inverse (the
+    `weight_global_scale` that dequantisation divides by), the kernels multiply by ModelOpt's
+    `weight_scale_2`. f32 weights only; the runtime computes it once, when it loads the weights.
+
     ```mlir
     %w = spark.weight "model.language_model.layers.3.self_attn.q_proj.weight" : tensor<4096x2816xbf16>
     %d = spark.weight "model.language_model.layers.0.experts.{0..1}.down_proj.weight" {parts = ["model.language_model.layers.0.experts.0.down_proj.weight", "model.language_model.layers.0.experts.1.down_proj.weight"], part_shape = array<i64: 64, 32>} : tensor<2x64x32xf4E2M1FN>
+    %g = spark.weight "model.language_model.layers.3.mlp.up_proj.weight_global_scale" {reciprocal} : tensor<1xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$parts,
-                       OptionalAttr<DenseI64ArrayAttr>:$part_shape);
+                       OptionalAttr<DenseI64ArrayAttr>:$part_shape, UnitAttr:$reciprocal);
   let results = (outs Spark_WeightTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -199,6 +199,7 @@ private:
     int64_t id;
     ArrayAttr parts;
     DenseI64ArrayAttr partShape;
+    bool reciprocal;
   };
   llvm::MapVector<StringRef, PlanWeight> weights;
   llvm::StringMap<int64_t> cacheIds;
@@ -258,7 +259,8 @@ FailureOr<int64_t> Lowering::weightOf(Operation *user, Value value) {
   }
   auto [it, inserted] = weights.try_emplace(
       weight.getName(), PlanWeight{weight.getType(), static_cast<int64_t>(weights.size()),
-                                   weight.getPartsAttr(), weight.getPartShapeAttr()});
+                                   weight.getPartsAttr(), weight.getPartShapeAttr(),
+                                   weight.getReciprocal()});
   if (!inserted && it->second.type != weight.getType())
     return weight.emitOpError("weight '")
            << weight.getName() << "' is used with two types: " << it->second.type << " and "
@@ -267,6 +269,9 @@ FailureOr<int64_t> Lowering::weightOf(Operation *user, Value value) {
       (it->second.parts != weight.getPartsAttr() || it->second.partShape != weight.getPartShapeAttr()))
     return weight.emitOpError("weight '")
            << weight.getName() << "' is used with two different lists of parts";
+  if (!inserted && it->second.reciprocal != weight.getReciprocal())
+    return weight.emitOpError("weight '")
+           << weight.getName() << "' is used both as stored and as its reciprocal";
   return it->second.id;
 }
 
@@ -1039,6 +1044,8 @@ void Lowering::buildProgram() {
       attrs.push_back(
           b.getNamedAttr("part_shape", b.getI64ArrayAttr(weight.partShape.asArrayRef())));
     }
+    if (weight.reciprocal)
+      attrs.push_back(b.getNamedAttr("transform", b.getStringAttr("reciprocal")));
     weightAttrs.push_back(b.getDictionaryAttr(attrs));
   }
   SmallVector<NamedAttribute> inputAttrs;

@@ -1232,6 +1232,15 @@ func.func @moe_experts_nvfp4_width(%x: tensor<?x32xf32>, %gu: tensor<2x32x32xbf1
 
 // -----
 
+// Only f32 weights (scales) are taken as their reciprocal.
+func.func @weight_reciprocal_bf16() -> tensor<4xbf16> {
+  // expected-error @+1 {{'spark.weight' op expects an f32 weight with reciprocal (the reciprocal of a scale), got 'w' 'tensor<4xbf16>'}}
+  %0 = spark.weight "w" {reciprocal} : tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
 // Parts must make the whole weight.
 func.func @weight_parts_count() -> tensor<2x4x8xbf16> {
   // expected-error @+1 {{'spark.weight' op expects 3 parts of shape [4, 8] (96 elements) to make weight 'w' 'tensor<2x4x8xbf16>' (64 elements)}}

@@ -101,10 +101,11 @@ TEST(ArtifactTest, RejectsCubinWithTwoPlanSections) {
 TEST(ArtifactTest, InvalidPlanNamesTheFile) {
   TempDir dir;
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 11;
+  section[8] = static_cast<char>(plan_format::kPlanVersion + 1);
   const std::string path = dir.Write("model.cubin", MakeElf64({{".spark.plan", section}}));
   EXPECT_TRUE(StatusIs(LoadArtifact(path).status(), kInvalid,
-                       absl::StrCat(path, ": plan version 11 is not supported")));
+                       absl::StrCat(path, ": plan version ", plan_format::kPlanVersion + 1,
+                                    " is not supported")));
 }
 
 TEST(ArtifactTest, RejectsCubinWhosePlanNamesPtx) {

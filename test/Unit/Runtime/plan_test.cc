@@ -240,7 +240,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 10u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 11u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -280,14 +280,14 @@ TEST(PlanTest, RejectsBadMagic) {
 
 TEST(PlanTest, RejectsNewerVersion) {
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 11;
+  section[8] = 12;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 11 is not supported (this runtime reads version "
-                       "10); recompile the model with this release's spark-compile"));
-  section[8] = 9;  // version 9: no weights assembled from parts
+                       "model.cubin: plan version 12 is not supported (this runtime reads version "
+                       "11); recompile the model with this release's spark-compile"));
+  section[8] = 10;  // version 10: no weight transforms
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 9 is not supported (this runtime reads version "
-                       "10)"));
+                       "model.cubin: plan version 10 is not supported (this runtime reads version "
+                       "11)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -422,7 +422,7 @@ TEST(PlanTest, RejectsMissingKey) {
 TEST(PlanTest, RejectsUnknownKey) {
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 10); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 11); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -1089,11 +1089,36 @@ TEST(PlanTest, WeightsAssembledFromPartsRoundTripAndAreChecked) {
                        "m.cubin: plan weights[0].parts[0]: expected a string, found 7"));
 }
 
+// A weight the runtime inverts (compressed-tensors' NVFP4 global scales): the transform
+// round-trips; on a weight other than f32, or spelt otherwise, it is refused.
+TEST(PlanTest, WeightTransformsRoundTripAndAreChecked) {
+  Plan plan = TestPlan();
+  plan.weights[1].dtype = DType::kF32;
+  plan.weights[1].transform = WeightTransform::kReciprocal;
+  absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->weights[1].transform, WeightTransform::kReciprocal);
+  EXPECT_EQ(parsed->weights[0].transform, WeightTransform::kNone);
+  EXPECT_NE(PlanJsonText(plan).find("\"transform\":\"reciprocal\""), std::string::npos);
+  EXPECT_EQ(PlanJsonText(TestPlan()).find("transform"), std::string::npos);
+
+  Plan bad = plan;
+  bad.weights[1].dtype = DType::kBF16;
+  EXPECT_TRUE(StatusIs(ParsePlan(bad), kInvalid,
+                       "m.cubin: plan weights[1].transform: the reciprocal of a bf16 weight: only "
+                       "f32 weights (scales) are inverted"));
+  const std::string json =
+      absl::StrReplaceAll(PlanJsonText(plan), {{"\"reciprocal\"", "\"sqrt\""}});
+  EXPECT_TRUE(StatusIs(ParsePlanSection(SectionFromJson(json), "m.cubin").status(), kInvalid,
+                       "m.cubin: plan weights[1].transform: unknown weight transform 'sqrt' (plan "
+                       "version 11 knows \"reciprocal\")"));
+}
+
 TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kI32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 10 weights are bf16, f32, "
+                       "m.cubin: plan weights[1].dtype: plan version 11 weights are bf16, f32, "
                        "f8E4M3FN or f4E2M1FN, found i32"));
   plan = TestPlan();
   plan.weights[1].dtype = DType::kF4E2M1FN;

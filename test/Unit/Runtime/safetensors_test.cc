@@ -444,6 +444,47 @@ TEST(CheckPlanWeightsTest, WeightsOfPartsCheckAndBindEveryPart) {
                        "weight e.0.weight: expected shape [1, 2], found [2]"));
 }
 
+// A weight the plan inverts (WeightInfo::transform, compressed-tensors' NVFP4 global scales):
+// BindWeights computes 1 / x of every f32 element into memory of its own, after assembling its
+// parts; such a weight is copied on an integrated GPU (it is not in the checkpoint's mapping).
+TEST(CheckPlanWeightsTest, ReciprocalWeightsAreComputedWhenBound) {
+  TempDir dir;
+  std::vector<OwnedTensor> tensors = PlanTensors();
+  const auto f32_bytes = [](std::vector<float> values) {
+    std::string bytes(values.size() * 4, '\0');
+    std::memcpy(&bytes[0], values.data(), bytes.size());
+    return bytes;
+  };
+  tensors.push_back({"g", "F32", {1}, f32_bytes({0.25f})});
+  tensors.push_back({"e.0.g", "F32", {1}, f32_bytes({4.0f})});
+  tensors.push_back({"e.1.g", "F32", {1}, f32_bytes({-0.5f})});
+  ASSERT_TRUE(WriteSafetensors(dir.Path("model.safetensors"), tensors).ok());
+  const auto checkpoint = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(checkpoint.ok());
+  Plan plan = TestPlan();
+  WeightInfo single{"g", DType::kF32, {1}};
+  single.transform = WeightTransform::kReciprocal;
+  WeightInfo stacked{"e.{0..1}.g", DType::kF32, {2}, {"e.0.g", "e.1.g"}, {1}};
+  stacked.transform = WeightTransform::kReciprocal;
+  plan.weights.push_back(single);
+  plan.weights.push_back(stacked);
+  const absl::StatusOr<std::vector<WeightData>> bound = BindWeights(plan, **checkpoint);
+  ASSERT_TRUE(bound.ok()) << bound.status();
+  for (size_t w : {plan.weights.size() - 2, plan.weights.size() - 1}) {
+    const WeightData& weight = (*bound)[w];
+    EXPECT_FALSE(weight.assembled());
+    ASSERT_NE(weight.computed, nullptr);
+    EXPECT_EQ(weight.data, weight.computed->data());
+  }
+  std::vector<float> got(3);
+  std::memcpy(&got[0], (*bound)[plan.weights.size() - 2].data, 4);
+  std::memcpy(&got[1], (*bound)[plan.weights.size() - 1].data, 8);
+  EXPECT_EQ(got, (std::vector<float>{4.0f, 0.25f, -2.0f}));
+  const WeightPlacement placement = PlaceIntegratedWeights(plan, *bound);
+  EXPECT_TRUE(placement.copied[plan.weights.size() - 2]);
+  EXPECT_TRUE(placement.copied[plan.weights.size() - 1]);
+}
+
 TEST(SafetensorsDTypeTest, SizesAndPlanNames) {
   EXPECT_EQ(SafetensorsDTypeSize("BF16"), 2);
   EXPECT_EQ(SafetensorsDTypeSize("F8_E4M3"), 1);

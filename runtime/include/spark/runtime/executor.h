@@ -138,10 +138,14 @@ struct WeightPart {
 // The bytes of one plan weight, in checkpoint layout: one checkpoint tensor (`data`), or, for a
 // weight assembled from parts (WeightInfo::parts), the parts in order (`data` null; the executor
 // copies them one after the other into memory of its own). num_bytes is the whole weight's.
+// A weight the plan transforms (WeightInfo::transform: a reciprocal scale) is computed when it is
+// bound, parts assembled first: `data` then points into `computed`, host memory of its own that
+// is not the checkpoint's (an integrated GPU cannot read it in place).
 struct WeightData {
   const uint8_t* data = nullptr;
   uint64_t num_bytes = 0;
   std::vector<WeightPart> parts;
+  std::shared_ptr<const std::vector<uint8_t>> computed;
   bool assembled() const { return !parts.empty(); }
 };
 
@@ -159,7 +163,8 @@ absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan, const Chec
 // packs them back to back, so in a quantized checkpoint the U8 codes that follow the f32 scalars
 // can start at any offset. A weight of 16 bytes or more that is not 16-byte aligned there, or one
 // not aligned to its element size, is copied; read in place it would take the kernels' scalar
-// fallback, several times slower. A weight assembled from parts is always copied.
+// fallback, several times slower. A weight assembled from parts, or computed (a transform), is
+// always copied.
 inline constexpr uint64_t kWeightVectorAlignment = 16;
 struct WeightPlacement {
   std::vector<bool> copied;  // by weight id

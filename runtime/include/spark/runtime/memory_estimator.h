@@ -113,7 +113,8 @@ struct PlanSizes {
   // one.
   std::vector<std::pair<DType, uint64_t>> weight_bytes_by_dtype;
   // Of weight_bytes, the weights the runtime assembles from checkpoint parts (WeightInfo::parts:
-  // MoE experts stored one matrix per expert): copied once at load on every device, so on an
+  // MoE experts stored one matrix per expert) or computes (WeightInfo::transform: inverted
+  // scales): copied once at load on every device, so on an
   // integrated GPU they are counted once as a copy (the file pages they were read from are
   // clean page cache the kernel may reclaim), not as part of the mapping.
   uint64_t assembled_weight_bytes = 0;

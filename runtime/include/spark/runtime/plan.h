@@ -28,6 +28,17 @@ struct BufferInfo {
   uint64_t row_bytes() const;      // bytes of one token's row
 };
 
+// What the runtime does to a weight's checkpoint bytes when it loads them.
+enum class WeightTransform {
+  kNone,
+  // f32 elements become 1 / x (compressed-tensors stores NVFP4 tensor scales inverted; the
+  // kernels multiply by the scale). Such a weight is computed once into its own memory.
+  kReciprocal,
+};
+// "none" / "reciprocal" (the plan's spelling of "transform").
+absl::string_view WeightTransformName(WeightTransform transform);
+absl::StatusOr<WeightTransform> ParseWeightTransform(absl::string_view name);
+
 // A checkpoint tensor the plan reads.
 struct WeightInfo {
   std::string name;  // full checkpoint name, e.g. model.language_model.norm.weight
@@ -38,6 +49,7 @@ struct WeightInfo {
   // `dtype`; `name` then only names the whole. Empty: the checkpoint tensor `name` itself.
   std::vector<std::string> parts;
   std::vector<int64_t> part_shape;
+  WeightTransform transform = WeightTransform::kNone;
   uint64_t num_bytes() const;
 };
 

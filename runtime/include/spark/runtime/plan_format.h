@@ -22,7 +22,7 @@ namespace plan_format {
 
 inline constexpr char kSectionName[] = ".spark.plan";
 inline constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'L', 'A', 'N', '\0'};
-inline constexpr uint32_t kPlanVersion = 10;
+inline constexpr uint32_t kPlanVersion = 11;
 inline constexpr size_t kHeaderSize = 32;
 // Limits that bound what a hostile plan can make the reader allocate (docs/security.md). The
 // largest real plan, Gemma 4 31B's, has 464 KiB of JSON, 1,136 steps, 1,080 buffers, 832 weights
