@@ -144,6 +144,16 @@ def plan_seeds(build):
         put("fuzz_plan_section", name + "-raw", b"\0" + section)
         put("fuzz_plan_execution", name + ".json", section[32:].rstrip(b"\0"))
         put("fuzz_gemma_config", name + ".json", json.dumps(config).encode())
+        # A compressed-tensors FP8 (W8A8, FP8 KV cache) config: the fields spark-import reports.
+        config["quantization_config"] = {
+            "quant_method": "compressed-tensors", "format": "float-quantized",
+            "config_groups": {"group_0": {
+                "targets": ["Linear"],
+                "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+                "input_activations": {"num_bits": 8, "type": "float", "strategy": "token",
+                                      "dynamic": True}}},
+            "ignore": ["lm_head"], "kv_cache_scheme": {"num_bits": 8, "type": "float"}}
+        put("fuzz_gemma_config", "tiny-dense-compressed-fp8.json", json.dumps(config).encode())
         put("fuzz_cubin", "no-plan.cubin", minimal_cuda_elf([(".text", b"\0" * 16)]))
 
 
