@@ -112,38 +112,29 @@ def plan_seeds(build):
                 put("fuzz_plan_section", model + "-act-bf16-raw", b"\0" + section)
                 put("fuzz_plan_execution", model + ".act-bf16.json", section[32:].rstrip(b"\0"))
         # Plans with quantized linears (linear_nvfp4, linear_fp8 and their f4E2M1FN / f8E4M3FN /
-        # f32 weights), from tiny-dense's config with a ModelOpt quantization_config.
-        for algo in ("NVFP4", "FP8"):
-            name = "tiny-dense-" + algo.lower()
+        # f32 weights), from tiny-dense's config with a ModelOpt quantization_config; and a
+        # compressed-tensors NVFP4 one (weight_global_scale weights with "transform":
+        # "reciprocal").
+        quantizations = [("tiny-dense-" + algo.lower(),
+                          {"quant_method": "modelopt", "quant_algo": algo, "ignore": ["lm_head"]})
+                         for algo in ("NVFP4", "FP8")]
+        quantizations.append(("tiny-dense-ct-nvfp4", {
+            "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}},
+            "ignore": ["lm_head"]}))
+        for name, quantization in quantizations:
             qdir = os.path.join(tmp, name)
             os.makedirs(qdir)
             with open(os.path.join(ROOT, "test", "data", "models", "tiny-dense", "config.json")) as f:
                 config = json.load(f)
-            config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": algo,
-                                             "ignore": ["lm_head"]}
+            config["quantization_config"] = quantization
             with open(os.path.join(qdir, "config.json"), "w") as f:
                 json.dump(config, f)
             section, _ = compiled_plan(build, tmp, imported(build, tmp, qdir, name), name)
             put("fuzz_plan_section", name + "-raw", b"\0" + section)
             put("fuzz_plan_execution", name + ".json", section[32:].rstrip(b"\0"))
             put("fuzz_gemma_config", name + ".json", json.dumps(config).encode())
-        # compressed-tensors NVFP4: weight_global_scale weights with "transform": "reciprocal".
-        name = "tiny-dense-ct-nvfp4"
-        qdir = os.path.join(tmp, name)
-        os.makedirs(qdir)
-        with open(os.path.join(ROOT, "test", "data", "models", "tiny-dense", "config.json")) as f:
-            config = json.load(f)
-        config["quantization_config"] = {
-            "quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
-            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
-                "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}},
-            "ignore": ["lm_head"]}
-        with open(os.path.join(qdir, "config.json"), "w") as f:
-            json.dump(config, f)
-        section, _ = compiled_plan(build, tmp, imported(build, tmp, qdir, name), name)
-        put("fuzz_plan_section", name + "-raw", b"\0" + section)
-        put("fuzz_plan_execution", name + ".json", section[32:].rstrip(b"\0"))
-        put("fuzz_gemma_config", name + ".json", json.dumps(config).encode())
         # A compressed-tensors FP8 (W8A8, FP8 KV cache) config: the fields spark-import reports.
         config["quantization_config"] = {
             "quant_method": "compressed-tensors", "format": "float-quantized",
