@@ -62,9 +62,10 @@ int main(int argc, char **argv) {
       "When the directory holds *.safetensors, every weight the graph uses is checked against "
       "their headers (present, shape, dtype).\n\n"
       "A quantized checkpoint in NVIDIA ModelOpt's NVFP4 or FP8 layout (quantization_config "
-      "in config.json, or hf_quant_config.json) or in compressed-tensors' FP8 layout "
-      "(quant_method compressed-tensors, float-quantized weights per tensor or channel) is "
-      "imported with its scales; any other quantization is refused (docs/quantization.md).\n");
+      "in config.json, or hf_quant_config.json) or in compressed-tensors' NVFP4 or FP8 layout "
+      "(quant_method compressed-tensors: nvfp4-pack-quantized weights, or float-quantized "
+      "weights per tensor or channel) is imported with its scales; any other quantization is "
+      "refused (docs/quantization.md).\n");
 
   Expected<spark::GemmaConfig> config = spark::parseGemmaConfig(inputPath);
   if (!config)
