@@ -209,10 +209,6 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
                                 ": Spark runs strategy 'tensor_group' with group_size 16 (the "
                                 "format's blocks)" +
                                 kUseBf16);
-      if (const json::Value *a = g->get("input_activations"); a && a->kind() != json::Value::Null)
-        config.unhonoured.push_back(group + " input_activations are not used: Spark multiplies "
-                                            "the NVFP4 weights with its f32 / bf16 activations "
-                                            "(W4A16; input_global_scale is not read)");
     }
     if (!nvfp4 && (!s || (*s != "tensor" && *s != "channel")))
       return fail(origin, Twine(ct) + group + " FP8 weights with strategy " +
@@ -227,10 +223,11 @@ Expected<QuantizationConfig> readCompressedTensors(const json::Object &q, String
                               "supported");
     }
     strategy = s;
-    if (const json::Value *a = g->get("input_activations");
-        !nvfp4 && a && a->kind() != json::Value::Null)
-      config.unhonoured.push_back(group + " input_activations are not used: Spark multiplies the "
-                                        "FP8 weights with its f32 / bf16 activations (W8A16)");
+    if (const json::Value *a = g->get("input_activations"); a && a->kind() != json::Value::Null)
+      config.unhonoured.push_back(group + " input_activations are not used: Spark multiplies the " +
+                                  (nvfp4 ? "NVFP4 weights with its f32 / bf16 activations (W4A16; "
+                                           "input_global_scale is not read)"
+                                         : "FP8 weights with its f32 / bf16 activations (W8A16)"));
     Expected<std::vector<std::string>> targets = stringList(*g, "targets", origin, "module names");
     if (!targets)
       return targets.takeError();
