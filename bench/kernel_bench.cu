@@ -206,22 +206,21 @@ void BenchMoe(int T, int hidden, int inter, int E, int K, std::mt19937& rng, con
   Check(cudaMalloc(&act, static_cast<size_t>(slots) * inter * sizeof(float)), "cudaMalloc");
   Check(cudaMalloc(&y, static_cast<size_t>(T) * hidden * sizeof(float)), "cudaMalloc");
   Check(cudaMalloc(&parts, static_cast<size_t>(slots) * hidden * sizeof(float)), "cudaMalloc");
-  // Grids and token ranges as LowerToKernels.cpp gives the grouped (prefill) entries.
-  const int from = spark::abi::kMoeGroupMinTokens, to = 0x7fffffff;
+  // Grids and path as LowerToKernels.cpp gives the grouped (prefill) entries.
+  const int path = spark::abi::kMoeGrouped;
   const int grid_gu = Grid((int64_t{T} * K * inter + 7) / 8);
   const int grid_dn = Grid((int64_t{T} * hidden + 7) / 8);
   const std::string shape = "T=" + std::to_string(T) + " hidden=" + std::to_string(hidden) +
                             " inter=" + std::to_string(inter) + " E=" + std::to_string(E) +
                             " K=" + std::to_string(K);
   const double gu_ms = MedianMs([&] {
-    check_moe_gate_up<<<grid_gu, 256>>>(x, gu, idx, act, T, hidden, inter, E, K, from, to);
+    check_moe_gate_up<<<grid_gu, 256>>>(x, gu, idx, act, T, hidden, inter, E, K, path);
   });
   // Every expert is selected at this size, so every expert's weights are read.
   Row("moe_gate_up (grouped)", shape, gu_ms, 2.0 * slots * hidden * 2.0 * inter,
       2.0 * E * 2 * inter * hidden, f);
   const double dn_ms = MedianMs([&] {
-    check_moe_down<<<grid_dn, 256>>>(act, down, w, idx, y, parts, T, hidden, inter, E, K, from,
-                                     to);
+    check_moe_down<<<grid_dn, 256>>>(act, down, w, idx, y, parts, T, hidden, inter, E, K, path);
   });
   Row("moe_down (grouped)", shape, dn_ms, 2.0 * slots * inter * hidden, 2.0 * E * hidden * inter,
       f);
@@ -257,8 +256,7 @@ void BenchMoeFormats(int T, int hidden, int inter, int E, int K, std::mt19937& r
   Check(cudaMalloc(&act, static_cast<size_t>(slots) * inter * sizeof(float)), "cudaMalloc");
   Check(cudaMalloc(&y, static_cast<size_t>(T) * hidden * sizeof(float)), "cudaMalloc");
   Check(cudaMalloc(&parts, static_cast<size_t>(slots) * hidden * sizeof(float)), "cudaMalloc");
-  const int from = grouped ? spark::abi::kMoeGroupMinTokens : 1;
-  const int to = grouped ? 0x7fffffff : spark::abi::kMoeGroupMinTokens - 1;
+  const int path = spark::abi::MoePathFor(T);
   float* ws = grouped ? parts : nullptr;
   const int grid_gu = Grid((int64_t{T} * K * inter + 7) / 8);
   const int grid_dn = Grid((int64_t{T} * hidden + 7) / 8);
@@ -282,29 +280,28 @@ void BenchMoeFormats(int T, int hidden, int inter, int E, int K, std::mt19937& r
     double gu_ms = 0, dn_ms = 0;
     if (fmt.name[0] == 'b') {
       gu_ms = MedianMs([&] {
-        check_moe_gate_up<<<grid_gu, 256>>>(x, gu16, idx, act, T, hidden, inter, E, K, from, to);
+        check_moe_gate_up<<<grid_gu, 256>>>(x, gu16, idx, act, T, hidden, inter, E, K, path);
       });
       dn_ms = MedianMs([&] {
-        check_moe_down<<<grid_dn, 256>>>(act, dn16, w, idx, y, ws, T, hidden, inter, E, K, from,
-                                         to);
+        check_moe_down<<<grid_dn, 256>>>(act, dn16, w, idx, y, ws, T, hidden, inter, E, K, path);
       });
     } else if (fmt.name[0] == 'n') {
       gu_ms = MedianMs([&] {
         check_moe_gate_up_nvfp4<<<grid_gu, 256>>>(x, gu4, gu4s, ts, idx, act, T, hidden, inter, E,
-                                                  K, from, to);
+                                                  K, path);
       });
       dn_ms = MedianMs([&] {
         check_moe_down_nvfp4<<<grid_dn, 256>>>(act, dn4, dn4s, ts, w, idx, y, ws, T, hidden,
-                                               inter, E, K, from, to);
+                                               inter, E, K, path);
       });
     } else {
       gu_ms = MedianMs([&] {
         check_moe_gate_up_fp8<<<grid_gu, 256>>>(x, gu8, ts, idx, act, T, hidden, inter, E, K, 1,
-                                                from, to);
+                                                path);
       });
       dn_ms = MedianMs([&] {
         check_moe_down_fp8<<<grid_dn, 256>>>(act, dn8, ts, w, idx, y, ws, T, hidden, inter, E, K,
-                                             1, from, to);
+                                             1, path);
       });
     }
     Row(gu_kernel.c_str(), shape, gu_ms, gu_flops, gu_w * fmt.bytes_per_weight + gu_act, f);

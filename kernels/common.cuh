@@ -39,13 +39,13 @@
 // that defines some of them ends with SPARK_CHECK_KERNEL_SIGNATURES(): a definition whose
 // parameters differ from the registry's is a second overload of the C name, and taking its
 // address there fails to compile ("reference to overloaded function could not be resolved").
-#define SPK_DECLARE_KERNEL(Name, op, block_size, skip, flops) \
+#define SPK_DECLARE_KERNEL(Name, op, block_size, runs, flops) \
   extern "C" __device__ ::spark::abi::ops::op::Fn spark_##op;
 SPARK_KERNEL_OPS(SPK_DECLARE_KERNEL)
 #undef SPK_DECLARE_KERNEL
 template <typename A, typename B> struct SpkSameType { static constexpr bool value = false; };
 template <typename A> struct SpkSameType<A, A> { static constexpr bool value = true; };
-#define SPK_CHECK_KERNEL_SIGNATURE(Name, op, block_size, skip, flops)              \
+#define SPK_CHECK_KERNEL_SIGNATURE(Name, op, block_size, runs, flops)              \
   static_assert(SpkSameType<decltype(&spark_##op), ::spark::abi::ops::op::Fn*>::value, \
                 "spark_" #op " does not have the type kernel_ops.def gives it");
 #define SPARK_CHECK_KERNEL_SIGNATURES() SPARK_KERNEL_OPS(SPK_CHECK_KERNEL_SIGNATURE)

@@ -25,7 +25,8 @@
 // loads otherwise). The _nvfp4 and _fp8 variants take quantized experts (ModelOpt layouts,
 // kernel_ops.def) through the same paths: dequantised in registers for the GEMVs, into bf16 in
 // shared memory for the tiles, each matrix's tensor or row scales applied to its sums.
-// spark_moe_down, grouped (kernel_abi.h MoeDownGrouped: T >= 16 with a workspace): each slot's
+// spark_moe_down, grouped (kernel_abi.h MoeDownGrouped: the grouped path with a workspace; the
+//   compiler gives it calls of at least kMoeGroupMinTokens tokens): each slot's
 //   weighted expert output to partials[t, k] on tensor cores (down_grouped), and
 // spark_moe_combine: y[t] = sum_k partials[t, k], in k order.
 #include "common.cuh"
@@ -38,8 +39,6 @@ namespace moe {
 namespace {
 
 constexpr int kMaxExperts = 1024;
-
-constexpr int kGroupMinTokens = spark::abi::kMoeGroupMinTokens;
 
 // Rows per warp of the decode GEMVs: the format's kGemvRows (weight_formats.cuh), at most
 // SPARK_MOE_DECODE_ROWS when that is defined (bench/kernel_bench.cu builds variants with it).
@@ -369,13 +368,12 @@ SPK_DEVICE void down_gemv(ActIn act, const Experts& experts, ActIn weights, cons
 template <class Experts>
 SPK_DEVICE void gate_up_run(const void* x_in, const Experts& experts, const int* indices,
                             void* act_out, int num_tokens, int hidden, int intermediate,
-                            int num_experts, int top_k, int tokens_from, int tokens_to) {
+                            int num_experts, int top_k, int path) {
   const ActIn x{x_in};
   const ActOut act{act_out};
-  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
   if (num_tokens <= 0 || intermediate <= 0 || top_k <= 0) return;
   const bool vec = experts(0).vector_ok() && aligned16(x_in);
-  if (vec && hidden > 0 && num_tokens >= kGroupMinTokens && blockDim.x == mma::kThreads) {
+  if (path == spark::abi::kMoeGrouped && vec && hidden > 0 && blockDim.x == mma::kThreads) {
     gate_up_grouped(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts,
                     top_k);
     return;
@@ -389,13 +387,12 @@ template <class Experts>
 SPK_DEVICE void down_run(const void* act_in, const Experts& experts, const void* weights_in,
                          const int* indices, void* y_out, float* partials, int num_tokens,
                          int hidden, int intermediate, int num_experts, int top_k,
-                         int tokens_from, int tokens_to) {
+                         int path) {
   const ActIn act{act_in}, weights{weights_in};
   const ActOut y{y_out};
-  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
   if (num_tokens <= 0 || hidden <= 0) return;
   const bool vec = experts(0).vector_ok() && aligned16(act_in);
-  if (spark::abi::MoeDownGrouped(num_tokens, partials != nullptr)) {
+  if (spark::abi::MoeDownGrouped(path, partials != nullptr)) {
     if (top_k <= 0) return;
     if (vec && intermediate > 0 && blockDim.x == mma::kThreads) {
       down_grouped(act, experts, weights, indices, partials, num_tokens, hidden, intermediate,
@@ -521,13 +518,13 @@ SPK_EXPORT void spark_moe_topk(const void* logits_in, const unsigned short* per_
 SPK_EXPORT_INLINE void spark_moe_gate_up(const void* x, const unsigned short* gate_up,
                                          const int* indices, void* act, int num_tokens,
                                          int hidden, int intermediate, int num_experts, int top_k,
-                                         int tokens_from, int tokens_to) {
+                                         int path) {
   const int64_t rows = 2 * static_cast<int64_t>(intermediate);
   const auto experts = [=](int e) {
     return spk::weights::Bf16Weights{gate_up + e * rows * hidden, hidden};
   };
   spk::moe::gate_up_run(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts,
-                        top_k, tokens_from, tokens_to);
+                        top_k, path);
 }
 
 SPK_EXPORT_INLINE void spark_moe_gate_up_nvfp4(const void* x, const unsigned char* gate_up,
@@ -535,7 +532,7 @@ SPK_EXPORT_INLINE void spark_moe_gate_up_nvfp4(const void* x, const unsigned cha
                                                const float* tensor_scale, const int* indices,
                                                void* act, int num_tokens, int hidden,
                                                int intermediate, int num_experts, int top_k,
-                                               int tokens_from, int tokens_to) {
+                                               int path) {
   // Tensor scales [experts, 2]: gate rows [0, I) take the first, up rows [I, 2I) the second.
   const int64_t rows = 2 * static_cast<int64_t>(intermediate);
   const auto experts = [=](int e) {
@@ -545,14 +542,14 @@ SPK_EXPORT_INLINE void spark_moe_gate_up_nvfp4(const void* x, const unsigned cha
                                       hidden};
   };
   spk::moe::gate_up_run(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts,
-                        top_k, tokens_from, tokens_to);
+                        top_k, path);
 }
 
 SPK_EXPORT_INLINE void spark_moe_gate_up_fp8(const void* x, const unsigned char* gate_up,
                                              const float* scale, const int* indices, void* act,
                                              int num_tokens, int hidden, int intermediate,
                                              int num_experts, int top_k, int scales_per_matrix,
-                                             int tokens_from, int tokens_to) {
+                                             int path) {
   // Scales [experts, 2, scales_per_matrix]: one per gate / up matrix, or one per row.
   const int64_t rows = 2 * static_cast<int64_t>(intermediate);
   const int rows_per_scale = scales_per_matrix == 1 ? intermediate : 1;
@@ -562,20 +559,20 @@ SPK_EXPORT_INLINE void spark_moe_gate_up_fp8(const void* x, const unsigned char*
                                     rows_per_scale, hidden};
   };
   spk::moe::gate_up_run(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts,
-                        top_k, tokens_from, tokens_to);
+                        top_k, path);
 }
 
 SPK_EXPORT_INLINE void spark_moe_down(const void* act, const unsigned short* down,
                                       const void* weights, const int* indices, void* y,
                                       float* partials, int num_tokens, int hidden,
                                       int intermediate, int num_experts, int top_k,
-                                      int tokens_from, int tokens_to) {
+                                      int path) {
   const int64_t size = static_cast<int64_t>(hidden) * intermediate;
   const auto experts = [=](int e) {
     return spk::weights::Bf16Weights{down + e * size, intermediate};
   };
   spk::moe::down_run(act, experts, weights, indices, y, partials, num_tokens, hidden,
-                     intermediate, num_experts, top_k, tokens_from, tokens_to);
+                     intermediate, num_experts, top_k, path);
 }
 
 SPK_EXPORT_INLINE void spark_moe_down_nvfp4(const void* act, const unsigned char* down,
@@ -583,15 +580,14 @@ SPK_EXPORT_INLINE void spark_moe_down_nvfp4(const void* act, const unsigned char
                                             const float* tensor_scale, const void* weights,
                                             const int* indices, void* y, float* partials,
                                             int num_tokens, int hidden, int intermediate,
-                                            int num_experts, int top_k, int tokens_from,
-                                            int tokens_to) {
+                                            int num_experts, int top_k, int path) {
   const int64_t size = static_cast<int64_t>(hidden) * intermediate;
   const auto experts = [=](int e) {
     return spk::weights::Nvfp4Weights{down + e * (size / 2), block_scale + e * (size / 16),
                                       tensor_scale + e, hidden, intermediate};
   };
   spk::moe::down_run(act, experts, weights, indices, y, partials, num_tokens, hidden,
-                     intermediate, num_experts, top_k, tokens_from, tokens_to);
+                     intermediate, num_experts, top_k, path);
 }
 
 SPK_EXPORT_INLINE void spark_moe_down_fp8(const void* act, const unsigned char* down,
@@ -599,7 +595,7 @@ SPK_EXPORT_INLINE void spark_moe_down_fp8(const void* act, const unsigned char* 
                                           const int* indices, void* y, float* partials,
                                           int num_tokens, int hidden, int intermediate,
                                           int num_experts, int top_k, int scales_per_matrix,
-                                          int tokens_from, int tokens_to) {
+                                          int path) {
   const int64_t size = static_cast<int64_t>(hidden) * intermediate;
   const int rows_per_scale = scales_per_matrix == 1 ? hidden : 1;
   const auto experts = [=](int e) {
@@ -608,13 +604,13 @@ SPK_EXPORT_INLINE void spark_moe_down_fp8(const void* act, const unsigned char* 
                                     rows_per_scale, intermediate};
   };
   spk::moe::down_run(act, experts, weights, indices, y, partials, num_tokens, hidden,
-                     intermediate, num_experts, top_k, tokens_from, tokens_to);
+                     intermediate, num_experts, top_k, path);
 }
 
 SPK_EXPORT void spark_moe_combine(const float* partials, void* y_out, int num_tokens, int hidden,
                                   int top_k) {
   const spk::ActOut y{y_out};
-  if (!spark::abi::MoeDownGrouped(num_tokens, true) || hidden <= 0) return;
+  if (hidden <= 0) return;
   const int64_t n = static_cast<int64_t>(num_tokens) * hidden;
   for (int64_t i = spk::global_thread(); i < n; i += spk::grid_threads()) {
     const int64_t t = i / hidden, h = i % hidden;

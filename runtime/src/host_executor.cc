@@ -207,9 +207,8 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
                                     int32_t first_position, LogitRows rows) {
   std::vector<HostArg> args;
   RunProfile* const profile = mutable_profile();
-  // One token: the decode program (the steps that do something for one token), as the CUDA
-  // executor runs it; otherwise every step, the no-op ones included (the reference of the ABI);
-  // the logits tail on the rows asked for.
+  // The call's program (the decode program for one token), as the CUDA executor runs it; the
+  // logits tail on the rows asked for.
   for (const ProgramLaunch& launch : ProgramFor(plan_, num_tokens, num_soft_tokens, rows)) {
     const size_t i = static_cast<size_t>(launch.step);
     const Step& step = plan_.steps[i];

@@ -41,7 +41,7 @@ void Call(void (*kernel)(A...), absl::Span<const HostArg> args) {
 // The host reference of every op, by OpId. Each definition above must have the registry's type:
 // one that differs is a second overload, and `&host::Name` then does not deduce.
 using HostKernel = void (*)(absl::Span<const HostArg>);
-#define SPARK_HOST_KERNEL_ENTRY(Name, op, block_size, skip, flops) \
+#define SPARK_HOST_KERNEL_ENTRY(Name, op, block_size, runs, flops) \
   [](absl::Span<const HostArg> args) {                                \
     Call(&host::Name, args);                                          \
   },

@@ -490,8 +490,7 @@ struct Fp8Experts {
 template <class Experts>
 void MoeGateUpWith(const float* x, const Experts& gate_up, const int32_t* indices, float* act,
                    int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
-                   int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
-  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
+                   int32_t top_k) {
   for (int32_t t = 0; t < num_tokens; ++t) {
     const float* row = x + static_cast<int64_t>(t) * hidden;
     for (int32_t k = 0; k < top_k; ++k) {
@@ -517,9 +516,8 @@ template <class Experts>
 void MoeDownWith(const float* act, const Experts& down, const float* weights,
                  const int32_t* indices, float* y, float* partials, int32_t num_tokens,
                  int32_t hidden, int32_t intermediate, int32_t num_experts, int32_t top_k,
-                 int32_t tokens_from, int32_t tokens_to) {
-  if (num_tokens < tokens_from || num_tokens > tokens_to) return;
-  const bool grouped = abi::MoeDownGrouped(num_tokens, partials != nullptr);
+                 int32_t path) {
+  const bool grouped = abi::MoeDownGrouped(path, partials != nullptr);
   std::vector<double> acc(hidden);
   for (int32_t t = 0; t < num_tokens; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0);
@@ -551,67 +549,61 @@ void MoeDownWith(const float* act, const Experts& down, const float* weights,
 
 void MoeGateUp(const float* x, const uint16_t* gate_up, const int32_t* indices, float* act,
                int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
-               int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
+               int32_t top_k, int32_t /*path: both compute the same*/) {
   MoeGateUpWith(x, Bf16Experts{gate_up, 2 * static_cast<int64_t>(intermediate), hidden}, indices,
-                act, num_tokens, hidden, intermediate, num_experts, top_k, tokens_from,
-                tokens_to);
+                act, num_tokens, hidden, intermediate, num_experts, top_k);
 }
 
 void MoeDown(const float* act, const uint16_t* down, const float* weights, const int32_t* indices,
              float* y, float* partials, int32_t num_tokens, int32_t hidden, int32_t intermediate,
-             int32_t num_experts, int32_t top_k, int32_t tokens_from, int32_t tokens_to) {
+             int32_t num_experts, int32_t top_k, int32_t path) {
   MoeDownWith(act, Bf16Experts{down, hidden, intermediate}, weights, indices, y, partials,
-              num_tokens, hidden, intermediate, num_experts, top_k, tokens_from, tokens_to);
+              num_tokens, hidden, intermediate, num_experts, top_k, path);
 }
 
 void MoeGateUpNvfp4(const float* x, const unsigned char* gate_up,
                     const unsigned char* block_scale, const float* tensor_scale,
                     const int32_t* indices, float* act, int32_t num_tokens, int32_t hidden,
                     int32_t intermediate, int32_t num_experts, int32_t top_k,
-                    int32_t tokens_from, int32_t tokens_to) {
+                    int32_t /*path: both compute the same*/) {
   // One tensor scale per matrix: gate rows [0, intermediate), up rows [intermediate, 2 I).
   const Nvfp4Experts experts{gate_up, block_scale, tensor_scale, 2 * static_cast<int64_t>(intermediate),
                              hidden, std::max<int64_t>(intermediate, 1)};
-  MoeGateUpWith(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts, top_k,
-                tokens_from, tokens_to);
+  MoeGateUpWith(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts, top_k);
 }
 
 void MoeDownNvfp4(const float* act, const unsigned char* down, const unsigned char* block_scale,
                   const float* tensor_scale, const float* weights, const int32_t* indices,
                   float* y, float* partials, int32_t num_tokens, int32_t hidden,
-                  int32_t intermediate, int32_t num_experts, int32_t top_k, int32_t tokens_from,
-                  int32_t tokens_to) {
+                  int32_t intermediate, int32_t num_experts, int32_t top_k, int32_t path) {
   const Nvfp4Experts experts{down, block_scale, tensor_scale, hidden, intermediate,
                              std::max<int64_t>(hidden, 1)};
   MoeDownWith(act, experts, weights, indices, y, partials, num_tokens, hidden, intermediate,
-              num_experts, top_k, tokens_from, tokens_to);
+              num_experts, top_k, path);
 }
 
 void MoeGateUpFp8(const float* x, const unsigned char* gate_up, const float* scale,
                   const int32_t* indices, float* act, int32_t num_tokens, int32_t hidden,
                   int32_t intermediate, int32_t num_experts, int32_t top_k,
-                  int32_t scales_per_matrix, int32_t tokens_from, int32_t tokens_to) {
+                  int32_t scales_per_matrix, int32_t /*path: both compute the same*/) {
   // scales_per_matrix 1: one scale per gate / up matrix; = intermediate: one per row.
   const Fp8Experts experts{gate_up, scale, 2 * static_cast<int64_t>(intermediate), hidden,
                            scales_per_matrix == 1 ? std::max<int64_t>(intermediate, 1) : 1};
-  MoeGateUpWith(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts, top_k,
-                tokens_from, tokens_to);
+  MoeGateUpWith(x, experts, indices, act, num_tokens, hidden, intermediate, num_experts, top_k);
 }
 
 void MoeDownFp8(const float* act, const unsigned char* down, const float* scale,
                 const float* weights, const int32_t* indices, float* y, float* partials,
                 int32_t num_tokens, int32_t hidden, int32_t intermediate, int32_t num_experts,
-                int32_t top_k, int32_t scales_per_matrix, int32_t tokens_from,
-                int32_t tokens_to) {
+                int32_t top_k, int32_t scales_per_matrix, int32_t path) {
   const Fp8Experts experts{down, scale, hidden, intermediate,
                            scales_per_matrix == 1 ? std::max<int64_t>(hidden, 1) : 1};
   MoeDownWith(act, experts, weights, indices, y, partials, num_tokens, hidden, intermediate,
-              num_experts, top_k, tokens_from, tokens_to);
+              num_experts, top_k, path);
 }
 
 void MoeCombine(const float* partials, float* y, int32_t num_tokens, int32_t hidden,
                 int32_t top_k) {
-  if (!abi::MoeDownGrouped(num_tokens, true)) return;
   for (int32_t t = 0; t < num_tokens; ++t) {
     float* out = y + static_cast<int64_t>(t) * hidden;
     for (int32_t o = 0; o < hidden; ++o) {

@@ -43,12 +43,6 @@ std::string BrokenRule(const abi::KernelSpec& spec, const std::function<int64_t(
                               i32(rule->a));
         }
         break;
-      case abi::RuleKind::kAtMost:
-        if (i32(rule->a) > i32(rule->b)) {
-          return absl::StrCat(a, " must be at most ", b, ", found ", i32(rule->a), " > ",
-                              i32(rule->b));
-        }
-        break;
       case abi::RuleKind::kMultipleOf16:
         if (i32(rule->a) % 16 != 0) {
           return absl::StrCat(a, " must be a multiple of 16, found ", i32(rule->a));
@@ -58,6 +52,11 @@ std::string BrokenRule(const abi::KernelSpec& spec, const std::function<int64_t(
         if (i32(rule->a) != 1 && i32(rule->a) != i32(rule->b)) {
           return absl::StrCat(a, " must be 1 or ", b, " = ", i32(rule->b), ", found ",
                               i32(rule->a));
+        }
+        break;
+      case abi::RuleKind::kZeroOrOne:
+        if (i32(rule->a) != 0 && i32(rule->a) != 1) {
+          return absl::StrCat(a, " must be 0 or 1, found ", i32(rule->a));
         }
         break;
       case abi::RuleKind::kLess:

@@ -2,6 +2,8 @@
 #include "spark/runtime/plan.h"
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +27,7 @@
 #include "spark/runtime/plan_format.h"
 #include "spark/runtime/target.h"
 #include "spark/runtime/status_macros.h"
+#include "step_args.h"
 #include "step_bounds.h"
 
 namespace spark {
@@ -492,7 +495,13 @@ Step ReadStep(ObjectReader object, Errors* errors) {
   }
   step.kernel = object.String("kernel");
   step.source = object.String("source");
-  ReadInt3(object.Get("grid"), object.Child("grid"), step.grid, errors);
+  {
+    ObjectReader grid = object.Object("grid");
+    step.grid.per_token = grid.Int("per_token", 0, abi::kMaxGridRuleTerm);
+    step.grid.fixed = grid.Int("fixed", 0, abi::kMaxGridRuleTerm);
+    step.grid.divisor = grid.Int("divisor", 1, abi::kMaxGridRuleTerm);
+    grid.Finish();
+  }
   ReadInt3(object.Get("block"), object.Child("block"), step.block, errors);
   step.shared_bytes = static_cast<int>(object.Int("shared_bytes", kInt32Min, kInt32Max));
   step.logits_tail = object.Flag("logits_tail");
@@ -546,16 +555,22 @@ absl::StatusOr<Plan> PlanFromJson(const Json& json, absl::string_view origin) {
   plan.kv_caches =
       ReadObjects<KvCacheInfo>(root, "kv_caches", pf::kMaxKvCaches, &errors, ReadKvCache);
   plan.steps = ReadObjects<Step>(root, "steps", pf::kMaxSteps, &errors, ReadStep);
-  if (root.Has("decode")) {
-    plan.decode = ReadObjects<DecodeLaunch>(
-        root, "decode", pf::kMaxSteps, &errors, [](ObjectReader object, Errors* errors) {
-          DecodeLaunch launch;
-          launch.step = object.Int("step", kInt64Min, kInt64Max);
-          ReadInt3(object.Get("grid"), object.Child("grid"), launch.grid, errors);
-          object.Finish();
-          return launch;
-        });
-  }
+  plan.programs = ReadObjects<Program>(
+      root, "programs", pf::kMaxPrograms, &errors, [](ObjectReader object, Errors* errors) {
+        Program program;
+        program.name = object.String("name");
+        program.min_tokens = object.Int("min_tokens", kInt64Min, kInt64Max);
+        program.max_tokens = object.Int("max_tokens", kInt64Min, kInt64Max);
+        program.soft_tokens = object.Flag("soft_tokens");
+        const Json& steps = object.Array("steps");
+        if (steps.size() > pf::kMaxSteps) {
+          errors->Fail(object.Child("steps"), TooManyEntries(steps.size(), pf::kMaxSteps));
+        } else {
+          program.steps = ReadIntArray(steps, object.Child("steps"), kInt64Min, kInt64Max, errors);
+        }
+        object.Finish();
+        return program;
+      });
   root.Finish();
   if (!errors.status().ok()) return errors.status();
   return plan;
@@ -601,7 +616,7 @@ absl::Status ValidateCounts(const Plan& plan, absl::string_view origin) {
                 {"weights", plan.weights.size(), pf::kMaxWeights},
                 {"kv_caches", plan.kv_caches.size(), pf::kMaxKvCaches},
                 {"steps", plan.steps.size(), pf::kMaxSteps},
-                {"decode", plan.decode.size(), pf::kMaxSteps}};
+                {"programs", plan.programs.size(), pf::kMaxPrograms}};
   for (const auto& array : arrays) {
     if (array.count > array.max_count) {
       return PlanError(origin, array.key, TooManyEntries(array.count, array.max_count));
@@ -882,17 +897,23 @@ absl::Status CheckArgTarget(const StepArg& arg, const Plan& plan, absl::string_v
 // what the kernels are written for (and [2^31-1, 65535, 65535] beyond what the GPU should run).
 absl::Status CheckLaunch(const Step& step, const abi::KernelSpec& spec,
                          absl::string_view origin, const std::string& path) {
-  SPARK_RETURN_IF_ERROR(
-      CheckRange(origin, absl::StrCat(path, ".grid[0]"), step.grid[0], 1, abi::kMaxLaunchBlocks));
-  for (const char* field : {"grid", "block"}) {
-    const int* dims = std::strcmp(field, "grid") == 0 ? step.grid : step.block;
-    for (int i = 1; i < 3; ++i) {
-      if (dims[i] == 1) continue;
-      return PlanError(origin, IndexPath(absl::StrCat(path, ".", field), i),
-                       absl::StrCat("expected 1 (kernels are launched in 1-D grids of 1-D "
-                                    "blocks), found ",
-                                    dims[i]));
-    }
+  const struct {
+    const char* key;
+    long long value;
+    long long min;
+  } terms[] = {{"per_token", step.grid.per_token, 0},
+               {"fixed", step.grid.fixed, 0},
+               {"divisor", step.grid.divisor, 1}};
+  for (const auto& term : terms) {
+    SPARK_RETURN_IF_ERROR(CheckRange(origin, absl::StrCat(path, ".grid.", term.key), term.value,
+                                     term.min, abi::kMaxGridRuleTerm));
+  }
+  for (int i = 1; i < 3; ++i) {
+    if (step.block[i] == 1) continue;
+    return PlanError(origin, IndexPath(absl::StrCat(path, ".block"), i),
+                     absl::StrCat("expected 1 (kernels are launched in 1-D grids of 1-D "
+                                  "blocks), found ",
+                                  step.block[i]));
   }
   if (step.block[0] != spec.block_size) {
     return PlanError(origin, absl::StrCat(path, ".block[0]"),
@@ -1089,7 +1110,9 @@ Json StepJson(const Step& step) {
   AddMember(json, "op", Json(OpName(step)));
   AddMember(json, "kernel", Json(step.kernel));
   AddMember(json, "source", Json(step.source));
-  AddMember(json, "grid", Int3Json(step.grid));
+  AddMember(json, "grid", Json::object({{"per_token", JsonInteger(step.grid.per_token)},
+                                        {"fixed", JsonInteger(step.grid.fixed)},
+                                        {"divisor", JsonInteger(step.grid.divisor)}}));
   AddMember(json, "block", Int3Json(step.block));
   AddMember(json, "shared_bytes", JsonInteger(step.shared_bytes));
   Json args = Json::array();
@@ -1102,10 +1125,15 @@ Json StepJson(const Step& step) {
 template <typename T>
 Json ArrayJson(const std::vector<T>& items, Json (*to_json)(const T&));
 
-Json DecodeLaunchJson(const DecodeLaunch& launch) {
+Json ProgramJson(const Program& program) {
   Json out = Json::object();
-  AddMember(out, "step", JsonInteger(launch.step));
-  AddMember(out, "grid", Int3Json(launch.grid));
+  AddMember(out, "name", Json(program.name));
+  AddMember(out, "min_tokens", JsonInteger(program.min_tokens));
+  AddMember(out, "max_tokens", JsonInteger(program.max_tokens));
+  if (program.soft_tokens) AddMember(out, "soft_tokens", Json(true));
+  Json steps = Json::array();
+  for (int64_t step : program.steps) steps.push_back(JsonInteger(step));
+  AddMember(out, "steps", std::move(steps));
   return out;
 }
 
@@ -1130,9 +1158,7 @@ Json PlanJson(const Plan& plan) {
   AddMember(json, "weights", ArrayJson(plan.weights, WeightJson));
   AddMember(json, "kv_caches", ArrayJson(plan.kv_caches, KvCacheJson));
   AddMember(json, "steps", ArrayJson(plan.steps, StepJson));
-  if (!plan.decode.empty()) {
-    AddMember(json, "decode", ArrayJson(plan.decode, DecodeLaunchJson));
-  }
+  AddMember(json, "programs", ArrayJson(plan.programs, ProgramJson));
   return json;
 }
 
@@ -1176,38 +1202,108 @@ absl::string_view ArgRefKindName(ArgRefKind kind) { return ArgKindInfoOf(kind).k
 
 namespace {
 
-// The decode program, when there is one, is exactly the steps that do something for one token,
-// in order (so a one-token step computes what the prefill program computes), each launched like
-// its step (CheckLaunch) with its own grid.
-absl::Status ValidateDecodeProgram(const Plan& plan, absl::string_view origin) {
-  if (plan.decode.empty()) return absl::OkStatus();
-  size_t next = 0;  // the next step that must appear
-  for (size_t i = 0; i < plan.decode.size(); ++i) {
-    const DecodeLaunch& launch = plan.decode[i];
-    const std::string path = IndexPath("decode", i);
-    SPARK_RETURN_IF_ERROR(
-        CheckId(origin, absl::StrCat(path, ".step"), "step", launch.step, plan.steps.size()));
-    while (next < plan.steps.size() && StepDoesNothing(plan.steps[next], 1, 0)) ++next;
-    if (static_cast<size_t>(launch.step) != next) {
-      return PlanError(
-          origin, absl::StrCat(path, ".step"),
-          absl::StrCat("expected step ", next == plan.steps.size() ? std::string("(none)")
-                                                                    : std::to_string(next),
-                       ", found ", launch.step,
-                       ": the decode program must run, in order, every step that does something "
-                       "for one token and no other"));
-    }
-    Step step = plan.steps[next];
-    std::copy(std::begin(launch.grid), std::end(launch.grid), step.grid);
-    SPARK_RETURN_IF_ERROR(CheckLaunch(step, SpecOf(step), origin, path));
-    ++next;
+// The programs (plan.h Program): each a range of call sizes, with or without soft rows, of
+// increasing step indices that are exactly the steps that run at both ends of its range
+// (StepRuns); together they cover every call of 1..max_tokens tokens exactly once (with soft rows
+// too when the plan has soft inputs, and then only), and every step is in one of them.
+absl::Status ValidatePrograms(const Plan& plan, absl::string_view origin) {
+  if (plan.programs.empty()) {
+    return PlanError(origin, "programs",
+                     "expected at least one program, found none; the file is damaged or was not "
+                     "written by spark-compile");
   }
-  while (next < plan.steps.size() && StepDoesNothing(plan.steps[next], 1, 0)) ++next;
-  if (next != plan.steps.size()) {
-    return PlanError(origin, "decode",
-                     absl::StrCat("step ", next, " (", plan.steps[next].source,
-                                  ") does something for one token but the decode program "
-                                  "does not run it"));
+  const bool has_soft_inputs = plan.soft_embeddings >= 0;
+  std::vector<bool> used(plan.steps.size(), false);
+  // Call sizes covered, per soft flag: (min, max, program index).
+  std::vector<std::array<int64_t, 3>> ranges[2];
+  for (size_t i = 0; i < plan.programs.size(); ++i) {
+    const Program& program = plan.programs[i];
+    const std::string path = IndexPath("programs", i);
+    if (program.name.empty() || program.name.size() > 64 ||
+        !std::all_of(program.name.begin(), program.name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        })) {
+      return PlanError(origin, absl::StrCat(path, ".name"),
+                       "expected 1 to 64 letters, digits or '_'");
+    }
+    for (size_t k = 0; k < i; ++k) {
+      if (plan.programs[k].name == program.name) {
+        return PlanError(origin, absl::StrCat(path, ".name"),
+                         absl::StrCat("\"", program.name, "\" is also the name of programs[", k,
+                                      "]"));
+      }
+    }
+    SPARK_RETURN_IF_ERROR(CheckRange(origin, absl::StrCat(path, ".min_tokens"),
+                                     program.min_tokens, 1, plan.max_tokens));
+    SPARK_RETURN_IF_ERROR(CheckRange(origin, absl::StrCat(path, ".max_tokens"),
+                                     program.max_tokens, program.min_tokens, plan.max_tokens));
+    if (program.soft_tokens && !has_soft_inputs) {
+      return PlanError(origin, absl::StrCat(path, ".soft_tokens"),
+                       "a program for calls with soft-token rows, but the plan has no soft-token "
+                       "inputs");
+    }
+    ranges[program.soft_tokens].push_back(
+        {program.min_tokens, program.max_tokens, static_cast<int64_t>(i)});
+    for (size_t k = 0; k < program.steps.size(); ++k) {
+      const int64_t id = program.steps[k];
+      if (id > (k == 0 ? -1 : program.steps[k - 1]) &&
+          id < static_cast<int64_t>(plan.steps.size())) {
+        continue;
+      }
+      return PlanError(origin, IndexPath(absl::StrCat(path, ".steps"), k),
+                       absl::StrCat("expected a step id greater than the one before it and less "
+                                    "than ", plan.steps.size(), ", found ", id));
+    }
+    size_t next = 0;  // into program.steps
+    for (size_t s = 0; s < plan.steps.size(); ++s) {
+      const bool listed =
+          next < program.steps.size() && program.steps[next] == static_cast<int64_t>(s);
+      for (const int64_t tokens : {program.min_tokens, program.max_tokens}) {
+        if (StepRuns(plan.steps[s], tokens, program.soft_tokens) == listed) continue;
+        return PlanError(
+            origin, path,
+            absl::StrCat("step ", s, " (", PrintableText(plan.steps[s].source), ", op ",
+                         OpName(plan.steps[s]), ") ", listed ? "does nothing" : "is needed",
+                         " in a call of ", tokens, tokens == 1 ? " token" : " tokens",
+                         program.soft_tokens ? " with soft-token rows" : "", ", but the program ",
+                         listed ? "runs" : "does not run", " it"));
+      }
+      if (listed) {
+        used[s] = true;
+        ++next;
+      }
+    }
+  }
+  for (int soft = 0; soft < 2; ++soft) {
+    if (soft == 1 && !has_soft_inputs) continue;
+    std::sort(ranges[soft].begin(), ranges[soft].end());
+    int64_t covered = 0;  // calls of 1..covered tokens have a program
+    for (const auto& [min, max, index] : ranges[soft]) {
+      if (min != covered + 1) {
+        const bool overlap = min <= covered;
+        const int64_t tokens = overlap ? min : covered + 1;
+        return PlanError(
+            origin, IndexPath("programs", index),
+            absl::StrCat(overlap ? "overlaps another program: a call of " : "leaves a gap: a call of ",
+                         tokens, tokens == 1 ? " token" : " tokens",
+                         soft ? " with soft-token rows" : "",
+                         overlap ? " has two programs" : " has none"));
+      }
+      covered = max;
+    }
+    if (covered != plan.max_tokens) {
+      return PlanError(origin, "programs",
+                       absl::StrCat("no program for calls of ", covered + 1, " to ",
+                                    plan.max_tokens, " tokens",
+                                    soft ? " with soft-token rows" : ""));
+    }
+  }
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    if (!used[s]) {
+      return PlanError(origin, IndexPath("steps", s),
+                       absl::StrCat("step ", s, " (", PrintableText(plan.steps[s].source),
+                                    ") is in no program"));
+    }
   }
   return absl::OkStatus();
 }
@@ -1269,9 +1365,10 @@ absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     SPARK_RETURN_IF_ERROR(ValidateStep(plan.steps[i], i, plan, origin));
   }
-  SPARK_RETURN_IF_ERROR(ValidateDecodeProgram(plan, origin));
   SPARK_RETURN_IF_ERROR(ValidateLogitsTail(plan, origin));
-  return ValidateKvCachesUsed(plan, origin);
+  SPARK_RETURN_IF_ERROR(ValidateKvCachesUsed(plan, origin));
+  // Last: the programs are checked against steps already known to be valid.
+  return ValidatePrograms(plan, origin);
 }
 
 namespace {
@@ -1309,6 +1406,77 @@ std::string SerializePlanSection(const Plan& plan) {
   AppendLittleEndian<uint64_t>(pf::Fnv1a64(json.data(), json.size()), &section);
   section += json;
   return section;
+}
+
+bool StepRuns(const Step& step, int64_t num_tokens, bool soft_tokens) {
+  const abi::KernelSpec& spec = SpecOf(step);
+  switch (spec.runs) {
+    case abi::Runs::kAlways:
+      return true;
+    case abi::Runs::kWithSoftTokens:
+      return soft_tokens;
+    case abi::Runs::kOnItsPath:
+      return StepSizeArg(step, abi::FindRole(spec, abi::Role::kMoePath), 0) ==
+             abi::MoePathFor(num_tokens);
+    case abi::Runs::kWhenGrouped:
+      return abi::MoePathFor(num_tokens) == abi::kMoeGrouped;
+    case abi::Runs::kWhenSplit:
+      // Over the op's max_splits and split_rows (kernel_ops.def: ops that run so have both).
+      return abi::AttentionSplits(static_cast<int>(num_tokens),
+                                  static_cast<int>(StepSizeArg(step, "max_splits", 0)),
+                                  static_cast<int>(StepSizeArg(step, "split_rows", 0))) > 1;
+  }
+  return true;
+}
+
+const Program* ProgramOf(const Plan& plan, int64_t num_tokens, bool soft_tokens) {
+  for (const Program& program : plan.programs) {
+    if (program.soft_tokens == soft_tokens && num_tokens >= program.min_tokens &&
+        num_tokens <= program.max_tokens) {
+      return &program;
+    }
+  }
+  return nullptr;
+}
+
+void BuildPrograms(Plan* plan) {
+  plan->programs.clear();
+  const auto steps_at = [&](int64_t tokens, bool soft) {
+    std::vector<int64_t> steps;
+    for (size_t s = 0; s < plan->steps.size(); ++s) {
+      if (StepRuns(plan->steps[s], tokens, soft)) steps.push_back(static_cast<int64_t>(s));
+    }
+    return steps;
+  };
+  // The range from `from` up to at most `to` whose sizes run the same steps.
+  const auto add_range = [&](int64_t from, int64_t to, bool soft) {
+    Program program;
+    program.min_tokens = from;
+    program.soft_tokens = soft;
+    program.steps = steps_at(from, soft);
+    program.max_tokens = from;
+    while (program.max_tokens < to && steps_at(program.max_tokens + 1, soft) == program.steps) {
+      ++program.max_tokens;
+    }
+    program.name = from == 1 && program.max_tokens == 1 && !soft
+                       ? std::string("decode")
+                       : absl::StrCat(soft ? "prefill_soft_" : "prefill_", program.min_tokens,
+                                      "_", program.max_tokens);
+    const int64_t next = program.max_tokens + 1;
+    plan->programs.push_back(std::move(program));
+    return next;
+  };
+  if (plan->max_tokens < 1) return;
+  // One token on its own, so that decode runs the steps of one token and nothing else.
+  add_range(1, 1, false);
+  for (int64_t from = 2; from <= plan->max_tokens;) {
+    from = add_range(from, plan->max_tokens, false);
+  }
+  if (plan->soft_embeddings >= 0) {
+    for (int64_t from = 1; from <= plan->max_tokens;) {
+      from = add_range(from, plan->max_tokens, true);
+    }
+  }
 }
 
 }  // namespace rt

@@ -227,53 +227,26 @@ std::vector<ProgramLaunch> ProgramFor(const Plan& plan, int64_t num_tokens,
                                       int64_t num_soft_tokens, LogitRows rows) {
   const int32_t tokens = static_cast<int32_t>(num_tokens);
   std::vector<ProgramLaunch> launches;
-  if (num_tokens == 1 && num_soft_tokens == 0 && !plan.decode.empty()) {
-    launches.reserve(plan.decode.size());
-    for (const DecodeLaunch& launch : plan.decode) {
-      if (rows == LogitRows::kNone && plan.steps[launch.step].logits_tail) continue;
-      launches.push_back({static_cast<int>(launch.step), launch.grid, tokens, 0});
-    }
-    return launches;
-  }
-  launches.reserve(plan.steps.size());
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
+  const Program* program = ProgramOf(plan, num_tokens, num_soft_tokens > 0);
+  if (program == nullptr) return launches;  // a call ValidatePlan's programs do not cover
+  launches.reserve(program->steps.size());
+  const bool last_row_only = rows == LogitRows::kLast && num_tokens > 1;
+  for (const int64_t i : program->steps) {
     const Step& step = plan.steps[i];
-    if (!step.logits_tail || rows == LogitRows::kAll || num_tokens == 1) {
-      if (step.logits_tail && rows == LogitRows::kNone) continue;
-      launches.push_back({static_cast<int>(i), step.grid, tokens, 0});
-      continue;
-    }
-    if (rows == LogitRows::kNone) continue;
-    // The last row only: one token, with the step's one-token grid when the decode program has
-    // it (a tail step always works for one token, so it is there when there is a program).
-    const int* grid = step.grid;
-    for (const DecodeLaunch& launch : plan.decode) {
-      if (launch.step == static_cast<int64_t>(i)) grid = launch.grid;
-    }
-    launches.push_back({static_cast<int>(i), grid, 1, tokens - 1});
+    if (step.logits_tail && (rows == LogitRows::kNone || last_row_only)) continue;
+    launches.push_back(
+        {static_cast<int>(i), abi::LaunchBlocks(step.grid, num_tokens), tokens, 0});
+  }
+  if (!last_row_only) return launches;
+  // The last row only: the tail steps of a one-token call (the decode program's), on that row.
+  const Program* one = ProgramOf(plan, 1, false);
+  if (one == nullptr) return launches;
+  for (const int64_t i : one->steps) {
+    const Step& step = plan.steps[i];
+    if (!step.logits_tail) continue;
+    launches.push_back({static_cast<int>(i), abi::LaunchBlocks(step.grid, 1), 1, tokens - 1});
   }
   return launches;
-}
-
-bool StepDoesNothing(const Step& step, int64_t num_tokens, int64_t num_soft_tokens) {
-  const abi::KernelSpec& spec = SpecOf(step);
-  const int tokens = static_cast<int>(num_tokens);
-  switch (spec.skip) {
-    case abi::Skip::kNever:
-      return false;
-    case abi::Skip::kWithoutSoftTokens:
-      return num_soft_tokens == 0;
-    case abi::Skip::kOutsideTokenRange:
-      return num_tokens < StepSizeArg(step, abi::FindRole(spec, abi::Role::kTokensFrom), 0) ||
-             num_tokens > StepSizeArg(step, abi::FindRole(spec, abi::Role::kTokensTo), 0);
-    case abi::Skip::kUnlessGrouped:
-      return !abi::MoeDownGrouped(tokens, true);
-    case abi::Skip::kUnlessSplit:
-      // Over the op's max_splits and split_rows (kernel_ops.def: ops with this skip have both).
-      return abi::AttentionSplits(tokens, static_cast<int>(StepSizeArg(step, "max_splits", 0)),
-                                  static_cast<int>(StepSizeArg(step, "split_rows", 0))) == 1;
-  }
-  return false;
 }
 
 }  // namespace rt

@@ -73,25 +73,22 @@ std::string DescribeStep(int step_index, const Step& step);
 int64_t StepSizeArg(const Step& step, int arg, int64_t num_tokens);
 int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens);
 
-// StepDoesNothing (which steps a step of a given size skips) is declared in plan.h.
-
-// One launch of an executor call: a step, the grid it is launched with, the token count it is
-// given and the first token row its buffers start at (a logits-tail step run on the last row
-// only: num_tokens 1, first_row = the call's last row; 0 otherwise).
+// One launch of an executor call: a step, its blocks (abi::LaunchBlocks of its grid rule for the
+// tokens it is given), the token count it is given and the first token row its buffers start at
+// (a logits-tail step run on the last row only: num_tokens 1, first_row = the call's last row;
+// 0 otherwise).
 struct ProgramLaunch {
   int step = 0;
-  const int* grid = nullptr;  // 3 dims
+  int blocks = 1;
   int32_t num_tokens = 0;
   int32_t first_row = 0;
 };
 
 // The launches of a call of `num_tokens` tokens and `num_soft_tokens` soft rows that returns the
-// logits rows `rows`: for one token and no soft rows, the decode program when the plan has one
-// (the steps that do something then, with their one-token grids); otherwise every step in order
-// with its own grid, those that do nothing at this size included (the CUDA executor skips them,
-// StepDoesNothing; the host reference runs them). The logits tail (Step::logits_tail) runs on
-// every row for kAll, on the last row for kLast (one token, with its one-token grid), and not at
-// all for kNone.
+// logits rows `rows`: the steps of its program (ProgramOf), each with the blocks of its own token
+// count; the logits tail (Step::logits_tail) on every row for kAll, on the last row for kLast
+// (the one-token program's tail steps, one token), and not at all for kNone. Empty for a call no
+// program covers.
 std::vector<ProgramLaunch> ProgramFor(const Plan& plan, int64_t num_tokens,
                                       int64_t num_soft_tokens, LogitRows rows);
 

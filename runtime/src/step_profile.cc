@@ -36,8 +36,6 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
                           int64_t first_position) {
   StepCost cost;
   const abi::KernelSpec& spec = SpecOf(step);
-  // (Soft rows come with prefill steps, whose cost the merge's few rows barely change.)
-  if (StepDoesNothing(step, num_tokens, num_tokens == 1 ? 0 : 1)) return cost;
   const auto size = [&](int arg) { return static_cast<double>(StepSizeArg(step, arg, num_tokens)); };
   const auto product = [&](const int* factors, int n) {
     double p = 1;
@@ -88,7 +86,8 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
         // Grouped, the weighted slot rows go to the workspace and y is not written; otherwise
         // the reverse (the generic count above included both).
         const bool has_partials = step.args[partials].kind == ArgRefKind::kBuffer;
-        const int unused = abi::MoeDownGrouped(static_cast<int>(num_tokens), has_partials)
+        const int path = static_cast<int>(size(abi::FindRole(spec, abi::Role::kMoePath)));
+        const int unused = abi::MoeDownGrouped(path, has_partials)
                                ? abi::FindArg(spec, "y")
                            : has_partials ? partials
                                           : -1;

@@ -100,35 +100,35 @@ SPK_ENTRY(128) check_moe_topk(const act_t* logits, const bf16_t* pes, act_t* w, 
   spark_moe_topk(logits, pes, w, idx, T, E, K, logit_scale);
 }
 SPK_ENTRY(256) check_moe_gate_up(const act_t* x, const bf16_t* gu, const int* idx, act_t* act,
-                                 int T, int hidden, int inter, int E, int K, int from, int to) {
-  spark_moe_gate_up(x, gu, idx, act, T, hidden, inter, E, K, from, to);
+                                 int T, int hidden, int inter, int E, int K, int path) {
+  spark_moe_gate_up(x, gu, idx, act, T, hidden, inter, E, K, path);
 }
 SPK_ENTRY(256) check_moe_down(const act_t* act, const bf16_t* down, const act_t* w, const int* idx,
                               act_t* y, float* partials, int T, int hidden, int inter, int E,
-                              int K, int from, int to) {
-  spark_moe_down(act, down, w, idx, y, partials, T, hidden, inter, E, K, from, to);
+                              int K, int path) {
+  spark_moe_down(act, down, w, idx, y, partials, T, hidden, inter, E, K, path);
 }
 SPK_ENTRY(256) check_moe_gate_up_nvfp4(const act_t* x, const unsigned char* gu,
                                        const unsigned char* bs, const float* ts, const int* idx,
                                        act_t* act, int T, int hidden, int inter, int E, int K,
-                                       int from, int to) {
-  spark_moe_gate_up_nvfp4(x, gu, bs, ts, idx, act, T, hidden, inter, E, K, from, to);
+                                       int path) {
+  spark_moe_gate_up_nvfp4(x, gu, bs, ts, idx, act, T, hidden, inter, E, K, path);
 }
 SPK_ENTRY(256) check_moe_gate_up_fp8(const act_t* x, const unsigned char* gu, const float* s,
                                      const int* idx, act_t* act, int T, int hidden, int inter,
-                                     int E, int K, int spm, int from, int to) {
-  spark_moe_gate_up_fp8(x, gu, s, idx, act, T, hidden, inter, E, K, spm, from, to);
+                                     int E, int K, int spm, int path) {
+  spark_moe_gate_up_fp8(x, gu, s, idx, act, T, hidden, inter, E, K, spm, path);
 }
 SPK_ENTRY(256) check_moe_down_nvfp4(const act_t* act, const unsigned char* down,
                                     const unsigned char* bs, const float* ts, const act_t* w,
                                     const int* idx, act_t* y, float* partials, int T, int hidden,
-                                    int inter, int E, int K, int from, int to) {
-  spark_moe_down_nvfp4(act, down, bs, ts, w, idx, y, partials, T, hidden, inter, E, K, from, to);
+                                    int inter, int E, int K, int path) {
+  spark_moe_down_nvfp4(act, down, bs, ts, w, idx, y, partials, T, hidden, inter, E, K, path);
 }
 SPK_ENTRY(256) check_moe_down_fp8(const act_t* act, const unsigned char* down, const float* s,
                                   const act_t* w, const int* idx, act_t* y, float* partials, int T,
-                                  int hidden, int inter, int E, int K, int spm, int from, int to) {
-  spark_moe_down_fp8(act, down, s, w, idx, y, partials, T, hidden, inter, E, K, spm, from, to);
+                                  int hidden, int inter, int E, int K, int spm, int path) {
+  spark_moe_down_fp8(act, down, s, w, idx, y, partials, T, hidden, inter, E, K, spm, path);
 }
 SPK_ENTRY(256) check_moe_combine(const float* partials, act_t* y, int T, int hidden, int K) {
   spark_moe_combine(partials, y, T, hidden, K);

@@ -400,10 +400,6 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     info.dtype = *cacheType;
     plan.kv_caches.push_back(std::move(info));
   }
-  // The decode program (plan.h): the steps that do something for one token, with the grids the
-  // lowering sized for one token; only when every launch has one (hand-written IR may not).
-  bool every_launch_has_decode_grid = true;
-  std::vector<rt::DecodeLaunch> decode;
   for (LaunchOp launch : program.getBody().getOps<LaunchOp>()) {
     rt::Step step;
     const abi::KernelSpec *spec = abi::FindKernel(launch.getOp().str().c_str());
@@ -415,29 +411,20 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     if (auto source = launch->getAttrOfType<mlir::StringAttr>("source"))
       step.source = source.getValue().str();
     step.logits_tail = launch.getLogitsTail();
-    for (int i = 0; i < 3; ++i) {
-      step.grid[i] = launch.getGrid()[i];
+    step.grid = {launch.getGridPerTokenAttr().getInt(), launch.getGridFixedAttr().getInt(),
+                 launch.getGridDivisorAttr().getInt()};
+    for (int i = 0; i < 3; ++i)
       step.block[i] = launch.getBlock()[i];
-    }
     for (Attribute a : launch.getArgs()) {
       Expected<rt::StepArg> arg = stepArg(cast<mlir::DictionaryAttr>(a));
       if (!arg)
         return arg.takeError();
       step.args.push_back(*arg);
     }
-    if (std::optional<ArrayRef<int32_t>> grid = launch.getDecodeGrid()) {
-      if (!rt::StepDoesNothing(step, 1, 0)) {
-        rt::DecodeLaunch one;
-        one.step = static_cast<int64_t>(plan.steps.size());
-        for (int i = 0; i < 3; ++i) one.grid[i] = (*grid)[i];
-        decode.push_back(one);
-      }
-    } else {
-      every_launch_has_decode_grid = false;
-    }
     plan.steps.push_back(std::move(step));
   }
-  if (every_launch_has_decode_grid) plan.decode = std::move(decode);
+  // The programs (plan.h): decode, then ranges of prefill sizes that run the same steps.
+  rt::BuildPrograms(&plan);
   absl::Status valid = rt::ValidatePlan(plan, "the compiled plan");
   if (!valid.ok())
     return makeError("internal error: the compiler built an invalid plan: " + fromStatus(valid));

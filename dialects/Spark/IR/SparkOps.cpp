@@ -6,6 +6,7 @@
 #include "dialects/Spark/IR/TypeInference.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "spark/runtime/kernel_abi.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -553,18 +554,22 @@ LogicalResult ProgramOp::verify() {
 }
 
 LogicalResult LaunchOp::verify() {
-  if (getGrid().size() != 3 || getBlock().size() != 3)
-    return emitOpError("expects 3-dimensional grid and block");
-  for (int32_t d : llvm::concat<const int32_t>(getGrid(), getBlock()))
+  if (getBlock().size() != 3)
+    return emitOpError("expects a 3-dimensional block");
+  for (int32_t d : getBlock())
     if (d <= 0)
-      return emitOpError("expects positive grid and block dimensions");
-  if (std::optional<ArrayRef<int32_t>> decode = getDecodeGrid()) {
-    if (decode->size() != 3)
-      return emitOpError("expects a 3-dimensional decode grid");
-    for (int32_t d : *decode)
-      if (d <= 0)
-        return emitOpError("expects positive decode grid dimensions");
-  }
+      return emitOpError("expects positive block dimensions");
+  const struct {
+    const char *name;
+    int64_t value, min;
+  } terms[] = {{"per_token", getGridPerTokenAttr().getInt(), 0},
+               {"fixed", getGridFixedAttr().getInt(), 0},
+               {"divisor", getGridDivisorAttr().getInt(), 1}};
+  for (const auto &term : terms)
+    if (term.value < term.min || term.value > abi::kMaxGridRuleTerm)
+      return emitOpError("expects grid ")
+             << term.name << " in [" << term.min << ", " << abi::kMaxGridRuleTerm << "], got "
+             << term.value;
   for (Attribute arg : getArgs()) {
     auto dict = dyn_cast<DictionaryAttr>(arg);
     if (!dict || dict.size() != 1)

@@ -506,7 +506,7 @@ def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, No
 
     ```mlir
     spark.program @forward {max_tokens = 64 : i64, arena_bytes = 4096 : i64, buffers = [...], weights = [...], inputs = {...}, outputs = {...}, model = {...}} {
-      spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32} ]
+      spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32} ]
     }
     ```
   }];
@@ -528,10 +528,11 @@ def Spark_LaunchOp : Spark_Op<"launch", [HasParent<"ProgramOp">]> {
     `{i32 = n}`, `{f32 = x}`. Literal `i32`/`f32` arguments are compiled into the entry; its
     parameters are the other arguments, in order.
 
-    `grid` is sized for the program's `max_tokens` (prefill). `decode_grid`, when present, is the
-    grid of the same launch in the decode program (one token): the plan's decode program is the
-    launches that have one and do something for one token (docs/plan-format.md). Without it the
-    launch keeps `grid` in decode steps too.
+    `grid` is the launch's grid as a function of a call's token count T (kernel_abi.h
+    GridRule): ceil(max(T * per_token, fixed) / divisor) blocks, at least 1 and at most 2048, so
+    that each call, a decode call of one token included, gets the blocks its own tokens need.
+    Which calls run the launch at all follows from its op (plan.h StepRuns): the plan's programs
+    (docs/plan-format.md "Programs").
 
     `logits_tail` marks the launches that only turn the last hidden state into logits (the
     final norm, the LM head, the softcap): the last launches of the program, each of a row-local
@@ -539,14 +540,15 @@ def Spark_LaunchOp : Spark_Op<"launch", [HasParent<"ProgramOp">]> {
     and skips them when it needs none (docs/plan-format.md "The logits tail").
 
     ```mlir
-    spark.launch "add" @kernels::@spark_add__0 grid [8, 1, 1] block [256, 1, 1] args [{buffer = 1 : i64}, {buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 64 : i32} ] {source = "layers.0.residual"} decode [1, 1, 1]
+    spark.launch "add" @kernels::@spark_add__0 grid(per_token = 64, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 1 : i64}, {buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 64 : i32} ] {source = "layers.0.residual"}
     ```
   }];
-  let arguments = (ins StrAttr:$op, SymbolRefAttr:$kernel, DenseI32ArrayAttr:$grid,
-                       DenseI32ArrayAttr:$block, ArrayAttr:$args,
-                       OptionalAttr<DenseI32ArrayAttr>:$decode_grid, UnitAttr:$logits_tail);
+  let arguments = (ins StrAttr:$op, SymbolRefAttr:$kernel, I64Attr:$grid_per_token,
+                       I64Attr:$grid_fixed, I64Attr:$grid_divisor, DenseI32ArrayAttr:$block,
+                       ArrayAttr:$args, UnitAttr:$logits_tail);
   let assemblyFormat =
-      "$op $kernel `grid` $grid `block` $block `args` $args attr-dict (`decode` $decode_grid^)? "
+      "$op $kernel `grid` `(` `per_token` `=` $grid_per_token `,` `fixed` `=` $grid_fixed `,` "
+      "`divisor` `=` $grid_divisor `)` `block` $block `args` $args attr-dict "
       "(`logits_tail` $logits_tail^)?";
   let hasVerifier = 1;
 }

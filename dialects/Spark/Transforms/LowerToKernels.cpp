@@ -47,10 +47,6 @@ constexpr int64_t kAlignment = 256;
 
 int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-/// The most blocks a launch gets: kernel_abi.h kMaxLaunchBlocks says why.
-int64_t clampGrid(int64_t blocks) {
-  return std::clamp<int64_t>(blocks, 1, abi::kMaxLaunchBlocks);
-}
 
 /// Blocks a decode step's attention should run at least (about two per SM on a 132-SM H200, five
 /// on the 48-SM GB10): a layer with q query heads splits each head's keys into up to
@@ -88,17 +84,9 @@ struct Arg {
   bool isLiteral() const { return kind == I32 || kind == F32; }
 };
 
-/// A launch's grid as a function of the step's token count T: ceil(max(T * perToken, fixed) /
-/// divisor) blocks. Prefill grids are sized for max_tokens, decode grids for one token.
-struct GridRule {
-  int64_t perToken = 0;
-  int64_t fixed = 0;
-  int64_t divisor = 1;
-  int64_t at(int64_t tokens) const {
-    return ceilDiv(std::max(tokens * perToken, fixed), divisor);
-  }
-};
-/// Blocks per token (of `divisor` work items each), or a fixed count of work items.
+/// A launch's grid as a function of a call's token count (kernel_abi.h GridRule): `work` items
+/// per token, or a fixed count of them, `divisor` items per block.
+using abi::GridRule;
 GridRule perToken(int64_t work, int64_t divisor = 1) { return {work, 0, divisor}; }
 GridRule fixedGrid(int64_t work, int64_t divisor = 1) { return {0, work, divisor}; }
 
@@ -106,8 +94,7 @@ GridRule fixedGrid(int64_t work, int64_t divisor = 1) { return {0, work, divisor
 struct PendingLaunch {
   const abi::KernelSpec *spec;
   SmallVector<Arg> args;
-  int64_t gridX;        // for max_tokens
-  int64_t decodeGridX;  // for one token
+  GridRule grid;
   std::string source;
   bool logitsTail = false;  // markLogitsTail
 };
@@ -284,8 +271,7 @@ void Lowering::launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, 
   std::string source = sourceName(op);
   if (!suffix.empty())
     source += ("." + suffix).str();
-  launches.push_back(
-      {spec, std::move(args), clampGrid(grid.at(maxTokens)), clampGrid(grid.at(1)), source});
+  launches.push_back({spec, std::move(args), grid, source});
 }
 
 LogicalResult Lowering::collectCaches() {
@@ -677,65 +663,61 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           return cast<RankedTensorType>(scales[0].getType()).getNumElements() /
                  (experts * matrices);
         };
-        // Steps of kMoeGroupMinTokens tokens or more run the experts grouped by expert (tensor
-        // cores; moe_down into a workspace that moe_combine sums). Decode and prefill get their
-        // own launches, told apart by a literal token range, so that each entry holds only its
-        // own path (the grouped tiles' registers would slow the decode GEMV otherwise).
+        // Calls of kMoeGroupMinTokens tokens or more run the experts grouped by expert (tensor
+        // cores; moe_down into a workspace that moe_combine sums), fewer tokens on the GEMV
+        // path: each path its own launches and entries (the grouped tiles' registers would slow
+        // the decode GEMV otherwise); the programs run the launches of the call's path.
         const bool grouped = maxTokens >= abi::kMoeGroupMinTokens;
-        const int64_t kAll = std::numeric_limits<int32_t>::max();
-        const int64_t decodeTo = grouped ? abi::kMoeGroupMinTokens - 1 : kAll;
         Type guElement = gu.getElementType(),
              downElement = m.getDown().getType().getElementType();
-        auto gateUp = [&](int64_t from, int64_t to, StringRef suffix) {
+        auto gateUp = [&](abi::MoePath path, StringRef suffix) {
           const GridRule grid = perToken(topK * inter, 8);
           if (isa<Float4E2M1FNType>(guElement))
             launch(op, abi::OpId::kMoeGateUpNvfp4,
                    {in, *gateUpW, gateUpScales[0], gateUpScales[1], idx, Arg::buffer(act),
-                    Arg::numTokens(), i32(hidden), i32(inter), i32(experts), i32(topK), i32(from),
-                    i32(to)},
+                    Arg::numTokens(), i32(hidden), i32(inter), i32(experts), i32(topK), i32(path)},
                    grid, suffix);
           else if (isa<Float8E4M3FNType>(guElement))
             launch(op, abi::OpId::kMoeGateUpFp8,
                    {in, *gateUpW, gateUpScales[0], idx, Arg::buffer(act), Arg::numTokens(),
                     i32(hidden), i32(inter), i32(experts), i32(topK),
-                    i32(scalesPerMatrix(m.getGateUpScales(), 2)), i32(from), i32(to)},
+                    i32(scalesPerMatrix(m.getGateUpScales(), 2)), i32(path)},
                    grid, suffix);
           else
             launch(op, abi::OpId::kMoeGateUp,
                    {in, *gateUpW, idx, Arg::buffer(act), Arg::numTokens(), i32(hidden),
-                    i32(inter), i32(experts), i32(topK), i32(from), i32(to)},
+                    i32(inter), i32(experts), i32(topK), i32(path)},
                    grid, suffix);
         };
-        gateUp(1, decodeTo, "gate_up");
+        gateUp(abi::kMoeGemv, "gate_up");
         if (grouped)
-          gateUp(abi::kMoeGroupMinTokens, kAll, "gate_up_grouped");
+          gateUp(abi::kMoeGrouped, "gate_up_grouped");
         nextLaunchReads({act}, {m.getWeights(), m.getIndices()});
         Arg y = out(m.getResult());
-        auto downLaunch = [&](Arg partials, int64_t from, int64_t to, StringRef suffix) {
+        auto downLaunch = [&](Arg partials, abi::MoePath path, StringRef suffix) {
           const GridRule grid = perToken(hidden, 8);
           if (isa<Float4E2M1FNType>(downElement))
             launch(op, abi::OpId::kMoeDownNvfp4,
                    {Arg::buffer(act), *down, downScales[0], downScales[1], w, idx, y, partials,
-                    Arg::numTokens(), i32(hidden), i32(inter), i32(experts), i32(topK), i32(from),
-                    i32(to)},
+                    Arg::numTokens(), i32(hidden), i32(inter), i32(experts), i32(topK), i32(path)},
                    grid, suffix);
           else if (isa<Float8E4M3FNType>(downElement))
             launch(op, abi::OpId::kMoeDownFp8,
                    {Arg::buffer(act), *down, downScales[0], w, idx, y, partials,
                     Arg::numTokens(), i32(hidden), i32(inter), i32(experts), i32(topK),
-                    i32(scalesPerMatrix(m.getDownScales(), 1)), i32(from), i32(to)},
+                    i32(scalesPerMatrix(m.getDownScales(), 1)), i32(path)},
                    grid, suffix);
           else
             launch(op, abi::OpId::kMoeDown,
                    {Arg::buffer(act), *down, w, idx, y, partials, Arg::numTokens(), i32(hidden),
-                    i32(inter), i32(experts), i32(topK), i32(from), i32(to)},
+                    i32(inter), i32(experts), i32(topK), i32(path)},
                    grid, suffix);
         };
-        downLaunch(Arg::null(), 1, decodeTo, "down");
+        downLaunch(Arg::null(), abi::kMoeGemv, "down");
         if (!grouped)
           return success();
         int64_t partials = newScratch(sourceName(op) + ".partials", {topK, hidden}, time);
-        downLaunch(Arg::buffer(partials), abi::kMoeGroupMinTokens, kAll, "down_grouped");
+        downLaunch(Arg::buffer(partials), abi::kMoeGrouped, "down_grouped");
         nextLaunchReads({partials}, {m.getResult()});
         launch(op, abi::OpId::kMoeCombine,
                {Arg::buffer(partials), y, Arg::numTokens(), i32(hidden), i32(topK)},
@@ -1069,9 +1051,8 @@ void Lowering::buildProgram() {
     auto launchOp = LaunchOp::create(
         b, entry.getLoc(), l.spec->op,
         SymbolRefAttr::get(ctx, "kernels", {FlatSymbolRefAttr::get(ctx, entryName)}),
-        b.getDenseI32ArrayAttr({static_cast<int32_t>(l.gridX), 1, 1}),
-        b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}), b.getArrayAttr(args),
-        b.getDenseI32ArrayAttr({static_cast<int32_t>(l.decodeGridX), 1, 1}), l.logitsTail);
+        l.grid.per_token, l.grid.fixed, l.grid.divisor,
+        b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}), b.getArrayAttr(args), l.logitsTail);
     launchOp->setAttr("source", b.getStringAttr(l.source));
   }
 }

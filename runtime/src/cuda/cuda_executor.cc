@@ -453,7 +453,6 @@ absl::Status CudaExecutor::CopyInputs(absl::Span<const int32_t> ids,
 
 absl::Status CudaExecutor::Launch(const ProgramLaunch& launch, int32_t num_soft_tokens) {
   const int step_index = launch.step;
-  const int* grid = launch.grid;
   const Step& step = plan_.steps[step_index];
   const std::vector<ResolvedArg> args = ResolveStepArgs(
       plan_, step, bindings_, launch.num_tokens, num_soft_tokens, launch.first_row);
@@ -481,7 +480,7 @@ absl::Status CudaExecutor::Launch(const ProgramLaunch& launch, int32_t num_soft_
   std::vector<void*> params(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
   SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuLaunchKernel(functions_[step_index], grid[0], grid[1], grid[2],
+      api_, api_->cuLaunchKernel(functions_[step_index], launch.blocks, 1, 1,
                                  step.block[0], step.block[1], step.block[2], step.shared_bytes,
                                  stream_, params.data(), nullptr));
   return absl::OkStatus();
@@ -514,19 +513,16 @@ absl::Status CudaExecutor::LaunchSteps(int32_t num_tokens, int32_t num_soft_toke
                                        LogitRows rows) {
   const bool profiling = mutable_profile() != nullptr;
   if (profiling) SPARK_RETURN_IF_ERROR(CreateStepEvents());
-  // One token: the decode program (its steps, one-token grids); otherwise every step; the
-  // logits tail on the rows asked for.
+  // The call's program (the decode program for one token), each step with the blocks of its
+  // tokens; the logits tail on the rows asked for.
   const std::vector<ProgramLaunch> program =
       ProgramFor(plan_, num_tokens, num_soft_tokens, rows);
   for (size_t k = 0; k < program.size(); ++k) {
     const int index = program[k].step;
     const Step& step = plan_.steps[index];
     if (profiling) SPARK_CU_RETURN_IF_ERROR(api_, api_->cuEventRecord(step_events_[k], stream_));
-    // A launch the ABI defines as doing nothing at this size is not made (plan.h).
-    if (!StepDoesNothing(step, program[k].num_tokens, num_soft_tokens)) {
-      SPARK_RETURN_IF_ERROR(
-          WithContext(Launch(program[k], num_soft_tokens), DescribeStep(index, step)));
-    }
+    SPARK_RETURN_IF_ERROR(
+        WithContext(Launch(program[k], num_soft_tokens), DescribeStep(index, step)));
     if (step_observer()) {
       SPARK_RETURN_IF_ERROR(WithContext(ObserveStep(index, num_tokens), DescribeStep(index, step)));
     }

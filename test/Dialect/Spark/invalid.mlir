@@ -37,7 +37,7 @@ func.func @i8_weight() {
 // spark.launch must sit in a spark.program.
 func.func @launch_outside_program() {
   // expected-error @+1 {{'spark.launch' op expects parent op 'spark.program'}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64}]
+  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64}]
   return
 }
 
@@ -1005,18 +1005,34 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 
 // -----
 
-// Grid and block are 3-dimensional.
+// The block is 3-dimensional.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
-  // expected-error @+1 {{'spark.launch' op expects 3-dimensional grid and block}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1] block [256, 1, 1] args [{buffer = 0 : i64}]
+  // expected-error @+1 {{'spark.launch' op expects a 3-dimensional block}}
+  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1] args [{buffer = 0 : i64}]
 }
 
 // -----
 
-// Grid and block dimensions are positive.
+// Block dimensions are positive.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
-  // expected-error @+1 {{'spark.launch' op expects positive grid and block dimensions}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [0, 1, 1] args [{buffer = 0 : i64}]
+  // expected-error @+1 {{'spark.launch' op expects positive block dimensions}}
+  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [0, 1, 1] args [{buffer = 0 : i64}]
+}
+
+// -----
+
+// A grid rule's divisor is at least 1 (kernel_abi.h GridRule).
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+  // expected-error @+1 {{'spark.launch' op expects grid divisor in [1, 2147483648], got 0}}
+  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 1, fixed = 0, divisor = 0) block [256, 1, 1] args [{buffer = 0 : i64}]
+}
+
+// -----
+
+// Its terms are not negative.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+  // expected-error @+1 {{'spark.launch' op expects grid per_token in [0, 2147483648], got -1}}
+  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = -1, fixed = 0, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64}]
 }
 
 // -----
@@ -1024,7 +1040,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // Every argument is a one-entry dictionary.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
   // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got {buffer = 0 : i64, i32 = 4 : i32}}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [{buffer = 0 : i64, i32 = 4 : i32}]
+  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64, i32 = 4 : i32}]
 }
 
 // -----
@@ -1032,7 +1048,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // A non-dictionary argument is rejected too.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
   // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got 4 : i32}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid [1, 1, 1] block [256, 1, 1] args [4 : i32]
+  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [4 : i32]
 }
 
 // -----

@@ -181,6 +181,8 @@ TEST_F(HostExecutorTest, SoftTokensReplaceEmbeddingRowsAndOutOfRangeRowsAreSkipp
   ExpectNear(Row(logits, 1), {3, 2.5f, 5.5f, 2});
 }
 
+// The observer sees the output of every step the call runs: without soft tokens the call's
+// program has no merge.
 TEST_F(HostExecutorTest, StepObserverSeesEveryOutputBuffer) {
   std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
   std::vector<std::string> names;
@@ -197,7 +199,7 @@ TEST_F(HostExecutorTest, StepObserverSeesEveryOutputBuffer) {
   std::vector<float> logits;
   ASSERT_TRUE(executor->RunStep({2, 3}, {0, 1}, nullptr, &logits).ok());
   EXPECT_EQ(names,
-            (std::vector<std::string>{"0.embed", "1.merge", "3.layers.0.attention", "4.lm_head"}));
+            (std::vector<std::string>{"0.embed", "3.layers.0.attention", "4.lm_head"}));
   ExpectNear(embed_output, {1, 1, -1, 2});
 }
 
@@ -218,7 +220,7 @@ TEST_F(HostExecutorTest, Bf16ActivationsAreStoredAsBf16) {
   });
   std::vector<float> logits;
   ASSERT_TRUE(executor->RunStep({0, 1, 2}, {0, 1, 2}, nullptr, &logits).ok());
-  EXPECT_EQ(outputs, 4);  // embed, merge, attention, lm_head
+  EXPECT_EQ(outputs, 3);  // embed, attention, lm_head (no merge: the call has no soft tokens)
   // Token 2 attends to the mean of rows {1,0}, {0,1}, {1,1}: (2/3, 2/3), stored as bf16
   // 0.66796875 (f32 keeps 0.6666667, see PrefillComputesEveryRow); the logits are its products
   // with the table rows, rounded again, and come back widened to f32.
@@ -236,16 +238,17 @@ TEST_F(HostExecutorTest, StepDumpWritesOneSafetensorsFilePerCall) {
   ASSERT_TRUE(executor->RunStep({1}, {2}, nullptr, &logits).ok());
   absl::StatusOr<std::vector<OwnedTensor>> first = ReadSafetensorsFile(dir + "/run000.safetensors");
   ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_EQ(first->size(), 4u);
+  ASSERT_EQ(first->size(), 3u);  // the steps the call runs: no merge without soft tokens
   EXPECT_EQ((*first)[0].name, "0.embed");
   EXPECT_EQ((*first)[0].dtype, "F32");
   EXPECT_EQ((*first)[0].shape, (std::vector<int64_t>{2, kHidden}));
-  EXPECT_EQ((*first)[3].name, "4.lm_head");
-  EXPECT_EQ((*first)[3].shape, (std::vector<int64_t>{2, kVocab}));
+  EXPECT_EQ((*first)[2].name, "4.lm_head");
+  EXPECT_EQ((*first)[2].shape, (std::vector<int64_t>{2, kVocab}));
   absl::StatusOr<std::vector<OwnedTensor>> second =
       ReadSafetensorsFile(dir + "/run001.safetensors");
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ((*second)[3].shape, (std::vector<int64_t>{1, kVocab}));
+  ASSERT_EQ(second->size(), 3u);
+  EXPECT_EQ((*second)[2].shape, (std::vector<int64_t>{1, kVocab}));
   EXPECT_EQ(executor->name(), "host");
 }
 

@@ -18,7 +18,6 @@ namespace {
 using testing_util::ErrorContains;
 
 constexpr float kTol = 1e-5f;
-constexpr int32_t kAll = 0x7fffffff;  // tokens_to of an op that runs for every step size
 
 std::vector<uint16_t> Bf16(const std::vector<float>& values) {
   std::vector<uint16_t> out;
@@ -601,22 +600,8 @@ TEST(HostKernelsTest, MoeGateUpSplitsGateAndUpRows) {
   const std::vector<float> x = {1, 0};
   const std::vector<int32_t> idx = {1, 5};  // top_k 2; index 5 is out of range -> zero row
   std::vector<float> act(2, 7.0f);
-  host::MoeGateUp(x.data(), gate_up.data(), idx.data(), act.data(), 1, 2, 1, 2, 2, 1, kAll);
+  host::MoeGateUp(x.data(), gate_up.data(), idx.data(), act.data(), 1, 2, 1, 2, 2, abi::kMoeGemv);
   ExpectNear(act, {0.84119199f * 2, 0});
-}
-
-TEST(HostKernelsTest, MoeExpertOpsDoNothingOutsideTheirTokenRange) {
-  const std::vector<uint16_t> gate_up = Bf16({1, 0, 2, 0}), down = Bf16({1, 2});
-  const std::vector<float> x = {1, 0}, w = {1};
-  const std::vector<int32_t> idx = {0};
-  std::vector<float> act = {7}, y = {7, 7};
-  host::MoeGateUp(x.data(), gate_up.data(), idx.data(), act.data(), 1, 2, 1, 1, 1, 16, kAll);
-  host::MoeDown(act.data(), down.data(), w.data(), idx.data(), y.data(), nullptr, 1, 2, 1, 1, 1,
-                2, 15);
-  ExpectNear(act, {7});
-  ExpectNear(y, {7, 7});
-  host::MoeGateUp(x.data(), gate_up.data(), idx.data(), act.data(), 1, 2, 1, 1, 1, 1, 15);
-  ExpectNear(act, {0.84119199f * 2});
 }
 
 TEST(HostKernelsTest, MoeDownSumsWeightedExpertOutputs) {
@@ -626,8 +611,7 @@ TEST(HostKernelsTest, MoeDownSumsWeightedExpertOutputs) {
   const std::vector<float> w = {0.5f, 0.25f};
   const std::vector<int32_t> idx = {0, 1};
   std::vector<float> y(2);
-  host::MoeDown(act.data(), down.data(), w.data(), idx.data(), y.data(), nullptr, 1, 2, 1, 2, 2, 1,
-                kAll);
+  host::MoeDown(act.data(), down.data(), w.data(), idx.data(), y.data(), nullptr, 1, 2, 1, 2, 2, abi::kMoeGemv);
   ExpectNear(y, {0.5f * 1 + 0.25f * 3 * 2, 0.5f * 2 + 0.25f * 4 * 2});
 }
 
@@ -635,9 +619,11 @@ TEST(HostKernelsTest, MoeDownSumsWeightedExpertOutputs) {
 // workspace (zeros for an invalid index), y is left alone, and MoeCombine sums a token's rows.
 TEST(HostKernelsTest, GroupedMoeDownWritesSlotRowsThatCombineSums) {
   const int T = abi::kMoeGroupMinTokens;
-  ASSERT_TRUE(abi::MoeDownGrouped(T, true));
-  ASSERT_FALSE(abi::MoeDownGrouped(T - 1, true));
-  ASSERT_FALSE(abi::MoeDownGrouped(T, false));
+  ASSERT_TRUE(abi::MoeDownGrouped(abi::kMoeGrouped, true));
+  ASSERT_FALSE(abi::MoeDownGrouped(abi::kMoeGemv, true));
+  ASSERT_FALSE(abi::MoeDownGrouped(abi::kMoeGrouped, false));
+  ASSERT_EQ(abi::MoePathFor(T), abi::kMoeGrouped);
+  ASSERT_EQ(abi::MoePathFor(T - 1), abi::kMoeGemv);
   const std::vector<uint16_t> down = Bf16({1, 2, 3, 4});  // hidden 2, intermediate 1, 2 experts
   std::vector<float> act(T * 2), w(T * 2);
   std::vector<int32_t> idx(T * 2);
@@ -649,9 +635,9 @@ TEST(HostKernelsTest, GroupedMoeDownWritesSlotRowsThatCombineSums) {
   idx[3] = -1;  // token 1, k 1: invalid
   std::vector<float> direct(T * 2), y(T * 2, 7.0f), partials(T * 2 * 2, -1.0f);
   host::MoeDown(act.data(), down.data(), w.data(), idx.data(), direct.data(), nullptr, T, 2, 1, 2,
-                2, 1, kAll);
+                2, abi::kMoeGemv);
   host::MoeDown(act.data(), down.data(), w.data(), idx.data(), y.data(), partials.data(), T, 2, 1,
-                2, 2, 1, kAll);
+                2, 2, abi::kMoeGrouped);
   for (float v : y) EXPECT_EQ(v, 7.0f);
   // Slot 2 (token 1, k 0): expert 0, act 3: 0.25 * 3 * [1, 2].
   EXPECT_FLOAT_EQ(partials[2 * 2], 0.75f);
@@ -662,10 +648,11 @@ TEST(HostKernelsTest, GroupedMoeDownWritesSlotRowsThatCombineSums) {
   ExpectNear(y, direct);
 }
 
-TEST(HostKernelsTest, MoeCombineWritesNothingForAnUngroupedStep) {
-  std::vector<float> partials(4, 1.0f), y = {9, 9};
-  host::MoeCombine(partials.data(), y.data(), 1, 2, 2);  // 1 token: decode, never grouped
-  ExpectNear(y, {9, 9});
+// moe_combine sums whatever call it is in (the programs run it only after a grouped moe_down).
+TEST(HostKernelsTest, MoeCombineSumsEachTokensSlotRows) {
+  std::vector<float> partials = {1, 2, 3, 4}, y = {9, 9};  // 1 token, top_k 2, hidden 2
+  host::MoeCombine(partials.data(), y.data(), 1, 2, 2);
+  ExpectNear(y, {4, 6});
 }
 
 TEST(HostKernelsTest, ScatterRowsSkipsNegativeAndTooLargeIndices) {

@@ -78,18 +78,17 @@ TEST(KernelRegistryTest, ArgumentsAreConsistent) {
       ASSERT_TRUE(rule->a >= 0 && rule->a < spec.num_args) << spec.op;
       EXPECT_EQ(spec.args[rule->a].kind, param ? ArgKind::kF32 : ArgKind::kI32) << spec.op;
       const bool unary = param || rule->kind == RuleKind::kPositive || rule->kind == RuleKind::kEven ||
-                         rule->kind == RuleKind::kMultipleOf16;
+                         rule->kind == RuleKind::kMultipleOf16 || rule->kind == RuleKind::kZeroOrOne;
       if (unary) {
         EXPECT_EQ(rule->b, -1) << spec.op;
       } else {
         EXPECT_TRUE(IsSizeArg(spec, rule->b)) << spec.op;
       }
     }
-    if (spec.skip == Skip::kOutsideTokenRange) {
-      EXPECT_GE(FindRole(spec, Role::kTokensFrom), 0) << spec.op;
-      EXPECT_GE(FindRole(spec, Role::kTokensTo), 0) << spec.op;
+    if (spec.runs == Runs::kOnItsPath) {
+      EXPECT_GE(FindRole(spec, Role::kMoePath), 0) << spec.op;
     }
-    if (spec.skip == Skip::kUnlessSplit) {
+    if (spec.runs == Runs::kWhenSplit) {
       EXPECT_TRUE(IsSizeArg(spec, FindArg(spec, "max_splits"))) << spec.op;
       EXPECT_TRUE(IsSizeArg(spec, FindArg(spec, "split_rows"))) << spec.op;
     }

@@ -147,7 +147,7 @@ inline Step MakeStep(const std::string& op, int block, std::vector<StepArg> args
   Step step;
   step.op = abi::FindKernel(op.c_str())->id;
   step.source = absl::StrCat("test.", op);
-  step.grid[0] = 4;
+  step.grid = {0, 4, 1};  // 4 blocks for any call
   step.block[0] = block;
   step.args = std::move(args);
   step.kernel = EntryPointOf(step);  // the entry spark-compile would name
@@ -218,6 +218,7 @@ inline Plan TestPlan(const std::string& target = "sm_90a") {
                 num_tokens, I32Arg(1), I32Arg(1), I32Arg(4), KindArg(ArgRefKind::kKvCapacity, 0),
                 I32Arg(512), F32Arg(0.5f), I32Arg(1), I32Arg(0), I32Arg(::spark::abi::kCacheF32),
                 KindArg(ArgRefKind::kNull)}));
+  BuildPrograms(&plan);
   return plan;
 }
 

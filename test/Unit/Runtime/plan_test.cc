@@ -40,7 +40,15 @@ absl::Status ParseEditedJson(absl::string_view from, absl::string_view to) {
       .status();
 }
 
-absl::Status ParsePlan(const Plan& plan) {
+// `plan` with its programs rebuilt as spark-compile builds them (BuildPrograms: the tests below
+// add and change steps), written and read back.
+absl::Status ParsePlan(Plan plan) {
+  BuildPrograms(&plan);
+  return ParsePlanSection(SerializePlanSection(plan), "m.cubin").status();
+}
+
+// `plan` written and read back as it is, programs included.
+absl::Status ParsePlanAsIs(const Plan& plan) {
   return ParsePlanSection(SerializePlanSection(plan), "m.cubin").status();
 }
 
@@ -159,7 +167,9 @@ TEST(PlanTest, RoundTripIsExact) {
     EXPECT_EQ(a.op, b.op);
     EXPECT_EQ(a.kernel, b.kernel);
     EXPECT_EQ(a.source, b.source);
-    EXPECT_EQ(std::memcmp(a.grid, b.grid, sizeof(a.grid)), 0);
+    EXPECT_EQ(a.grid.per_token, b.grid.per_token);
+    EXPECT_EQ(a.grid.fixed, b.grid.fixed);
+    EXPECT_EQ(a.grid.divisor, b.grid.divisor);
     EXPECT_EQ(std::memcmp(a.block, b.block, sizeof(a.block)), 0);
     EXPECT_EQ(a.shared_bytes, b.shared_bytes);
     ASSERT_EQ(a.args.size(), b.args.size());
@@ -172,52 +182,178 @@ TEST(PlanTest, RoundTripIsExact) {
   }
 }
 
-// The decode program of TestPlan: every step that does something for one token, grids of 1.
-Plan WithDecodeProgram(Plan plan) {
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    if (StepDoesNothing(plan.steps[i], 1, 0)) continue;
-    DecodeLaunch launch;
-    launch.step = static_cast<int64_t>(i);
-    plan.decode.push_back(launch);
-  }
-  return plan;
-}
-
-TEST(PlanTest, TheDecodeProgramRoundTrips) {
-  const Plan plan = WithDecodeProgram(TestPlan());
-  ASSERT_FALSE(plan.decode.empty());
+// TestPlan's programs (BuildPrograms): decode (one token: every step but scatter_rows), calls of
+// 2..8 tokens (the same steps), and calls of 1..8 tokens with soft rows (every step).
+TEST(PlanTest, ProgramsCoverEveryCallSizeAndRoundTrip) {
+  const Plan plan = TestPlan();
+  ASSERT_EQ(plan.programs.size(), 3u);
+  EXPECT_EQ(plan.programs[0].name, "decode");
+  EXPECT_EQ(plan.programs[0].steps, (std::vector<int64_t>{0, 2, 3, 4, 5}));
+  EXPECT_EQ(plan.programs[1].name, "prefill_2_8");
+  EXPECT_EQ(plan.programs[1].steps, plan.programs[0].steps);
+  EXPECT_EQ(plan.programs[2].name, "prefill_soft_1_8");
+  EXPECT_TRUE(plan.programs[2].soft_tokens);
+  EXPECT_EQ(plan.programs[2].steps, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
   const std::string section = SerializePlanSection(plan);
-  EXPECT_TRUE(absl::StrContains(section, R"("decode":[{"step":)"));
+  EXPECT_TRUE(absl::StrContains(
+      section, R"("programs":[{"name":"decode","min_tokens":1,"max_tokens":1,"steps":[0,2,3,4,5]})"));
+  EXPECT_TRUE(absl::StrContains(section, R"("soft_tokens":true)"));
   const absl::StatusOr<Plan> parsed = ParsePlanSection(section, "m.cubin");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
-  ASSERT_EQ(parsed->decode.size(), plan.decode.size());
-  EXPECT_EQ(parsed->decode[0].step, plan.decode[0].step);
   EXPECT_EQ(SerializePlanSection(*parsed), section);
-  // A plan without one keeps none (decode steps then run every step).
-  EXPECT_FALSE(absl::StrContains(SerializePlanSection(TestPlan()), R"("decode")"));
+  EXPECT_EQ(ProgramOf(*parsed, 1, false)->name, "decode");
+  EXPECT_EQ(ProgramOf(*parsed, 8, false)->name, "prefill_2_8");
+  EXPECT_EQ(ProgramOf(*parsed, 1, true)->name, "prefill_soft_1_8");
+  EXPECT_EQ(ProgramOf(*parsed, 9, false), nullptr);
+  // Without soft-token inputs there are no soft programs.
+  Plan no_soft = plan;
+  no_soft.soft_embeddings = no_soft.soft_indices = -1;
+  no_soft.steps.erase(no_soft.steps.begin() + 1);  // scatter_rows
+  BuildPrograms(&no_soft);
+  ASSERT_EQ(no_soft.programs.size(), 2u);
+  EXPECT_TRUE(ParsePlanAsIs(no_soft).ok()) << ParsePlanAsIs(no_soft);
 }
 
-TEST(PlanTest, TheDecodeProgramRunsExactlyTheStepsThatWorkForOneToken) {
-  const Plan plan = WithDecodeProgram(TestPlan());
-  Plan missing = plan;
-  missing.decode.erase(missing.decode.begin() + 1);
-  EXPECT_TRUE(StatusIs(ParsePlan(missing), kInvalid, "the decode program must run, in order"));
-  Plan last_missing = plan;
-  last_missing.decode.pop_back();
-  EXPECT_TRUE(StatusIs(ParsePlan(last_missing), kInvalid,
-                       "does something for one token but the decode program does not run it"));
-  Plan swapped = plan;
-  std::swap(swapped.decode[0], swapped.decode[1]);
-  EXPECT_TRUE(StatusIs(ParsePlan(swapped), kInvalid, "decode[0].step: expected step"));
-  Plan out_of_range = plan;
-  out_of_range.decode[0].step = 100000;
-  EXPECT_TRUE(StatusIs(ParsePlan(out_of_range), kInvalid, "decode[0].step: step id 100000"));
-  Plan bad_grid = plan;
-  bad_grid.decode[0].grid[0] = 0;
-  EXPECT_TRUE(StatusIs(ParsePlan(bad_grid), kInvalid, "decode[0].grid[0]"));
-  Plan two_d = plan;
-  two_d.decode[0].grid[1] = 2;
-  EXPECT_TRUE(StatusIs(ParsePlan(two_d), kInvalid, "decode[0].grid[1]: expected 1"));
+// A MoE model's programs split where the path changes (kMoeGroupMinTokens) and where attention
+// stops splitting (AttentionSplits): each program runs exactly the steps of its sizes.
+TEST(PlanTest, ProgramsFollowTheMoePathsAndAttentionSplits) {
+  Plan plan = TestPlan();
+  plan.max_tokens = 64;
+  for (BufferInfo& buffer : plan.buffers) buffer.offset *= 8;  // rows for 64 tokens
+  plan.arena_bytes *= 8;
+  const int64_t partials = static_cast<int64_t>(plan.buffers.size());
+  plan.buffers.push_back({"%partials", DType::kF32, {2, 4}, plan.arena_bytes});
+  plan.arena_bytes += 64 * 2 * 4 * 4;
+  const int64_t indices = static_cast<int64_t>(plan.buffers.size());
+  plan.buffers.push_back({"%indices", DType::kI32, {2}, plan.arena_bytes});
+  plan.arena_bytes += 64 * 2 * 4;
+  const StepArg tokens = test::KindArg(ArgRefKind::kNumTokens);
+  const auto down = [&](StepArg workspace, int path) {
+    return test::MakeStep("moe_down", 256,
+                          {test::BufferArg(2), test::WeightArg(0), test::BufferArg(2),
+                           test::BufferArg(indices), test::BufferArg(2), workspace,
+                           tokens, test::I32Arg(4), test::I32Arg(2), test::I32Arg(2),
+                           test::I32Arg(2), test::I32Arg(path)});
+  };
+  plan.steps.push_back(down(test::KindArg(ArgRefKind::kNull), abi::kMoeGemv));     // 6
+  plan.steps.push_back(down(test::BufferArg(partials), abi::kMoeGrouped));         // 7
+  plan.steps.push_back(test::MakeStep("moe_combine", 256,
+                                      {test::BufferArg(partials), test::BufferArg(2), tokens,
+                                       test::I32Arg(4), test::I32Arg(2)}));         // 8
+  // A split attention (max_splits 4, split_rows 64): split for calls of at most 32 tokens.
+  plan.steps[5].args[abi::ops::attention::max_splits] = test::I32Arg(4);
+  plan.steps[5].args[abi::ops::attention::split_rows] = test::I32Arg(64);
+  plan.steps[5].args[abi::ops::attention::partials] = test::BufferArg(partials);
+  plan.steps[5].kernel = EntryPointOf(plan.steps[5]);
+  plan.steps.insert(plan.steps.begin() + 6,
+                    test::MakeStep("attention_merge", 128,
+                                   {test::BufferArg(partials), test::BufferArg(5), tokens,
+                                    test::I32Arg(1), test::I32Arg(4), test::I32Arg(4),
+                                    test::I32Arg(64)}));  // 6; the MoE steps are 7, 8, 9
+  BuildPrograms(&plan);
+  std::vector<std::string> names;
+  for (const Program& program : plan.programs) names.push_back(program.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"decode", "prefill_2_15", "prefill_16_32",
+                                             "prefill_33_64", "prefill_soft_1_15",
+                                             "prefill_soft_16_32", "prefill_soft_33_64"}));
+  EXPECT_EQ(plan.programs[0].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(plan.programs[2].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 6, 8, 9}));
+  EXPECT_EQ(plan.programs[3].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 8, 9}));
+  for (int64_t t = 1; t <= plan.max_tokens; ++t) {
+    for (const bool soft : {false, true}) {
+      const Program* program = ProgramOf(plan, t, soft);
+      ASSERT_NE(program, nullptr) << t;
+      for (size_t s = 0; s < plan.steps.size(); ++s) {
+        EXPECT_EQ(StepRuns(plan.steps[s], t, soft),
+                  std::find(program->steps.begin(), program->steps.end(), s) !=
+                      program->steps.end())
+            << "step " << s << ", " << t << " tokens";
+      }
+    }
+  }
+  // Moving the GEMV path to the grouped side leaves the grouped calls two moe_down steps.
+  Plan wrong = plan;
+  wrong.programs[2].steps.insert(wrong.programs[2].steps.begin() + 6, 7);
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(wrong), kInvalid,
+                       "m.cubin: plan programs[2]: step 7 (test.moe_down, op moe_down) does "
+                       "nothing in a call of 16 tokens, but the program runs it"));
+  EXPECT_TRUE(ParsePlanAsIs(plan).ok()) << ParsePlanAsIs(plan);
+}
+
+TEST(PlanTest, RejectsProgramsThatDoNotFitThePlan) {
+  const Plan plan = TestPlan();
+  ASSERT_TRUE(ParsePlanAsIs(plan).ok()) << ParsePlanAsIs(plan);
+  Plan bad = plan;
+  bad.programs[0].steps.erase(bad.programs[0].steps.begin() + 1);
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "m.cubin: plan programs[0]: step 2 (test.rms_norm, op rms_norm) is needed "
+                       "in a call of 1 token, but the program does not run it"));
+  bad = plan;
+  bad.programs[0].steps.insert(bad.programs[0].steps.begin() + 1, 1);
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "programs[0]: step 1 (test.scatter_rows, op scatter_rows) does nothing in "
+                       "a call of 1 token, but the program runs it"));
+  bad = plan;
+  std::swap(bad.programs[0].steps[0], bad.programs[0].steps[1]);
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "programs[0].steps[1]: expected a step id greater than the one before it"));
+  bad = plan;
+  bad.programs[0].steps.push_back(100000);
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "programs[0].steps[5]: expected a step id greater than the one before it "
+                       "and less than 6, found 100000"));
+  bad = plan;
+  bad.programs[1].min_tokens = 3;
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "programs[1]: leaves a gap: a call of 2 tokens has none"));
+  bad = plan;
+  bad.programs[1].min_tokens = 1;
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "programs[1]: overlaps another program: a call of 1 token has two programs"));
+  bad = plan;
+  bad.programs[1].max_tokens = 7;
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "m.cubin: plan programs: no program for calls of 8 to 8 tokens"));
+  bad = plan;
+  bad.programs[1].max_tokens = 9;
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "programs[1].max_tokens: expected an integer in [2, 8], found 9"));
+  bad = plan;
+  bad.programs.pop_back();
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "no program for calls of 1 to 8 tokens with soft-token rows"));
+  bad = plan;
+  bad.programs[1].name = "decode";
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "programs[1].name: \"decode\" is also the name of programs[0]"));
+  bad.programs[1].name = "pre fill";
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "programs[1].name: expected 1 to 64 letters, digits or '_'"));
+  bad = plan;
+  bad.programs.clear();
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "m.cubin: plan programs: expected at least one program, found none"));
+  bad = plan;
+  for (Program& program : bad.programs) {
+    program.steps.erase(std::remove(program.steps.begin(), program.steps.end(), 5),
+                        program.steps.end());
+  }
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid, "is needed in a call of 1 token"));
+  // A soft program in a plan without soft inputs.
+  bad = plan;
+  bad.soft_embeddings = bad.soft_indices = -1;
+  bad.steps.erase(bad.steps.begin() + 1);
+  BuildPrograms(&bad);
+  bad.programs.push_back(bad.programs[1]);
+  bad.programs.back().name = "soft";
+  bad.programs.back().soft_tokens = true;
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
+                       "programs[2].soft_tokens: a program for calls with soft-token rows, but the "
+                       "plan has no soft-token inputs"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("soft_tokens":true)", R"("soft_tokens":false)"),
+                       kInvalid, "soft_tokens: expected true (absent means false), found false"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("programs":[)", R"("programs":7,"x":[)"), kInvalid,
+                       "m.cubin: plan programs: expected an array, found 7"));
 }
 
 TEST(PlanTest, FloatsRoundTripBitExactInShortestForm) {
@@ -240,7 +376,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 11u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 12u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -280,14 +416,14 @@ TEST(PlanTest, RejectsBadMagic) {
 
 TEST(PlanTest, RejectsNewerVersion) {
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 12;
+  section[8] = 13;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 12 is not supported (this runtime reads version "
-                       "11); recompile the model with this release's spark-compile"));
-  section[8] = 10;  // version 10: no weight transforms
+                       "model.cubin: plan version 13 is not supported (this runtime reads version "
+                       "12); recompile the model with this release's spark-compile"));
+  section[8] = 11;  // version 11: one step list and a decode list, grids for max_tokens
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 10 is not supported (this runtime reads version "
-                       "11)"));
+                       "model.cubin: plan version 11 is not supported (this runtime reads version "
+                       "12)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -420,9 +556,9 @@ TEST(PlanTest, RejectsMissingKey) {
 }
 
 TEST(PlanTest, RejectsUnknownKey) {
-  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("max_tokens":8,)", R"("max_tokens":8,"batch":2,)"),
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("arena_bytes":)", R"("batch":2,"arena_bytes":)"),
                        kInvalid,
-                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 11); "
+                       "m.cubin: plan: unknown key \"batch\" (this runtime reads plan version 12); "
                        "recompile the model with this release's spark-compile"));
 }
 
@@ -431,9 +567,11 @@ TEST(PlanTest, RejectsWrongJsonTypes) {
                        "m.cubin: plan max_tokens: expected an integer, found \"8\""));
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("offset":0)", R"("offset":-4)"), kInvalid,
                        "m.cubin: plan buffers[0].offset: expected an integer >= 0, found -4"));
-  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("grid":[4,1,1])", R"("grid":[4,1])"), kInvalid,
-                       "m.cubin: plan steps[0].grid: expected an array of 3 integers, found an "
-                       "array"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("grid":{"per_token":0,"fixed":4,"divisor":1})",
+                                       R"("grid":[4,1,1])"),
+                       kInvalid, "m.cubin: plan steps[0].grid: expected an object, found an array"));
+  EXPECT_TRUE(StatusIs(ParseEditedJson(R"("divisor":1})", R"("divisor":1,"blocks":4})"),
+                       kInvalid, "m.cubin: plan steps[0].grid: unknown key \"blocks\""));
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("target":"sm_90a")", R"("target":7)"), kInvalid,
                        "m.cubin: plan target: expected a string, found 7"));
   EXPECT_TRUE(StatusIs(ParseEditedJson(R"("buffers":[)", R"("buffers":7,"x":[)"), kInvalid,
@@ -643,6 +781,7 @@ TEST(PlanTest, AttentionLastVisibleIsThePlansInput) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        absl::StrCat("(buffer ", plan.input_last_visible, ")")));
   plan.steps.back() = attention(test::BufferArg(plan.input_last_visible));
+  BuildPrograms(&plan);
   const absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->input_last_visible, plan.input_last_visible);
@@ -697,6 +836,17 @@ TEST(PlanTest, ChecksTheAttentionWorkspace) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "attention may write 8589934592 floats"));
 }
 
+// TestPlan with room for 16 tokens per step, so that calls take the grouped MoE path too
+// (kMoeGroupMinTokens) and moe_combine is in a program.
+Plan TestPlanOf16Tokens() {
+  Plan plan = TestPlan();
+  plan.max_tokens = 16;
+  for (BufferInfo& buffer : plan.buffers) buffer.offset *= 2;
+  plan.arena_bytes *= 2;
+  BuildPrograms(&plan);
+  return plan;
+}
+
 // The workspace of moe_down grouped by expert and of moe_combine: top_k x hidden floats per token.
 TEST(PlanTest, ChecksTheMoeWorkspace) {
   const StepArg num_tokens = test::KindArg(ArgRefKind::kNumTokens);
@@ -707,7 +857,7 @@ TEST(PlanTest, ChecksTheMoeWorkspace) {
                           {partials, test::BufferArg(2), num_tokens, test::I32Arg(2),
                            test::I32Arg(2)});
   };
-  Plan plan = TestPlan();
+  Plan plan = TestPlanOf16Tokens();
   plan.steps.push_back(combine(test::BufferArg(3)));
   EXPECT_TRUE(ParsePlan(plan).ok());
   // An f32 buffer of 1 element per token, at the end of the arena.
@@ -716,27 +866,27 @@ TEST(PlanTest, ChecksTheMoeWorkspace) {
     plan.arena_bytes += 4 * plan.max_tokens;
     return plan;
   };
-  const int64_t small = static_cast<int64_t>(TestPlan().buffers.size());
-  plan = with_small_buffer(TestPlan());
+  const int64_t small = static_cast<int64_t>(TestPlanOf16Tokens().buffers.size());
+  plan = with_small_buffer(TestPlanOf16Tokens());
   plan.steps.push_back(combine(test::BufferArg(small)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "moe_combine uses 4 elements per token of partials, buffer 8 (%small) has "
                        "1"));
-  plan = TestPlan();
+  plan = TestPlanOf16Tokens();
   plan.steps.push_back(combine(test::KindArg(ArgRefKind::kNull)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "partials of moe_combine may not be null"));
-  const auto down = [&](StepArg partials) {
+  const auto down = [&](StepArg partials, int path) {
     return test::MakeStep(
         "moe_down", 256,
         {test::BufferArg(3), test::WeightArg(0), test::BufferArg(3), test::BufferArg(plan.input_ids),
          test::BufferArg(2), partials, num_tokens, test::I32Arg(2), test::I32Arg(16),
-         test::I32Arg(2), test::I32Arg(1), test::I32Arg(16), test::I32Arg(1 << 30)});
+         test::I32Arg(2), test::I32Arg(1), test::I32Arg(path)});
   };
-  plan = TestPlan();
-  plan.steps.push_back(down(test::KindArg(ArgRefKind::kNull)));  // never grouped
+  plan = TestPlanOf16Tokens();
+  plan.steps.push_back(down(test::KindArg(ArgRefKind::kNull), abi::kMoeGemv));  // never grouped
   EXPECT_TRUE(ParsePlan(plan).ok());
-  plan = with_small_buffer(TestPlan());
-  plan.steps.push_back(down(test::BufferArg(small)));
+  plan = with_small_buffer(TestPlanOf16Tokens());
+  plan.steps.push_back(down(test::BufferArg(small), abi::kMoeGrouped));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "moe_down uses 2 elements per token of partials, buffer 8 (%small) has 1"));
 }
@@ -878,18 +1028,17 @@ TEST(PlanTest, BufferDTypesMatchWhatTheOpUses) {
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
 }
 
-// A MoE expert step with tokens_from > tokens_to would never run: its output would be stale.
-TEST(PlanTest, RejectsAnEmptyMoeTokenRange) {
+// A MoE expert step's path is kMoeGemv (0) or kMoeGrouped (1).
+TEST(PlanTest, RejectsAnUnknownMoePath) {
   Plan plan = TestPlan();
   plan.steps.push_back(test::MakeStep(
       "moe_gate_up", 256,
       {test::BufferArg(2), test::WeightArg(0), test::BufferArg(plan.soft_indices),
        test::BufferArg(4), test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(2), test::I32Arg(2),
-       test::I32Arg(2), test::I32Arg(1), test::I32Arg(16), test::I32Arg(8)}));
+       test::I32Arg(2), test::I32Arg(1), test::I32Arg(2)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan steps[6]: moe_gate_up: tokens_from must be at most tokens_to, "
-                       "found 16 > 8"));
-  plan.steps.back().args[10] = test::I32Arg(16);
+                       "m.cubin: plan steps[6]: moe_gate_up: path must be 0 or 1, found 2"));
+  plan.steps.back().args[9] = test::I32Arg(abi::kMoeGemv);
   plan.steps.back().kernel = EntryPointOf(plan.steps.back());
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
 }
@@ -917,29 +1066,25 @@ TEST(PlanTest, RejectsBadLaunchConfiguration) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "m.cubin: plan steps[0].block[0]: the kernel ABI of embedding requires "
                        "blockDim.x == 256, found 128"));
+  // Grid rules: per_token and fixed in [0, 2^31], divisor in [1, 2^31]; the blocks are clamped
+  // to [1, kMaxLaunchBlocks] (kernel_abi.h LaunchBlocks).
   plan = TestPlan();
-  plan.steps[0].grid[1] = 0;
-  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan steps[0].grid[1]: expected 1 (kernels are launched in 1-D "
-                       "grids of 1-D blocks), found 0"));
-  // The launch spark-compile writes: grid [1..kMaxLaunchBlocks, 1, 1], block [block_size, 1, 1].
-  plan = TestPlan();
-  plan.steps[0].grid[0] = abi::kMaxLaunchBlocks;
+  plan.steps[0].grid = {abi::kMaxGridRuleTerm, abi::kMaxGridRuleTerm, 1};
   EXPECT_TRUE(ParsePlan(plan).ok());
-  plan.steps[0].grid[0] = abi::kMaxLaunchBlocks + 1;
+  EXPECT_EQ(abi::LaunchBlocks(plan.steps[0].grid, 1), abi::kMaxLaunchBlocks);
+  plan.steps[0].grid.divisor = 0;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan steps[0].grid[0]: expected an integer in [1, 2048], found "
-                       "2049"));
+                       "m.cubin: plan steps[0].grid.divisor: expected an integer in [1, "
+                       "2147483648], found 0"));
   plan = TestPlan();
-  plan.steps[0].grid[0] = 2147483647;  // the probe's [2^31-1, 65535, 65535]
-  plan.steps[0].grid[1] = plan.steps[0].grid[2] = 65535;
-  EXPECT_TRUE(
-      StatusIs(ParsePlan(plan), kInvalid, "steps[0].grid[0]: expected an integer in [1, 2048]"));
+  plan.steps[0].grid.per_token = -1;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "steps[0].grid.per_token: expected an integer"));
   plan = TestPlan();
-  plan.steps[0].grid[2] = 2;
-  EXPECT_TRUE(StatusIs(
-      ParsePlan(plan), kInvalid,
-      "steps[0].grid[2]: expected 1 (kernels are launched in 1-D grids of 1-D blocks), found 2"));
+  plan.steps[0].grid.fixed = abi::kMaxGridRuleTerm + 1;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "steps[0].grid.fixed: expected an integer"));
+  EXPECT_EQ(abi::LaunchBlocks({0, 0, 1}, 5), 1);
+  EXPECT_EQ(abi::LaunchBlocks({3, 10, 4}, 1), 3);   // ceil(max(3, 10) / 4)
+  EXPECT_EQ(abi::LaunchBlocks({3, 10, 4}, 8), 6);   // ceil(24 / 4)
   plan = TestPlan();
   plan.steps[0].block[1] = 2;
   EXPECT_TRUE(StatusIs(
@@ -1017,6 +1162,7 @@ TEST(PlanTest, PlanWithoutSoftInputsRoundTrips) {
   plan.soft_embeddings = -1;
   plan.soft_indices = -1;
   plan.steps.erase(plan.steps.begin() + 1);  // scatter_rows
+  BuildPrograms(&plan);
   const absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->soft_embeddings, -1);
@@ -1111,14 +1257,14 @@ TEST(PlanTest, WeightTransformsRoundTripAndAreChecked) {
       absl::StrReplaceAll(PlanJsonText(plan), {{"\"reciprocal\"", "\"sqrt\""}});
   EXPECT_TRUE(StatusIs(ParsePlanSection(SectionFromJson(json), "m.cubin").status(), kInvalid,
                        "m.cubin: plan weights[1].transform: unknown weight transform 'sqrt' (plan "
-                       "version 11 knows \"reciprocal\")"));
+                       "version 12 knows \"reciprocal\")"));
 }
 
 TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kI32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 11 weights are bf16, f32, "
+                       "m.cubin: plan weights[1].dtype: plan version 12 weights are bf16, f32, "
                        "f8E4M3FN or f4E2M1FN, found i32"));
   plan = TestPlan();
   plan.weights[1].dtype = DType::kF4E2M1FN;

@@ -183,14 +183,13 @@ TEST(QuantizedExpertsTest, EachExpertIsAQuantizedLinear) {
   std::vector<float> x(T * H);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
   const std::vector<int32_t> idx = {2, 0, 1, 2};
-  const int kAll = 0x7fffffff;
   std::vector<float> act4(T * K * I), act8(T * K * I), act8row(T * K * I);
   rt::host::MoeGateUpNvfp4(x.data(), codes.data(), blocks.data(), tensor_scales.data(), idx.data(),
-                           act4.data(), T, H, I, E, K, 1, kAll);
+                           act4.data(), T, H, I, E, K, abi::kMoeGemv);
   rt::host::MoeGateUpFp8(x.data(), fp8.data(), tensor_scales.data(), idx.data(), act8.data(), T, H,
-                         I, E, K, 1, 1, kAll);
+                         I, E, K, 1, abi::kMoeGemv);
   rt::host::MoeGateUpFp8(x.data(), fp8.data(), row_scales.data(), idx.data(), act8row.data(), T,
-                         H, I, E, K, I, 1, kAll);
+                         H, I, E, K, I, abi::kMoeGemv);
   // gelu(gate) * up as the host's gelu_mul computes it.
   const auto gelu_mul = [](float g, float u) {
     float y;
@@ -225,7 +224,7 @@ TEST(QuantizedExpertsTest, EachExpertIsAQuantizedLinear) {
   std::vector<float> a(T * K * I2), w = {0.5f, 0.25f, 0.75f, 0.125f}, y(T * 8);
   for (size_t i = 0; i < a.size(); ++i) a[i] = std::cos(static_cast<float>(i));
   rt::host::MoeDownNvfp4(a.data(), down_codes.data(), down_blocks.data(), down_scales.data(),
-                         w.data(), idx.data(), y.data(), nullptr, T, 8, I2, E, K, 1, kAll);
+                         w.data(), idx.data(), y.data(), nullptr, T, 8, I2, E, K, abi::kMoeGemv);
   for (int t = 0; t < T; ++t) {
     double want[8] = {};
     for (int k = 0; k < K; ++k) {
@@ -242,8 +241,7 @@ TEST(QuantizedExpertsTest, EachExpertIsAQuantizedLinear) {
   std::vector<HostArg> args = {
       HostArg::Ptr(x.data()), HostArg::Ptr(fp8.data()), HostArg::Ptr(row_scales.data()),
       HostArg::Ptr(idx.data()), HostArg::Ptr(act8.data()), HostArg::I32(T), HostArg::I32(H),
-      HostArg::I32(I), HostArg::I32(E), HostArg::I32(K), HostArg::I32(3), HostArg::I32(1),
-      HostArg::I32(kAll)};
+      HostArg::I32(I), HostArg::I32(E), HostArg::I32(K), HostArg::I32(3), HostArg::I32(abi::kMoeGemv)};
   const absl::Status bad = rt::RunHostKernel("moe_gate_up_fp8", args);
   EXPECT_EQ(bad.message(), "host kernel 'moe_gate_up_fp8': scales_per_matrix must be 1 or "
                            "intermediate = 2, found 3");

@@ -26,54 +26,58 @@ TEST(StepCostTest, EmbeddingReadsOnlyTheGatheredRows) {
   EXPECT_EQ(cost.flops, 0);
 }
 
-// A MoE expert op outside its token range does nothing (the CUDA executor does not launch it:
-// a decode step of a grouped model skips the grouped entries).
-TEST(StepCostTest, MoeOpOutsideItsTokenRangeCostsNothing) {
+// A MoE expert step reads the experts its tokens select; the grouped moe_down writes its
+// workspace instead of y.
+TEST(StepCostTest, MoeDownReadsTheSelectedExpertsAndWritesItsPathsOutput) {
   const Plan plan = TestPlan();
   // 2 experts x 16 intermediate x 2 hidden of weight 0 (64 elements), top_k 1.
   Step down = test::MakeStep(
       "moe_down", 256,
       {test::BufferArg(3), test::WeightArg(0), test::BufferArg(3),
-       test::BufferArg(plan.input_ids), test::BufferArg(2), test::KindArg(ArgRefKind::kNull),
+       test::BufferArg(plan.input_ids), test::BufferArg(2), test::BufferArg(4),
        test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(2), test::I32Arg(16), test::I32Arg(2),
-       test::I32Arg(1), test::I32Arg(1), test::I32Arg(15)});
-  StepCost cost = EstimateStepCost(plan, down, 1, 0);
-  EXPECT_EQ(cost.weight_bytes, 1 * 16 * 2 * 2);  // the one selected expert
-  EXPECT_GT(cost.activation_bytes, 0);
-  cost = EstimateStepCost(plan, down, 16, 0);      // outside [1, 15]
-  EXPECT_EQ(cost.weight_bytes, 0);
-  EXPECT_EQ(cost.activation_bytes, 0);
-  EXPECT_EQ(cost.flops, 0);
-  EXPECT_FALSE(StepDoesNothing(down, 1, 0));
-  EXPECT_FALSE(StepDoesNothing(down, 15, 0));
-  EXPECT_TRUE(StepDoesNothing(down, 16, 0));
+       test::I32Arg(1), test::I32Arg(abi::kMoeGemv)});
+  const StepCost gemv = EstimateStepCost(plan, down, 1, 0);
+  EXPECT_EQ(gemv.weight_bytes, 1 * 16 * 2 * 2);  // the one selected expert
+  down.args[abi::ops::moe_down::path] = test::I32Arg(abi::kMoeGrouped);
+  const StepCost grouped = EstimateStepCost(plan, down, 1, 0);
+  EXPECT_EQ(grouped.weight_bytes, gemv.weight_bytes);
+  // y (buffer 2: 4 floats a row) written on the GEMV path, partials (buffer 4: 4) grouped.
+  EXPECT_EQ(gemv.activation_bytes, grouped.activation_bytes);
+  EXPECT_GT(gemv.activation_bytes, 0);
+  EXPECT_TRUE(StepRuns(down, abi::kMoeGroupMinTokens, false));
+  EXPECT_FALSE(StepRuns(down, abi::kMoeGroupMinTokens - 1, false));
+  down.args[abi::ops::moe_down::path] = test::I32Arg(abi::kMoeGemv);
+  EXPECT_TRUE(StepRuns(down, 1, false));
+  EXPECT_TRUE(StepRuns(down, abi::kMoeGroupMinTokens - 1, true));
+  EXPECT_FALSE(StepRuns(down, abi::kMoeGroupMinTokens, false));
 }
 
-// The launches the ABI defines as doing nothing at a step size, and only those.
-TEST(StepDoesNothingTest, FollowsTheAbisNoOpRules) {
+// The calls each step is in the program of, as the registry's `runs` says, and only those.
+TEST(StepRunsTest, FollowsTheRegistrysRules) {
   const Step combine = test::MakeStep(
       "moe_combine", 256,
       {test::BufferArg(3), test::BufferArg(2), test::KindArg(ArgRefKind::kNumTokens),
        test::I32Arg(2), test::I32Arg(1)});
-  EXPECT_TRUE(StepDoesNothing(combine, abi::kMoeGroupMinTokens - 1, 0));
-  EXPECT_FALSE(StepDoesNothing(combine, abi::kMoeGroupMinTokens, 0));
+  EXPECT_FALSE(StepRuns(combine, abi::kMoeGroupMinTokens - 1, false));
+  EXPECT_TRUE(StepRuns(combine, abi::kMoeGroupMinTokens, false));
   // max_splits 8, split_rows 64: T <= 32 splits (at least 2 per token), T >= 33 does not.
   const Step merge = test::MakeStep(
       "attention_merge", 128,
       {test::BufferArg(3), test::BufferArg(2), test::KindArg(ArgRefKind::kNumTokens),
        test::I32Arg(1), test::I32Arg(4), test::I32Arg(8), test::I32Arg(64)});
-  EXPECT_FALSE(StepDoesNothing(merge, 1, 0));
-  EXPECT_FALSE(StepDoesNothing(merge, 32, 0));
-  EXPECT_TRUE(StepDoesNothing(merge, 33, 0));
+  EXPECT_TRUE(StepRuns(merge, 1, false));
+  EXPECT_TRUE(StepRuns(merge, 32, true));
+  EXPECT_FALSE(StepRuns(merge, 33, false));
   EXPECT_EQ(StepSizeArg(merge, "split_rows", 5), 64);
   EXPECT_EQ(StepSizeArg(merge, "num_tokens", 5), 5);
   EXPECT_EQ(StepSizeArg(merge, "no_such_arg", 5), 0);
   for (const Step& step : TestPlan().steps) {
     for (int64_t t : {1, 16, 64}) {
-      // scatter_rows merges soft tokens: nothing to do in a step without them.
-      EXPECT_EQ(StepDoesNothing(step, t, 0), step.op == abi::OpId::kScatterRows)
+      // scatter_rows merges soft tokens: nothing to do in a call without them.
+      EXPECT_EQ(StepRuns(step, t, false), step.op != abi::OpId::kScatterRows)
           << OpName(step) << " " << t;
-      EXPECT_FALSE(StepDoesNothing(step, t, 1)) << OpName(step) << " " << t;
+      EXPECT_TRUE(StepRuns(step, t, true)) << OpName(step) << " " << t;
     }
   }
 }

@@ -109,6 +109,7 @@ inline Plan TinyPlan(KvKind kind, int window, bool soft_merge = true, bool visio
   plan.steps.push_back(MakeStep("linear", "lm_head",
                                 {Buffer(attn), Weight(0), Buffer(plan.output_logits), NumTokens(),
                                  I32(kVocab), I32(kHidden)}));
+  BuildPrograms(&plan);
   const absl::Status valid = ValidatePlan(plan, "tiny plan");
   EXPECT_TRUE(valid.ok()) << valid;
   return plan;

@@ -42,8 +42,9 @@ namespace host {
 //     (y == x; ResidualRmsNorm also y == residual); the others need distinct buffers;
 //   - KvWrite and Attention reinterpret the caches by cache_dtype (abi::KvCacheDType), which
 //     RunHostKernel checks before calling;
-//   - the MoE expert ops do nothing when num_tokens is outside [tokens_from, tokens_to].
-#define SPARK_HOST_DECLARE_KERNEL(Name, op, block_size, skip, flops) abi::ops::op::HostFn Name;
+//   - the MoE expert ops compute the same on either path (abi::MoePath); only where moe_down
+//     writes (y, or partials: abi::MoeDownGrouped) depends on it.
+#define SPARK_HOST_DECLARE_KERNEL(Name, op, block_size, runs, flops) abi::ops::op::HostFn Name;
 SPARK_KERNEL_OPS(SPARK_HOST_DECLARE_KERNEL)
 #undef SPARK_HOST_DECLARE_KERNEL
 

@@ -76,8 +76,7 @@ enum class Role : int {
   kTokenId,     // an i32 token id, -1 = unused
   kWindow,      // an i32: the sliding window of the op's KV cache, 0 for a full cache
   kCacheDType,  // an i32 KvCacheDType: the element type of the op's KV cache
-  kTokensFrom,  // an i32: the op runs only for steps of at least this many tokens
-  kTokensTo,    // an i32: ... and at most this many
+  kMoePath,     // an i32 MoePath: which path of a MoE expert op the entry holds
   kParam,       // an f32
 };
 
@@ -170,10 +169,10 @@ enum class RuleKind : int {
   kNonZeroParam,   // f32 a != 0
   kDivides,        // a >= 1 and b % a == 0
   kOneTo,          // 1 <= a <= b
-  kAtMost,         // a <= b
   kLess,           // a < b
   kMultipleOf16,   // a % 16 == 0 (a dimension quantized in blocks of 16)
   kOneOrEqual,     // a == 1 or a == b (one scale per tensor, or one per row)
+  kZeroOrOne,      // a == 0 or a == 1
 };
 struct Rule {
   RuleKind kind;
@@ -181,8 +180,15 @@ struct Rule {
   int b;
 };
 
-// When a launch does nothing (kernel_ops.def).
-enum class Skip : int { kNever, kOutsideTokenRange, kUnlessSplit, kUnlessGrouped, kWithoutSoftTokens };
+// For which calls a step is part of the program (kernel_ops.def `runs`; plan.h StepRuns): the
+// compiler puts a step into the programs of the token counts it does something for.
+enum class Runs : int {
+  kAlways,
+  kOnItsPath,        // a MoE expert op: its MoePath is the one of the call's token count
+  kWhenSplit,        // attention_merge: AttentionSplits > 1
+  kWhenGrouped,      // moe_combine: the call's token count takes the grouped path
+  kWithSoftTokens,   // scatter_rows: calls with soft-token rows
+};
 
 // The arithmetic of an op (for profiles): multiplier x the product of `factors` per token
 // (kPerToken) or per key attended (kPerKey).
@@ -244,7 +250,7 @@ template <typename... T> using FunctionOf = typename FunctionOfImpl<T...>::type;
 #define SPARK_ABI_ARG_HOST_CTYPE(name, role, element, nullability, extent)             \
   , ::spark::abi::ArgCType<::spark::abi::Role::role, ::spark::abi::ElementType::element, \
                            ::spark::abi::Side::kHost>
-#define SPARK_ABI_DEFINE_OP(Name, op, block_size, skip, flops)                                 \
+#define SPARK_ABI_DEFINE_OP(Name, op, block_size, runs, flops)                                 \
   namespace op {                                                                               \
   enum Arg : int {                                                                             \
     SPARK_OP_ARGS_##op(SPARK_ABI_ARG_ENUM, SPARK_ABI_IGNORE) kNumArgs, kNoArg = -1             \
@@ -262,7 +268,7 @@ SPARK_KERNEL_OPS(SPARK_ABI_DEFINE_OP)
 }  // namespace ops
 
 // The op of a plan step.
-#define SPARK_ABI_OP_ENUM(Name, op, block_size, skip, flops) k##Name,
+#define SPARK_ABI_OP_ENUM(Name, op, block_size, runs, flops) k##Name,
 enum class OpId : int { SPARK_KERNEL_OPS(SPARK_ABI_OP_ENUM) kCount };
 #undef SPARK_ABI_OP_ENUM
 
@@ -274,13 +280,13 @@ struct KernelSpec {
   int num_args;          // computed from the registry
   const ArgSpec* args;   // in call order
   const Rule* rules;     // ending with RuleKind::kEnd
-  Skip skip;
+  Runs runs;
   OpFlops flops;
 };
 
-#define SPARK_ABI_KERNEL_SPEC(Name, op, block_size, skip, flops)                               \
+#define SPARK_ABI_KERNEL_SPEC(Name, op, block_size, runs, flops)                               \
   {OpId::k##Name, #op,           "spark_" #op,     block_size, ops::op::kNumArgs,              \
-   ops::op::kArgs, ops::op::kRules, Skip::skip,      ops::op::kFlops},
+   ops::op::kArgs, ops::op::kRules, Runs::runs,      ops::op::kFlops},
 // clang-format off
 inline constexpr KernelSpec kKernels[] = {SPARK_KERNEL_OPS(SPARK_ABI_KERNEL_SPEC)};
 // clang-format on
@@ -390,19 +396,45 @@ SPARK_ABI_HD constexpr KeyRange AttentionSplitRange(int n, int s, int j) {
 inline constexpr int kMaxStepTokens = 65536;
 
 // ---- Launch grids ----
-// The most blocks spark-compile gives a launch (every kernel grid-strides, so any grid is
-// correct). Grids are sized for max_tokens, so a decode step of a large grid mostly schedules
-// blocks with nothing to do (e.g. 43,008 for the 31B gelu_mul at max-tokens 512, of which 84 have
-// work); 2048 blocks fill the GPUs Spark targets several times over (H200: 132 SMs; GB10: 48) at
-// up to 16 resident blocks per SM, and bound that waste. The GPU harnesses launch with it too.
+// The most blocks a launch gets (every kernel grid-strides, so any grid is correct): 2048 blocks
+// fill the GPUs Spark targets several times over (H200: 132 SMs; GB10: 48) at up to 16 resident
+// blocks per SM. The GPU harnesses launch with it too.
 inline constexpr int kMaxLaunchBlocks = 2048;
 
+// A step's grid as a function of the call's token count T (plan.h Step::grid):
+// clamp(ceil(max(T * per_token, fixed) / divisor), 1, kMaxLaunchBlocks) blocks, so that every
+// call is launched with the blocks its own tokens need (a decode call with those of one token).
+struct GridRule {
+  long long per_token = 0;
+  long long fixed = 0;
+  long long divisor = 1;
+};
+// The largest per_token / fixed / divisor a plan may hold (T * per_token stays far inside int64).
+inline constexpr long long kMaxGridRuleTerm = 1LL << 31;
+SPARK_ABI_HD constexpr int LaunchBlocks(const GridRule& rule, long long num_tokens) {
+  const long long work = num_tokens * rule.per_token > rule.fixed ? num_tokens * rule.per_token
+                                                                  : rule.fixed;
+  const long long divisor = rule.divisor > 0 ? rule.divisor : 1;
+  const long long blocks = (work + divisor - 1) / divisor;
+  return blocks < 1 ? 1 : blocks > kMaxLaunchBlocks ? kMaxLaunchBlocks : static_cast<int>(blocks);
+}
+
 // ---- MoE experts grouped by expert ----
-// Steps of at least this many tokens run the experts grouped by expert on tensor cores
-// (moe_gate_up always; moe_down when given a workspace, then moe_combine sums its rows).
+// Each MoE expert op has two paths, and each entry point holds one (its `path` literal, Role
+// kMoePath), so that the decode entries carry only the GEMV code and registers:
+//   kMoeGemv     one token row at a time (decode and short prefill chunks);
+//   kMoeGrouped  grouped by expert on tensor cores: moe_gate_up always, moe_down when given a
+//                `partials` workspace (MoeDownGrouped), whose rows moe_combine then sums.
+// The compiler gives calls of at least kMoeGroupMinTokens tokens the grouped steps (plan.h
+// StepRuns), fewer tokens the GEMV steps.
+enum MoePath : int { kMoeGemv = 0, kMoeGrouped = 1 };
 inline constexpr int kMoeGroupMinTokens = 16;
-SPARK_ABI_HD constexpr bool MoeDownGrouped(int num_tokens, bool has_partials) {
-  return has_partials && num_tokens >= kMoeGroupMinTokens;
+SPARK_ABI_HD constexpr int MoePathFor(long long num_tokens) {
+  return num_tokens >= kMoeGroupMinTokens ? kMoeGrouped : kMoeGemv;
+}
+// Whether moe_down of `path` writes each slot's row to `partials` (and not y).
+SPARK_ABI_HD constexpr bool MoeDownGrouped(int path, bool has_partials) {
+  return path == kMoeGrouped && has_partials;
 }
 
 // Returns the spec for `op` (a plan's op name), or nullptr when the op is unknown.

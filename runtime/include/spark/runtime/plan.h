@@ -102,7 +102,8 @@ struct Step {
   abi::OpId op = abi::OpId::kCopy;  // kernel-level op (kernel_ops.def); OpName(step) names it
   std::string kernel;  // entry point symbol in the cubin
   std::string source;  // the tensor-level op it came from, e.g. "layers.3.attention"
-  int grid[3] = {1, 1, 1};
+  // Its grid for a call of T tokens: abi::LaunchBlocks(grid, T) blocks (1-D).
+  abi::GridRule grid;
   int block[3] = {1, 1, 1};
   int shared_bytes = 0;
   std::vector<StepArg> args;  // in kernel ABI order
@@ -114,10 +115,15 @@ struct Step {
   bool logits_tail = false;
 };
 
-// One launch of the decode program: which step runs, and its grid for one token.
-struct DecodeLaunch {
-  int64_t step = 0;  // index into Plan::steps
-  int grid[3] = {1, 1, 1};
+// A program: the steps a call of [min_tokens, max_tokens] tokens runs, with or without soft-token
+// rows (docs/plan-format.md "Programs"). The programs of a plan cover every call size exactly
+// once; the one of one token without soft rows is the decode program.
+struct Program {
+  std::string name;  // "decode", "prefill_16_256", "prefill_soft_1_15", ...
+  int64_t min_tokens = 1;
+  int64_t max_tokens = 1;
+  bool soft_tokens = false;     // for calls with soft-token rows (a plan with a merge only)
+  std::vector<int64_t> steps;   // indices into Plan::steps, increasing
 };
 
 // Model facts the runtime needs (from the imported config).
@@ -157,26 +163,27 @@ struct Plan {
   std::vector<BufferInfo> buffers;
   std::vector<WeightInfo> weights;
   std::vector<KvCacheInfo> kv_caches;
-  // The prefill program: every step, grids sized for max_tokens; a step of fewer tokens skips
-  // the steps that do nothing at its size (StepDoesNothing).
+  // Every step of every program, in order; each is in at least one program.
   std::vector<Step> steps;
-  // The decode program (steps of one token, no soft rows): exactly the steps that do something
-  // then (StepDoesNothing(step, 1, 0) false), in order, each with its grid for one token (docs/plan-format.md "Programs"). Empty in a plan
-  // without one: decode steps then run `steps` like any other.
-  std::vector<DecodeLaunch> decode;
+  std::vector<Program> programs;
 };
 
-// True when the kernel of `step` does nothing in a step of `num_tokens` tokens with
-// `num_soft_tokens` soft-token rows, as the registry's `skip` of its op says (kernel_ops.def): an
-// op given a token range (tokens_from, tokens_to: the MoE expert ops) outside it, moe_combine
-// after an ungrouped moe_down (MoeDownGrouped), attention_merge of an attention that was not split
-// (AttentionSplits == 1), scatter_rows without soft rows. The CUDA executor
-// does not launch such steps; the step profile counts them as free; the decode program leaves
-// them out. The host executor runs them in prefill (they return at once), as the reference of the
-// ABI. (Defined with the executors' helpers, in step_args.cc.)
-bool StepDoesNothing(const Step& step, int64_t num_tokens, int64_t num_soft_tokens);
+// The program of a call of `num_tokens` tokens (1..max_tokens), with soft-token rows or not;
+// nullptr when the plan has none (ValidatePlan guarantees one for every valid call).
+const Program* ProgramOf(const Plan& plan, int64_t num_tokens, bool soft_tokens);
 
+// True when `step` belongs in the program of calls of `num_tokens` tokens with or without soft
+// rows, as the registry's `runs` of its op says (kernel_ops.def): a MoE expert op on its path
+// (abi::MoePathFor), moe_combine after a grouped moe_down, attention_merge of a split attention
+// (AttentionSplits > 1), scatter_rows with soft rows, every other op always. The compiler builds
+// the programs with it (BuildPrograms) and ValidatePlan checks them with it; the executors only
+// run programs.
+bool StepRuns(const Step& step, int64_t num_tokens, bool soft_tokens);
 
+// Sets plan->programs from plan->steps: the decode program (one token, no soft rows), then the
+// calls of 2..max_tokens tokens (and, when the plan has soft inputs, of 1..max_tokens tokens with
+// soft rows) grouped into maximal ranges of sizes that run the same steps (StepRuns).
+void BuildPrograms(Plan* plan);
 
 // The spec of a step's op, and its name in plans ("rms_norm").
 inline const abi::KernelSpec& SpecOf(const Step& step) { return abi::Kernel(step.op); }

@@ -22,7 +22,7 @@ namespace plan_format {
 
 inline constexpr char kSectionName[] = ".spark.plan";
 inline constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'L', 'A', 'N', '\0'};
-inline constexpr uint32_t kPlanVersion = 11;
+inline constexpr uint32_t kPlanVersion = 12;
 inline constexpr size_t kHeaderSize = 32;
 // Limits that bound what a hostile plan can make the reader allocate (docs/security.md). The
 // largest real plan, Gemma 4 31B's, has 464 KiB of JSON, 1,136 steps, 1,080 buffers, 832 weights
@@ -32,6 +32,9 @@ inline constexpr size_t kHeaderSize = 32;
 inline constexpr uint64_t kMaxJsonSize = 32ull << 20;
 // The most entries each array of a plan may have (15 to 30 times the 31B plan's).
 inline constexpr uint64_t kMaxSteps = 32768;
+// The most programs a plan may hold (spark-compile writes a handful: plan.h BuildPrograms splits
+// the call sizes only where the MoE path or an attention's splitting changes; tiny-moe has seven).
+inline constexpr uint64_t kMaxPrograms = 64;
 inline constexpr uint64_t kMaxBuffers = 32768;
 inline constexpr uint64_t kMaxWeights = 16384;
 inline constexpr uint64_t kMaxKvCaches = 1024;
