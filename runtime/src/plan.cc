@@ -27,7 +27,6 @@
 #include "spark/runtime/plan_format.h"
 #include "spark/runtime/target.h"
 #include "spark/runtime/status_macros.h"
-#include "step_args.h"
 #include "step_bounds.h"
 
 namespace spark {
@@ -1406,6 +1405,16 @@ std::string SerializePlanSection(const Plan& plan) {
   AppendLittleEndian<uint64_t>(pf::Fnv1a64(json.data(), json.size()), &section);
   section += json;
   return section;
+}
+
+int64_t StepSizeArg(const Step& step, int arg, int64_t num_tokens) {
+  if (arg < 0 || arg >= static_cast<int>(step.args.size())) return 0;
+  if (step.args[arg].kind == ArgRefKind::kNumTokens) return num_tokens;
+  return step.args[arg].kind == ArgRefKind::kI32 ? step.args[arg].i32 : 0;
+}
+
+int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens) {
+  return StepSizeArg(step, abi::FindArg(SpecOf(step), name), num_tokens);
 }
 
 bool StepRuns(const Step& step, int64_t num_tokens, bool soft_tokens) {

@@ -213,16 +213,6 @@ std::string DescribeStep(int step_index, const Step& step) {
                                     ", kernel ", step.kernel, ")"));
 }
 
-int64_t StepSizeArg(const Step& step, int arg, int64_t num_tokens) {
-  if (arg < 0 || arg >= static_cast<int>(step.args.size())) return 0;
-  if (step.args[arg].kind == ArgRefKind::kNumTokens) return num_tokens;
-  return step.args[arg].kind == ArgRefKind::kI32 ? step.args[arg].i32 : 0;
-}
-
-int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens) {
-  return StepSizeArg(step, abi::FindArg(SpecOf(step), name), num_tokens);
-}
-
 std::vector<ProgramLaunch> ProgramFor(const Plan& plan, int64_t num_tokens,
                                       int64_t num_soft_tokens, LogitRows rows) {
   const int32_t tokens = static_cast<int32_t>(num_tokens);

@@ -67,12 +67,6 @@ void ActivationsFromF32(absl::Span<const float> values, DType dtype, void* data)
 // "step 12 (layers.0.attention, op attention, kernel spark_attention__i8_i1_...)", for error messages.
 std::string DescribeStep(int step_index, const Step& step);
 
-// The value of i32 argument `arg` of `step` (an index: abi::ops::<op>::<name>): its literal, or
-// num_tokens for the runtime's token count; 0 when the op has no such argument. The second form
-// finds the argument by its registry name (for tests and tools).
-int64_t StepSizeArg(const Step& step, int arg, int64_t num_tokens);
-int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens);
-
 // One launch of an executor call: a step, its blocks (abi::LaunchBlocks of its grid rule for the
 // tokens it is given), the token count it is given and the first token row its buffers start at
 // (a logits-tail step run on the last row only: num_tokens 1, first_row = the call's last row;

@@ -168,6 +168,12 @@ struct Plan {
   std::vector<Program> programs;
 };
 
+// The value of i32 argument `arg` of `step` (an index: abi::ops::<op>::<name>): its literal, or
+// num_tokens for the runtime's token count; 0 when the op has no such argument. The second form
+// finds the argument by its registry name (for tests and tools).
+int64_t StepSizeArg(const Step& step, int arg, int64_t num_tokens);
+int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens);
+
 // The program of a call of `num_tokens` tokens (1..max_tokens), with soft-token rows or not;
 // nullptr when the plan has none (ValidatePlan guarantees one for every valid call).
 const Program* ProgramOf(const Plan& plan, int64_t num_tokens, bool soft_tokens);
