@@ -30,9 +30,10 @@ struct CompileOptions {
   std::string argv0;
   /// Applies the --mlir-* pass manager options (print-ir, ...) to each pass manager.
   std::function<mlir::LogicalResult(mlir::PassManager &)> configurePassManager;
-  /// --mlir-timing: each pass manager times its passes in a scope of its own under this one,
-  /// named after its stage (MLIR keys a pass's timer by the pass object's address, which a later
-  /// pass manager's pass may reuse: one shared scope would mix their lines). Null: no timing.
+  /// --mlir-timing / -v: every stage is timed in a scope of its own under this one, named after
+  /// it: each pass manager with its passes (MLIR keys a pass's timer by the pass object's address,
+  /// which a later pass manager's pass may reuse: one shared scope would mix their lines), and
+  /// each ptxas run. MLIR's timing manager is the compiler's one timer. Null: no timing.
   mlir::TimingScope *timing = nullptr;
 };
 

@@ -74,7 +74,7 @@ static cl::opt<std::string> keepTemps("keep-temps",
                                       cl::value_desc("dir"), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> dumpPtx("dump-ptx", cl::desc("Also write the PTX to this file"),
                                     cl::value_desc("file"), cl::cat(sparkCompileCategory));
-static cl::opt<bool> verbose("v", cl::desc("Print each stage's time and every lookup"),
+static cl::opt<bool> verbose("v", cl::desc("Print every lookup, each file written and the timing report of every stage"),
                              cl::cat(sparkCompileCategory));
 static cl::opt<bool> verifyDiagnostics(
     "verify-diagnostics",
@@ -163,10 +163,16 @@ int main(int argc, char **argv) {
   options.dumpPtx = dumpPtx;
   options.verbose = verbose;
   options.argv0 = argv[0];
-  // --mlir-timing: one timing report for all the pass managers of this compile, printed at exit,
-  // a scope per pass manager (CompileOptions::timing).
+  // --mlir-timing: one timing report for all the stages of this compile (MLIR's timing manager,
+  // the one timer: a scope per pass manager and one per ptxas run, CompileOptions::timing),
+  // printed at exit.
+  // -v: the same report, as a tree of the stages (each pass manager, ptxas) and their passes.
   mlir::DefaultTimingManager timingManager;
   mlir::applyDefaultTimingManagerCLOptions(timingManager);
+  if (verbose && !timingManager.isEnabled()) {
+    timingManager.setEnabled(true);
+    timingManager.setDisplayMode(mlir::DefaultTimingManager::DisplayMode::Tree);
+  }
   mlir::TimingScope timing = timingManager.getRootScope();
   options.timing = &timing;
   options.configurePassManager = [](mlir::PassManager &pm) {
