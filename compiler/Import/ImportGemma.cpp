@@ -140,7 +140,7 @@ private:
   Value mlp(Value x, const LayerConfig &l, const std::string &p);
   Value moe(Value mlpOut, Value residual, const std::string &p);
   void declareCaches(ModuleOp module);
-  DictionaryAttr modelAttr();
+  ModelAttr modelAttr();
 
   const GemmaConfig &c;
   const ImportOptions &options;
@@ -241,24 +241,10 @@ void GraphBuilder::declareCaches(ModuleOp module) {
   }
 }
 
-DictionaryAttr GraphBuilder::modelAttr() {
-  auto i64s = [&](ArrayRef<int64_t> v) { return b.getI64ArrayAttr(v); };
-  SmallVector<NamedAttribute> attrs{
-      b.getNamedAttr("variant", b.getStringAttr(c.variant())),
-      b.getNamedAttr("architecture", b.getStringAttr(c.architecture)),
-      b.getNamedAttr("vocab_size", b.getI64IntegerAttr(c.vocabSize)),
-      b.getNamedAttr("hidden_size", b.getI64IntegerAttr(c.hiddenSize)),
-      b.getNamedAttr("num_layers", b.getI64IntegerAttr(c.numLayers)),
-      b.getNamedAttr("max_position_embeddings", b.getI64IntegerAttr(c.maxPositionEmbeddings)),
-      b.getNamedAttr("eos_token_ids", i64s(c.eosTokenIds)),
-      b.getNamedAttr("bos_token_id", b.getI64IntegerAttr(c.bosTokenId)),
-      b.getNamedAttr("pad_token_id", b.getI64IntegerAttr(c.padTokenId)),
-      b.getNamedAttr("soft_token_ids", i64s(c.softTokenIds)),
-      b.getNamedAttr("weight_prefix", b.getStringAttr(c.weightPrefix)),
-  };
-  if (c.bidirectionalVision)
-    attrs.push_back(b.getNamedAttr("bidirectional_vision", b.getBoolAttr(true)));
-  return b.getDictionaryAttr(attrs);
+ModelAttr GraphBuilder::modelAttr() {
+  return ModelAttr::get(b.getContext(), c.variant(), c.architecture, c.vocabSize, c.hiddenSize,
+                        c.numLayers, c.maxPositionEmbeddings, c.eosTokenIds, c.bosTokenId,
+                        c.padTokenId, c.softTokenIds, c.weightPrefix, c.bidirectionalVision);
 }
 
 Value GraphBuilder::embed(Value ids) {
@@ -584,9 +570,8 @@ llvm::Error checkWeightsAgainstCheckpoint(ModuleOp module, llvm::StringRef dir,
                                           const rt::Checkpoint *opened) {
   // One implementation of the check: the runtime's, over a plan that lists the weights.
   rt::Plan plan;
-  if (auto model = module->getAttrOfType<DictionaryAttr>("spark.model"))
-    if (auto prefix = model.getAs<StringAttr>("weight_prefix"))
-      plan.model.weight_prefix = prefix.getValue().str();
+  if (auto model = module->getAttrOfType<ModelAttr>("spark.model"))
+    plan.model.weight_prefix = model.getWeightPrefix().str();
   llvm::StringSet<> seen;
   module.walk([&](WeightOp w) {
     if (!seen.insert(w.getName()).second)

@@ -304,6 +304,7 @@ DType ReadDType(ObjectReader& object, Errors* errors) {
 ModelInfo ReadModel(ObjectReader object) {
   ModelInfo model;
   model.variant = object.String("variant");
+  model.architecture = object.String("architecture");
   model.vocab_size = object.Int("vocab_size", 0, kInt64Max);
   model.hidden_size = object.Int("hidden_size", 0, kInt64Max);
   model.num_layers = object.Int("num_layers", 0, kInt64Max);
@@ -1027,6 +1028,7 @@ double ShortestFloat(float value) {
 Json ModelJson(const ModelInfo& model) {
   Json json = Json::object();
   AddMember(json, "variant", Json(model.variant));
+  AddMember(json, "architecture", Json(model.architecture));
   AddMember(json, "vocab_size", JsonInteger(model.vocab_size));
   AddMember(json, "hidden_size", JsonInteger(model.hidden_size));
   AddMember(json, "num_layers", JsonInteger(model.num_layers));

@@ -258,59 +258,30 @@ int64_t logitsWidth(ProgramOp program, int64_t id) {
   return row.size() == 1 ? row[0] : -1;
 }
 
-/// The model facts the runtime needs, from the module's spark.model attribute (spark-import
-/// writes every one); a missing or inconsistent fact is the input's fault, named here, not a
-/// silent default.
-Error readModelFacts(mlir::DictionaryAttr model, int64_t logitsWidth, rt::ModelInfo &info) {
-  auto missing = [](StringRef key) {
-    return makeError("the module's spark.model attribute has no '" + key +
-                     "' (spark-import writes it; import the model with this release's "
-                     "spark-import)");
-  };
-  if (!model || model.empty())
+/// The model facts the runtime needs, from the program's #spark.model (spark-import writes it on
+/// the module; its verifier checked sizes and token ids); the vocabulary must be the logits'
+/// width.
+Error readModelFacts(ModelAttr model, int64_t logitsWidth, rt::ModelInfo &info) {
+  if (!model)
     return makeError("the module has no spark.model attribute (the model facts spark-import "
                      "writes: vocab_size, hidden_size, eos_token_ids, ...); import the model with "
                      "spark-import");
-  for (StringRef key : {"vocab_size", "hidden_size", "num_layers", "max_position_embeddings",
-                        "bos_token_id", "pad_token_id"})
-    if (!model.getAs<mlir::IntegerAttr>(key))
-      return missing(key);
-  for (StringRef key : {"variant", "weight_prefix"})
-    if (!model.getAs<mlir::StringAttr>(key))
-      return missing(key);
-  auto eos = model.getAs<ArrayAttr>("eos_token_ids");
-  if (!eos || eos.empty() ||
-      !llvm::all_of(eos, [](Attribute a) { return isa<mlir::IntegerAttr>(a); }))
-    return makeError("the module's spark.model attribute needs 'eos_token_ids', a non-empty list "
-                     "of integers");
-  info.variant = stringOr(model, "variant", "");
-  info.vocab_size = intOr(model, "vocab_size", 0);
-  info.hidden_size = intOr(model, "hidden_size", 0);
-  info.num_layers = intOr(model, "num_layers", 0);
-  info.max_position_embeddings = intOr(model, "max_position_embeddings", 0);
-  info.bos_token_id = intOr(model, "bos_token_id", 0);
-  info.pad_token_id = intOr(model, "pad_token_id", 0);
-  info.weight_prefix = stringOr(model, "weight_prefix", "");
-  info.eos_token_ids = toVector(eos);
-  if (auto soft = model.getAs<ArrayAttr>("soft_token_ids"))
-    info.soft_token_ids = toVector(soft);
+  info.variant = model.getVariant().str();
+  info.architecture = model.getArchitecture().str();
+  info.vocab_size = model.getVocabSize();
+  info.hidden_size = model.getHiddenSize();
+  info.num_layers = model.getNumLayers();
+  info.max_position_embeddings = model.getMaxPositionEmbeddings();
+  info.bos_token_id = model.getBosTokenId();
+  info.pad_token_id = model.getPadTokenId();
+  info.weight_prefix = model.getWeightPrefix().str();
+  info.eos_token_ids.assign(model.getEosTokenIds().begin(), model.getEosTokenIds().end());
+  info.soft_token_ids.assign(model.getSoftTokenIds().begin(), model.getSoftTokenIds().end());
   if (info.vocab_size != logitsWidth)
     return makeError(llvm::formatv("spark.model says vocab_size {0}, but the entry returns logits "
                                    "{1} wide",
                                    info.vocab_size, logitsWidth)
                          .str());
-  for (int64_t id : info.eos_token_ids)
-    if (id < 0 || id >= info.vocab_size)
-      return makeError(llvm::formatv("spark.model eos_token_ids holds {0}, outside the vocabulary "
-                                     "[0, {1})",
-                                     id, info.vocab_size)
-                           .str());
-  for (auto [key, id] : {std::pair<StringRef, int64_t>{"bos_token_id", info.bos_token_id},
-                         {"pad_token_id", info.pad_token_id}})
-    if (id < 0 || id >= info.vocab_size)
-      return makeError(llvm::formatv("spark.model {0} is {1}, outside the vocabulary [0, {2})",
-                                     key, id, info.vocab_size)
-                           .str());
   return Error::success();
 }
 
@@ -338,7 +309,7 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   plan.soft_indices = intOr(inputs, "soft_indices", -1);
   plan.input_last_visible = intOr(inputs, "last_visible", -1);
   plan.output_logits = intOr(program.getOutputs(), "logits", -1);
-  if (Error e = readModelFacts(program.getModel(), logitsWidth(program, plan.output_logits),
+  if (Error e = readModelFacts(program.getModelAttr(), logitsWidth(program, plan.output_logits),
                                plan.model))
     return std::move(e);
 

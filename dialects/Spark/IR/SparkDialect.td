@@ -20,6 +20,8 @@ def Spark_Dialect : Dialect {
     a launch sequence over a planned activation arena, serialised into the `.spark.plan` section.
   }];
   let useDefaultAttributePrinterParser = 1;
+  // `spark.model` on a module must be a #spark.model.
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
   }];

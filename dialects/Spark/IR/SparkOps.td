@@ -505,14 +505,15 @@ def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, No
     f32) says that every f32 output of a launch is rounded to bf16 as it is stored.
 
     ```mlir
-    spark.program @forward {max_tokens = 64 : i64, arena_bytes = 4096 : i64, buffers = [...], weights = [...], inputs = {...}, outputs = {...}, model = {...}} {
+    spark.program @forward {max_tokens = 64 : i64, arena_bytes = 4096 : i64, buffers = [...], weights = [...], inputs = {...}, outputs = {...}, model = #spark.model<...>} {
       spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32} ]
     }
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Spark_I64Attr:$max_tokens,
                        Spark_I64Attr:$arena_bytes, ArrayAttr:$buffers, ArrayAttr:$weights,
-                       DictionaryAttr:$inputs, DictionaryAttr:$outputs, DictionaryAttr:$model,
+                       DictionaryAttr:$inputs, DictionaryAttr:$outputs,
+                       OptionalAttr<Spark_ModelAttr>:$model,
                        OptionalAttr<StrAttr>:$activation_precision);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";

@@ -1033,9 +1033,8 @@ void Lowering::buildProgram() {
   SmallVector<NamedAttribute> inputAttrs;
   for (auto &[name, id] : inputs)
     inputAttrs.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(id)));
-  auto model = module->getAttrOfType<DictionaryAttr>("spark.model");
-  if (!model)
-    model = b.getDictionaryAttr({});
+  // The model facts (absent in hand-written IR; the plan writer then refuses the module).
+  auto model = module->getAttrOfType<ModelAttr>("spark.model");
 
   auto program = ProgramOp::create(
       b, entry.getLoc(), entry.getSymName(), maxTokens, arenaBytes, b.getArrayAttr(bufferAttrs),

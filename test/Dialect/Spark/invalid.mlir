@@ -993,20 +993,20 @@ func.func @moe_experts_result(%x: tensor<?x8xf32>, %gu: tensor<4x8x8xbf16>, %d: 
 
 // A program has at least one token row.
 // expected-error @+1 {{'spark.program' op expects max_tokens > 0, got 0}}
-spark.program @forward attributes {max_tokens = 0 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = 0 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
 }
 
 // -----
 
 // Every buffer is described by a dictionary.
 // expected-error @+1 {{'spark.program' op expects every buffer to be a dictionary, got "a"}}
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = ["a"], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = ["a"], weights = [], inputs = {}, outputs = {}} {
 }
 
 // -----
 
 // The block is 3-dimensional.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects a 3-dimensional block}}
   spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1] args [{buffer = 0 : i64}]
 }
@@ -1014,7 +1014,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // -----
 
 // Block dimensions are positive.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects positive block dimensions}}
   spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [0, 1, 1] args [{buffer = 0 : i64}]
 }
@@ -1022,7 +1022,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // -----
 
 // A grid rule's divisor is at least 1 (kernel_abi.h GridRule).
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects grid divisor in [1, 2147483648], got 0}}
   spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 1, fixed = 0, divisor = 0) block [256, 1, 1] args [{buffer = 0 : i64}]
 }
@@ -1030,7 +1030,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // -----
 
 // Its terms are not negative.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects grid per_token in [0, 2147483648], got -1}}
   spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = -1, fixed = 0, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64}]
 }
@@ -1038,7 +1038,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // -----
 
 // Every argument is a one-entry dictionary.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got {buffer = 0 : i64, i32 = 4 : i32}}}
   spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64, i32 = 4 : i32}]
 }
@@ -1046,7 +1046,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // -----
 
 // A non-dictionary argument is rejected too.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got 4 : i32}}
   spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [4 : i32]
 }
@@ -1104,21 +1104,21 @@ func.func @moe_router_negative_top_k(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p
 
 // The activation precision is f32 or bf16 (kernel_abi.h ActivationPrecision).
 // expected-error @+1 {{'spark.program' op expects activation_precision to be "f32" or "bf16", got "f16"}}
-spark.program @forward attributes {activation_precision = "f16", max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {activation_precision = "f16", max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
 }
 
 // -----
 
 // A negative max_tokens is rejected.
 // expected-error @+1 {{'spark.program' op expects max_tokens > 0, got -4}}
-spark.program @forward attributes {max_tokens = -4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = -4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
 }
 
 // -----
 
 // The arena size is not negative.
 // expected-error @+1 {{'spark.program' op expects arena_bytes >= 0, got -256}}
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = -256 : i64, buffers = [], weights = [], inputs = {}, outputs = {}, model = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = -256 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
 }
 
 // -----
@@ -1287,4 +1287,39 @@ func.func @weight_parts_f4_odd() -> tensor<2x4x6xf4E2M1FN> {
   // expected-error @+1 {{'spark.weight' op expects f4E2M1FN parts with an even last dimension (two codes per byte), got part_shape [4, 3] for weight 'w'}}
   %0 = spark.weight "w" {parts = ["a", "b", "c", "d"], part_shape = array<i64: 4, 3>} : tensor<2x4x6xf4E2M1FN>
   return %0 : tensor<2x4x6xf4E2M1FN>
+}
+
+// -----
+
+// spark.model is a #spark.model, not a dictionary.
+// expected-error @+1 {{expects spark.model to be a #spark.model<...>, got {vocab_size = 32 : i64}}}
+module attributes {spark.model = {vocab_size = 32 : i64}} {
+}
+
+// -----
+
+// #spark.model's token ids lie in the vocabulary.
+// expected-error @+1 {{#spark.model bos_token_id holds 32, outside the vocabulary [0, 32)}}
+module attributes {spark.model = #spark.model<variant = "v", architecture = "Gemma4ForCausalLM", vocab_size = 32, hidden_size = 16, num_layers = 1, max_position_embeddings = 64, eos_token_ids = [1], bos_token_id = 32, pad_token_id = 0, soft_token_ids = [], weight_prefix = "model.">} {
+}
+
+// -----
+
+// Its sizes are positive.
+// expected-error @+1 {{#spark.model hidden_size must be positive, got 0}}
+module attributes {spark.model = #spark.model<variant = "v", architecture = "Gemma4ForCausalLM", vocab_size = 32, hidden_size = 0, num_layers = 1, max_position_embeddings = 64, eos_token_ids = [1], bos_token_id = 2, pad_token_id = 0, soft_token_ids = [], weight_prefix = "model.">} {
+}
+
+// -----
+
+// At least one end-of-sequence id.
+// expected-error @+1 {{#spark.model needs at least one eos_token_ids entry}}
+module attributes {spark.model = #spark.model<variant = "v", architecture = "Gemma4ForCausalLM", vocab_size = 32, hidden_size = 16, num_layers = 1, max_position_embeddings = 64, eos_token_ids = [], bos_token_id = 2, pad_token_id = 0, soft_token_ids = [], weight_prefix = "model.">} {
+}
+
+// -----
+
+// A required field is named when it is missing.
+// expected-error @+1 {{struct is missing required parameter: weight_prefix}}
+module attributes {spark.model = #spark.model<variant = "v", architecture = "Gemma4ForCausalLM", vocab_size = 32, hidden_size = 16, num_layers = 1, max_position_embeddings = 64, eos_token_ids = [1], bos_token_id = 2, pad_token_id = 0, soft_token_ids = []>} {
 }

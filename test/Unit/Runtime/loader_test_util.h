@@ -163,6 +163,7 @@ inline Plan TestPlan(const std::string& target = "sm_90a") {
   plan.target = target;
   plan.max_tokens = 8;
   plan.model.variant = "test-tiny";
+  plan.model.architecture = "Gemma4ForCausalLM";
   plan.model.vocab_size = 16;
   plan.model.hidden_size = 4;
   plan.model.num_layers = 1;

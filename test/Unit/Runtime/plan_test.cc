@@ -151,6 +151,7 @@ TEST(PlanTest, RoundTripIsExact) {
   EXPECT_EQ(parsed->arena_bytes, plan.arena_bytes);
   EXPECT_EQ(parsed->model.eos_token_ids, plan.model.eos_token_ids);
   EXPECT_EQ(parsed->model.weight_prefix, "model.");
+  EXPECT_EQ(parsed->model.architecture, "Gemma4ForCausalLM");
   EXPECT_EQ(parsed->soft_indices, plan.soft_indices);
   ASSERT_EQ(parsed->buffers.size(), plan.buffers.size());
   EXPECT_EQ(parsed->buffers[2].row_shape, plan.buffers[2].row_shape);

@@ -128,7 +128,8 @@ struct Program {
 
 // Model facts the runtime needs (from the imported config).
 struct ModelInfo {
-  std::string variant;  // e.g. "gemma4-e2b-like"
+  std::string variant;       // e.g. "gemma4-e2b-like"
+  std::string architecture;  // config.json's, e.g. "Gemma4ForConditionalGeneration"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
