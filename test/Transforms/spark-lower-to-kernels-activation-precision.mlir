@@ -1,5 +1,5 @@
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=bf16" | FileCheck %s --check-prefix=BF16
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" | FileCheck %s --check-prefix=F32
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=bf16" --spark-outline-kernel-entries | FileCheck %s --check-prefix=BF16
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" --spark-outline-kernel-entries | FileCheck %s --check-prefix=F32
 // RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=f16" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: spark-compile %s --target sm_90a --activation-precision bf16 --emit llvm -o - | FileCheck %s --check-prefix=LLVM
 // RUN: spark-compile %s --target sm_90a --emit ptx -o - | FileCheck %s --check-prefix=PTX-F32
@@ -20,7 +20,7 @@
 
 // With bf16 activations the activation buffers are bf16 (half the bytes: the arena shrinks from
 // 1280 to 1024 bytes here, 256-byte aligned buffers), the token ids stay i32.
-// BF16: spark.program @forward attributes {activation_precision = "bf16", arena_bytes = 1024 : i64, buffers = [{dtype = "i32", name = "%ids"
+// BF16: spark.program @forward attributes {activation_precision = bf16, arena_bytes = 1024 : i64, buffers = [{dtype = "i32", name = "%ids"
 // BF16-SAME: {dtype = "bf16", name = "embedding", offset = 512 : i64, row_shape = [8]}, {dtype = "bf16", name = "linear", offset = 768 : i64, row_shape = [32]}]
 // BF16: gpu.module @kernels {
 // BF16-NEXT: llvm.mlir.global external constant @spark_activation_precision(1 : i32) {addr_space = 1 : i32, alignment = 4 : i64} : i32

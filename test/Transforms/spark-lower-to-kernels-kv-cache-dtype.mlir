@@ -1,6 +1,6 @@
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=bf16" | FileCheck %s --check-prefix=BF16
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" | FileCheck %s --check-prefix=ASIS
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=f32" | FileCheck %s --check-prefix=F32
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=bf16" --spark-outline-kernel-entries | FileCheck %s --check-prefix=BF16
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" --spark-outline-kernel-entries | FileCheck %s --check-prefix=ASIS
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=f32" --spark-outline-kernel-entries | FileCheck %s --check-prefix=F32
 // RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=f16" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // The element type of the KV caches: kv_write takes it as its last argument, attention before last_visible

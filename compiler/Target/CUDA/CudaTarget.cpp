@@ -298,9 +298,8 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   plan.target = target.name;
   plan.max_tokens = program.getMaxTokens();
   plan.arena_bytes = program.getArenaBytes();
-  plan.activation_precision = program.getActivationPrecision().value_or("f32") == "bf16"
-                                  ? rt::DType::kBF16
-                                  : rt::DType::kF32;
+  std::optional<mlir::Type> precision = program.getActivationPrecision();
+  plan.activation_precision = precision && precision->isBF16() ? rt::DType::kBF16 : rt::DType::kF32;
 
   mlir::DictionaryAttr inputs = program.getInputs();
   plan.input_ids = intOr(inputs, "ids", -1);

@@ -546,10 +546,6 @@ LogicalResult ProgramOp::verify() {
   for (Attribute buffer : getBuffers())
     if (!isa<DictionaryAttr>(buffer))
       return emitOpError("expects every buffer to be a dictionary, got ") << buffer;
-  if (std::optional<StringRef> precision = getActivationPrecision();
-      precision && *precision != "f32" && *precision != "bf16")
-    return emitOpError("expects activation_precision to be \"f32\" or \"bf16\", got \"")
-           << *precision << "\"";
   return success();
 }
 

@@ -501,7 +501,7 @@ def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, No
     What `spark-lower-to-kernels` makes of an entry function: the arena size, the buffers it is
     split into (`[max_tokens, row_shape...]` at byte offsets), the weights by name, the entry
     buffers, and a body of `spark.launch` ops run in order. The plan writer serialises it into
-    the `.spark.plan` section (docs/plan-format.md). `activation_precision = "bf16"` (absent:
+    the `.spark.plan` section (docs/plan-format.md). `activation_precision = bf16` (absent:
     f32) says that every f32 output of a launch is rounded to bf16 as it is stored.
 
     ```mlir
@@ -514,7 +514,7 @@ def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, No
                        Spark_I64Attr:$arena_bytes, ArrayAttr:$buffers, ArrayAttr:$weights,
                        DictionaryAttr:$inputs, DictionaryAttr:$outputs,
                        OptionalAttr<Spark_ModelAttr>:$model,
-                       OptionalAttr<StrAttr>:$activation_precision);
+                       OptionalAttr<TypeAttrOf<AnyTypeOf<[F32, BF16]>>>:$activation_precision);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

@@ -3,9 +3,8 @@
 // The entry function becomes a spark.program: each tensor value gets a buffer of max-tokens
 // rows in one arena (first-fit offsets, reused once a buffer's last reader has run), and each op
 // becomes spark.launch ops whose arguments follow runtime/include/spark/runtime/kernel_abi.h.
-// Entry points are generated in gpu.module @kernels, one per distinct (op, literal arguments):
-// the literals are compiled into the entry as constants, the other arguments become its
-// parameters.
+// Each launch names the entry point of its (op, literal arguments), which
+// spark-outline-kernel-entries (OutlineKernelEntries.cpp) then builds in gpu.module @kernels.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Spark/Transforms/Passes.h"
@@ -154,7 +153,7 @@ private:
   void markLogitsTail();
   LogicalResult assignElementTypes();
   LogicalResult planOffsets();
-  void buildEntries();
+  void nameEntries();
   void buildProgram();
 
   int64_t bufferOf(Value value) { return valueBuffer.lookup(value); }
@@ -196,7 +195,6 @@ private:
   int64_t logits = -1;
   int64_t arenaBytes = 0;
   int64_t time = 0;
-  gpu::GPUModuleOp kernels;
   SmallVector<std::string> launchEntry;
 };
 
@@ -905,20 +903,7 @@ LogicalResult Lowering::planOffsets() {
   return success();
 }
 
-void Lowering::buildEntries() {
-  OpBuilder b(ctx);
-  b.setInsertionPointToEnd(module.getBody());
-  kernels = gpu::GPUModuleOp::create(b, module.getLoc(), "kernels");
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
-  b.setInsertionPointToStart(kernels.getBody());
-
-  Type ptr = LLVM::LLVMPointerType::get(ctx), i32 = b.getI32Type(), f32 = b.getF32Type();
-  auto typeOf = [&](abi::ArgKind kind) {
-    return kind == abi::ArgKind::kPtr ? ptr : kind == abi::ArgKind::kI32 ? i32 : f32;
-  };
-  llvm::StringMap<LLVM::LLVMFuncOp> declarations;
-  std::set<std::string> built;
-
+void Lowering::nameEntries() {
   for (PendingLaunch &l : launches) {
     // One entry per (op, literal arguments), named after them (entry_point.h): the runtime
     // recomputes the name from each step and refuses a step that names another entry.
@@ -930,46 +915,6 @@ void Lowering::buildEntries() {
         AppendEntryLiteral(&name, arg.f32);
     }
     launchEntry.push_back(name);
-    if (!built.insert(name).second)
-      continue;
-    LLVM::LLVMFuncOp &decl = declarations[l.spec->symbol];
-    if (!decl) {
-      SmallVector<Type> params;
-      for (int i = 0; i < l.spec->num_args; ++i)
-        params.push_back(typeOf(l.spec->args[i].kind));
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(kernels.getBody());
-      decl = LLVM::LLVMFuncOp::create(
-          b, module.getLoc(), l.spec->symbol,
-          LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), params));
-    }
-    SmallVector<Type> entryParams;
-    for (int i = 0; i < l.spec->num_args; ++i)
-      if (!l.args[i].isLiteral())
-        entryParams.push_back(typeOf(l.spec->args[i].kind));
-    auto func = gpu::GPUFuncOp::create(b, module.getLoc(), name,
-                                       b.getFunctionType(entryParams, {}));
-    func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-    func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}));
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&func.getBody().front());
-      SmallVector<Value> callArgs;
-      unsigned param = 0;
-      for (int i = 0; i < l.spec->num_args; ++i) {
-        const Arg &arg = l.args[i];
-        if (arg.kind == Arg::I32)
-          callArgs.push_back(LLVM::ConstantOp::create(b, module.getLoc(), i32,
-                                                      b.getI32IntegerAttr(arg.i32)));
-        else if (arg.kind == Arg::F32)
-          callArgs.push_back(LLVM::ConstantOp::create(b, module.getLoc(), f32,
-                                                      b.getF32FloatAttr(arg.f32)));
-        else
-          callArgs.push_back(func.getArgument(param++));
-      }
-      LLVM::CallOp::create(b, module.getLoc(), decl, callArgs);
-      gpu::ReturnOp::create(b, module.getLoc());
-    }
   }
 }
 
@@ -1040,7 +985,7 @@ void Lowering::buildProgram() {
       b, entry.getLoc(), entry.getSymName(), maxTokens, arenaBytes, b.getArrayAttr(bufferAttrs),
       b.getArrayAttr(weightAttrs), b.getDictionaryAttr(inputAttrs),
       b.getDictionaryAttr(b.getNamedAttr("logits", b.getI64IntegerAttr(logits))), model,
-      /*activation_precision=*/StringAttr());
+      /*activation_precision=*/TypeAttr());
   program.getBody().emplaceBlock();
   b.setInsertionPointToStart(&program.getBody().front());
   for (auto [l, entryName] : llvm::zip(launches, launchEntry)) {
@@ -1067,7 +1012,7 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
   markLogitsTail();
   if (failed(assignElementTypes()) || failed(planOffsets()))
     return failure();
-  buildEntries();
+  nameEntries();
   buildProgram();
   entry.erase();
   numLaunches = launches.size();
@@ -1076,22 +1021,13 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
   return success();
 }
 
-/// Records the activation precision on the program (bf16 only: absent means f32) and defines the
-/// kernel library's `spark_activation_precision` (kernel_abi.h ActivationPrecision) as an i32
-/// constant of the gpu.module, so that code generation folds every kernel's rounding. Every
-/// gpu.module defines it: the library declares it and cannot link without.
-void defineActivationPrecision(ModuleOp module, bool bf16) {
-  OpBuilder b(module.getContext());
-  if (bf16)
-    for (ProgramOp program : module.getOps<ProgramOp>())
-      program.setActivationPrecisionAttr(b.getStringAttr("bf16"));
-  for (gpu::GPUModuleOp kernels : module.getOps<gpu::GPUModuleOp>()) {
-    b.setInsertionPointToStart(kernels.getBody());
-    LLVM::GlobalOp::create(b, module.getLoc(), b.getI32Type(), /*isConstant=*/true,
-                           LLVM::Linkage::External, abi::kActivationPrecisionSymbol,
-                           b.getI32IntegerAttr(bf16 ? abi::kActivationBF16 : abi::kActivationF32),
-                           /*alignment=*/4, /*addrSpace=*/1);
-  }
+/// Records the activation precision on the program (bf16 only: absent means f32);
+/// spark-outline-kernel-entries defines the kernels' constant from it.
+void recordActivationPrecision(ModuleOp module, bool bf16) {
+  if (!bf16)
+    return;
+  for (ProgramOp program : module.getOps<ProgramOp>())
+    program.setActivationPrecisionAttr(TypeAttr::get(BFloat16Type::get(module.getContext())));
 }
 
 struct SparkLowerToKernelsPass
@@ -1143,7 +1079,7 @@ struct SparkLowerToKernelsPass
     Lowering lowering(module, entryFunc, maxTokens, activationPrecision == "bf16");
     if (failed(lowering.run(launches, entries)))
       return signalPassFailure();
-    defineActivationPrecision(module, activationPrecision == "bf16");
+    recordActivationPrecision(module, activationPrecision == "bf16");
     numLaunches = launches;
     numEntries = entries;
   }

@@ -46,8 +46,7 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
     kernel_abi.h). Launch entry points are generated in `gpu.module @kernels`, one per distinct
     (op, literal arguments) pair, so layers of the same shape share their kernels.
   }];
-  let dependentDialects = ["::spark::SparkDialect", "::mlir::gpu::GPUDialect",
-                           "::mlir::LLVM::LLVMDialect"];
+  let dependentDialects = ["::spark::SparkDialect"];
   let options = [
     Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"64",
            "Rows of every activation buffer: the most tokens one step (a prefill chunk) processes">,
@@ -63,6 +62,24 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numLaunches", "num-launches", "Number of kernel launches in the plan">,
+    Statistic<"numEntries", "num-entries", "Number of distinct kernel entry points">
+  ];
+}
+
+def SparkOutlineKernelEntriesPass : Pass<"spark-outline-kernel-entries", "mlir::ModuleOp"> {
+  let summary = "builds gpu.module @kernels: one entry per distinct (op, literal arguments)";
+  let description = [{
+    After `spark-lower-to-kernels`: for every `spark.launch`, the `gpu.func` entry its `kernel`
+    names (checked to be the name its op and literal arguments make, entry_point.h), built once
+    per name: it calls the kernel library's `spark_<op>` (declared from the op registry,
+    kernel_ops.def) with the literal `i32` / `f32` arguments as constants and the other arguments
+    as its parameters, in order. Also defines the library's `spark_activation_precision`
+    constant from the program's `activation_precision`, so code generation folds every kernel's
+    rounding.
+  }];
+  let dependentDialects = ["::spark::SparkDialect", "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+  let statistics = [
     Statistic<"numEntries", "num-entries", "Number of distinct kernel entry points">
   ];
 }

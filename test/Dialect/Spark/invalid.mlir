@@ -1102,9 +1102,9 @@ func.func @moe_router_negative_top_k(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p
 
 // -----
 
-// The activation precision is f32 or bf16 (kernel_abi.h ActivationPrecision).
-// expected-error @+1 {{'spark.program' op expects activation_precision to be "f32" or "bf16", got "f16"}}
-spark.program @forward attributes {activation_precision = "f16", max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+// The activation precision is f32 or bf16 (kernel_abi.h ActivationPrecision): a type attribute.
+// expected-error @+1 {{'spark.program' op attribute 'activation_precision' failed to satisfy constraint: type attribute of 32-bit float or bfloat16 type}}
+spark.program @forward attributes {activation_precision = f16, max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
 }
 
 // -----
