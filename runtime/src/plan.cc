@@ -1398,6 +1398,8 @@ absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_vi
   return plan;
 }
 
+std::string PlanJsonText(const Plan& plan, int indent) { return PlanJson(plan).dump(indent); }
+
 std::string SerializePlanSection(const Plan& plan) {
   const std::string json = SerializeJson(PlanJson(plan));
   std::string section(pf::kMagic, sizeof(pf::kMagic));

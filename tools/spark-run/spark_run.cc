@@ -87,6 +87,7 @@ struct Flags {
   bool verbose = false;
   std::vector<std::string> module_path;  // each entry may be a comma list
   bool explain_resolution = false;
+  bool dump_plan = false;
   std::string device_cc;
   bool estimate = false;
   std::string device_profile = "auto";
@@ -146,6 +147,16 @@ absl::Status ListDevicesCommand() {
                 FormatBytes(d.total_bytes).c_str(), FormatBytes(d.free_bytes).c_str(),
                 d.multiprocessors);
   }
+  return absl::OkStatus();
+}
+
+// ---- --dump-plan ----
+
+// The model file's plan (its .spark.plan section, or the .plan beside a PTX file), read and
+// validated as a run would, printed as indented JSON on stdout (docs/plan-format.md).
+absl::Status DumpPlanCommand(const std::string& model) {
+  SPARK_ASSIGN_OR_RETURN(const Artifact artifact, LoadArtifact(model));
+  std::printf("%s\n", PlanJsonText(artifact.plan, 2).c_str());
   return absl::OkStatus();
 }
 
@@ -706,6 +717,7 @@ absl::Status Run() {
   // error, which would turn this mistake into a note.
   SPARK_RETURN_IF_ERROR(CheckModulePath(ModulePath()));
   if (F().explain_resolution) return ExplainCommand(model);
+  if (F().dump_plan) return DumpPlanCommand(model);
   if (F().estimate) return EstimateCommand(model);
   return GenerateCommand(model);
 }
@@ -751,6 +763,7 @@ int main(int argc, char** argv) {
       "            [--enable-thinking] [--stop STRING]... [options]\n"
       "  spark-run MODEL.cubin --weights CHECKPOINT [--tokenizer DIR] --interactive [--system \"...\"] [options]\n"
       "  spark-run MODEL.cubin --explain-resolution [--device-cc 12.1] [--module-path DIR]\n"
+      "  spark-run MODEL.cubin --dump-plan\n"
       "  spark-run MODEL.cubin --estimate [--device-profile NAME|auto] [--max-length N]\n"
       "  spark-run --list-devices\n\n"
       "Output: with --prompt-ids, the generated ids on stdout, space-separated on one line; with\n"
@@ -841,6 +854,9 @@ int main(int argc, char** argv) {
   auto* other = "other modes";
   app.add_flag("--explain-resolution", flags.explain_resolution,
                "print the module resolution decisions and exit")->group(other);
+  app.add_flag("--dump-plan", flags.dump_plan,
+               "print the model's plan (steps, programs, buffers, weights) as JSON and exit")
+      ->group(other);
   app.add_option("--device-cc", flags.device_cc,
                  "compute capability to resolve for, M.m (default: CUDA device 0)")->type_name("M.m")->group(other);
   app.add_flag("--estimate", flags.estimate,

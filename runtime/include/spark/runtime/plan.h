@@ -211,6 +211,10 @@ absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_vi
 // It does not validate: call ValidatePlan first.
 std::string SerializePlanSection(const Plan& plan);
 
+// The plan as the section's JSON, indented by `indent` spaces per level (-1: compact, exactly the
+// section's payload): what spark-run --dump-plan prints.
+std::string PlanJsonText(const Plan& plan, int indent);
+
 // Checks everything about an in-memory plan that ParsePlanSection checks after reading the JSON:
 // the target name, every id, offset and size in bounds (overflow-safe), dtypes, the entry point
 // buffers, and every step against the kernel ABI (op known, argument count and kinds, launch
