@@ -284,46 +284,39 @@ TEST(PlanTest, ProgramsFollowTheMoePathsAndAttentionSplits) {
 TEST(PlanTest, RejectsProgramsThatDoNotFitThePlan) {
   const Plan plan = TestPlan();
   ASSERT_TRUE(ParsePlanAsIs(plan).ok()) << ParsePlanAsIs(plan);
+  // TestPlan's programs: decode [0, 2, 3, 4, 5] (1 token), 2..8 tokens, 1..8 with soft rows.
+  const struct {
+    void (*edit)(Plan&);
+    const char* message;
+  } cases[] = {
+      {[](Plan& p) { p.programs[0].steps.erase(p.programs[0].steps.begin() + 1); },
+       "m.cubin: plan programs[0]: step 2 (test.rms_norm, op rms_norm) is needed in a call of 1 "
+       "token, but the program does not run it"},
+      {[](Plan& p) { p.programs[0].steps.insert(p.programs[0].steps.begin() + 1, 1); },
+       "programs[0]: step 1 (test.scatter_rows, op scatter_rows) does nothing in a call of 1 "
+       "token, but the program runs it"},
+      {[](Plan& p) { std::swap(p.programs[0].steps[0], p.programs[0].steps[1]); },
+       "programs[0].steps[1]: expected a step id greater than the one before it"},
+      {[](Plan& p) { p.programs[0].steps.push_back(100000); },
+       "programs[0].steps[5]: expected a step id greater than the one before it and less than 6, "
+       "found 100000"},
+      {[](Plan& p) { p.programs[1].min_tokens = 3; },
+       "programs[1]: leaves a gap: a call of 2 tokens has none"},
+      {[](Plan& p) { p.programs[1].min_tokens = 1; },
+       "programs[1]: overlaps another program: a call of 1 token has two programs"},
+      {[](Plan& p) { p.programs[1].max_tokens = 7; },
+       "m.cubin: plan programs: no program for calls of 8 to 8 tokens"},
+      {[](Plan& p) { p.programs[1].max_tokens = 9; },
+       "programs[1].max_tokens: expected an integer in [2, 8], found 9"},
+      {[](Plan& p) { p.programs.pop_back(); },
+       "no program for calls of 1 to 8 tokens with soft-token rows"},
+  };
+  for (const auto& c : cases) {
+    Plan bad = plan;
+    c.edit(bad);
+    EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid, c.message)) << c.message;
+  }
   Plan bad = plan;
-  bad.programs[0].steps.erase(bad.programs[0].steps.begin() + 1);
-  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
-                       "m.cubin: plan programs[0]: step 2 (test.rms_norm, op rms_norm) is needed "
-                       "in a call of 1 token, but the program does not run it"));
-  bad = plan;
-  bad.programs[0].steps.insert(bad.programs[0].steps.begin() + 1, 1);
-  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
-                       "programs[0]: step 1 (test.scatter_rows, op scatter_rows) does nothing in "
-                       "a call of 1 token, but the program runs it"));
-  bad = plan;
-  std::swap(bad.programs[0].steps[0], bad.programs[0].steps[1]);
-  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
-                       "programs[0].steps[1]: expected a step id greater than the one before it"));
-  bad = plan;
-  bad.programs[0].steps.push_back(100000);
-  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
-                       "programs[0].steps[5]: expected a step id greater than the one before it "
-                       "and less than 6, found 100000"));
-  bad = plan;
-  bad.programs[1].min_tokens = 3;
-  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
-                       "programs[1]: leaves a gap: a call of 2 tokens has none"));
-  bad = plan;
-  bad.programs[1].min_tokens = 1;
-  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
-                       "programs[1]: overlaps another program: a call of 1 token has two programs"));
-  bad = plan;
-  bad.programs[1].max_tokens = 7;
-  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
-                       "m.cubin: plan programs: no program for calls of 8 to 8 tokens"));
-  bad = plan;
-  bad.programs[1].max_tokens = 9;
-  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
-                       "programs[1].max_tokens: expected an integer in [2, 8], found 9"));
-  bad = plan;
-  bad.programs.pop_back();
-  EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
-                       "no program for calls of 1 to 8 tokens with soft-token rows"));
-  bad = plan;
   bad.programs[1].name = "decode";
   EXPECT_TRUE(StatusIs(ParsePlanAsIs(bad), kInvalid,
                        "programs[1].name: \"decode\" is also the name of programs[0]"));
