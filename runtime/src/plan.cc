@@ -1454,21 +1454,29 @@ const Program* ProgramOf(const Plan& plan, int64_t num_tokens, bool soft_tokens)
 
 void BuildPrograms(Plan* plan) {
   plan->programs.clear();
-  const auto steps_at = [&](int64_t tokens, bool soft) {
-    std::vector<int64_t> steps;
-    for (size_t s = 0; s < plan->steps.size(); ++s) {
-      if (StepRuns(plan->steps[s], tokens, soft)) steps.push_back(static_cast<int64_t>(s));
+  // The steps whose membership depends on the call's size (the others run always, or with soft
+  // rows: the same within a range of one kind).
+  std::vector<size_t> varying;
+  for (size_t s = 0; s < plan->steps.size(); ++s) {
+    const abi::Runs runs = SpecOf(plan->steps[s]).runs;
+    if (runs != abi::Runs::kAlways && runs != abi::Runs::kWithSoftTokens) varying.push_back(s);
+  }
+  const auto same_steps = [&](int64_t a, int64_t b, bool soft) {
+    for (const size_t s : varying) {
+      if (StepRuns(plan->steps[s], a, soft) != StepRuns(plan->steps[s], b, soft)) return false;
     }
-    return steps;
+    return true;
   };
   // The range from `from` up to at most `to` whose sizes run the same steps.
   const auto add_range = [&](int64_t from, int64_t to, bool soft) {
     Program program;
     program.min_tokens = from;
     program.soft_tokens = soft;
-    program.steps = steps_at(from, soft);
+    for (size_t s = 0; s < plan->steps.size(); ++s) {
+      if (StepRuns(plan->steps[s], from, soft)) program.steps.push_back(static_cast<int64_t>(s));
+    }
     program.max_tokens = from;
-    while (program.max_tokens < to && steps_at(program.max_tokens + 1, soft) == program.steps) {
+    while (program.max_tokens < to && same_steps(from, program.max_tokens + 1, soft)) {
       ++program.max_tokens;
     }
     program.name = from == 1 && program.max_tokens == 1 && !soft
