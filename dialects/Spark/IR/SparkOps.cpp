@@ -6,6 +6,7 @@
 #include "dialects/Spark/IR/TypeInference.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "spark/runtime/entry_point.h"
 #include "spark/runtime/kernel_abi.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -547,6 +548,20 @@ LogicalResult ProgramOp::verify() {
     if (!isa<DictionaryAttr>(buffer))
       return emitOpError("expects every buffer to be a dictionary, got ") << buffer;
   return success();
+}
+
+std::string LaunchOp::entryPointName(StringRef symbol, ArrayAttr args) {
+  std::string name = EntryPointPrefix(symbol.str().c_str());
+  for (Attribute arg : args) {
+    auto dict = dyn_cast<DictionaryAttr>(arg);
+    if (!dict)
+      continue;
+    if (auto v = dict.getAs<IntegerAttr>("i32"))
+      AppendEntryLiteral(&name, static_cast<int32_t>(v.getInt()));
+    else if (auto v = dict.getAs<FloatAttr>("f32"))
+      AppendEntryLiteral(&name, static_cast<float>(v.getValueAsDouble()));
+  }
+  return name;
 }
 
 LogicalResult LaunchOp::verify() {

@@ -552,6 +552,12 @@ def Spark_LaunchOp : Spark_Op<"launch", [HasParent<"ProgramOp">]> {
       "`divisor` `=` $grid_divisor `)` `block` $block `args` $args attr-dict "
       "(`logits_tail` $logits_tail^)?";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The entry point of kernel-level op `symbol` (its device function, e.g. "spark_linear")
+    /// with launch arguments `args`: the symbol, "__", then each literal i32 / f32 argument
+    /// (runtime/include/spark/runtime/entry_point.h, which the plan reader recomputes).
+    static std::string entryPointName(::llvm::StringRef symbol, ::mlir::ArrayAttr args);
+  }];
 }
 
 #endif // SPARK_OPS_TD

@@ -23,7 +23,6 @@
 
 #include <cmath>
 
-#include "spark/runtime/entry_point.h"
 #include "spark/runtime/kernel_abi.h"
 
 #include <algorithm>
@@ -153,7 +152,6 @@ private:
   void markLogitsTail();
   LogicalResult assignElementTypes();
   LogicalResult planOffsets();
-  void nameEntries();
   void buildProgram();
 
   int64_t bufferOf(Value value) { return valueBuffer.lookup(value); }
@@ -195,7 +193,7 @@ private:
   int64_t logits = -1;
   int64_t arenaBytes = 0;
   int64_t time = 0;
-  SmallVector<std::string> launchEntry;
+  std::set<std::string> entryNames; // distinct entry points the launches name
 };
 
 int64_t Lowering::newBuffer(Value value, StringRef name, int64_t at) {
@@ -903,21 +901,6 @@ LogicalResult Lowering::planOffsets() {
   return success();
 }
 
-void Lowering::nameEntries() {
-  for (PendingLaunch &l : launches) {
-    // One entry per (op, literal arguments), named after them (entry_point.h): the runtime
-    // recomputes the name from each step and refuses a step that names another entry.
-    std::string name = EntryPointPrefix(l.spec->symbol);
-    for (const Arg &arg : l.args) {
-      if (arg.kind == Arg::I32)
-        AppendEntryLiteral(&name, arg.i32);
-      else if (arg.kind == Arg::F32)
-        AppendEntryLiteral(&name, arg.f32);
-    }
-    launchEntry.push_back(name);
-  }
-}
-
 DictionaryAttr argAttr(Builder &b, const Arg &arg) {
   auto entry = [&](StringRef key, Attribute value) {
     return b.getDictionaryAttr(b.getNamedAttr(key, value));
@@ -988,15 +971,20 @@ void Lowering::buildProgram() {
       /*activation_precision=*/TypeAttr());
   program.getBody().emplaceBlock();
   b.setInsertionPointToStart(&program.getBody().front());
-  for (auto [l, entryName] : llvm::zip(launches, launchEntry)) {
-    SmallVector<Attribute> args;
+  for (const PendingLaunch &l : launches) {
+    SmallVector<Attribute> argList;
     for (const Arg &arg : l.args)
-      args.push_back(argAttr(b, arg));
+      argList.push_back(argAttr(b, arg));
+    ArrayAttr args = b.getArrayAttr(argList);
+    // One entry per (op, literal arguments), named after them; spark-outline-kernel-entries
+    // builds it.
+    const std::string entryName = LaunchOp::entryPointName(l.spec->symbol, args);
+    entryNames.insert(entryName);
     auto launchOp = LaunchOp::create(
         b, entry.getLoc(), l.spec->op,
         SymbolRefAttr::get(ctx, "kernels", {FlatSymbolRefAttr::get(ctx, entryName)}),
         l.grid.per_token, l.grid.fixed, l.grid.divisor,
-        b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}), b.getArrayAttr(args), l.logitsTail);
+        b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}), args, l.logitsTail);
     launchOp->setAttr("source", b.getStringAttr(l.source));
   }
 }
@@ -1012,12 +1000,10 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
   markLogitsTail();
   if (failed(assignElementTypes()) || failed(planOffsets()))
     return failure();
-  nameEntries();
   buildProgram();
   entry.erase();
   numLaunches = launches.size();
-  std::set<std::string> distinct(launchEntry.begin(), launchEntry.end());
-  numEntries = distinct.size();
+  numEntries = entryNames.size();
   return success();
 }
 

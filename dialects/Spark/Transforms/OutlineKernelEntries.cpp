@@ -18,7 +18,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
-#include "spark/runtime/entry_point.h"
 #include "spark/runtime/kernel_abi.h"
 
 namespace spark {
@@ -99,14 +98,9 @@ struct SparkOutlineKernelEntriesPass
         // One entry per (op, literal arguments), named after them (entry_point.h): the runtime
         // recomputes the name from each step and refuses a step that names another entry.
         SmallVector<Literal> literals;
-        std::string name = EntryPointPrefix(spec->symbol);
-        for (Attribute arg : args) {
+        for (Attribute arg : args)
           literals.push_back(literalOf(arg));
-          if (literals.back().isI32)
-            AppendEntryLiteral(&name, literals.back().i32);
-          else if (literals.back().isF32)
-            AppendEntryLiteral(&name, literals.back().f32);
-        }
+        const std::string name = LaunchOp::entryPointName(spec->symbol, args);
         SymbolRefAttr kernel = launch.getKernel();
         if (kernel.getRootReference() != "kernels" || kernel.getNestedReferences().size() != 1 ||
             kernel.getLeafReference() != name) {
