@@ -854,9 +854,10 @@ int main(int argc, char** argv) {
   auto* other = "other modes";
   app.add_flag("--explain-resolution", flags.explain_resolution,
                "print the module resolution decisions and exit")->group(other);
-  app.add_flag("--dump-plan", flags.dump_plan,
-               "print the model's plan (steps, programs, buffers, weights) as JSON and exit")
-      ->group(other);
+  CLI::Option* dump_plan =
+      app.add_flag("--dump-plan", flags.dump_plan,
+                   "print the model's plan (steps, programs, buffers, weights) as JSON and exit")
+          ->group(other);
   app.add_option("--device-cc", flags.device_cc,
                  "compute capability to resolve for, M.m (default: CUDA device 0)")->type_name("M.m")->group(other);
   app.add_flag("--estimate", flags.estimate,
@@ -865,6 +866,13 @@ int main(int argc, char** argv) {
                  "device to estimate for: dgx-spark, h200, h100, a100-80gb, rtx-5090, rtx-4090, l4, "
                  "or auto (CUDA device 0, else the host)")->type_name("NAME|auto")->group(other);
   app.add_flag("--list-devices", flags.list_devices, "list the CUDA devices and exit")->group(other);
+  // --dump-plan reads only the model file: a flag of another mode with it is a usage error, not
+  // silently dropped.
+  for (const char* name : {"--weights", "--prompt-ids", "--prompt", "--chat", "--interactive",
+                           "--soft-tokens", "--logits-out", "--dump", "--explain-resolution",
+                           "--estimate", "--list-devices"}) {
+    dump_plan->excludes(app.get_option(name));
+  }
   std::vector<std::string> args = spark::rt::DashedFlagNames(argc, argv);
   std::vector<char*> c_args;
   for (std::string& arg : args) c_args.push_back(&arg[0]);
