@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ python3 git
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22 libclang-rt-22-dev
   libabsl-dev libgtest-dev nlohmann-json3-dev rapidjson-dev libcli11-dev
+  libflatbuffers-dev flatbuffers-compiler  # the plan schema (runtime/schema/plan.fbs)
   libcpp-httplib-dev  # spark-serve's HTTP server
   python3-jinja2  # test/tools/chat-template: the chat-template goldens re-rendered by jinja2
 )

@@ -40,6 +40,9 @@ if os.path.exists(os.path.join(openai_node_modules, "openai", "package.json")) a
     config.available_features.add("openai-node")
 if os.path.exists(os.path.join(config.spark_tools_dir, "spark-serve")):
     config.available_features.add("spark-serve")
+# A JSON document on stdin printed compactly (as spark-run --dump-plan's JSON, unindented), for
+# FileCheck lines that match several members on one line.
+config.substitutions.append(("%compact-json", "python3 -c \"import json, sys; print(json.dumps(json.load(sys.stdin), separators=(',', ':')))\""))
 config.substitutions.append(("%configs", os.path.join(config.spark_src_root, "test", "data", "configs")))
 
 if config.spark_has_compiler or borrowed_compiler:

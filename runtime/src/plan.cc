@@ -20,6 +20,7 @@
 #include "checked_math.h"
 #include "host_allocation.h"
 #include "json_document.h"
+#include "plan_generated.h"
 #include "little_endian.h"
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/entry_point.h"
@@ -34,9 +35,9 @@ namespace rt {
 namespace {
 
 namespace pf = ::spark::plan_format;
+namespace fb = ::spark::rt::fb;
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 constexpr absl::string_view kRecompile =
@@ -51,14 +52,6 @@ absl::Status PlanError(absl::string_view origin, absl::string_view path,
                        absl::string_view message) {
   return absl::InvalidArgumentError(
       PrintableText(absl::StrCat(origin, ": plan", path.empty() ? "" : " ", path, ": ", message)));
-}
-
-// A scalar as written in JSON, or the type of a container, for "found ..." in messages.
-std::string DescribeJson(const Json& value) {
-  if (value.is_array() || value.is_object()) return std::string(JsonTypeName(value));
-  std::string text = SerializeJson(value);
-  if (text.size() > 40) text = absl::StrCat(text.substr(0, 37), "...");
-  return text;
 }
 
 std::string IndexPath(absl::string_view path, size_t index) {
@@ -89,9 +82,9 @@ std::string HexBytes(absl::string_view bytes) {
   return out;
 }
 
-// Checks the 32-byte header and the padding; returns the JSON document it frames.
-absl::StatusOr<absl::string_view> ReadSectionJson(absl::string_view section,
-                                                  absl::string_view file) {
+// Checks the 32-byte header and the padding; returns the payload it frames.
+absl::StatusOr<absl::string_view> ReadSectionPayload(absl::string_view section,
+                                                     absl::string_view file) {
   const std::string origin = PrintableText(file);
   if (section.size() < pf::kHeaderSize) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -118,40 +111,74 @@ absl::StatusOr<absl::string_view> ReadSectionJson(absl::string_view section,
         "%s: plan flags 0x%x are not supported (this runtime expects 0); %s", origin, flags,
         kRecompile));
   }
-  const uint64_t json_size = LoadLittleEndian<uint64_t>(section.data() + 16);
-  if (json_size > pf::kMaxJsonSize) {
+  const uint64_t payload_size = LoadLittleEndian<uint64_t>(section.data() + 16);
+  if (payload_size > pf::kMaxPayloadSize) {
     return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": the plan header announces ", json_size, " bytes of JSON, above the limit of ",
-        pf::kMaxJsonSize, "; the file is damaged, recompile it with spark-compile"));
+        origin, ": the plan header announces a plan of ", payload_size,
+        " bytes, above the limit of ", pf::kMaxPayloadSize,
+        "; the file is damaged, recompile it with spark-compile"));
   }
   const uint64_t available = section.size() - pf::kHeaderSize;
-  if (json_size > available) {
+  if (payload_size > available) {
     return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": the .spark.plan section is truncated: its header announces ", json_size,
-        " bytes of JSON but only ", available,
+        origin, ": the .spark.plan section is truncated: its header announces a plan of ",
+        payload_size, " bytes but only ", available,
         " follow; the file is damaged, recompile it with spark-compile"));
   }
-  const absl::string_view json = section.substr(pf::kHeaderSize, json_size);
+  const absl::string_view payload = section.substr(pf::kHeaderSize, payload_size);
   const uint64_t expected = LoadLittleEndian<uint64_t>(section.data() + 24);
-  const uint64_t actual = pf::Fnv1a64(json.data(), json.size());
+  const uint64_t actual = pf::Fnv1a64(payload.data(), payload.size());
   if (expected != actual) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: plan checksum mismatch (header 0x%016x, computed 0x%016x); the file is damaged, "
         "copy it again or recompile it with spark-compile",
         origin, expected, actual));
   }
-  const absl::string_view padding = section.substr(pf::kHeaderSize + json_size);
+  const absl::string_view padding = section.substr(pf::kHeaderSize + payload_size);
   const size_t junk = padding.find_first_not_of('\0');
   if (junk != absl::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         origin, ": the .spark.plan section has non-zero bytes after the plan (at section offset ",
-        pf::kHeaderSize + json_size + junk, "); the file is damaged"));
+        pf::kHeaderSize + payload_size + junk, "); the file is damaged"));
   }
-  return json;
+  return payload;
 }
 
 // ---------------------------------------------------------------------------------------------
-// JSON -> Plan: structure and representability only; ValidatePlan checks the meaning.
+// FlatBuffers payload -> Plan. The generated verifier has checked the structure (offsets, sizes,
+// required fields); this checks what it cannot: enum values (a verifier takes any byte), the
+// array limits, op names and literal floats. ValidatePlan checks the meaning.
+
+// The schema's enums are the runtime's, in the same order (plan.fbs says so; this checks it).
+static_assert(static_cast<int>(fb::DType::f32) == static_cast<int>(DType::kF32) &&
+                  static_cast<int>(fb::DType::bf16) == static_cast<int>(DType::kBF16) &&
+                  static_cast<int>(fb::DType::i32) == static_cast<int>(DType::kI32) &&
+                  static_cast<int>(fb::DType::f16) == static_cast<int>(DType::kF16) &&
+                  static_cast<int>(fb::DType::u8) == static_cast<int>(DType::kU8) &&
+                  static_cast<int>(fb::DType::f8E4M3FN) == static_cast<int>(DType::kF8E4M3FN) &&
+                  static_cast<int>(fb::DType::f4E2M1FN) == static_cast<int>(DType::kF4E2M1FN) &&
+                  static_cast<int>(fb::DType::MAX) + 1 == std::size(kAllDTypes),
+              "plan.fbs DType and element_type.h DType must list the same types in one order");
+static_assert(static_cast<int>(fb::ArgKind::buffer) == static_cast<int>(ArgRefKind::kBuffer) &&
+                  static_cast<int>(fb::ArgKind::weight) == static_cast<int>(ArgRefKind::kWeight) &&
+                  static_cast<int>(fb::ArgKind::k_cache) == static_cast<int>(ArgRefKind::kKCache) &&
+                  static_cast<int>(fb::ArgKind::v_cache) == static_cast<int>(ArgRefKind::kVCache) &&
+                  static_cast<int>(fb::ArgKind::kv_capacity) ==
+                      static_cast<int>(ArgRefKind::kKvCapacity) &&
+                  static_cast<int>(fb::ArgKind::null_pointer) ==
+                      static_cast<int>(ArgRefKind::kNull) &&
+                  static_cast<int>(fb::ArgKind::num_tokens) ==
+                      static_cast<int>(ArgRefKind::kNumTokens) &&
+                  static_cast<int>(fb::ArgKind::num_soft_tokens) ==
+                      static_cast<int>(ArgRefKind::kNumSoftTokens) &&
+                  static_cast<int>(fb::ArgKind::i32) == static_cast<int>(ArgRefKind::kI32) &&
+                  static_cast<int>(fb::ArgKind::f32) == static_cast<int>(ArgRefKind::kF32) &&
+                  fb::ArgKind::MAX == fb::ArgKind::f32,
+              "plan.fbs ArgKind and plan.h ArgRefKind must list the same kinds in one order");
+static_assert(static_cast<int>(fb::WeightTransform::reciprocal) ==
+                      static_cast<int>(WeightTransform::kReciprocal) &&
+                  fb::WeightTransform::MAX == fb::WeightTransform::reciprocal,
+              "plan.fbs WeightTransform and plan.h WeightTransform must agree");
 
 // Keeps the first error met while reading; reads after an error return defaults.
 class Errors {
@@ -167,411 +194,216 @@ class Errors {
   absl::Status status_;
 };
 
-int64_t ReadInt(const Json& value, absl::string_view path, int64_t min, int64_t max,
-                Errors* errors) {
-  if (!IsJsonInt(value) || JsonInt(value) < min || JsonInt(value) > max) {
-    errors->Fail(path, absl::StrCat(ExpectedInteger(min, max), ", found ", DescribeJson(value)));
-    return 0;
-  }
-  return JsonInt(value);
+std::string Str(const flatbuffers::String* text) { return text ? text->str() : std::string(); }
+
+std::vector<int64_t> Longs(const flatbuffers::Vector<int64_t>* values) {
+  return values ? std::vector<int64_t>(values->begin(), values->end()) : std::vector<int64_t>();
 }
 
-std::vector<int64_t> ReadIntArray(const Json& value, absl::string_view path, int64_t min,
-                                  int64_t max, Errors* errors) {
-  std::vector<int64_t> out;
-  if (!value.is_array()) {
-    errors->Fail(path, absl::StrCat("expected an array of integers, found ", DescribeJson(value)));
-    return out;
-  }
-  for (size_t i = 0; i < value.size(); ++i) {
-    out.push_back(ReadInt(value[i], IndexPath(path, i), min, max, errors));
-  }
-  return out;
+// The enum value `code` of a schema enum with values 0..max, or an error naming the field.
+template <typename Enum>
+bool ReadEnum(Enum code, const char* what, absl::string_view path, Errors* errors) {
+  const int value = static_cast<int>(code);
+  if (value >= 0 && value <= static_cast<int>(Enum::MAX)) return true;
+  errors->Fail(path, absl::StrCat("unknown ", what, " code ", value, " (this runtime reads plan "
+                                  "version ", pf::kPlanVersion, ", which knows 0 to ",
+                                  static_cast<int>(Enum::MAX), "); ", kRecompile));
+  return false;
 }
 
-// Reads a fixed-size integer triple such as "grid".
-void ReadInt3(const Json& value, absl::string_view path, int out[3], Errors* errors) {
-  if (!value.is_array() || value.size() != 3) {
-    errors->Fail(path, absl::StrCat("expected an array of 3 integers, found ",
-                                    DescribeJson(value)));
-    return;
-  }
-  for (size_t i = 0; i < 3; ++i) {
-    out[i] = static_cast<int>(
-        ReadInt(value[i], IndexPath(path, i), kInt32Min, kInt32Max, errors));
-  }
+DType ReadDType(fb::DType code, absl::string_view path, Errors* errors) {
+  return ReadEnum(code, "element type", path, errors) ? kAllDTypes[static_cast<int>(code)]
+                                                      : DType::kF32;
 }
 
-// Reads the members of one JSON object, remembering which keys were read so that Finish() can
-// reject the others.
-class ObjectReader {
- public:
-  ObjectReader(const Json& json, std::string path, Errors* errors)
-      : json_(json), path_(std::move(path)), errors_(errors) {
-    if (!json_.is_object()) {
-      errors_->Fail(path_, absl::StrCat("expected an object, found ", DescribeJson(json_)));
-    }
-  }
-
-  const std::string& path() const { return path_; }
-  std::string Child(absl::string_view key) const {
-    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
-  }
-
-  bool Has(absl::string_view key) const {
-    return json_.is_object() && json_.contains(std::string(key));
-  }
-
-  // The member `key`; a missing key is an error and reads as null.
-  const Json& Get(absl::string_view key) {
-    read_.emplace_back(key);
-    if (json_.is_object()) {
-      const auto value = json_.find(std::string(key));
-      if (value != json_.end()) return *value;
-      errors_->Fail(path_, absl::StrCat("missing key \"", key, "\""));
-    }
-    static const Json* const kNull = new Json();
-    return *kNull;
-  }
-
-  int64_t Int(absl::string_view key, int64_t min, int64_t max) {
-    return ReadInt(Get(key), Child(key), min, max, errors_);
-  }
-  std::vector<int64_t> IntArray(absl::string_view key, int64_t min, int64_t max) {
-    return ReadIntArray(Get(key), Child(key), min, max, errors_);
-  }
-  // The boolean `key`, which must be true when present (a flag: absent means false).
-  bool Flag(absl::string_view key) {
-    if (!Has(key)) return false;
-    const Json& value = Get(key);
-    if (!value.is_boolean() || !value.get<bool>()) {
-      errors_->Fail(Child(key), absl::StrCat("expected true (absent means false), found ",
-                                            DescribeJson(value)));
-      return false;
-    }
-    return true;
-  }
-  std::string String(absl::string_view key) {
-    const Json& value = Get(key);
-    if (!value.is_string()) {
-      errors_->Fail(Child(key), absl::StrCat("expected a string, found ", DescribeJson(value)));
-      return std::string();
-    }
-    return value.get<std::string>();
-  }
-  // The array `key` (an empty one after an error).
-  const Json& Array(absl::string_view key) {
-    const Json& value = Get(key);
-    if (!value.is_array()) {
-      errors_->Fail(Child(key), absl::StrCat("expected an array, found ", DescribeJson(value)));
-      static const Json* const kEmpty = new Json(Json::array());
-      return *kEmpty;
-    }
-    return value;
-  }
-  ObjectReader Object(absl::string_view key) { return ObjectReader(Get(key), Child(key), errors_); }
-
-  // Rejects keys that were never read: a plan from another schema version.
-  void Finish() {
-    if (!json_.is_object()) return;
-    for (const auto& member : json_.items()) {
-      if (std::find(read_.begin(), read_.end(), member.key()) == read_.end()) {
-        errors_->Fail(path_, absl::StrCat("unknown key \"", member.key(),
-                                          "\" (this runtime reads plan version ",
-                                          pf::kPlanVersion, "); ", kRecompile));
-        return;
-      }
-    }
-  }
-
- private:
-  const Json& json_;
-  std::string path_;
-  Errors* errors_;
-  std::vector<std::string> read_;
-};
-
-DType ReadDType(ObjectReader& object, Errors* errors) {
-  const std::string name = object.String("dtype");
-  absl::StatusOr<DType> dtype = ParseDType(name);
-  if (!dtype.ok()) {
-    errors->Fail(object.Child("dtype"), dtype.status().message());
-    return DType::kF32;
-  }
-  return *dtype;
-}
-
-ModelInfo ReadModel(ObjectReader object) {
+ModelInfo ReadModel(const fb::Model& in) {
   ModelInfo model;
-  model.variant = object.String("variant");
-  model.architecture = object.String("architecture");
-  model.vocab_size = object.Int("vocab_size", 0, kInt64Max);
-  model.hidden_size = object.Int("hidden_size", 0, kInt64Max);
-  model.num_layers = object.Int("num_layers", 0, kInt64Max);
-  model.max_position_embeddings = object.Int("max_position_embeddings", 0, kInt64Max);
-  model.eos_token_ids = object.IntArray("eos_token_ids", kInt64Min, kInt64Max);
-  model.bos_token_id = object.Int("bos_token_id", kInt64Min, kInt64Max);
-  model.pad_token_id = object.Int("pad_token_id", kInt64Min, kInt64Max);
-  model.soft_token_ids = object.IntArray("soft_token_ids", kInt64Min, kInt64Max);
-  model.weight_prefix = object.String("weight_prefix");
-  object.Finish();
+  model.variant = Str(in.variant());
+  model.architecture = Str(in.architecture());
+  model.vocab_size = in.vocab_size();
+  model.hidden_size = in.hidden_size();
+  model.num_layers = in.num_layers();
+  model.max_position_embeddings = in.max_position_embeddings();
+  model.eos_token_ids = Longs(in.eos_token_ids());
+  model.bos_token_id = in.bos_token_id();
+  model.pad_token_id = in.pad_token_id();
+  model.soft_token_ids = Longs(in.soft_token_ids());
+  model.weight_prefix = Str(in.weight_prefix());
   return model;
 }
 
-void ReadEntryPoints(ObjectReader inputs, ObjectReader outputs, Plan* plan) {
-  plan->input_ids = inputs.Int("ids", kInt64Min, kInt64Max);
-  plan->input_positions = inputs.Int("positions", kInt64Min, kInt64Max);
-  if (inputs.Has("soft_embeddings")) {
-    plan->soft_embeddings = inputs.Int("soft_embeddings", kInt64Min, kInt64Max);
-  }
-  if (inputs.Has("soft_indices")) {
-    plan->soft_indices = inputs.Int("soft_indices", kInt64Min, kInt64Max);
-  }
-  if (inputs.Has("last_visible")) {
-    plan->input_last_visible = inputs.Int("last_visible", kInt64Min, kInt64Max);
-  }
-  inputs.Finish();
-  plan->output_logits = outputs.Int("logits", kInt64Min, kInt64Max);
-  outputs.Finish();
-}
-
-BufferInfo ReadBuffer(ObjectReader object, Errors* errors) {
+BufferInfo ReadBuffer(const fb::Buffer& in, const std::string& path, Errors* errors) {
   BufferInfo buffer;
-  buffer.name = object.String("name");
-  buffer.dtype = ReadDType(object, errors);
-  buffer.row_shape = object.IntArray("row_shape", kInt64Min, kInt64Max);
-  buffer.offset = static_cast<uint64_t>(object.Int("offset", 0, kInt64Max));
-  object.Finish();
+  buffer.name = Str(in.name());
+  buffer.dtype = ReadDType(in.dtype(), absl::StrCat(path, ".dtype"), errors);
+  buffer.row_shape = Longs(in.row_shape());
+  buffer.offset = in.offset();
   return buffer;
 }
 
-WeightInfo ReadWeight(ObjectReader object, Errors* errors) {
+WeightInfo ReadWeight(const fb::Weight& in, const std::string& path, Errors* errors) {
   WeightInfo weight;
-  weight.name = object.String("name");
-  weight.dtype = ReadDType(object, errors);
-  weight.shape = object.IntArray("shape", kInt64Min, kInt64Max);
-  if (object.Has("parts") || object.Has("part_shape")) {
-    const Json& parts = object.Array("parts");
-    if (parts.size() > pf::kMaxWeightParts) {
-      errors->Fail(object.Child("parts"), TooManyEntries(parts.size(), pf::kMaxWeightParts));
+  weight.name = Str(in.name());
+  weight.dtype = ReadDType(in.dtype(), absl::StrCat(path, ".dtype"), errors);
+  weight.shape = Longs(in.shape());
+  if (in.parts() != nullptr) {
+    if (in.parts()->size() > pf::kMaxWeightParts) {
+      errors->Fail(absl::StrCat(path, ".parts"),
+                   TooManyEntries(in.parts()->size(), pf::kMaxWeightParts));
     } else {
-      for (size_t i = 0; i < parts.size(); ++i) {
-        if (!parts[i].is_string()) {
-          errors->Fail(IndexPath(object.Child("parts"), i),
-                       absl::StrCat("expected a string, found ", DescribeJson(parts[i])));
-          break;
-        }
-        weight.parts.push_back(parts[i].get<std::string>());
-      }
-    }
-    weight.part_shape = object.IntArray("part_shape", kInt64Min, kInt64Max);
-  }
-  if (object.Has("transform")) {
-    const std::string transform = object.String("transform");
-    absl::StatusOr<WeightTransform> parsed = ParseWeightTransform(transform);
-    if (parsed.ok()) {
-      weight.transform = *parsed;
-    } else {
-      errors->Fail(object.Child("transform"), std::string(parsed.status().message()));
+      for (const flatbuffers::String* part : *in.parts()) weight.parts.push_back(Str(part));
     }
   }
-  object.Finish();
+  weight.part_shape = Longs(in.part_shape());
+  if (ReadEnum(in.transform(), "weight transform", absl::StrCat(path, ".transform"), errors)) {
+    weight.transform = static_cast<WeightTransform>(in.transform());
+  }
   return weight;
 }
 
-KvCacheInfo ReadKvCache(ObjectReader object, Errors* errors) {
+KvCacheInfo ReadKvCache(const fb::KvCache& in, const std::string& path, Errors* errors) {
   KvCacheInfo cache;
-  cache.name = object.String("name");
-  const std::string kind = object.String("kind");
-  if (kind == "full") {
-    cache.kind = KvKind::kFull;
-  } else if (kind == "sliding") {
-    cache.kind = KvKind::kSliding;
-  } else {
-    errors->Fail(object.Child("kind"),
-                 absl::StrCat("expected \"full\" or \"sliding\", found \"", kind, "\""));
+  cache.name = Str(in.name());
+  if (ReadEnum(in.kind(), "KV cache kind", absl::StrCat(path, ".kind"), errors)) {
+    cache.kind = in.kind() == fb::KvKind::sliding ? KvKind::kSliding : KvKind::kFull;
   }
-  if (cache.kind == KvKind::kSliding || object.Has("window")) {
-    cache.window = object.Int("window", kInt64Min, kInt64Max);
-  }
-  cache.kv_heads = object.Int("kv_heads", kInt64Min, kInt64Max);
-  cache.head_dim = object.Int("head_dim", kInt64Min, kInt64Max);
-  cache.dtype = ReadDType(object, errors);
-  object.Finish();
+  cache.window = in.window();
+  cache.kv_heads = in.kv_heads();
+  cache.head_dim = in.head_dim();
+  cache.dtype = ReadDType(in.dtype(), absl::StrCat(path, ".dtype"), errors);
   return cache;
 }
 
-// How the plan JSON writes each argument kind, and what value it carries.
-enum class ArgValue { kId, kOne, kI32, kF32 };
-struct ArgKindInfo {
-  ArgRefKind kind;
-  const char* key;
-  ArgValue value;
-};
-constexpr ArgKindInfo kArgKinds[] = {
-    {ArgRefKind::kBuffer, "buffer", ArgValue::kId},
-    {ArgRefKind::kWeight, "weight", ArgValue::kId},
-    {ArgRefKind::kKCache, "k_cache", ArgValue::kId},
-    {ArgRefKind::kVCache, "v_cache", ArgValue::kId},
-    {ArgRefKind::kKvCapacity, "kv_capacity", ArgValue::kId},
-    {ArgRefKind::kNull, "null", ArgValue::kOne},
-    {ArgRefKind::kNumTokens, "num_tokens", ArgValue::kOne},
-    {ArgRefKind::kNumSoftTokens, "num_soft_tokens", ArgValue::kOne},
-    {ArgRefKind::kI32, "i32", ArgValue::kI32},
-    {ArgRefKind::kF32, "f32", ArgValue::kF32},
-};
-
-const ArgKindInfo* FindArgKind(absl::string_view key) {
-  for (const ArgKindInfo& info : kArgKinds) {
-    if (key == info.key) return &info;
-  }
-  return nullptr;
-}
-
-const ArgKindInfo& ArgKindInfoOf(ArgRefKind kind) {
-  for (const ArgKindInfo& info : kArgKinds) {
-    if (info.kind == kind) return info;
-  }
-  return kArgKinds[0];  // unreachable: the table covers the enum
-}
-
-// Doubles below this magnitude round to a finite float (FLT_MAX plus half an ulp).
-constexpr double kF32RoundingLimit = 0x1.ffffffp+127;
-
-float ReadF32(const Json& value, absl::string_view path, Errors* errors) {
-  const double x = value.is_number() ? value.get<double>() : 0.0;
-  if (!value.is_number() || !(std::fabs(x) < kF32RoundingLimit)) {
-    errors->Fail(path, absl::StrCat("expected a number within the range of f32, found ",
-                                    DescribeJson(value)));
-    return 0.0f;
-  }
-  return static_cast<float>(x);
-}
-
-StepArg ReadArg(const Json& json, const std::string& path, Errors* errors) {
+StepArg ReadArg(const fb::Arg& in, const std::string& path, Errors* errors) {
   StepArg arg;
-  if (!json.is_object() || json.size() != 1) {
-    errors->Fail(path, absl::StrCat("expected an object with one key such as {\"buffer\": 3}, "
-                                    "found ", DescribeJson(json)));
-    return arg;
-  }
-  const auto member = json.items().begin();
-  const ArgKindInfo* info = FindArgKind(member.key());
-  if (info == nullptr) {
-    errors->Fail(path, absl::StrCat("unknown argument kind \"", member.key(),
-                                    "\" (expected buffer, weight, k_cache, v_cache, "
-                                    "kv_capacity, null, num_tokens, num_soft_tokens, i32 or f32)"));
-    return arg;
-  }
-  arg.kind = info->kind;
-  const std::string value_path = absl::StrCat(path, ".", member.key());
-  switch (info->value) {
-    case ArgValue::kId:
-      arg.index = ReadInt(member.value(), value_path, kInt64Min, kInt64Max, errors);
-      break;
-    case ArgValue::kOne:
-      ReadInt(member.value(), value_path, 1, 1, errors);
-      break;
-    case ArgValue::kI32:
-      arg.i32 = static_cast<int32_t>(ReadInt(member.value(), value_path, kInt32Min, kInt32Max,
-                                             errors));
-      break;
-    case ArgValue::kF32:
-      arg.f32 = ReadF32(member.value(), value_path, errors);
-      break;
+  if (!ReadEnum(in.kind(), "argument kind", absl::StrCat(path, ".kind"), errors)) return arg;
+  arg.kind = static_cast<ArgRefKind>(in.kind());
+  arg.index = in.index();
+  arg.i32 = in.i32();
+  arg.f32 = in.f32();
+  if (arg.kind == ArgRefKind::kF32 && !std::isfinite(arg.f32)) {
+    errors->Fail(absl::StrCat(path, ".f32"),
+                 absl::StrCat("expected a finite f32 literal, found ", arg.f32));
   }
   return arg;
 }
 
-Step ReadStep(ObjectReader object, Errors* errors) {
+Step ReadStep(const fb::Step& in, const std::string& path, Errors* errors) {
   Step step;
-  const std::string op = object.String("op");
+  step.source = Str(in.source());
+  step.logits_tail = in.logits_tail();
+  const fb::Launch* launch = in.kind_as_Launch();
+  if (launch == nullptr) {
+    errors->Fail(absl::StrCat(path, ".kind"),
+                 absl::StrCat("unknown step kind ", static_cast<int>(in.kind_type()),
+                              " (this runtime reads plan version ", pf::kPlanVersion,
+                              ", whose steps are kernel launches); ", kRecompile));
+    return step;
+  }
+  const std::string op = Str(launch->op());
   const abi::KernelSpec* spec = abi::FindKernel(op.c_str());
   if (spec == nullptr) {
-    errors->Fail(object.path(), absl::StrCat("unknown op \"", op,
-                                             "\" (not in this runtime's kernel ABI); ", kRecompile));
+    errors->Fail(path, absl::StrCat("unknown op \"", op,
+                                    "\" (not in this runtime's kernel ABI); ", kRecompile));
   } else {
     step.op = spec->id;
   }
-  step.kernel = object.String("kernel");
-  step.source = object.String("source");
-  {
-    ObjectReader grid = object.Object("grid");
-    step.grid.per_token = grid.Int("per_token", 0, abi::kMaxGridRuleTerm);
-    step.grid.fixed = grid.Int("fixed", 0, abi::kMaxGridRuleTerm);
-    step.grid.divisor = grid.Int("divisor", 1, abi::kMaxGridRuleTerm);
-    grid.Finish();
+  step.kernel = Str(launch->kernel());
+  step.grid = {launch->grid()->per_token(), launch->grid()->fixed(), launch->grid()->divisor()};
+  step.block[0] = launch->block()->x();
+  step.block[1] = launch->block()->y();
+  step.block[2] = launch->block()->z();
+  step.shared_bytes = launch->shared_bytes();
+  for (flatbuffers::uoffset_t i = 0; i < launch->args()->size(); ++i) {
+    step.args.push_back(
+        ReadArg(*launch->args()->Get(i), IndexPath(absl::StrCat(path, ".args"), i), errors));
   }
-  ReadInt3(object.Get("block"), object.Child("block"), step.block, errors);
-  step.shared_bytes = static_cast<int>(object.Int("shared_bytes", kInt32Min, kInt32Max));
-  step.logits_tail = object.Flag("logits_tail");
-  const Json& args = object.Array("args");
-  for (size_t i = 0; i < args.size(); ++i) {
-    step.args.push_back(ReadArg(args[i], IndexPath(object.Child("args"), i), errors));
-  }
-  object.Finish();
   return step;
 }
 
-// Reads each element of the array `key` of `object` with `read_one`; at most `max_count` of them
-// (plan_format.h's limits: what a hostile plan can make the reader allocate is bounded).
-template <typename T, typename ReadOne>
-std::vector<T> ReadObjects(ObjectReader& object, absl::string_view key, uint64_t max_count,
-                           Errors* errors, ReadOne read_one) {
+Program ReadProgram(const fb::Program& in, const std::string& path, Errors* errors) {
+  Program program;
+  program.name = Str(in.name());
+  program.min_tokens = in.min_tokens();
+  program.max_tokens = in.max_tokens();
+  program.soft_tokens = in.soft_tokens();
+  if (in.steps()->size() > pf::kMaxSteps) {
+    errors->Fail(absl::StrCat(path, ".steps"), TooManyEntries(in.steps()->size(), pf::kMaxSteps));
+  } else {
+    program.steps = Longs(in.steps());
+  }
+  return program;
+}
+
+// Reads each element of `elements` (a plan array called `key`) with `read_one`; at most
+// `max_count` of them (plan_format.h's limits: what a hostile plan can make the reader allocate
+// is bounded).
+template <typename T, typename Element, typename ReadOne>
+std::vector<T> ReadArray(const flatbuffers::Vector<flatbuffers::Offset<Element>>& elements,
+                         absl::string_view key, uint64_t max_count, Errors* errors,
+                         ReadOne read_one) {
   std::vector<T> out;
-  const Json& elements = object.Array(key);
   if (elements.size() > max_count) {
-    errors->Fail(object.Child(key), TooManyEntries(elements.size(), max_count));
+    errors->Fail(key, TooManyEntries(elements.size(), max_count));
     return out;
   }
-  for (size_t i = 0; i < elements.size(); ++i) {
-    out.push_back(read_one(ObjectReader(elements[i], IndexPath(key, i), errors), errors));
+  for (flatbuffers::uoffset_t i = 0; i < elements.size(); ++i) {
+    out.push_back(read_one(*elements.Get(i), IndexPath(key, i), errors));
   }
   return out;
 }
 
-absl::StatusOr<Plan> PlanFromJson(const Json& json, absl::string_view origin) {
-  Errors errors(origin);
-  ObjectReader root(json, "", &errors);
+Plan PlanFromBuffer(const fb::Plan& in, Errors* errors) {
   Plan plan;
   plan.version = pf::kPlanVersion;
-  plan.target = root.String("target");
-  plan.max_tokens = root.Int("max_tokens", kInt64Min, kInt64Max);
-  plan.arena_bytes = static_cast<uint64_t>(root.Int("arena_bytes", 0, kInt64Max));
-  {
-    const std::string name = root.String("activation_precision");
-    absl::StatusOr<DType> precision = ParseDType(name);
-    if (!precision.ok() || *precision == DType::kI32) {
-      errors.Fail(root.Child("activation_precision"),
-                  absl::StrCat("expected \"f32\" or \"bf16\", found \"", name, "\""));
-    } else {
-      plan.activation_precision = *precision;
-    }
+  plan.target = Str(in.target());
+  plan.max_tokens = in.max_tokens();
+  plan.arena_bytes = in.arena_bytes();
+  plan.activation_precision =
+      ReadDType(in.activation_precision(), "activation_precision", errors);
+  plan.model = ReadModel(*in.model());
+  plan.input_ids = in.inputs()->ids();
+  plan.input_positions = in.inputs()->positions();
+  plan.soft_embeddings = in.inputs()->soft_embeddings();
+  plan.soft_indices = in.inputs()->soft_indices();
+  plan.input_last_visible = in.inputs()->last_visible();
+  plan.output_logits = in.outputs()->logits();
+  plan.buffers = ReadArray<BufferInfo>(*in.buffers(), "buffers", pf::kMaxBuffers, errors,
+                                       ReadBuffer);
+  plan.weights = ReadArray<WeightInfo>(*in.weights(), "weights", pf::kMaxWeights, errors,
+                                       ReadWeight);
+  plan.kv_caches = ReadArray<KvCacheInfo>(*in.kv_caches(), "kv_caches", pf::kMaxKvCaches, errors,
+                                          ReadKvCache);
+  plan.steps = ReadArray<Step>(*in.steps(), "steps", pf::kMaxSteps, errors, ReadStep);
+  plan.programs = ReadArray<Program>(*in.programs(), "programs", pf::kMaxPrograms, errors,
+                                     ReadProgram);
+  return plan;
+}
+
+// The most tables a plan buffer may hold (the verifier's bound on its work): a Gemma 4 31B plan
+// has about 5,000.
+constexpr flatbuffers::uoffset_t kMaxPlanTables = 1u << 20;
+
+// Verifies `payload` as a plan buffer and reads it. The buffer is copied to 8-byte-aligned memory
+// first: the section may sit at any offset of the file.
+absl::StatusOr<Plan> ReadPlanPayload(absl::string_view payload, absl::string_view origin) {
+  std::vector<uint64_t> aligned((payload.size() + 7) / 8);
+  if (!payload.empty()) std::memcpy(aligned.data(), payload.data(), payload.size());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(aligned.data());
+  if (payload.size() < 8 || !fb::PlanBufferHasIdentifier(bytes)) {
+    return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+        origin, ": the plan does not carry the plan buffer identifier \"", fb::PlanIdentifier(),
+        "\"; the file is damaged or was not written by spark-compile")));
   }
-  plan.model = ReadModel(root.Object("model"));
-  ReadEntryPoints(root.Object("inputs"), root.Object("outputs"), &plan);
-  plan.buffers = ReadObjects<BufferInfo>(root, "buffers", pf::kMaxBuffers, &errors, ReadBuffer);
-  plan.weights = ReadObjects<WeightInfo>(root, "weights", pf::kMaxWeights, &errors, ReadWeight);
-  plan.kv_caches =
-      ReadObjects<KvCacheInfo>(root, "kv_caches", pf::kMaxKvCaches, &errors, ReadKvCache);
-  plan.steps = ReadObjects<Step>(root, "steps", pf::kMaxSteps, &errors, ReadStep);
-  plan.programs = ReadObjects<Program>(
-      root, "programs", pf::kMaxPrograms, &errors, [](ObjectReader object, Errors* errors) {
-        Program program;
-        program.name = object.String("name");
-        program.min_tokens = object.Int("min_tokens", kInt64Min, kInt64Max);
-        program.max_tokens = object.Int("max_tokens", kInt64Min, kInt64Max);
-        program.soft_tokens = object.Flag("soft_tokens");
-        const Json& steps = object.Array("steps");
-        if (steps.size() > pf::kMaxSteps) {
-          errors->Fail(object.Child("steps"), TooManyEntries(steps.size(), pf::kMaxSteps));
-        } else {
-          program.steps = ReadIntArray(steps, object.Child("steps"), kInt64Min, kInt64Max, errors);
-        }
-        object.Finish();
-        return program;
-      });
-  root.Finish();
+  flatbuffers::Verifier verifier(bytes, payload.size(), /*max_depth=*/16, kMaxPlanTables);
+  if (!fb::VerifyPlanBuffer(verifier)) {
+    return absl::InvalidArgumentError(PrintableText(absl::StrCat(
+        origin, ": the plan buffer is malformed (FlatBuffers verification failed: an offset or "
+        "size points outside it, or a required field is missing); the file is damaged, "
+        "recompile it with spark-compile")));
+  }
+  Errors errors(origin);
+  Plan plan = PlanFromBuffer(*fb::GetPlan(bytes), &errors);
   if (!errors.status().ok()) return errors.status();
   return plan;
 }
@@ -1003,7 +835,125 @@ absl::Status ValidateKvCachesUsed(const Plan& plan, absl::string_view origin) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Plan -> JSON
+// Plan -> FlatBuffers payload (the section) and Plan -> JSON (--dump-plan)
+
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+Offset<fb::Model> ModelBuffer(FlatBufferBuilder& b, const ModelInfo& model) {
+  return fb::CreateModel(b, b.CreateString(model.variant), b.CreateString(model.architecture),
+                         model.vocab_size, model.hidden_size, model.num_layers,
+                         model.max_position_embeddings, b.CreateVector(model.eos_token_ids),
+                         model.bos_token_id, model.pad_token_id,
+                         b.CreateVector(model.soft_token_ids), b.CreateString(model.weight_prefix));
+}
+
+Offset<fb::Buffer> BufferBuffer(FlatBufferBuilder& b, const BufferInfo& buffer) {
+  return fb::CreateBuffer(b, b.CreateString(buffer.name), static_cast<fb::DType>(buffer.dtype),
+                          b.CreateVector(buffer.row_shape), buffer.offset);
+}
+
+Offset<fb::Weight> WeightBuffer(FlatBufferBuilder& b, const WeightInfo& weight) {
+  const auto name = b.CreateString(weight.name);
+  const auto shape = b.CreateVector(weight.shape);
+  Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> parts;
+  Offset<flatbuffers::Vector<int64_t>> part_shape;
+  if (!weight.parts.empty()) {
+    parts = b.CreateVectorOfStrings(weight.parts);
+    part_shape = b.CreateVector(weight.part_shape);
+  }
+  return fb::CreateWeight(b, name, static_cast<fb::DType>(weight.dtype), shape, parts, part_shape,
+                          static_cast<fb::WeightTransform>(weight.transform));
+}
+
+Offset<fb::KvCache> KvCacheBuffer(FlatBufferBuilder& b, const KvCacheInfo& cache) {
+  return fb::CreateKvCache(b, b.CreateString(cache.name),
+                           cache.kind == KvKind::kSliding ? fb::KvKind::sliding : fb::KvKind::full,
+                           cache.window, cache.kv_heads, cache.head_dim,
+                           static_cast<fb::DType>(cache.dtype));
+}
+
+Offset<fb::Step> StepBuffer(FlatBufferBuilder& b, const Step& step) {
+  std::vector<fb::Arg> args;
+  for (const StepArg& arg : step.args) {
+    args.emplace_back(static_cast<fb::ArgKind>(arg.kind), arg.i32, arg.index, arg.f32);
+  }
+  const fb::GridRule grid(step.grid.per_token, step.grid.fixed, step.grid.divisor);
+  const fb::Dim3 block(step.block[0], step.block[1], step.block[2]);
+  const auto launch =
+      fb::CreateLaunch(b, b.CreateString(OpName(step)), b.CreateString(step.kernel), &grid,
+                       &block, step.shared_bytes, b.CreateVectorOfStructs(args));
+  return fb::CreateStep(b, b.CreateString(step.source), step.logits_tail, fb::StepKind::Launch,
+                        launch.Union());
+}
+
+Offset<fb::Program> ProgramBuffer(FlatBufferBuilder& b, const Program& program) {
+  return fb::CreateProgram(b, b.CreateString(program.name), program.min_tokens,
+                           program.max_tokens, program.soft_tokens, b.CreateVector(program.steps));
+}
+
+template <typename T, typename Element>
+Offset<flatbuffers::Vector<Offset<Element>>> ArrayBuffer(
+    FlatBufferBuilder& b, const std::vector<T>& items,
+    Offset<Element> (*to_buffer)(FlatBufferBuilder&, const T&)) {
+  std::vector<Offset<Element>> offsets;
+  offsets.reserve(items.size());
+  for (const T& item : items) offsets.push_back(to_buffer(b, item));
+  return b.CreateVector(offsets);
+}
+
+// The plan as a FlatBuffers buffer (plan.fbs). Every field is written, defaults too, so that a
+// dump with flatc shows the whole plan.
+std::string PlanPayload(const Plan& plan) {
+  FlatBufferBuilder b(64 << 10);
+  b.ForceDefaults(true);
+  const auto target = b.CreateString(plan.target);
+  const auto model = ModelBuffer(b, plan.model);
+  const auto inputs =
+      fb::CreateInputs(b, plan.input_ids, plan.input_positions, plan.soft_embeddings,
+                       plan.soft_indices, plan.input_last_visible);
+  const auto outputs = fb::CreateOutputs(b, plan.output_logits);
+  const auto buffers = ArrayBuffer(b, plan.buffers, BufferBuffer);
+  const auto weights = ArrayBuffer(b, plan.weights, WeightBuffer);
+  const auto kv_caches = ArrayBuffer(b, plan.kv_caches, KvCacheBuffer);
+  const auto steps = ArrayBuffer(b, plan.steps, StepBuffer);
+  const auto programs = ArrayBuffer(b, plan.programs, ProgramBuffer);
+  fb::FinishPlanBuffer(
+      b, fb::CreatePlan(b, target, plan.max_tokens, plan.arena_bytes,
+                        static_cast<fb::DType>(plan.activation_precision), model, inputs, outputs,
+                        buffers, weights, kv_caches, steps, programs));
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+}
+
+// Plan -> JSON, for humans and scripts (--dump-plan); nothing reads it back.
+
+// How the JSON dump writes each argument kind ({"buffer": 3}, {"null": 1}, {"f32": 0.5}).
+enum class ArgValue { kId, kOne, kI32, kF32 };
+struct ArgKindInfo {
+  ArgRefKind kind;
+  const char* key;
+  ArgValue value;
+};
+constexpr ArgKindInfo kArgKinds[] = {
+    {ArgRefKind::kBuffer, "buffer", ArgValue::kId},
+    {ArgRefKind::kWeight, "weight", ArgValue::kId},
+    {ArgRefKind::kKCache, "k_cache", ArgValue::kId},
+    {ArgRefKind::kVCache, "v_cache", ArgValue::kId},
+    {ArgRefKind::kKvCapacity, "kv_capacity", ArgValue::kId},
+    {ArgRefKind::kNull, "null", ArgValue::kOne},
+    {ArgRefKind::kNumTokens, "num_tokens", ArgValue::kOne},
+    {ArgRefKind::kNumSoftTokens, "num_soft_tokens", ArgValue::kOne},
+    {ArgRefKind::kI32, "i32", ArgValue::kI32},
+    {ArgRefKind::kF32, "f32", ArgValue::kF32},
+};
+
+const ArgKindInfo& ArgKindInfoOf(ArgRefKind kind) {
+  for (const ArgKindInfo& info : kArgKinds) {
+    if (info.kind == kind) return info;
+  }
+  return kArgKinds[0];  // unreachable: the table covers the enum
+}
+
 
 Json IntArrayJson(const std::vector<int64_t>& values) {
   Json array = Json::array();
@@ -1376,14 +1326,8 @@ namespace {
 
 // ParsePlanSection, which may throw std::bad_alloc when the host is short of memory.
 absl::StatusOr<Plan> ParsePlanSectionOrThrow(absl::string_view section, absl::string_view origin) {
-  SPARK_ASSIGN_OR_RETURN(const absl::string_view text, ReadSectionJson(section, origin));
-  absl::StatusOr<Json> json = ParseJson(text);
-  if (!json.ok()) {
-    return absl::InvalidArgumentError(PrintableText(
-        absl::StrCat(origin, ": the plan is not valid JSON: ", json.status().message(),
-                     "; the file is damaged, recompile it with spark-compile")));
-  }
-  SPARK_ASSIGN_OR_RETURN(Plan plan, PlanFromJson(*json, origin));
+  SPARK_ASSIGN_OR_RETURN(const absl::string_view payload, ReadSectionPayload(section, origin));
+  SPARK_ASSIGN_OR_RETURN(Plan plan, ReadPlanPayload(payload, origin));
   SPARK_RETURN_IF_ERROR(ValidatePlan(plan, origin));
   return plan;
 }
@@ -1401,13 +1345,13 @@ absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_vi
 std::string PlanJsonText(const Plan& plan, int indent) { return PlanJson(plan).dump(indent); }
 
 std::string SerializePlanSection(const Plan& plan) {
-  const std::string json = SerializeJson(PlanJson(plan));
+  const std::string payload = PlanPayload(plan);
   std::string section(pf::kMagic, sizeof(pf::kMagic));
   AppendLittleEndian<uint32_t>(pf::kPlanVersion, &section);
   AppendLittleEndian<uint32_t>(0, &section);
-  AppendLittleEndian<uint64_t>(json.size(), &section);
-  AppendLittleEndian<uint64_t>(pf::Fnv1a64(json.data(), json.size()), &section);
-  section += json;
+  AppendLittleEndian<uint64_t>(payload.size(), &section);
+  AppendLittleEndian<uint64_t>(pf::Fnv1a64(payload.data(), payload.size()), &section);
+  section += payload;
   return section;
 }
 

@@ -4,13 +4,14 @@
   corrupt_plan.py IN.cubin OUT.cubin checksum|magic|version|flags|arena|kernel
 
 Finds the plan header (magic "SPKPLAN\\0", docs/plan-format.md) and changes one thing, keeping the
-file's size and ELF structure: `checksum` flips a bit of the first JSON byte (the header's FNV-1a
-checksum no longer matches), `magic` overwrites the magic's first byte, `version` sets the version
-to the file's own plus one (newer than this runtime reads), `flags` sets the flags to 1, `arena` sets the JSON's arena_bytes to 1 (padded with spaces
-to the same length) and updates the checksum, so that only the plan's own checks can reject it;
-`kernel` points the first linear step at another linear step's entry whose name has the same
-length (an entry compiled for other sizes, e.g. a 128-output projection at the 512-output LM
-head's entry) and updates the checksum.
+file's size and ELF structure: `checksum` flips a bit of the plan buffer's first byte (the
+header's FNV-1a checksum no longer matches), `magic` overwrites the magic's first byte, `version`
+sets the version to the file's own plus one (newer than this runtime reads), `flags` sets the
+flags to 1, `arena` sets the plan's arena_bytes to 1 in place (the root table's field, found
+through its vtable: runtime/schema/plan.fbs) and updates the checksum, so that only the plan's
+own checks can reject it; `kernel` points the narrowest linear step at the entry of the widest
+linear whose name has the same length (an entry compiled for other sizes, e.g. a 64-output
+projection at the 512-output LM head's entry) and updates the checksum.
 Truncating the section changes its size: use `llvm-objcopy --dump-section` / `--update-section`.
 """
 import re
@@ -18,6 +19,8 @@ import struct
 import sys
 
 MAGIC = b"SPKPLAN\0"
+# The index of arena_bytes among the fields of table Plan (runtime/schema/plan.fbs).
+ARENA_BYTES_FIELD = 2
 
 # FNV-1a 64's offset basis is 14695981039346656037; plan_format.h's Fnv1a64 starts from
 # 1469598103934665603 (a digit short). Use whichever reproduces the checksum found in the file.
@@ -52,32 +55,42 @@ def main():
     else:
         (size,) = struct.unpack("<Q", data[at + 16:at + 24])
         begin = at + 32
-        json = bytes(data[begin:begin + size])
+        plan = bytes(data[begin:begin + size])
         (checksum,) = struct.unpack("<Q", data[at + 24:at + 32])
-        basis = [b for b in BASES if fnv1a64(json, b) == checksum]
+        basis = [b for b in BASES if fnv1a64(plan, b) == checksum]
         if not basis:
             sys.exit(f"{src}: the plan checksum matches no known FNV-1a variant")
         if what == "arena":
-            key = b'"arena_bytes":'
-            k = json.find(key) + len(key)
-            end = k
-            while json[end:end + 1].isdigit():
-                end += 1
-            if k < len(key) or end == k:
-                sys.exit(f"{src}: no arena_bytes number in the plan")
-            json = json[:k] + b"1".rjust(end - k) + json[end:]
+            plan = bytearray(plan)
+            (root,) = struct.unpack_from("<I", plan, 0)
+            (to_vtable,) = struct.unpack_from("<i", plan, root)
+            vtable = root - to_vtable
+            (vtable_size,) = struct.unpack_from("<H", plan, vtable)
+            slot = 4 + 2 * ARENA_BYTES_FIELD
+            (field,) = struct.unpack_from("<H", plan, vtable + slot) if slot < vtable_size else (0,)
+            if field == 0:
+                sys.exit(f"{src}: the plan buffer has no arena_bytes field")
+            struct.pack_into("<Q", plan, root + field, 1)
+            plan = bytes(plan)
         else:
-            names = re.findall(rb'"kernel":"(spark_linear__[a-z0-9_]+)"', json)
+            # FlatBuffers strings: a 32-bit length, the bytes, a NUL.
+            names = [m for m in re.finditer(rb"spark_linear__[a-z0-9_]+", plan)
+                     if struct.unpack_from("<I", plan, m.start() - 4)[0] == m.end() - m.start()]
             def out_features(name):  # spark_linear__i<out>_i<in>
                 return int(re.match(rb"spark_linear__i([0-9]+)_", name).group(1))
-            a = names[0] if names else b""
-            others = [b for b in names if b != a and len(b) == len(a)]
-            if not others:
+            # The narrowest linear that has a wider one of the same name length, pointed at the
+            # widest such: the most out of bounds.
+            pairs = [(m, o) for m in names for o in names
+                     if len(o.group(0)) == len(m.group(0)) and
+                     out_features(o.group(0)) > out_features(m.group(0))]
+            if not pairs:
                 sys.exit(f"{src}: no two linear entries with names of one length")
-            b = max(others, key=out_features)  # the widest: the most out of bounds
-            json = json.replace(b'"kernel":"' + a + b'"', b'"kernel":"' + b + b'"', 1)
-        data[begin:begin + size] = json
-        data[at + 24:at + 32] = struct.pack("<Q", fnv1a64(json, basis[0]))
+            m = min((p[0] for p in pairs), key=lambda m: out_features(m.group(0)))
+            b = max((p[1].group(0) for p in pairs if p[0] is m), key=out_features)
+            start = m.start()
+            plan = plan[:start] + b + plan[start + len(b):]
+        data[begin:begin + size] = plan
+        data[at + 24:at + 32] = struct.pack("<Q", fnv1a64(plan, basis[0]))
     open(dst, "wb").write(data)
     return 0
 

@@ -3,8 +3,8 @@
 // (ValidatePlan's bounds rules, docs/plan-format.md "Bounds"). Sanitizers report any access
 // outside them.
 //
-// Input: the JSON of a plan (wrapped in a section with a correct header, as fuzz_plan_section's
-// odd mode does). Accepted plans whose arena, KV caches (for max_length 8) and weights together
+// Input: a plan buffer (plan.fbs; wrapped in a section with a correct header, as
+// fuzz_plan_section's odd mode does). Accepted plans whose arena, KV caches (for max_length 8) and weights together
 // are at most 64 MiB get zero weights and run one step of up to 2 tokens, then one decode step.
 // Invariants: every step either runs or fails with a message; no sanitizer report.
 #include <algorithm>
@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "fuzz_check.h"
-#include "fuzz_plan_json.h"
+#include "fuzz_plan_payload.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/host_executor.h"
 #include "spark/runtime/plan.h"
@@ -47,7 +47,7 @@ uint64_t Footprint(const spark::rt::Plan& plan) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string section =
-      spark::fuzz::WrapPlanJson(absl::string_view(reinterpret_cast<const char*>(data), size));
+      spark::fuzz::WrapPlanPayload(absl::string_view(reinterpret_cast<const char*>(data), size));
   absl::StatusOr<spark::rt::Plan> plan = spark::rt::ParsePlanSection(section, "fuzz.plan");
   if (!plan.ok() || plan->arena_bytes > kMemoryLimit || Footprint(*plan) > kMemoryLimit) {
     return 0;

@@ -92,14 +92,21 @@ def imported(build, tmp, checkpoint, name):
     return mlir
 
 
+def payload(section):
+    """The plan buffer a section's header frames (FlatBuffers bytes may end in zeros: the header's
+    size says where the padding starts)."""
+    (size,) = struct.unpack("<Q", section[16:24])
+    return section[32:32 + size]
+
+
 def plan_seeds(build):
     with tempfile.TemporaryDirectory() as tmp:
         for model in MODELS:
             mlir = imported(build, tmp, os.path.join(ROOT, "test", "data", "models", model), model)
             section, cubin = compiled_plan(build, tmp, mlir, model)
             put("fuzz_plan_section", model + "-raw", b"\0" + section)
-            put("fuzz_plan_section", model + "-json", b"\1" + section[32:])
-            put("fuzz_plan_execution", model + ".json", section[32:].rstrip(b"\0"))
+            put("fuzz_plan_section", model + "-payload", b"\1" + payload(section))
+            put("fuzz_plan_execution", model + ".plan", payload(section))
             put("fuzz_cubin", model + "-plan-only.cubin",
                 minimal_cuda_elf([(".spark.plan", section)]))
             if model == "tiny-dense":
@@ -110,7 +117,7 @@ def plan_seeds(build):
                 section, _ = compiled_plan(build, tmp, mlir, model + "-act-bf16",
                                            "--activation-precision", "bf16")
                 put("fuzz_plan_section", model + "-act-bf16-raw", b"\0" + section)
-                put("fuzz_plan_execution", model + ".act-bf16.json", section[32:].rstrip(b"\0"))
+                put("fuzz_plan_execution", model + ".act-bf16.plan", payload(section))
         # Plans with quantized linears (linear_nvfp4, linear_fp8 and their f4E2M1FN / f8E4M3FN /
         # f32 weights), from tiny-dense's config with a ModelOpt quantization_config; and a
         # compressed-tensors NVFP4 one (weight_global_scale weights with "transform":
@@ -133,7 +140,7 @@ def plan_seeds(build):
                 json.dump(config, f)
             section, _ = compiled_plan(build, tmp, imported(build, tmp, qdir, name), name)
             put("fuzz_plan_section", name + "-raw", b"\0" + section)
-            put("fuzz_plan_execution", name + ".json", section[32:].rstrip(b"\0"))
+            put("fuzz_plan_execution", name + ".plan", payload(section))
             put("fuzz_gemma_config", name + ".json", json.dumps(config).encode())
         # A compressed-tensors FP8 (W8A8, FP8 KV cache) config: the fields spark-import reports.
         config["quantization_config"] = {
@@ -195,13 +202,6 @@ def config_seeds():
         b'{"model_type": "gemma4_text", "hidden_size": 64, "hidden_size": 128}')
 
 
-def deep_plan_seeds():
-    """Plan JSON nested past the runtime JSON reader's depth limit."""
-    deep = b'{"target": ' + b"[" * 4000 + b"]" * 4000 + b"}"
-    put("fuzz_plan_section", "deep-json", b"\1" + deep)
-    put("fuzz_plan_execution", "deep.json", deep)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -218,7 +218,6 @@ def main():
     safetensors_seeds()
     target_name_seeds()
     config_seeds()
-    deep_plan_seeds()
     total = 0
     for directory, _, files in os.walk(os.path.join(HERE, "corpus")):
         total += sum(os.path.getsize(os.path.join(directory, f)) for f in files)

@@ -232,7 +232,10 @@ Expected<rt::StepArg> stepArg(mlir::DictionaryAttr dict) {
   for (auto &[name, kind] : kIndexed)
     if (key == name) {
       arg.kind = kind;
-      arg.index = cast<mlir::IntegerAttr>(entry.getValue()).getInt();
+      // The kinds without an id (null, num_tokens, num_soft_tokens) are spelt {"null" = 1}.
+      bool hasId = kind != rt::ArgRefKind::kNull && kind != rt::ArgRefKind::kNumTokens &&
+                   kind != rt::ArgRefKind::kNumSoftTokens;
+      arg.index = hasId ? cast<mlir::IntegerAttr>(entry.getValue()).getInt() : 0;
       return arg;
     }
   return makeError("unknown plan argument kind '" + key + "'");

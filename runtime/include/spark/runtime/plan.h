@@ -200,28 +200,30 @@ inline const char* OpName(const Step& step) { return abi::Kernel(step.op).op; }
 // and its literal arguments. ValidatePlan refuses a step whose `kernel` is anything else.
 std::string EntryPointOf(const Step& step);
 
-// Parses and validates the contents of a `.spark.plan` section (header + JSON). `origin` names
-// the file in error messages.
+// Parses and validates the contents of a `.spark.plan` section: the header, then the plan buffer
+// (FlatBuffers, runtime/schema/plan.fbs) through its generated verifier, the enum codes and
+// limits, and ValidatePlan. `origin` names the file in error messages.
 absl::StatusOr<Plan> ParsePlanSection(absl::string_view section, absl::string_view origin);
 
-// Serialises a plan to section bytes: the 32-byte header (magic, kPlanVersion, flags 0, JSON size,
-// FNV-1a checksum) followed by compact JSON, no padding. This is the one writer of the format:
-// the compiler writes its plans through it, and ParsePlanSection(SerializePlanSection(p)) gives
-// back p (f32 literals are written in the shortest form that reads back to the same float).
-// It does not validate: call ValidatePlan first.
+// Serialises a plan to section bytes: the 32-byte header (magic, kPlanVersion, flags 0, payload
+// size, FNV-1a checksum) followed by the plan buffer, no padding. This is the one writer of the
+// format: the compiler writes its plans through it, and ParsePlanSection(SerializePlanSection(p))
+// gives back p. Deterministic: the same plan gives the same bytes. It does not validate: call
+// ValidatePlan first.
 std::string SerializePlanSection(const Plan& plan);
 
-// The plan as the section's JSON, indented by `indent` spaces per level (-1: compact, exactly the
-// section's payload): what spark-run --dump-plan prints.
+// The plan as JSON for people and scripts, indented by `indent` spaces per level (-1: compact):
+// what spark-run --dump-plan prints (docs/plan-format.md "The JSON dump"). Nothing reads it
+// back; f32 literals are written in the shortest form that reads back to the same float.
 std::string PlanJsonText(const Plan& plan, int indent);
 
-// Checks everything about an in-memory plan that ParsePlanSection checks after reading the JSON:
+// Checks everything about an in-memory plan that ParsePlanSection checks after reading the buffer:
 // the target name, every id, offset and size in bounds (overflow-safe), dtypes, the entry point
 // buffers, and every step against the kernel ABI (op known, argument count and kinds, launch
 // configuration). kInvalidArgument naming `origin` and the offending field otherwise.
 absl::Status ValidatePlan(const Plan& plan, absl::string_view origin);
 
-// The plan JSON's name of an argument kind: "buffer", "weight", "k_cache", "v_cache",
+// The JSON dump's name of an argument kind: "buffer", "weight", "k_cache", "v_cache",
 // "kv_capacity", "null", "num_tokens", "num_soft_tokens", "i32", "f32".
 absl::string_view ArgRefKindName(ArgRefKind kind);
 

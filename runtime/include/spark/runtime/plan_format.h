@@ -4,13 +4,14 @@
 //   offset 0   char[8]  magic       "SPKPLAN\0"
 //   offset 8   uint32   version     kPlanVersion
 //   offset 12  uint32   flags       0 (reserved; readers reject non-zero)
-//   offset 16  uint64   json_size   bytes of the JSON document that follows
-//   offset 24  uint64   checksum    FNV-1a 64 of the JSON bytes
-//   offset 32  char[json_size]      the plan, a UTF-8 JSON object (schema in docs/plan-format.md)
+//   offset 16  uint64   payload_size  bytes of the plan buffer that follows
+//   offset 24  uint64   checksum      FNV-1a 64 of the plan buffer
+//   offset 32  uint8[payload_size]    the plan: a FlatBuffers buffer of runtime/schema/plan.fbs
+//                                     (root table Plan, file identifier "SPKP")
 // The section may carry trailing zero padding; nothing else.
 //
 // Plain C++17, no dependencies. The runtime owns this header; the compiler's plan writer includes
-// it. Bump kPlanVersion on any change to the layout or the JSON schema.
+// it. Bump kPlanVersion on any change to the layout or the plan schema (runtime/schema/plan.fbs).
 #ifndef SPARK_RUNTIME_PLAN_FORMAT_H_
 #define SPARK_RUNTIME_PLAN_FORMAT_H_
 
@@ -22,14 +23,14 @@ namespace plan_format {
 
 inline constexpr char kSectionName[] = ".spark.plan";
 inline constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'L', 'A', 'N', '\0'};
-inline constexpr uint32_t kPlanVersion = 12;
+inline constexpr uint32_t kPlanVersion = 13;
 inline constexpr size_t kHeaderSize = 32;
 // Limits that bound what a hostile plan can make the reader allocate (docs/security.md). The
-// largest real plan, Gemma 4 31B's, has 464 KiB of JSON, 1,136 steps, 1,080 buffers, 832 weights
-// and 60 KV caches (spark-compile --target compute_90, 2026-12-01). A plan whose JSON is larger
-// than this is rejected before parsing (70x the 31B plan; parsing takes about 20 bytes of memory
-// per byte of JSON, so at most about 700 MB).
-inline constexpr uint64_t kMaxJsonSize = 32ull << 20;
+// largest real plan, Gemma 4 31B's, is a buffer of 583 KiB with 1,076 steps, 1,020 buffers, 832
+// weights and 60 KV caches (spark-compile --target compute_90, 2026-12-02). A plan buffer larger
+// than this (56x that) is rejected before it is read (reading copies it once and builds a Plan of
+// a few bytes per byte of it).
+inline constexpr uint64_t kMaxPayloadSize = 32ull << 20;
 // The most entries each array of a plan may have (15 to 30 times the 31B plan's).
 inline constexpr uint64_t kMaxSteps = 32768;
 // The most programs a plan may hold (spark-compile writes a handful: plan.h BuildPrograms splits
@@ -46,7 +47,7 @@ struct Header {
   char magic[8];
   uint32_t version;
   uint32_t flags;
-  uint64_t json_size;
+  uint64_t payload_size;
   uint64_t checksum;
 };
 static_assert(sizeof(Header) == kHeaderSize, "plan header must be 32 bytes");

@@ -1,9 +1,9 @@
-"""Prints a plan's programs (docs/plan-format.md "Programs") for programs.test."""
+"""Prints a plan's programs (docs/plan-format.md "Programs") for programs.test, from the plan's
+JSON (spark-run MODEL --dump-plan)."""
 import json
 import sys
 
-data = open(sys.argv[1], "rb").read()
-plan = json.loads(data[32:])
+plan = json.load(open(sys.argv[1]))
 steps, programs, max_tokens = plan["steps"], plan["programs"], plan["max_tokens"]
 print("steps", len(steps), "max_tokens", max_tokens)
 
