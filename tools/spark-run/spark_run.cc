@@ -866,13 +866,32 @@ int main(int argc, char** argv) {
                  "device to estimate for: dgx-spark, h200, h100, a100-80gb, rtx-5090, rtx-4090, l4, "
                  "or auto (CUDA device 0, else the host)")->type_name("NAME|auto")->group(other);
   app.add_flag("--list-devices", flags.list_devices, "list the CUDA devices and exit")->group(other);
-  // --dump-plan reads only the model file: a flag of another mode with it is a usage error, not
-  // silently dropped.
-  for (const char* name : {"--weights", "--prompt-ids", "--prompt", "--chat", "--interactive",
-                           "--soft-tokens", "--logits-out", "--dump", "--explain-resolution",
-                           "--estimate", "--list-devices"}) {
-    dump_plan->excludes(app.get_option(name));
-  }
+  // The other modes read only what their synopsis names (docs/cli.md): a flag of another mode
+  // with one is a usage error, not silently dropped. --dump-plan reads only the model file;
+  // --explain-resolution the model, --device-cc and --module-path; --estimate the model,
+  // --device-profile, --max-length, --device-memory-utilization and -v.
+  const std::vector<std::string> generation_flags = {
+      "--weights", "--prompt-ids", "--prompt", "--chat", "--interactive", "--system",
+      "--enable-thinking", "--hide-thinking", "--tokenizer", "--stop", "--max-new-tokens",
+      "--device", "--temperature", "--top-k", "--top-p", "--seed", "--soft-tokens",
+      "--logits-out", "--dump", "--profile", "--json"};
+  const auto exclude = [&](CLI::Option* mode, const std::vector<std::string>& names) {
+    for (const std::string& name : names) mode->excludes(app.get_option(name));
+  };
+  CLI::Option* explain = app.get_option("--explain-resolution");
+  CLI::Option* estimate = app.get_option("--estimate");
+  exclude(dump_plan, generation_flags);
+  exclude(dump_plan, {"--explain-resolution", "--estimate", "--list-devices", "--max-length",
+                      "--device-memory-utilization", "--module-path", "--device-cc",
+                      "--device-profile"});
+  exclude(explain, generation_flags);
+  exclude(explain, {"--estimate", "--list-devices", "--max-length",
+                    "--device-memory-utilization", "--device-profile"});
+  exclude(estimate, generation_flags);
+  exclude(estimate, {"--list-devices", "--module-path", "--device-cc"});
+  // Each mode's own options mean nothing without it.
+  app.get_option("--device-cc")->needs(explain);
+  app.get_option("--device-profile")->needs(estimate);
   std::vector<std::string> args = spark::rt::DashedFlagNames(argc, argv);
   std::vector<char*> c_args;
   for (std::string& arg : args) c_args.push_back(&arg[0]);
