@@ -30,6 +30,7 @@ void spark::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &
   lowerOptions.kvCacheDType = options.kvCacheDType;
   lowerOptions.activationPrecision = options.activationPrecision;
   pm.addPass(createSparkLowerToKernelsPass(lowerOptions));
+  pm.addPass(createSparkPlanArenaPass());
   pm.addPass(createSparkOutlineKernelEntriesPass());
 }
 

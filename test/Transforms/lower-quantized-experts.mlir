@@ -1,4 +1,4 @@
-// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=16 --spark-outline-kernel-entries | FileCheck %s
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=16 --spark-plan-arena --spark-outline-kernel-entries | FileCheck %s
 
 // Quantized MoE experts: an NVFP4 gate_up and an FP8 down with per-row scales, each a weight
 // stacked from per-expert parts (ModelOpt's layout). The plan lists every part of each stacked

@@ -1,6 +1,6 @@
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=bf16" --spark-outline-kernel-entries | FileCheck %s --check-prefix=BF16
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" --spark-outline-kernel-entries | FileCheck %s --check-prefix=F32
-// RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=f16" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=bf16" --spark-plan-arena --spark-outline-kernel-entries | FileCheck %s --check-prefix=BF16
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" --spark-plan-arena --spark-outline-kernel-entries | FileCheck %s --check-prefix=F32
+// RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=f16" --spark-plan-arena 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: spark-compile %s --target sm_90a --activation-precision bf16 --emit llvm -o - | FileCheck %s --check-prefix=LLVM
 // RUN: spark-compile %s --target sm_90a --emit ptx -o - | FileCheck %s --check-prefix=PTX-F32
 // The tensor-core tile of the linear entry, in the PTX for sm_121a (the DGX Spark): f32

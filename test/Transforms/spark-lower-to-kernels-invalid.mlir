@@ -1,4 +1,4 @@
-// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 -split-input-file -verify-diagnostics
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 --spark-plan-arena -split-input-file -verify-diagnostics
 
 // Errors of spark-lower-to-kernels, one case per message.
 

@@ -1,7 +1,7 @@
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=bf16" --spark-outline-kernel-entries | FileCheck %s --check-prefix=BF16
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" --spark-outline-kernel-entries | FileCheck %s --check-prefix=ASIS
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=f32" --spark-outline-kernel-entries | FileCheck %s --check-prefix=F32
-// RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=f16" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=bf16" --spark-plan-arena --spark-outline-kernel-entries | FileCheck %s --check-prefix=BF16
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" --spark-plan-arena --spark-outline-kernel-entries | FileCheck %s --check-prefix=ASIS
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=f32" --spark-plan-arena --spark-outline-kernel-entries | FileCheck %s --check-prefix=F32
+// RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 kv-cache-dtype=f16" --spark-plan-arena 2>&1 | FileCheck %s --check-prefix=BAD
 
 // The element type of the KV caches: kv_write takes it as its last argument, attention before last_visible
 // (cache_dtype, kernel_abi.h: 0 = f32, 1 = bf16), a literal folded into their entries.

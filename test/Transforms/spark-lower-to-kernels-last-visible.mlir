@@ -1,4 +1,4 @@
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" --spark-outline-kernel-entries | FileCheck %s
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4" --spark-plan-arena --spark-outline-kernel-entries | FileCheck %s
 
 // The vision-bidirectional mask: the entry's last_visible input becomes a plan input (an i32
 // buffer, live for the whole step like the positions) and the last argument of the attention

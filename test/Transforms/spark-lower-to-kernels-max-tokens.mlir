@@ -1,4 +1,4 @@
-// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=0 -verify-diagnostics
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=0 --spark-plan-arena -verify-diagnostics
 
 // max-tokens sizes every activation buffer: it must be positive.
 // expected-error @+1 {{max-tokens must be in [1, 65536], got 0}}

@@ -1,4 +1,4 @@
-// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 --spark-outline-kernel-entries | FileCheck %s
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 --spark-plan-arena --spark-outline-kernel-entries | FileCheck %s
 
 // Quantized linears lower to their own kernels: linear_nvfp4 takes the codes, the block scales
 // and the tensor scale; linear_fp8 the elements and one scale per tensor or per row

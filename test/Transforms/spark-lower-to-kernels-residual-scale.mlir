@@ -1,5 +1,5 @@
-// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 --spark-outline-kernel-entries -split-input-file | FileCheck %s
-// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=bf16" --spark-outline-kernel-entries -split-input-file | FileCheck %s --check-prefix=BF16
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 --spark-plan-arena --spark-outline-kernel-entries -split-input-file | FileCheck %s
+// RUN: spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=bf16" --spark-plan-arena --spark-outline-kernel-entries -split-input-file | FileCheck %s --check-prefix=BF16
 
 // A residual_rms_norm whose only user is a scalar_mul (Gemma 4's layer_scalar) lowers to one
 // residual_rms_norm_scale launch writing the product; round_sum (the last argument) is 1 under

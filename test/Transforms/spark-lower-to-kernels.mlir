@@ -1,5 +1,5 @@
-// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 --spark-outline-kernel-entries -split-input-file | FileCheck %s
-// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=16 --spark-outline-kernel-entries -split-input-file | FileCheck %s --check-prefix=GROUPED
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=4 --spark-plan-arena --spark-outline-kernel-entries -split-input-file | FileCheck %s
+// RUN: spark-opt %s --spark-lower-to-kernels=max-tokens=16 --spark-plan-arena --spark-outline-kernel-entries -split-input-file | FileCheck %s --check-prefix=GROUPED
 
 // spark-lower-to-kernels: @forward becomes a spark.program (arena, buffers, weights, launches
 // in kernel_abi.h argument order) plus one gpu.func entry per distinct (op, literals) in

@@ -327,6 +327,11 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
                            .str());
     buffer.dtype = *dtype;
     buffer.row_shape = toVector(dict.getAs<ArrayAttr>("row_shape"));
+    if (!dict.getAs<mlir::IntegerAttr>("offset"))
+      return makeError(llvm::formatv("spark.program buffer '{0}' has no offset (run "
+                                     "spark-plan-arena after spark-lower-to-kernels)",
+                                     buffer.name)
+                           .str());
     buffer.offset = intOr(dict, "offset", 0);
     plan.buffers.push_back(std::move(buffer));
   }

@@ -498,9 +498,10 @@ def Spark_MoeExpertsOp : Spark_Op<"moe_experts", [Pure, AttrSizedOperandSegments
 def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, NoRegionArguments]> {
   let summary = "a planned launch sequence over one activation arena";
   let description = [{
-    What `spark-lower-to-kernels` makes of an entry function: the arena size, the buffers it is
-    split into (`[max_tokens, row_shape...]` at byte offsets), the weights by name, the entry
-    buffers, and a body of `spark.launch` ops run in order. The plan writer serialises it into
+    What `spark-lower-to-kernels` makes of an entry function: the buffers it is split into
+    (`[max_tokens, row_shape...]`), the weights by name, the entry buffers, and a body of
+    `spark.launch` ops run in order; `spark-plan-arena` then gives each buffer its byte offset
+    and the program its arena size (0 before). The plan writer serialises it into
     the `.spark.plan` section (docs/plan-format.md). `activation_precision = bf16` (absent:
     f32) says that every f32 output of a launch is rounded to bf16 as it is stored.
 

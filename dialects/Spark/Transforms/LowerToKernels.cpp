@@ -1,8 +1,9 @@
-//===- LowerToKernels.cpp - plan the arena, lower ops to launches ----------===//
+//===- LowerToKernels.cpp - lower ops to launches over planned buffers -----===//
 //
 // The entry function becomes a spark.program: each tensor value gets a buffer of max-tokens
-// rows in one arena (first-fit offsets, reused once a buffer's last reader has run), and each op
-// becomes spark.launch ops whose arguments follow runtime/include/spark/runtime/kernel_abi.h.
+// rows (views and in-place results share one), and each op becomes spark.launch ops whose
+// arguments follow runtime/include/spark/runtime/kernel_abi.h. spark-plan-arena (PlanArena.cpp)
+// then places the buffers in one arena.
 // Each launch names the entry point of its (op, literal arguments), which
 // spark-outline-kernel-entries (OutlineKernelEntries.cpp) then builds in gpu.module @kernels.
 //
@@ -41,9 +42,7 @@ using namespace spark;
 
 namespace {
 
-constexpr int64_t kAlignment = 256;
 
-int64_t alignUp(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Blocks a decode step's attention should run at least (about two per SM on a 132-SM H200, five
@@ -106,9 +105,6 @@ struct LogicalBuffer {
   std::string name;
   Element element = Element::kActivation;
   SmallVector<int64_t> rowShape;
-  int64_t firstUse = 0;
-  int64_t lastUse = 0;
-  int64_t offset = -1;
   /// Bytes of one element: activations are 2 with bf16 activation storage.
   int64_t elementBytes(bool bf16Activations) const {
     return element == Element::kActivation && bf16Activations ? 2 : 4;
@@ -151,18 +147,13 @@ private:
   LogicalResult checkWeightTypes(Operation *op, size_t first);
   void markLogitsTail();
   LogicalResult assignElementTypes();
-  LogicalResult planOffsets();
+  LogicalResult checkBufferSizes();
   void buildProgram();
 
   int64_t bufferOf(Value value) { return valueBuffer.lookup(value); }
-  int64_t bufferBytes(const LogicalBuffer &buffer) const {
-    return maxTokens * buffer.rowElements() * buffer.elementBytes(bf16Activations);
-  }
-  int64_t newBuffer(Value value, StringRef name, int64_t time);
-  int64_t newScratch(StringRef name, ArrayRef<int64_t> rowShape, int64_t time);
+  int64_t newBuffer(Value value, StringRef name);
+  int64_t newScratch(StringRef name, ArrayRef<int64_t> rowShape);
   FailureOr<int64_t> weightOf(Operation *user, Value value);
-  void touch(Value value, int64_t time);
-  void nextLaunchReads(ArrayRef<int64_t> scratch, ArrayRef<Value> values = {});
   void launch(Operation *op, abi::OpId kernelOp, SmallVector<Arg> args, GridRule grid,
               StringRef suffix = "");
 
@@ -191,47 +182,27 @@ private:
   SmallVector<PendingLaunch> launches;
   std::map<std::string, int64_t> inputs;
   int64_t logits = -1;
-  int64_t arenaBytes = 0;
-  int64_t time = 0;
   std::set<std::string> entryNames; // distinct entry points the launches name
 };
 
-int64_t Lowering::newBuffer(Value value, StringRef name, int64_t at) {
+int64_t Lowering::newBuffer(Value value, StringRef name) {
   auto type = cast<RankedTensorType>(value.getType());
   LogicalBuffer buffer;
   buffer.name = name.str();
   if (type.getElementType().isInteger(32))
     buffer.element = LogicalBuffer::Element::kI32;
   buffer.rowShape.assign(type.getShape().begin() + 1, type.getShape().end());
-  buffer.firstUse = buffer.lastUse = at;
   buffers.push_back(buffer);
   valueBuffer[value] = buffers.size() - 1;
   return buffers.size() - 1;
 }
 
-int64_t Lowering::newScratch(StringRef name, ArrayRef<int64_t> rowShape, int64_t at) {
+int64_t Lowering::newScratch(StringRef name, ArrayRef<int64_t> rowShape) {
   LogicalBuffer buffer;
   buffer.name = name.str();
   buffer.rowShape.assign(rowShape.begin(), rowShape.end());
-  buffer.firstUse = buffer.lastUse = at;
   buffers.push_back(buffer);
   return buffers.size() - 1;
-}
-
-/// Starts the next launch of a multi-launch op: it reads the scratch buffers and the values given
-/// (their live ranges reach it).
-void Lowering::nextLaunchReads(ArrayRef<int64_t> scratch, ArrayRef<Value> values) {
-  ++time;
-  for (int64_t id : scratch)
-    buffers[id].lastUse = time;
-  for (Value v : values)
-    touch(v, time);
-}
-
-void Lowering::touch(Value value, int64_t at) {
-  auto it = valueBuffer.find(value);
-  if (it != valueBuffer.end())
-    buffers[it->second].lastUse = std::max(buffers[it->second].lastUse, at);
 }
 
 FailureOr<int64_t> Lowering::weightOf(Operation *user, Value value) {
@@ -302,7 +273,7 @@ LogicalResult Lowering::assignBuffers() {
     if (inputs.count(name.getValue().str()))
       return entry.emitOpError("expects one argument per spark.input, got \"")
              << name.getValue() << "\" twice";
-    inputs[name.getValue().str()] = newBuffer(arg, ("%" + name.getValue()).str(), 0);
+    inputs[name.getValue().str()] = newBuffer(arg, ("%" + name.getValue()).str());
   }
   if (!inputs.count("ids") || !inputs.count("positions"))
     return entry.emitOpError("expects \"ids\" and \"positions\" arguments");
@@ -310,19 +281,16 @@ LogicalResult Lowering::assignBuffers() {
 }
 
 LogicalResult Lowering::lowerOp(Operation *op) {
-  ++time;
   const size_t firstLaunch = launches.size();
-  int64_t t = time;
   Value unbuffered;
   auto buf = [&](Value v) {
     if (!valueBuffer.count(v)) {
       unbuffered = v; // a spark.weight (or other non-activation) read as an activation
       return Arg::null();
     }
-    touch(v, t);
     return Arg::buffer(bufferOf(v));
   };
-  auto out = [&](Value v) { return Arg::buffer(newBuffer(v, sourceName(op), t)); };
+  auto out = [&](Value v) { return Arg::buffer(newBuffer(v, sourceName(op))); };
   auto shapeOf = [](Value v) { return cast<RankedTensorType>(v.getType()); };
   auto weightArg = [&](Value v) -> FailureOr<Arg> {
     FailureOr<int64_t> id = weightOf(op, v);
@@ -529,7 +497,6 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case<ReshapeOp>([&](ReshapeOp r) -> LogicalResult {
-        touch(r.getInput(), t);
         valueBuffer[r.getResult()] = bufferOf(r.getInput()); // a view: no data moves
         return success();
       })
@@ -590,8 +557,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         const int64_t partials =
             newScratch(sourceName(op) + ".partials",
                        {ceilDiv(splitRows, maxTokens), qHeads,
-                        abi::AttentionRecordFloats(static_cast<int>(headDim))},
-                       t);
+                        abi::AttentionRecordFloats(static_cast<int>(headDim))});
         Arg y = out(a.getResult());
         launch(op, abi::OpId::kAttention,
                {query, pos, Arg::kCache(cache), Arg::vCache(cache), y, Arg::buffer(partials),
@@ -599,7 +565,6 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                 Arg::kvCapacity(cache), i32(a.getWindow()), f32(a.getScale()), i32(maxSplits),
                 i32(splitRows), cacheDType, lastVisible},
                GridRule{qHeads, maxSplits * qHeads, 1});
-        nextLaunchReads({partials}, {a.getResult()}); // the merge writes the result
         launch(op, abi::OpId::kAttentionMerge,
                {Arg::buffer(partials), y, Arg::numTokens(), i32(qHeads), i32(headDim),
                 i32(maxSplits), i32(splitRows)},
@@ -616,18 +581,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         // The logits as rms_norm (the router scale as its weight) + linear, so that reading
         // proj is spread over the GPU like any linear; hidden^-0.5 is applied by moe_topk.
         Arg in = buf(r.getInput());
-        int64_t normed = newScratch(sourceName(op) + ".norm", {hidden}, t);
+        int64_t normed = newScratch(sourceName(op) + ".norm", {hidden});
         launch(op, abi::OpId::kRmsNorm,
                {in, *scale, Arg::buffer(normed), Arg::numTokens(), i32(1), i32(hidden),
                 f32(r.getEpsilon())},
                perToken(1), "norm");
-        nextLaunchReads({normed});
-        int64_t logits = newScratch(sourceName(op) + ".logits", {experts}, time);
+        int64_t logits = newScratch(sourceName(op) + ".logits", {experts});
         launch(op, abi::OpId::kLinear,
                {Arg::buffer(normed), *proj, Arg::buffer(logits), Arg::numTokens(), i32(experts),
                 i32(hidden)},
                fixedGrid(experts, 8), "logits");
-        nextLaunchReads({logits});
         Arg weightsOut = out(r.getWeights()), indicesOut = out(r.getIndices());
         launch(op, abi::OpId::kMoeTopK,
                {Arg::buffer(logits), *pes, weightsOut, indicesOut, Arg::numTokens(),
@@ -653,7 +616,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         int64_t experts = gu.getDimSize(0), inter = gu.getDimSize(1) / 2,
                 hidden = gu.getDimSize(2), topK = m.getWeights().getType().getDimSize(1);
         Arg in = buf(m.getInput()), w = buf(m.getWeights()), idx = buf(m.getIndices());
-        int64_t act = newScratch(sourceName(op) + ".act", {topK, inter}, t);
+        int64_t act = newScratch(sourceName(op) + ".act", {topK, inter});
         // FP8 scales per matrix (1) or per row (the matrix's rows); the verifier checked them.
         auto scalesPerMatrix = [&](ValueRange scales, int64_t matrices) {
           return cast<RankedTensorType>(scales[0].getType()).getNumElements() /
@@ -688,7 +651,6 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         gateUp(abi::kMoeGemv, "gate_up");
         if (grouped)
           gateUp(abi::kMoeGrouped, "gate_up_grouped");
-        nextLaunchReads({act}, {m.getWeights(), m.getIndices()});
         Arg y = out(m.getResult());
         auto downLaunch = [&](Arg partials, abi::MoePath path, StringRef suffix) {
           const GridRule grid = perToken(hidden, 8);
@@ -712,9 +674,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         downLaunch(Arg::null(), abi::kMoeGemv, "down");
         if (!grouped)
           return success();
-        int64_t partials = newScratch(sourceName(op) + ".partials", {topK, hidden}, time);
+        int64_t partials = newScratch(sourceName(op) + ".partials", {topK, hidden});
         downLaunch(Arg::buffer(partials), abi::kMoeGrouped, "down_grouped");
-        nextLaunchReads({partials}, {m.getResult()});
         launch(op, abi::OpId::kMoeCombine,
                {Arg::buffer(partials), y, Arg::numTokens(), i32(hidden), i32(topK)},
                perToken(hidden, 256), "combine");
@@ -726,7 +687,6 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (!valueBuffer.count(r.getOperand(0)))
           return r.emitOpError("expects the logits to be an activation computed by the entry");
         logits = bufferOf(r.getOperand(0));
-        buffers[logits].lastUse = std::numeric_limits<int64_t>::max();
         return success();
       })
       .Default([](Operation *op) {
@@ -857,9 +817,9 @@ LogicalResult Lowering::assignElementTypes() {
   return success();
 }
 
-LogicalResult Lowering::planOffsets() {
-  // Every buffer's bytes (max_tokens rows) in int64 without overflow, and far below what any
-  // device holds (2^40 bytes).
+/// Every buffer's bytes (max_tokens rows) in int64 without overflow, and far below what any
+/// device holds (2^40 bytes). spark-plan-arena places them.
+LogicalResult Lowering::checkBufferSizes() {
   for (const LogicalBuffer &buffer : buffers) {
     int64_t bytes = buffer.elementBytes(bf16Activations) * maxTokens;
     for (int64_t d : buffer.rowShape)
@@ -867,36 +827,6 @@ LogicalResult Lowering::planOffsets() {
         return entry.emitOpError("needs a buffer '")
                << buffer.name << "' of more than 2^40 bytes (" << maxTokens
                << " tokens x row " << formatShape(buffer.rowShape) << ")";
-  }
-  // Inputs and the logits stay live for the whole step.
-  for (auto &[name, id] : inputs)
-    buffers[id].lastUse = std::numeric_limits<int64_t>::max();
-  SmallVector<int64_t> order(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i)
-    order[i] = i;
-  llvm::stable_sort(order, [&](int64_t a, int64_t b) {
-    return buffers[a].firstUse < buffers[b].firstUse;
-  });
-  SmallVector<int64_t> placed;
-  for (int64_t id : order) {
-    LogicalBuffer &buffer = buffers[id];
-    int64_t size = alignUp(bufferBytes(buffer));
-    // Occupied intervals of buffers still live when this one is written.
-    SmallVector<std::pair<int64_t, int64_t>> busy;
-    for (int64_t other : placed)
-      if (buffers[other].lastUse >= buffer.firstUse)
-        busy.push_back({buffers[other].offset,
-                        buffers[other].offset + alignUp(bufferBytes(buffers[other]))});
-    llvm::sort(busy);
-    int64_t offset = 0;
-    for (auto [begin, end] : busy) {
-      if (offset + size <= begin)
-        break;
-      offset = std::max(offset, end);
-    }
-    buffer.offset = offset;
-    arenaBytes = std::max(arenaBytes, offset + size);
-    placed.push_back(id);
   }
   return success();
 }
@@ -935,7 +865,6 @@ void Lowering::buildProgram() {
                                            ? "f32"
                                            : "bf16")),
         b.getNamedAttr("row_shape", b.getI64ArrayAttr(buffer.rowShape)),
-        b.getNamedAttr("offset", b.getI64IntegerAttr(buffer.offset)),
     }));
   SmallVector<Attribute> weightAttrs;
   for (auto &[name, weight] : weights) {
@@ -965,7 +894,8 @@ void Lowering::buildProgram() {
   auto model = module->getAttrOfType<ModelAttr>("spark.model");
 
   auto program = ProgramOp::create(
-      b, entry.getLoc(), entry.getSymName(), maxTokens, arenaBytes, b.getArrayAttr(bufferAttrs),
+      b, entry.getLoc(), entry.getSymName(), maxTokens, /*arena_bytes=*/0,
+      b.getArrayAttr(bufferAttrs),
       b.getArrayAttr(weightAttrs), b.getDictionaryAttr(inputAttrs),
       b.getDictionaryAttr(b.getNamedAttr("logits", b.getI64IntegerAttr(logits))), model,
       /*activation_precision=*/TypeAttr());
@@ -998,7 +928,7 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
   if (logits < 0)
     return entry.emitOpError("expects a func.return of the logits");
   markLogitsTail();
-  if (failed(assignElementTypes()) || failed(planOffsets()))
+  if (failed(assignElementTypes()) || failed(checkBufferSizes()))
     return failure();
   buildProgram();
   entry.erase();

@@ -37,14 +37,15 @@ def SparkFuseNormsPass : Pass<"spark-fuse-norms", "mlir::func::FuncOp"> {
 }
 
 def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
-  let summary = "plans the activation arena and lowers each op to a kernel launch";
+  let summary = "lowers each op to kernel launches over the program's buffers";
   let description = [{
     Turns the entry function `@forward` into a `spark.program`: every tensor value gets a buffer
-    of `max-tokens` rows in one arena, offsets are reused between buffers whose lifetimes do not
-    overlap (first fit, in op order), reshapes are views, and every op becomes one or more
-    `spark.launch` ops whose arguments follow the kernel ABI (runtime/include/spark/runtime/
-    kernel_abi.h). Launch entry points are generated in `gpu.module @kernels`, one per distinct
-    (op, literal arguments) pair, so layers of the same shape share their kernels.
+    of `max-tokens` rows (reshapes are views, in-place results share their input's buffer), and
+    every op becomes one or more `spark.launch` ops whose arguments follow the kernel ABI
+    (runtime/include/spark/runtime/kernel_abi.h). The buffers have no offsets yet
+    (`spark-plan-arena` places them); each launch names the entry point of its (op, literal
+    arguments), which `spark-outline-kernel-entries` builds, so layers of the same shape share
+    their kernels.
   }];
   let dependentDialects = ["::spark::SparkDialect"];
   let options = [
@@ -63,6 +64,21 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numLaunches", "num-launches", "Number of kernel launches in the plan">,
     Statistic<"numEntries", "num-entries", "Number of distinct kernel entry points">
+  ];
+}
+
+def SparkPlanArenaPass : Pass<"spark-plan-arena", "mlir::ModuleOp"> {
+  let summary = "places every buffer of each spark.program in one activation arena";
+  let description = [{
+    After `spark-lower-to-kernels`: gives each buffer of a `spark.program` its byte `offset` and
+    the program its `arena_bytes`. A buffer lives from the first `spark.launch` that names it to
+    the last one (the entry inputs for the whole program, the logits to its end); buffers whose
+    lives do not overlap share bytes. First fit in order of first use, 256-byte aligned. A
+    program whose buffers already have offsets is refused.
+  }];
+  let dependentDialects = ["::spark::SparkDialect"];
+  let statistics = [
+    Statistic<"arenaBytes", "arena-bytes", "Bytes of the activation arena (all programs)">
   ];
 }
 
