@@ -196,8 +196,21 @@ class Errors {
 
 std::string Str(const flatbuffers::String* text) { return text ? text->str() : std::string(); }
 
+// Vectors and structs are read with memcpy, never through references: the verifier checks the
+// alignment of a vector's length, not of its elements, so a damaged buffer may hold an int64
+// vector or an Arg vector at an address only 4-byte aligned (the fuzzer found one).
 std::vector<int64_t> Longs(const flatbuffers::Vector<int64_t>* values) {
-  return values ? std::vector<int64_t>(values->begin(), values->end()) : std::vector<int64_t>();
+  if (values == nullptr) return {};
+  std::vector<int64_t> out(values->size());
+  if (!out.empty()) std::memcpy(out.data(), values->Data(), out.size() * sizeof(int64_t));
+  return out;  // little-endian hosts only (plan_format.h)
+}
+
+template <typename Struct>
+Struct CopyStruct(const void* data) {
+  Struct out;
+  std::memcpy(static_cast<void*>(&out), data, sizeof(Struct));
+  return out;
 }
 
 // The enum value `code` of a schema enum with values 0..max, or an error naming the field.
@@ -309,14 +322,17 @@ Step ReadStep(const fb::Step& in, const std::string& path, Errors* errors) {
     step.op = spec->id;
   }
   step.kernel = Str(launch->kernel());
-  step.grid = {launch->grid()->per_token(), launch->grid()->fixed(), launch->grid()->divisor()};
-  step.block[0] = launch->block()->x();
-  step.block[1] = launch->block()->y();
-  step.block[2] = launch->block()->z();
+  const auto grid = CopyStruct<fb::GridRule>(launch->grid());
+  step.grid = {grid.per_token(), grid.fixed(), grid.divisor()};
+  const auto block = CopyStruct<fb::Dim3>(launch->block());
+  step.block[0] = block.x();
+  step.block[1] = block.y();
+  step.block[2] = block.z();
   step.shared_bytes = launch->shared_bytes();
+  const uint8_t* args = launch->args()->Data();
   for (flatbuffers::uoffset_t i = 0; i < launch->args()->size(); ++i) {
-    step.args.push_back(
-        ReadArg(*launch->args()->Get(i), IndexPath(absl::StrCat(path, ".args"), i), errors));
+    step.args.push_back(ReadArg(CopyStruct<fb::Arg>(args + i * sizeof(fb::Arg)),
+                                IndexPath(absl::StrCat(path, ".args"), i), errors));
   }
   return step;
 }

@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
@@ -623,6 +625,32 @@ TEST(PlanTest, ActivationPrecisionRoundTripsAndIsF32OrBf16) {
 }
 
 // A literal f32 is finite (the entry point's name and the kernels take it as a number).
+// A damaged buffer may place a vector of 8-byte structs (the steps' Args) or of int64 at an
+// address only 4-byte aligned: the verifier checks the alignment of a vector's length, not of its
+// elements. The reader copies such elements out instead of binding references to them (found
+// by fuzz_plan_execution; under UBSan, the sanitizer stage, a misaligned read fails this test).
+TEST(PlanTest, ReadsVectorElementsAtAnyAlignment) {
+  std::ifstream file(std::string(SPARK_TEST_SOURCE_DIR) +
+                         "/fuzz/regressions/fuzz_plan_execution/misaligned-arg-vector",
+                     std::ios::binary);
+  ASSERT_TRUE(file.good());
+  const std::string payload((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
+  const absl::StatusOr<Plan> plan = ParsePlanSection(SectionFromPayload(payload), "m.cubin");
+  // Accepted or refused with a message; which one depends on the damage, not on alignment.
+  if (!plan.ok()) {
+    EXPECT_EQ(plan.status().code(), kInvalid);
+    EXPECT_FALSE(plan.status().message().empty());
+  }
+  // The same bytes one byte further into memory (the reader copies the buffer to aligned memory
+  // first): the same answer.
+  const std::string shifted = " " + SectionFromPayload(payload);
+  const absl::StatusOr<Plan> again =
+      ParsePlanSection(absl::string_view(shifted).substr(1), "m.cubin");
+  EXPECT_EQ(again.ok(), plan.ok());
+  if (!again.ok()) EXPECT_EQ(again.status().message(), plan.status().message());
+}
+
 TEST(PlanTest, RejectsNonFiniteLiterals) {
   for (const float value : {std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::quiet_NaN()}) {
