@@ -159,6 +159,18 @@ SPK_HD double rint_(double x) {
   return std::rint(x);
 #endif
 }
+// The high 64 bits of the 128-bit product a * b.
+SPK_HD unsigned long long mulhi_u64(unsigned long long a, unsigned long long b) {
+#if SPK_CLANG_DEVICE
+  unsigned long long r;
+  asm("mul.hi.u64 %0, %1, %2;" : "=l"(r) : "l"(a), "l"(b));
+  return r;
+#elif SPK_ON_DEVICE
+  return __umul64hi(a, b);
+#else
+  return static_cast<unsigned long long>((static_cast<unsigned __int128>(a) * b) >> 64);
+#endif
+}
 SPK_HD float inff_() { return u32_as_f32(0x7f800000u); }
 SPK_HD float nanf_() { return u32_as_f32(0x7fc00000u); }
 

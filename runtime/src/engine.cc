@@ -40,11 +40,9 @@ class SerializedExecutor final : public Executor {
     std::lock_guard<std::mutex> lock(mutex_);
     return inner_->NewSequence(max_length);
   }
-  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
-                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
-                   std::vector<float>* logits) override {
+  absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    return inner_->Run(sequence, ids, positions, soft, rows, logits);
+    return inner_->Run(sequence, call, result);
   }
   std::string name() const override { return inner_->name(); }
   MemoryUsage memory_usage() const override {

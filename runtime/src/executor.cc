@@ -39,11 +39,9 @@ class DumpingExecutor final : public Executor {
     return inner_->NewSequence(max_length);
   }
 
-  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
-                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
-                   std::vector<float>* logits) override {
+  absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override {
     tensors_.clear();
-    const absl::Status run = inner_->Run(sequence, ids, positions, soft, rows, logits);
+    const absl::Status run = inner_->Run(sequence, call, result);
     // Written even when a step failed: the outputs up to it are what one wants to look at.
     const std::string path = JoinPath(dir_, absl::StrFormat("run%03d.safetensors", calls_++));
     // Never through a file or link already there (the directory may be someone else's).
@@ -94,7 +92,15 @@ absl::Status Executor::RunStep(absl::Span<const int32_t> ids,
     return absl::FailedPreconditionError(
         absl::StrCat(name(), " executor: Prepare must be called before RunStep"));
   }
-  return Run(*own_sequence_, ids, positions, soft, LogitRows::kAll, logits);
+  StepCall call;
+  call.ids = ids;
+  call.positions = positions;
+  call.soft = soft;
+  call.rows = LogitRows::kAll;
+  StepResult result;
+  SPARK_RETURN_IF_ERROR(Run(*own_sequence_, call, &result));
+  *logits = std::move(result.logits);
+  return absl::OkStatus();
 }
 
 int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tokens) {

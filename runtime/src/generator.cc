@@ -119,11 +119,7 @@ class Generation {
  public:
   Generation(Executor& executor, SequenceState& sequence, const Plan& plan,
              const GenerateOptions& options)
-      : executor_(executor),
-        sequence_(sequence),
-        plan_(plan),
-        options_(options),
-        sampler_(options.sampler) {}
+      : executor_(executor), sequence_(sequence), plan_(plan), options_(options) {}
 
   absl::Status Prefill(absl::Span<const int32_t> prompt, const SoftTokens* soft);
   absl::Status Decode(int64_t prompt_length, int64_t max_new_tokens);
@@ -135,23 +131,16 @@ class Generation {
            (options_.session_cancel != nullptr &&
             options_.session_cancel->load(std::memory_order_relaxed));
   }
-  // Runs one executor step over `ids` at consecutive positions, keeping the logits it asks for:
-  // every row with collect_logits, else the last row when `sample` (none otherwise).
+  // Runs one executor step over `ids` at consecutive positions. With `sample`, the step draws
+  // the next token on the executor (next_token_); every logits row is kept with collect_logits.
   absl::Status Run(absl::Span<const int32_t> ids, int64_t first_position,
                    const SoftTokenChunk* soft, bool sample);
-  // Samples the next token from the last logits row of the last step.
-  void SampleNext() {
-    const int64_t vocab = plan_.model.vocab_size;
-    next_token_ =
-        sampler_.Sample(absl::MakeConstSpan(step_logits_).subspan(step_logits_.size() - vocab));
-  }
 
   Executor& executor_;
   SequenceState& sequence_;
   const Plan& plan_;
   const GenerateOptions& options_;
-  Sampler sampler_;
-  std::vector<float> step_logits_;
+  StepResult step_;
   int32_t next_token_ = -1;
   GenerateResult result_;
 };
@@ -160,23 +149,30 @@ absl::Status Generation::Run(absl::Span<const int32_t> ids, int64_t first_positi
                              const SoftTokenChunk* soft, bool sample) {
   std::vector<int32_t> positions(ids.size());
   std::iota(positions.begin(), positions.end(), static_cast<int32_t>(first_position));
-  const LogitRows rows = options_.collect_logits ? LogitRows::kAll
-                         : sample                ? LogitRows::kLast
-                                                 : LogitRows::kNone;
-  SPARK_RETURN_IF_ERROR(executor_.Run(sequence_, ids, positions, soft, rows, &step_logits_));
+  StepCall call;
+  call.ids = ids;
+  call.positions = positions;
+  call.soft = soft;
+  call.rows = options_.collect_logits ? LogitRows::kAll
+              : sample                ? LogitRows::kLast
+                                      : LogitRows::kNone;
+  // The draw's counter is the position the sampled token takes: the same seed gives the same
+  // tokens however much of the prompt the caches already held.
+  call.sampling = SamplingParamsFor(options_.sampler, first_position + ids.size());
+  SPARK_RETURN_IF_ERROR(executor_.Run(sequence_, call, &step_));
   const int64_t vocab = plan_.model.vocab_size;
-  const int64_t expected = rows == LogitRows::kAll    ? static_cast<int64_t>(ids.size())
-                           : rows == LogitRows::kLast ? 1
-                                                      : 0;
-  if (static_cast<int64_t>(step_logits_.size()) != expected * vocab) {
-    return absl::InternalError(absl::StrCat(executor_.name(), " executor returned ",
-                                            step_logits_.size(), " logits for ", expected,
-                                            " rows of vocabulary ", vocab));
+  const int64_t expected_rows = call.rows == LogitRows::kAll ? static_cast<int64_t>(ids.size()) : 0;
+  if (static_cast<int64_t>(step_.logits.size()) != expected_rows * vocab ||
+      (call.rows != LogitRows::kNone && (step_.token < 0 || step_.token >= vocab))) {
+    return absl::InternalError(absl::StrCat(
+        executor_.name(), " executor returned token ", step_.token, " and ", step_.logits.size(),
+        " logits, expected a token in [0, ", vocab, ") and ", expected_rows, " rows of ", vocab));
   }
   if (options_.collect_logits) {
-    result_.logits.insert(result_.logits.end(), step_logits_.begin(), step_logits_.end());
-    result_.logits_rows += expected;
+    result_.logits.insert(result_.logits.end(), step_.logits.begin(), step_.logits.end());
+    result_.logits_rows += expected_rows;
   }
+  if (call.rows != LogitRows::kNone) next_token_ = step_.token;
   result_.cached_tokens = first_position + static_cast<int64_t>(ids.size());
   return absl::OkStatus();
 }
@@ -213,7 +209,6 @@ absl::Status Generation::Prefill(absl::Span<const int32_t> prompt, const SoftTok
                               rows.indices.empty() ? nullptr : &soft_chunk,
                               /*sample=*/c + 1 == chunks.size()));
   }
-  if (!result_.cancelled) SampleNext();
   result_.prefill_tokens = result_.cached_tokens - cached;
   result_.prefill_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return absl::OkStatus();
@@ -240,9 +235,8 @@ absl::Status Generation::Decode(int64_t prompt_length, int64_t max_new_tokens) {
       break;
     }
     const int64_t position = prompt_length + static_cast<int64_t>(result_.tokens.size()) - 1;
-    SPARK_RETURN_IF_ERROR(
-        Run(absl::MakeConstSpan(&next_token_, 1), position, nullptr, /*sample=*/true));
-    SampleNext();
+    const int32_t input = next_token_;
+    SPARK_RETURN_IF_ERROR(Run(absl::MakeConstSpan(&input, 1), position, nullptr, /*sample=*/true));
     ++result_.decode_tokens;
   }
   result_.decode_seconds = absl::ToDoubleSeconds(absl::Now() - start);

@@ -36,9 +36,7 @@ class HostExecutor final : public Executor {
   ~HostExecutor() override { ReleaseOwnSequence(); }
 
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
-  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
-                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
-                   std::vector<float>* logits) override;
+  absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override;
   std::string name() const override { return "host"; }
   MemoryUsage memory_usage() const override {
     MemoryUsage usage;
@@ -66,8 +64,7 @@ class HostExecutor final : public Executor {
   uint8_t* BufferData(int64_t buffer) {
     return reinterpret_cast<uint8_t*>(arena_.data()) + plan_.buffers[buffer].offset;
   }
-  void WriteInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
-                   const SoftTokenChunk* soft);
+  void WriteInputs(const StepCall& call);
   absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t first_position,
                         LogitRows rows);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
@@ -148,12 +145,13 @@ absl::StatusOr<std::unique_ptr<SequenceState>> HostExecutor::NewSequence(int64_t
   return std::unique_ptr<SequenceState>(std::move(sequence));
 }
 
-absl::Status HostExecutor::Run(SequenceState& state, absl::Span<const int32_t> ids,
-                               absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
-                               LogitRows rows, std::vector<float>* logits) {
+absl::Status HostExecutor::Run(SequenceState& state, const StepCall& call, StepResult* result) {
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
   Sequence& sequence = static_cast<Sequence&>(state);
-  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, sequence.max_length(), ids, positions, soft));
+  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, sequence.max_length(), call));
+  const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
+  const SoftTokenChunk* soft = call.soft;
+  const LogitRows rows = call.rows;
   bindings_.k_caches.clear();
   bindings_.v_caches.clear();
   bindings_.kv_capacities.clear();
@@ -163,30 +161,28 @@ absl::Status HostExecutor::Run(SequenceState& state, absl::Span<const int32_t> i
     bindings_.kv_capacities.push_back(
         KvCapacity(plan_.kv_caches[i], sequence.max_length(), plan_.max_tokens));
   }
-  WriteInputs(ids, positions, soft);
+  WriteInputs(call);
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
   // A step observer sees every row of every step: the logits tail runs on all rows then.
   SPARK_RETURN_IF_ERROR(
       RunSteps(num_tokens, num_soft, positions[0], step_observer() ? LogitRows::kAll : rows));
-  const int64_t vocab = plan_.model.vocab_size;
-  const int64_t first_row = rows == LogitRows::kAll    ? 0
-                            : rows == LogitRows::kLast ? num_tokens - 1
-                                                       : num_tokens;
-  const int64_t begin = first_row * vocab, end = static_cast<int64_t>(num_tokens) * vocab;
-  const uint8_t* out = BufferData(plan_.output_logits);
-  if (plan_.activation_precision == DType::kBF16) {
-    logits->resize(static_cast<size_t>(end - begin));
-    ActivationsToF32(out + begin * 2, DType::kBF16, absl::MakeSpan(*logits));
-  } else {
-    const float* f32 = reinterpret_cast<const float*>(out);
-    logits->assign(f32 + begin, f32 + end);
-  }
+  result->token = -1;
+  result->logits.clear();
+  if (rows == LogitRows::kNone) return absl::OkStatus();
+  std::memcpy(&result->token,
+              BufferData(plan_.output_tokens) + static_cast<size_t>(num_tokens - 1) * 4, 4);
+  if (rows != LogitRows::kAll) return absl::OkStatus();
+  result->logits.resize(static_cast<size_t>(num_tokens * plan_.model.vocab_size));
+  ActivationsToF32(BufferData(plan_.output_logits), plan_.activation_precision,
+                   absl::MakeSpan(result->logits));
   return absl::OkStatus();
 }
 
-void HostExecutor::WriteInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
-                               const SoftTokenChunk* soft) {
+void HostExecutor::WriteInputs(const StepCall& call) {
+  const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
+  const SoftTokenChunk* soft = call.soft;
+  WriteSamplingRows(call, BufferData(plan_.input_sampling));
   std::memcpy(BufferData(plan_.input_ids), ids.data(), ids.size() * sizeof(int32_t));
   std::memcpy(BufferData(plan_.input_positions), positions.data(),
               positions.size() * sizeof(int32_t));

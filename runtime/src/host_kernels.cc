@@ -647,6 +647,70 @@ void Copy(const float* x, float* y, int32_t num_tokens, int32_t cols) {
   std::memmove(y, x, static_cast<int64_t>(num_tokens) * cols * sizeof(float));
 }
 
+namespace {
+
+// One row of sample (kernel_ops.def): the same selection as kernels/sample.cu, written
+// sequentially. The kernel finds the cut-offs by radix selection over SamplingKey; here the
+// candidates are sorted. Both give the same tokens for the same weights (integers).
+int32_t SampleRow(const float* logits, const abi::SamplingParams& p, int32_t vocab) {
+  std::vector<uint32_t> keys(vocab);
+  int32_t best = 0;
+  for (int32_t i = 0; i < vocab; ++i) {
+    keys[i] = abi::SamplingKey(logits[i]);
+    if (keys[i] > keys[best]) best = i;
+  }
+  const float max_logit = logits[best];
+  if (abi::SamplingIsGreedy(p) || !std::isfinite(max_logit)) return best;
+  // Ranked order: larger key first, ties by the lower index.
+  const auto ranked_before = [&keys](int32_t a, int32_t b) {
+    return keys[a] > keys[b] || (keys[a] == keys[b] && a < b);
+  };
+  std::vector<int32_t> candidates(vocab);
+  for (int32_t i = 0; i < vocab; ++i) candidates[i] = i;
+  const size_t count = p.top_k > 0 && p.top_k < vocab ? static_cast<size_t>(p.top_k) : candidates.size();
+  std::partial_sort(candidates.begin(), candidates.begin() + count, candidates.end(),
+                    ranked_before);
+  candidates.resize(count);
+  const int bits = abi::SamplingWeightBits(vocab);
+  const auto weight = [&](int32_t i) -> uint64_t {
+    if (keys[i] == 0) return 0;  // NaN
+    const float w = std::exp((logits[i] - max_logit) / p.temperature);
+    const uint64_t q = static_cast<uint64_t>(std::ldexp(w, bits));
+    return std::min<uint64_t>(q, uint64_t{1} << bits);
+  };
+  uint64_t total = 0;
+  for (int32_t i : candidates) total += weight(i);
+  if (p.top_p < 1.0f) {
+    // The shortest ranked prefix reaching the nucleus mass.
+    const uint64_t need = abi::SamplingNucleusMass(p.top_p, total);
+    uint64_t mass = 0;
+    size_t kept = 0;
+    while (kept < candidates.size() && mass < need) mass += weight(candidates[kept++]);
+    candidates.resize(kept);
+    total = mass;
+  }
+  std::sort(candidates.begin(), candidates.end());  // index order
+  const uint64_t target = static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(total) * abi::SamplingDraw(p.seed, p.counter)) >> 64);
+  uint64_t running = 0;
+  for (int32_t i : candidates) {
+    running += weight(i);
+    if (running > target) return i;
+  }
+  return best;  // unreachable: target < total
+}
+
+}  // namespace
+
+void Sample(const float* logits, const int32_t* params, int32_t* token, int32_t num_tokens,
+            int32_t vocab) {
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    abi::SamplingParams p;
+    std::memcpy(&p, params + static_cast<int64_t>(t) * abi::kSamplingParamWords, sizeof(p));
+    token[t] = SampleRow(logits + static_cast<int64_t>(t) * vocab, p, vocab);
+  }
+}
+
 }  // namespace host
 
 }  // namespace rt

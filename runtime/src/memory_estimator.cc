@@ -234,13 +234,11 @@ std::string KvSource(const PlanSizes& sizes, const EstimateOptions& options) {
                       options.batch == 1 ? " sequence" : " sequences");
 }
 
-// Logits copy for the sampler (max_tokens x vocab f32) and its scratch (batch x vocab x 8 bytes).
-absl::optional<uint64_t> WorkspaceBytes(const PlanSizes& sizes, int64_t batch) {
-  const absl::optional<uint64_t> logits =
-      CheckedShapeBytes({sizes.max_tokens, sizes.vocab_size}, sizeof(float));
-  const absl::optional<uint64_t> scratch = CheckedShapeBytes({batch, sizes.vocab_size}, 8);
-  if (!logits || !scratch) return absl::nullopt;
-  return CheckedAdd(*logits, *scratch);
+// The host copy of a step's logits (max_tokens x vocab f32) when every row is asked for
+// (--logits-out); sampling itself runs on the device (the plan's sample step), and a normal
+// step copies one token id.
+absl::optional<uint64_t> WorkspaceBytes(const PlanSizes& sizes) {
+  return CheckedShapeBytes({sizes.max_tokens, sizes.vocab_size}, sizeof(float));
 }
 
 // True when some weight is of a quantized element type (NVFP4 codes or FP8 elements).
@@ -280,9 +278,8 @@ std::vector<MemoryComponent> FixedComponents(const PlanSizes& sizes, const Devic
       {MemoryComponentKind::kActivations, "activations", sizes.arena_bytes,
        absl::StrCat("the plan's activation arena (", sizes.max_tokens, " tokens per step)")},
       {MemoryComponentKind::kWorkspace, "workspace", workspace,
-       absl::StrCat("logits copy (", sizes.max_tokens, " x ", sizes.vocab_size,
-                    " f32) and sampler scratch (", options.batch, " x ", sizes.vocab_size,
-                    " x 8 bytes)")},
+       absl::StrCat("host copy of a step's logits (", sizes.max_tokens, " x ", sizes.vocab_size,
+                    " f32) for --logits-out; tokens are sampled on the device")},
       {MemoryComponentKind::kContext, "CUDA context and runtime", kContextOverheadBytes,
        "documented constant: CUDA context, module, streams, runtime heap"},
   };
@@ -566,7 +563,7 @@ absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemo
                                         const EstimateOptions& options) {
   SPARK_RETURN_IF_ERROR(CheckInputs(sizes, options));
   const absl::optional<uint64_t> kv = KvBytes(sizes, options.max_length, options.batch);
-  const absl::optional<uint64_t> workspace = WorkspaceBytes(sizes, options.batch);
+  const absl::optional<uint64_t> workspace = WorkspaceBytes(sizes);
   if (!kv || !workspace) {
     return absl::InvalidArgumentError(
         "the KV cache or workspace size overflows 64 bits: check --max-length and the batch");

@@ -383,7 +383,9 @@ Plan PlanFromBuffer(const fb::Plan& in, Errors* errors) {
   plan.soft_embeddings = in.inputs()->soft_embeddings();
   plan.soft_indices = in.inputs()->soft_indices();
   plan.input_last_visible = in.inputs()->last_visible();
+  plan.input_sampling = in.inputs()->sampling();
   plan.output_logits = in.outputs()->logits();
+  plan.output_tokens = in.outputs()->tokens();
   plan.buffers = ReadArray<BufferInfo>(*in.buffers(), "buffers", pf::kMaxBuffers, errors,
                                        ReadBuffer);
   plan.weights = ReadArray<WeightInfo>(*in.weights(), "weights", pf::kMaxWeights, errors,
@@ -670,6 +672,10 @@ absl::Status ValidateEntryPoints(const Plan& plan, absl::string_view origin) {
   // executors convert them from and to the f32 the API speaks.
   SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "outputs.logits", plan.output_logits,
                                          plan.activation_precision, {plan.model.vocab_size}));
+  SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.sampling", plan.input_sampling,
+                                         DType::kI32, {abi::kSamplingParamWords}));
+  SPARK_RETURN_IF_ERROR(
+      CheckEntryBuffer(plan, origin, "outputs.tokens", plan.output_tokens, DType::kI32, {}));
   if (plan.input_last_visible >= 0) {
     SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.last_visible",
                                            plan.input_last_visible, DType::kI32, {}));
@@ -927,8 +933,8 @@ std::string PlanPayload(const Plan& plan) {
   const auto model = ModelBuffer(b, plan.model);
   const auto inputs =
       fb::CreateInputs(b, plan.input_ids, plan.input_positions, plan.soft_embeddings,
-                       plan.soft_indices, plan.input_last_visible);
-  const auto outputs = fb::CreateOutputs(b, plan.output_logits);
+                       plan.soft_indices, plan.input_last_visible, plan.input_sampling);
+  const auto outputs = fb::CreateOutputs(b, plan.output_logits, plan.output_tokens);
   const auto buffers = ArrayBuffer(b, plan.buffers, BufferBuffer);
   const auto weights = ArrayBuffer(b, plan.weights, WeightBuffer);
   const auto kv_caches = ArrayBuffer(b, plan.kv_caches, KvCacheBuffer);
@@ -1016,6 +1022,7 @@ Json InputsJson(const Plan& plan) {
   if (plan.input_last_visible >= 0) {
     AddMember(json, "last_visible", JsonInteger(plan.input_last_visible));
   }
+  AddMember(json, "sampling", JsonInteger(plan.input_sampling));
   return json;
 }
 
@@ -1120,7 +1127,10 @@ Json PlanJson(const Plan& plan) {
            Json(std::string(DTypeName(plan.activation_precision))));
   AddMember(json, "model", ModelJson(plan.model));
   AddMember(json, "inputs", InputsJson(plan));
-  AddMember(json, "outputs", Json::object({{"logits", JsonInteger(plan.output_logits)}}));
+  Json outputs = Json::object();
+  AddMember(outputs, "logits", JsonInteger(plan.output_logits));
+  AddMember(outputs, "tokens", JsonInteger(plan.output_tokens));
+  AddMember(json, "outputs", std::move(outputs));
   AddMember(json, "buffers", ArrayJson(plan.buffers, BufferJson));
   AddMember(json, "weights", ArrayJson(plan.weights, WeightJson));
   AddMember(json, "kv_caches", ArrayJson(plan.kv_caches, KvCacheJson));
@@ -1315,6 +1325,43 @@ absl::Status ValidateLogitsTail(const Plan& plan, absl::string_view origin) {
   return absl::OkStatus();
 }
 
+// The next token: one `sample` step reads outputs.logits after every step that writes them and
+// writes outputs.tokens, which no other step writes; when the plan has a logits tail, the sample
+// step is in it (the runtime reads the last row's token after a call that runs the tail).
+absl::Status ValidateSampling(const Plan& plan, absl::string_view origin) {
+  int64_t sample = -1, last_logits_writer = -1;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& step = plan.steps[i];
+    const abi::KernelSpec& spec = SpecOf(step);
+    for (size_t a = 0; a < step.args.size(); ++a) {
+      if (step.args[a].kind != ArgRefKind::kBuffer || !abi::IsWrittenRole(spec.args[a].role)) {
+        continue;
+      }
+      if (step.args[a].index == plan.output_logits) last_logits_writer = static_cast<int64_t>(i);
+      if (step.args[a].index != plan.output_tokens) continue;
+      if (step.op != abi::OpId::kSample || sample >= 0) {
+        return PlanError(origin, IndexPath("steps", i),
+                         "writes outputs.tokens, which one sample step writes");
+      }
+      sample = static_cast<int64_t>(i);
+    }
+  }
+  if (sample < 0) {
+    return PlanError(origin, "outputs.tokens",
+                     "no sample step writes it (spark-compile ends every plan with one)");
+  }
+  const Step& step = plan.steps[sample];
+  if (step.args[abi::ops::sample::logits].index != plan.output_logits || sample < last_logits_writer) {
+    return PlanError(origin, IndexPath("steps", sample),
+                     "the sample step must read outputs.logits after every step that writes them");
+  }
+  if (plan.steps.back().logits_tail && !step.logits_tail) {
+    return PlanError(origin, IndexPath("steps", sample),
+                     "the sample step must be in the logits tail");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
@@ -1333,6 +1380,7 @@ absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
     SPARK_RETURN_IF_ERROR(ValidateStep(plan.steps[i], i, plan, origin));
   }
   SPARK_RETURN_IF_ERROR(ValidateLogitsTail(plan, origin));
+  SPARK_RETURN_IF_ERROR(ValidateSampling(plan, origin));
   SPARK_RETURN_IF_ERROR(ValidateKvCachesUsed(plan, origin));
   // Last: the programs are checked against steps already known to be valid.
   return ValidatePrograms(plan, origin);

@@ -1,6 +1,7 @@
 #include "step_args.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -38,8 +39,16 @@ absl::Status CheckBoundWeights(const Plan& plan, absl::Span<const WeightData> we
   return absl::OkStatus();
 }
 
-absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, absl::Span<const int32_t> ids,
-                             absl::Span<const int32_t> positions, const SoftTokenChunk* soft) {
+absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, const StepCall& call) {
+  const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
+  const SoftTokenChunk* soft = call.soft;
+  const abi::SamplingParams& sampling = call.sampling;
+  if (!(sampling.temperature >= 0.0f && sampling.temperature <= FLT_MAX) || sampling.top_k < 0 ||
+      !(sampling.top_p > 0.0f && sampling.top_p <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampling parameters out of range: temperature ", sampling.temperature, " (finite, >= 0), "
+        "top_k ", sampling.top_k, " (>= 0), top_p ", sampling.top_p, " (in (0, 1])"));
+  }
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n == 0 || n > plan.max_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("a step takes 1 to ", plan.max_tokens,
@@ -100,6 +109,13 @@ absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, absl::Span<co
                      rows * plan.model.hidden_size, " floats, got ", soft->embeddings.size()));
   }
   return absl::OkStatus();
+}
+
+void WriteSamplingRows(const StepCall& call, void* rows) {
+  uint8_t* out = static_cast<uint8_t*>(rows);
+  for (size_t t = 0; t < call.ids.size(); ++t) {
+    std::memcpy(out + t * sizeof(abi::SamplingParams), &call.sampling, sizeof(call.sampling));
+  }
 }
 
 std::vector<ResolvedArg> ResolveStepArgs(const Plan& plan, const Step& step,

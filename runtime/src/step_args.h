@@ -20,10 +20,14 @@ namespace rt {
 // rest of the plan: entry buffers, dtypes, alignment, argument kinds).
 absl::Status CheckBoundWeights(const Plan& plan, absl::Span<const WeightData> weights);
 
-// Checks one RunStep call: 1..max_tokens tokens, as many positions as ids, each id in
-// [0, vocab), each position in [0, max_length), and soft rows consistent with the plan.
-absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, absl::Span<const int32_t> ids,
-                             absl::Span<const int32_t> positions, const SoftTokenChunk* soft);
+// Checks one Run call: 1..max_tokens tokens, as many positions as ids, each id in [0, vocab),
+// each position in [0, max_length), soft rows consistent with the plan, and sampling parameters
+// in range (a finite temperature >= 0, top_k >= 0, top_p in (0, 1]).
+absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, const StepCall& call);
+
+// Writes `call`'s sampling parameters into each of its num_tokens rows of the plan's sampling
+// input at `rows` (kSamplingParamWords words per row).
+void WriteSamplingRows(const StepCall& call, void* rows);
 
 // Device (or host) addresses of everything a step argument can point to.
 struct ArgBindings {

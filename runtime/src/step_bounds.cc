@@ -76,6 +76,8 @@ class StepChecker {
         return RequirePlanInput(i, plan_.input_positions, "positions");
       case Role::kLastVisible:
         return RequirePlanInput(i, plan_.input_last_visible, "last_visible");
+      case Role::kSampling:
+        return RequirePlanInput(i, plan_.input_sampling, "sampling");
       case Role::kKCacheRead:
       case Role::kKCacheWrite:
         return RequireCache(i);

@@ -5,7 +5,7 @@
 // launches that read it; the attention without it (a full layer) passes null there.
 
 // CHECK: spark.program @forward
-// CHECK-SAME: inputs = {ids = 0 : i64, last_visible = [[LV:[0-9]+]] : i64, positions = [[POS:[0-9]+]] : i64}
+// CHECK-SAME: inputs = {ids = 0 : i64, last_visible = [[LV:[0-9]+]] : i64, positions = [[POS:[0-9]+]] : i64, sampling = {{[0-9]+}} : i64}
 // CHECK: spark.launch "attention" {{.*}} {buffer = [[POS]] : i64}, {{.*}} {buffer = [[LV]] : i64}] {source = "layers.0.self_attn"}
 // CHECK: spark.launch "attention" {{.*}} {buffer = [[POS]] : i64}, {{.*}} {null = 1 : i64}] {source = "layers.1.self_attn"}
 // CHECK: llvm.func @spark_attention({{.*}}, f32, i32, i32, i32, !llvm.ptr)

@@ -16,9 +16,9 @@
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: arena_bytes = {{[1-9][0-9]*}} : i64
 // CHECK-SAME: buffers = [{dtype = "i32", name = "%ids", offset = 0 : i64, row_shape = []}, {dtype = "i32", name = "%positions", offset = {{[0-9]+}} : i64, row_shape = []}, {dtype = "f32", name = "embedding", offset = {{[0-9]+}} : i64, row_shape = [16]},
-// CHECK-SAME: inputs = {ids = 0 : i64, positions = 1 : i64}
+// CHECK-SAME: inputs = {ids = 0 : i64, positions = 1 : i64, sampling = [[SAMPLING:[0-9]+]] : i64}
 // CHECK-SAME: max_tokens = 4 : i64
-// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64}
+// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64, tokens = [[TOKENS:[0-9]+]] : i64}
 // CHECK-SAME: weights = [{dtype = "bf16", name = "model.embed_tokens.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.input_layernorm.weight", shape = [16]}, {dtype = "bf16", name = "model.layers.0.self_attn.q_proj.weight", shape = [16, 16]}, {dtype = "bf16", name = "model.layers.0.self_attn.k_proj.weight", shape = [8, 16]}, {dtype = "bf16", name = "model.layers.0.self_attn.o_proj.weight", shape = [16, 16]}, {dtype = "bf16", name = "model.layers.0.pre_feedforward_layernorm.weight", shape = [16]}, {dtype = "bf16", name = "model.layers.0.mlp.gate_proj.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.mlp.up_proj.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.mlp.down_proj.weight", shape = [16, 32]}, {dtype = "bf16", name = "model.layers.0.layer_scalar", shape = [1]}]} {
 // CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[EMB:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}] {source = "embedding"}
 // CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {weight = 1 : i64}, {buffer = [[A:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
@@ -50,6 +50,9 @@
 // CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[H2]] : i64}, {weight = 0 : i64}, {buffer = [[LG:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
 // CHECK-NEXT: spark.launch "softcap" @kernels::@spark_softcap__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[LG]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {f32 = 3.000000e+01 : f32}]
 // CHECK-SAME: logits_tail
+// The last launch draws each row's next token from the logits with the runtime's sampling
+// parameters (kernel_ops.def sample): one block of 1024 threads per row.
+// CHECK-NEXT: spark.launch "sample" @kernels::@spark_sample__i32 grid(per_token = 1, fixed = 0, divisor = 1) block [1024, 1, 1] args [{buffer = [[LOGITS]] : i64}, {buffer = [[SAMPLING]] : i64}, {buffer = [[TOKENS]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}] {source = "sample"} logits_tail
 // CHECK-NEXT: {{^ *}$}}
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kernels {
@@ -171,9 +174,9 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // linear + moe_topk, moe_experts becomes moe_gate_up + moe_down through a scratch buffer.
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: {dtype = "i32", name = "moe_router", offset = {{[0-9]+}} : i64, row_shape = [2]}, {dtype = "f32", name = "moe_experts.act", offset = {{[0-9]+}} : i64, row_shape = [2, 8]}
-// CHECK-SAME: inputs = {ids = 0 : i64, positions = 3 : i64, soft_embeddings = 2 : i64, soft_indices = 1 : i64}
+// CHECK-SAME: inputs = {ids = 0 : i64, positions = 3 : i64, sampling = [[SAMPLING:[0-9]+]] : i64, soft_embeddings = 2 : i64, soft_indices = 1 : i64}
 // CHECK-SAME: max_tokens = 4 : i64
-// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64}
+// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64, tokens = [[TOKENS:[0-9]+]] : i64}
 // CHECK-NEXT: spark.launch "mask_tokens" @kernels::@spark_mask_tokens__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 30 : i32}, {i32 = 31 : i32}, {i32 = -1 : i32}, {i32 = 0 : i32}]
 // CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[M]] : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
 // CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = 1 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
@@ -194,6 +197,7 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // CHECK-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 4 : i64}, {buffer = [[RI]] : i64}, {buffer = [[ACT:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 0 : i32}] {source = "moe_experts.gate_up"}
 // CHECK-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[ACT]] : i64}, {weight = 5 : i64}, {buffer = [[RW]] : i64}, {buffer = [[RI]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 0 : i32}] {source = "moe_experts.down"}
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[Y]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "sample" @kernels::@spark_sample__i16 {{.*}} args [{buffer = [[LOGITS]] : i64}, {buffer = [[SAMPLING]] : i64}, {buffer = [[TOKENS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
 // CHECK-NEXT: {{^ *}$}}
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kernels {
@@ -226,7 +230,7 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %soft_idx: tensor<
 // A scatter_nd whose dest is read again copies it first; gelu, mul, scale and select_group
 // lower to their kernels, the reshape between them to nothing.
 // CHECK-LABEL: spark.program @forward
-// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64}
+// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64, tokens = [[TOKENS:[0-9]+]] : i64}
 // CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
 // CHECK-NEXT: spark.launch "copy" @kernels::@spark_copy__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[S:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd.copy"}
 // CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = 3 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
@@ -235,6 +239,7 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %soft_idx: tensor<
 // CHECK-NEXT: spark.launch "scale" @kernels::@spark_scale__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[M]] : i64}, {buffer = [[SC:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {f32 = 5.000000e-01 : f32}]
 // CHECK-NEXT: spark.launch "select_group" @kernels::@spark_select_group__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[SC]] : i64}, {buffer = [[P:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 3 : i32}]
 // CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[P]] : i64}, {weight = 1 : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 4 : i32}]
+// CHECK-NEXT: spark.launch "sample" {{.*}} args [{buffer = [[LOGITS]] : i64}, {{.*}}, {buffer = [[TOKENS]] : i64}
 // CHECK-NEXT: {{^ *}$}}
 // CHECK: {{^// -{5}$}}
 
@@ -255,11 +260,12 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // -----
 
 // Arena planning: a buffer's offset is reused once its last reader has run (first fit, 256-byte
-// aligned, max-tokens rows); inputs and the logits stay live.
+// aligned, max-tokens rows); inputs (the sampling parameters too) and the logits stay live; the
+// sampled tokens take bytes free by the time the last launch runs.
 // CHECK-LABEL: spark.program @forward
-// CHECK-SAME: arena_bytes = 1024 : i64
-// CHECK-SAME: buffers = [{dtype = "i32", name = "%ids", offset = 0 : i64, row_shape = []}, {dtype = "i32", name = "%positions", offset = 256 : i64, row_shape = []}, {dtype = "f32", name = "embedding", offset = 512 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 768 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 512 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 768 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 512 : i64, row_shape = [16]}]
-// CHECK-SAME: outputs = {logits = 6 : i64}
+// CHECK-SAME: arena_bytes = 1280 : i64
+// CHECK-SAME: buffers = [{dtype = "i32", name = "%ids", offset = 0 : i64, row_shape = []}, {dtype = "i32", name = "%positions", offset = 256 : i64, row_shape = []}, {dtype = "f32", name = "embedding", offset = 768 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 1024 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 768 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 1024 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 768 : i64, row_shape = [16]}, {dtype = "i32", name = "%sampling", offset = 512 : i64, row_shape = [8]}, {dtype = "i32", name = "tokens", offset = 1024 : i64, row_shape = []}]
+// CHECK-SAME: outputs = {logits = 6 : i64, tokens = 8 : i64}
 // CHECK: {{^// -{5}$}}
 
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
@@ -281,6 +287,7 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // CHECK-NEXT: return
 // CHECK-LABEL: spark.program @forward
 // CHECK-NEXT: spark.launch "embedding"
+// CHECK-NEXT: spark.launch "sample"
 // CHECK-NEXT: {{^ *}$}}
 // CHECK-NOT: func.func @forward
 // CHECK: gpu.module @kernels

@@ -18,8 +18,10 @@
 #   7. when python3 has torch and transformers: transformers itself in bf16 on this GPU against its
 #      own f32 golden (prompt logits), the scale a bf16 tolerance is judged against (an INFO row:
 #      never a failure).
-#   8. without --logits-out (each step copies only the sampled row, decode replays the session's
-#      CUDA graph): the greedy ids equal the golden's; and --interactive (tiny-dense, tiny
+#   8. without --logits-out (each step draws its token on the GPU, the plan's sample step, and
+#      copies only that id; decode replays the session's CUDA graph): the greedy ids equal the
+#      golden's; seeded sampling (temperature 1, top-k 20, top-p 0.9) gives the host's ids; and
+#      --interactive (tiny-dense, tiny
 #      tokenizer): three turns on CUDA give the host's ids turn by turn, later turns reusing the
 #      session's KV cache;
 #   9. tiny-vision (use_bidirectional_attention "vision"), when ARTIFACT_DIR has its images: the
@@ -99,7 +101,17 @@ only121() { # model dir
   cat "$e/err"
   grep -q 'NOT_FOUND' "$e/err" && grep -q 'sm_121a is arch-specific' "$e/err" && grep -q 'spark-compile' "$e/err"
 }
-lastrow() { # model image dir: greedy ids without --logits-out (last-row copies, decode graph)
+sampled() { # model image dir: seeded sampling on the GPU's sample step vs the host reference's
+  local m=$1 img=$2 d=$3 dev
+  for dev in cuda host; do
+    $RUN "$img" --weights "$MODELS/$m" --device $dev --prompt-ids "$(prompt $m plain)" \
+      --max-new-tokens 16 --temperature 1 --top-k 20 --top-p 0.9 --seed 7 > "$d/sampled.$dev" \
+      2>"$d/err" || { cat "$d/err"; return 1; }
+  done
+  cmp -s "$d/sampled.cuda" "$d/sampled.host" && echo "tokens: $(cat $d/sampled.cuda) (= host)" ||
+    { echo "tokens: $(cat $d/sampled.cuda) != host $(cat $d/sampled.host)"; return 1; }
+}
+lastrow() { # model image dir: greedy ids without --logits-out (device sampling, decode graph)
   local m=$1 img=$2 d=$3 ids want
   ids=$($RUN "$img" --weights "$MODELS/$m" --device cuda --prompt-ids "$(prompt $m plain)" \
         --max-new-tokens 8 2>"$d/err") || { cat "$d/err"; return 1; }
@@ -135,7 +147,8 @@ for m in tiny-dense tiny-moe tiny-e2b; do
   cp "$ART/$m.sm_90a.cubin" $d/
   check $m "sm_90a: logits + greedy" plain $m $d/$m.sm_90a.cubin $d
   check $m "sm_90a: soft tokens" soft $m $d/$m.sm_90a.cubin $d
-  check $m "sm_90a: greedy, last-row logits" lastrow $m $d/$m.sm_90a.cubin $d
+  check $m "sm_90a: greedy, token drawn on the GPU" lastrow $m $d/$m.sm_90a.cubin $d
+  check $m "sm_90a: seeded sampling vs host" sampled $m $d/$m.sm_90a.cubin $d
   if [ $m = tiny-dense ]; then
     check $m "sm_90a: --interactive vs host" interactive $d/$m.sm_90a.cubin $d
   fi

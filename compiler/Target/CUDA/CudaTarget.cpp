@@ -310,7 +310,9 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   plan.soft_embeddings = intOr(inputs, "soft_embeddings", -1);
   plan.soft_indices = intOr(inputs, "soft_indices", -1);
   plan.input_last_visible = intOr(inputs, "last_visible", -1);
+  plan.input_sampling = intOr(inputs, "sampling", -1);
   plan.output_logits = intOr(program.getOutputs(), "logits", -1);
+  plan.output_tokens = intOr(program.getOutputs(), "tokens", -1);
   if (Error e = readModelFacts(program.getModelAttr(), logitsWidth(program, plan.output_logits),
                                plan.model))
     return std::move(e);

@@ -145,6 +145,7 @@ private:
   LogicalResult assignBuffers();
   LogicalResult lowerOp(Operation *op);
   LogicalResult checkWeightTypes(Operation *op, size_t first);
+  LogicalResult appendSampling();
   void markLogitsTail();
   LogicalResult assignElementTypes();
   LogicalResult checkBufferSizes();
@@ -182,6 +183,8 @@ private:
   SmallVector<PendingLaunch> launches;
   std::map<std::string, int64_t> inputs;
   int64_t logits = -1;
+  int64_t vocab = 0;          // the width of a logits row
+  int64_t sampledTokens = -1; // the sampled next tokens (appendSampling)
   std::set<std::string> entryNames; // distinct entry points the launches name
 };
 
@@ -687,6 +690,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (!valueBuffer.count(r.getOperand(0)))
           return r.emitOpError("expects the logits to be an activation computed by the entry");
         logits = bufferOf(r.getOperand(0));
+        vocab = rowElements(cast<RankedTensorType>(r.getOperand(0).getType()));
         return success();
       })
       .Default([](Operation *op) {
@@ -755,6 +759,22 @@ LogicalResult Lowering::checkWeightTypes(Operation *op, size_t first) {
   return success();
 }
 
+/// The program's last launch draws each row's next token from the logits on the device
+/// (kernel_ops.def sample), with the sampling parameters the runtime writes into the "sampling"
+/// input: a decode step then returns one token id, not a row of logits.
+LogicalResult Lowering::appendSampling() {
+  if (vocab < 1 || vocab > std::numeric_limits<int32_t>::max())
+    return entry.emitOpError("expects logits rows of 1 to 2^31 - 1 elements, got ") << vocab;
+  const int64_t params = newScratch("%sampling", {abi::kSamplingParamWords});
+  inputs["sampling"] = params;
+  sampledTokens = newScratch("tokens", {});
+  launches.push_back({&abi::Kernel(abi::OpId::kSample),
+                      {Arg::buffer(logits), Arg::buffer(params), Arg::buffer(sampledTokens),
+                       Arg::numTokens(), Arg::i32v(vocab)},
+                      perToken(1), "sample"});
+  return success();
+}
+
 /// Marks the logits tail (plan.h Step::logits_tail): the longest run of last launches, each of a
 /// row-local op (abi::RowLocal), whose written buffers only later tail launches read or which are
 /// the logits. A step that needs only its last token's logits then runs them on that row. In a
@@ -779,7 +799,8 @@ void Lowering::markLogitsTail() {
         continue;
       for (size_t reader : readers.lookup(arg.index))
         onlyTailReads &= reader >= first - 1;  // itself (in place) or the tail so far
-      onlyTailReads &= arg.index == logits || !readers.lookup(arg.index).empty();
+      onlyTailReads &= arg.index == logits || arg.index == sampledTokens ||
+                       !readers.lookup(arg.index).empty();
     }
     if (!onlyTailReads)
       break;
@@ -897,7 +918,9 @@ void Lowering::buildProgram() {
       b, entry.getLoc(), entry.getSymName(), maxTokens, /*arena_bytes=*/0,
       b.getArrayAttr(bufferAttrs),
       b.getArrayAttr(weightAttrs), b.getDictionaryAttr(inputAttrs),
-      b.getDictionaryAttr(b.getNamedAttr("logits", b.getI64IntegerAttr(logits))), model,
+      b.getDictionaryAttr({b.getNamedAttr("logits", b.getI64IntegerAttr(logits)),
+                           b.getNamedAttr("tokens", b.getI64IntegerAttr(sampledTokens))}),
+      model,
       /*activation_precision=*/TypeAttr());
   program.getBody().emplaceBlock();
   b.setInsertionPointToStart(&program.getBody().front());
@@ -927,6 +950,8 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
       return failure();
   if (logits < 0)
     return entry.emitOpError("expects a func.return of the logits");
+  if (failed(appendSampling()))
+    return failure();
   markLogitsTail();
   if (failed(assignElementTypes()) || failed(checkBufferSizes()))
     return failure();

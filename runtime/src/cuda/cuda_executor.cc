@@ -61,9 +61,7 @@ class CudaExecutor final : public Executor {
   absl::Status Init();
 
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
-  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
-                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
-                   std::vector<float>* logits) override;
+  absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override;
   std::string name() const override {
     return absl::StrCat("cuda:", options_.device.ordinal, " (", options_.device.name, ")");
   }
@@ -110,8 +108,7 @@ class CudaExecutor final : public Executor {
   CUdeviceptr BufferAddress(int64_t buffer) const {
     return arena_.address + plan_.buffers[buffer].offset;
   }
-  absl::Status CopyInputs(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
-                          const SoftTokenChunk* soft);
+  absl::Status CopyInputs(const StepCall& call);
   absl::Status Launch(const ProgramLaunch& launch, int32_t num_soft_tokens);
   // The launches of ProgramFor(plan_, num_tokens, num_soft_tokens, rows).
   absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens, LogitRows rows);
@@ -140,6 +137,7 @@ class CudaExecutor final : public Executor {
   ArgBindings bindings_;  // arena and weights; the caches are those of the sequence being run
   std::vector<uint8_t> staging_;  // step outputs copied back for the observer, bf16 logits
   std::vector<uint8_t> input_staging_;  // bf16 soft-token rows on their way to the device
+  std::vector<uint8_t> sampling_staging_;  // the call's sampling rows on their way to the device
   std::vector<CUevent> step_events_;  // profiling only
   uint64_t allocated_bytes_ = 0;  // now
   size_t used_at_context_ = 0;  // total - free right after the context was created
@@ -416,9 +414,15 @@ void CudaExecutor::BindSequence(const Sequence& sequence) {
   bindings_.kv_capacities = sequence.kv_capacities;
 }
 
-absl::Status CudaExecutor::CopyInputs(absl::Span<const int32_t> ids,
-                                      absl::Span<const int32_t> positions,
-                                      const SoftTokenChunk* soft) {
+absl::Status CudaExecutor::CopyInputs(const StepCall& call) {
+  const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
+  const SoftTokenChunk* soft = call.soft;
+  // Every row's sampling parameters (the staging buffer lives until Run synchronises the stream).
+  sampling_staging_.resize(ids.size() * sizeof(abi::SamplingParams));
+  WriteSamplingRows(call, sampling_staging_.data());
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_sampling), sampling_staging_.data(),
+                                    sampling_staging_.size(), stream_));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_ids), ids.data(),
                                                          ids.size() * 4, stream_));
   SPARK_CU_RETURN_IF_ERROR(
@@ -577,15 +581,16 @@ absl::Status CudaExecutor::LaunchDecodeGraph(Sequence* sequence) {
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::Run(SequenceState& state, absl::Span<const int32_t> ids,
-                               absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
-                               LogitRows rows, std::vector<float>* logits) {
+absl::Status CudaExecutor::Run(SequenceState& state, const StepCall& call, StepResult* result) {
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
   Sequence& sequence = static_cast<Sequence&>(state);
-  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, sequence.max_length(), ids, positions, soft));
+  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, sequence.max_length(), call));
+  const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
+  const SoftTokenChunk* soft = call.soft;
+  const LogitRows rows = call.rows;
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
   BindSequence(sequence);
-  SPARK_RETURN_IF_ERROR(CopyInputs(ids, positions, soft));
+  SPARK_RETURN_IF_ERROR(CopyInputs(call));
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
   const bool profiling = mutable_profile() != nullptr;
@@ -600,26 +605,30 @@ absl::Status CudaExecutor::Run(SequenceState& state, absl::Span<const int32_t> i
   } else {
     SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft, program_rows));
   }
-  // Sampling needs the last row only: one row of [num_tokens, vocab] crosses to the host.
-  const int64_t vocab = plan_.model.vocab_size;
-  const int64_t first_row = rows == LogitRows::kAll    ? 0
-                            : rows == LogitRows::kLast ? num_tokens - 1
-                                                       : num_tokens;
-  // The logits are activations: bf16 ones are converted to f32 on the host.
-  logits->resize(static_cast<size_t>((num_tokens - first_row) * vocab));
-  const bool bf16 = plan_.activation_precision == DType::kBF16;
-  const uint64_t element_bytes = bf16 ? 2 : 4;
-  if (!logits->empty()) {
-    if (bf16) staging_.resize(logits->size() * 2);
+  // The token was drawn on the device: 4 bytes cross to the host, and the logits only when
+  // every row is asked for (bf16 ones are converted to f32 on the host).
+  result->token = -1;
+  result->logits.clear();
+  if (rows != LogitRows::kNone) {
     SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemcpyDtoHAsync(bf16 ? static_cast<void*>(staging_.data()) : logits->data(),
-                                    BufferAddress(plan_.output_logits) +
-                                        static_cast<uint64_t>(first_row * vocab) * element_bytes,
-                                    logits->size() * element_bytes, stream_));
+        api_, api_->cuMemcpyDtoHAsync(&result->token,
+                                      BufferAddress(plan_.output_tokens) +
+                                          static_cast<uint64_t>(num_tokens - 1) * 4,
+                                      4, stream_));
+  }
+  const bool bf16 = plan_.activation_precision == DType::kBF16;
+  if (rows == LogitRows::kAll) {
+    result->logits.resize(static_cast<size_t>(num_tokens * plan_.model.vocab_size));
+    const uint64_t bytes = result->logits.size() * (bf16 ? 2 : 4);
+    if (bf16) staging_.resize(bytes);
+    SPARK_CU_RETURN_IF_ERROR(
+        api_, api_->cuMemcpyDtoHAsync(
+                  bf16 ? static_cast<void*>(staging_.data()) : result->logits.data(),
+                  BufferAddress(plan_.output_logits), bytes, stream_));
   }
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
-  if (bf16 && !logits->empty()) {
-    ActivationsToF32(staging_.data(), DType::kBF16, absl::MakeSpan(*logits));
+  if (bf16 && rows == LogitRows::kAll) {
+    ActivationsToF32(staging_.data(), DType::kBF16, absl::MakeSpan(result->logits));
   }
   if (profiling) {
     SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, num_soft, program_rows, positions[0]));

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "runtime_test_util.h"
 #include "spark/runtime/executor.h"
+#include "spark/runtime/host_kernels.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
 
@@ -49,25 +50,35 @@ class FakeExecutor : public Executor {
     return std::make_unique<SequenceState>(this, max_length);
   }
   MemoryUsage memory_usage() const override { return MemoryUsage(); }
-  absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
-                   absl::Span<const int32_t> positions, const SoftTokenChunk* soft, LogitRows rows,
-                   std::vector<float>* logits) override {
+  absl::Status Run(SequenceState& sequence, const StepCall& step, StepResult* result) override {
     EXPECT_EQ(sequence.owner(), this);
-    row_requests.push_back(rows);
+    row_requests.push_back(step.rows);
+    samplings.push_back(step.sampling);
+    const absl::Span<const int32_t> ids = step.ids, positions = step.positions;
     Call call{{ids.begin(), ids.end()}, {positions.begin(), positions.end()}, {}, {}, {}};
-    if (soft != nullptr) {
-      call.soft_indices.assign(soft->indices.begin(), soft->indices.end());
-      call.soft_embeddings.assign(soft->embeddings.begin(), soft->embeddings.end());
-      call.last_visible.assign(soft->last_visible.begin(), soft->last_visible.end());
+    if (step.soft != nullptr) {
+      call.soft_indices.assign(step.soft->indices.begin(), step.soft->indices.end());
+      call.soft_embeddings.assign(step.soft->embeddings.begin(), step.soft->embeddings.end());
+      call.last_visible.assign(step.soft->last_visible.begin(), step.soft->last_visible.end());
     }
     calls.push_back(call);
-    logits->clear();
-    const size_t first = rows == LogitRows::kAll ? 0 : rows == LogitRows::kLast ? ids.size() - 1
-                                                                                : ids.size();
-    for (size_t t = first; t < ids.size(); ++t) {
-      const std::vector<float> row =
-          flat ? std::vector<float>(kVocab, 0.0f) : FakeRow(ids[t], positions[t]);
-      logits->insert(logits->end(), row.begin(), row.end());
+    const auto row = [&](size_t t) {
+      return flat ? std::vector<float>(kVocab, 0.0f) : FakeRow(ids[t], positions[t]);
+    };
+    result->token = -1;
+    result->logits.clear();
+    if (step.rows != LogitRows::kNone) {
+      // The last row's token, drawn as the plan's sample step draws it (its host reference).
+      const std::vector<float> last = row(ids.size() - 1);
+      int32_t words[abi::kSamplingParamWords];
+      std::memcpy(words, &step.sampling, sizeof(words));
+      host::Sample(last.data(), words, &result->token, 1, kVocab);
+    }
+    if (step.rows == LogitRows::kAll) {
+      for (size_t t = 0; t < ids.size(); ++t) {
+        const std::vector<float> r = row(t);
+        result->logits.insert(result->logits.end(), r.begin(), r.end());
+      }
     }
     return fail_with;
   }
@@ -75,6 +86,7 @@ class FakeExecutor : public Executor {
 
   std::vector<Call> calls;
   std::vector<LogitRows> row_requests;  // per call
+  std::vector<abi::SamplingParams> samplings;  // per call
   absl::Status fail_with;
   bool flat = false;  // uniform logits instead of FakeRow
 };

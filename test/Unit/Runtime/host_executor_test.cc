@@ -96,39 +96,95 @@ TEST_F(HostExecutorTest, PrefillComputesEveryRow) {
   EXPECT_EQ(executor->name(), "host");
 }
 
-// The logits tail (Step::logits_tail; here the LM head): a step that needs the last row only runs
-// it on that row, one that needs none not at all, and the result equals the full run's.
+// The logits tail (Step::logits_tail; here the LM head and the sample step): a call that needs
+// the last row's token runs it on that row and returns the token alone, one that needs none not
+// at all, and one that asks for every row gets every row's logits and the same token.
 TEST_F(HostExecutorTest, TheLogitsTailRunsOnTheRowsAskedFor) {
   Plan plan = TinyPlan(KvKind::kFull, 0);
+  plan.steps[plan.steps.size() - 2].logits_tail = true;
   plan.steps.back().logits_tail = true;
   ASSERT_TRUE(ValidatePlan(plan, "tail").ok()) << ValidatePlan(plan, "tail");
-  const size_t lm_head = plan.steps.size() - 1;
+  const size_t lm_head = plan.steps.size() - 2;
   std::unique_ptr<Executor> executor = Make(plan);
   auto profile = std::make_unique<RunProfile>(plan);
   const RunProfile* seen = profile.get();
   executor->set_profile(std::move(profile));
   const std::vector<int32_t> ids = {0, 1, 2};
-  std::vector<float> last, all;
+  const std::vector<int32_t> positions = {0, 1, 2};
+  StepCall call;
+  call.ids = ids;
+  call.positions = positions;
+  StepResult last, all;
   {
     absl::StatusOr<std::unique_ptr<SequenceState>> sequence = executor->NewSequence(32);
     ASSERT_TRUE(sequence.ok());
-    ASSERT_TRUE(executor->Run(**sequence, ids, {0, 1, 2}, nullptr, LogitRows::kLast, &last).ok());
-    ASSERT_EQ(last.size(), static_cast<size_t>(kVocab));
-    ExpectNear(last, Expected(ids, 2, 0));
+    ASSERT_TRUE(executor->Run(**sequence, call, &last).ok());
+    EXPECT_TRUE(last.logits.empty());
+    // Row 2 sees {0, 1, 2}: mean (2/3, 2/3); logits {2/3, 2/3, 4/3, 2/3}: token 2.
+    EXPECT_EQ(last.token, 2);
     // The tail ran once, for one token; the steps before it for three.
     EXPECT_EQ(seen->prefill()[lm_head].launches, 1);
     EXPECT_EQ(seen->prefill()[lm_head].cost.flops, 2.0 * kVocab * kHidden);
-    std::vector<float> none;
-    ASSERT_TRUE(executor->Run(**sequence, {3, 1}, {3, 4}, nullptr, LogitRows::kNone, &none).ok());
-    EXPECT_TRUE(none.empty());
+    StepResult none;
+    const std::vector<int32_t> more = {3, 1}, more_positions = {3, 4};
+    StepCall early = call;
+    early.ids = more;
+    early.positions = more_positions;
+    early.rows = LogitRows::kNone;
+    ASSERT_TRUE(executor->Run(**sequence, early, &none).ok());
+    EXPECT_TRUE(none.logits.empty());
+    EXPECT_EQ(none.token, -1);
     EXPECT_EQ(seen->prefill()[lm_head].launches, 1);  // not run
     EXPECT_EQ(seen->prefill()[0].launches, 2);
   }
   absl::StatusOr<std::unique_ptr<SequenceState>> sequence = executor->NewSequence(32);
   ASSERT_TRUE(sequence.ok());
-  ASSERT_TRUE(executor->Run(**sequence, ids, {0, 1, 2}, nullptr, LogitRows::kAll, &all).ok());
-  EXPECT_EQ(Row(all, 2), last);
-  for (int p = 0; p < 3; ++p) ExpectNear(Row(all, p), Expected(ids, p, 0));
+  call.rows = LogitRows::kAll;
+  ASSERT_TRUE(executor->Run(**sequence, call, &all).ok());
+  EXPECT_EQ(all.token, last.token);
+  ASSERT_EQ(all.logits.size(), 3u * kVocab);
+  for (int p = 0; p < 3; ++p) ExpectNear(Row(all.logits, p), Expected(ids, p, 0));
+}
+
+// The token is drawn on the executor with the call's sampling parameters, and out-of-range
+// parameters are refused before anything runs.
+TEST_F(HostExecutorTest, TheTokenIsDrawnWithTheCallsSamplingParameters) {
+  std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
+  absl::StatusOr<std::unique_ptr<SequenceState>> sequence = executor->NewSequence(32);
+  ASSERT_TRUE(sequence.ok());
+  // Token 0 alone: logits {1, 0, 1, -1}, a tie between 0 and 2.
+  const std::vector<int32_t> ids = {0}, positions = {0};
+  StepCall call;
+  call.ids = ids;
+  call.positions = positions;
+  StepResult result;
+  ASSERT_TRUE(executor->Run(**sequence, call, &result).ok());
+  EXPECT_EQ(result.token, 0);  // greedy: the lower index of the tie
+  // At a high temperature every token is drawn now and then; with top_k 2 only the tie's two.
+  call.sampling.temperature = 100.0f;
+  call.sampling.seed = 5;
+  std::vector<int> seen(kVocab, 0);
+  for (uint64_t counter = 0; counter < 200; ++counter) {
+    call.sampling.counter = counter;
+    ASSERT_TRUE(executor->Run(**sequence, call, &result).ok());
+    ASSERT_GE(result.token, 0);
+    ASSERT_LT(result.token, kVocab);
+    ++seen[result.token];
+  }
+  for (int v = 0; v < kVocab; ++v) EXPECT_GT(seen[v], 0) << "token " << v;
+  call.sampling.top_k = 2;
+  for (uint64_t counter = 0; counter < 50; ++counter) {
+    call.sampling.counter = counter;
+    ASSERT_TRUE(executor->Run(**sequence, call, &result).ok());
+    EXPECT_TRUE(result.token == 0 || result.token == 2) << result.token;
+  }
+  call.sampling.top_p = 1.5f;
+  EXPECT_TRUE(ErrorContains(executor->Run(**sequence, call, &result),
+                            "sampling parameters out of range"));
+  call.sampling.top_p = 1.0f;
+  call.sampling.temperature = -1.0f;
+  EXPECT_TRUE(ErrorContains(executor->Run(**sequence, call, &result),
+                            "sampling parameters out of range"));
 }
 
 TEST_F(HostExecutorTest, DecodeAfterPrefillReadsTheCache) {
@@ -198,8 +254,8 @@ TEST_F(HostExecutorTest, StepObserverSeesEveryOutputBuffer) {
   });
   std::vector<float> logits;
   ASSERT_TRUE(executor->RunStep({2, 3}, {0, 1}, nullptr, &logits).ok());
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"0.embed", "3.layers.0.attention", "4.lm_head"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"0.embed", "3.layers.0.attention", "4.lm_head",
+                                             "5.sample"}));
   ExpectNear(embed_output, {1, 1, -1, 2});
 }
 
@@ -238,7 +294,7 @@ TEST_F(HostExecutorTest, StepDumpWritesOneSafetensorsFilePerCall) {
   ASSERT_TRUE(executor->RunStep({1}, {2}, nullptr, &logits).ok());
   absl::StatusOr<std::vector<OwnedTensor>> first = ReadSafetensorsFile(dir + "/run000.safetensors");
   ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_EQ(first->size(), 3u);  // the steps the call runs: no merge without soft tokens
+  ASSERT_EQ(first->size(), 4u);  // the steps the call runs: no merge without soft tokens
   EXPECT_EQ((*first)[0].name, "0.embed");
   EXPECT_EQ((*first)[0].dtype, "F32");
   EXPECT_EQ((*first)[0].shape, (std::vector<int64_t>{2, kHidden}));
@@ -247,7 +303,7 @@ TEST_F(HostExecutorTest, StepDumpWritesOneSafetensorsFilePerCall) {
   absl::StatusOr<std::vector<OwnedTensor>> second =
       ReadSafetensorsFile(dir + "/run001.safetensors");
   ASSERT_TRUE(second.ok()) << second.status();
-  ASSERT_EQ(second->size(), 3u);
+  ASSERT_EQ(second->size(), 4u);
   EXPECT_EQ((*second)[2].shape, (std::vector<int64_t>{1, kVocab}));
   EXPECT_EQ(executor->name(), "host");
 }
@@ -403,7 +459,7 @@ TEST_F(HostExecutorTest, RejectsBadMaxLength) {
 
 TEST_F(HostExecutorTest, KernelErrorsNameTheStep) {
   Plan plan = TinyPlan(KvKind::kFull, 0);
-  plan.steps.back().args[4] = I32(-3);  // linear out_features
+  plan.steps[plan.steps.size() - 2].args[4] = I32(-3);  // the LM head's out_features
   std::unique_ptr<Executor> executor = Make(plan);
   std::vector<float> logits;
   EXPECT_TRUE(ErrorContains(executor->RunStep({0}, {0}, nullptr, &logits),

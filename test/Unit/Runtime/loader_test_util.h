@@ -156,7 +156,7 @@ inline Step MakeStep(const std::string& op, int block, std::vector<StepArg> args
 
 // A small valid plan that uses every argument kind: vocab 16, hidden 4, max_tokens 8, one sliding
 // and one full KV cache, soft-token inputs. Steps: embedding, scatter_rows, rms_norm, kv_write
-// (full cache), linear (the logits), attention (sliding cache).
+// (full cache), linear (the logits), attention (sliding cache), sample (the next tokens).
 inline Plan TestPlan(const std::string& target = "sm_90a") {
   Plan plan;
   plan.version = plan_format::kPlanVersion;
@@ -186,6 +186,8 @@ inline Plan TestPlan(const std::string& target = "sm_90a") {
   const int64_t v = add_buffer("%v", DType::kF32, {1, 4});
   plan.soft_embeddings = add_buffer("%soft", DType::kF32, {4});
   plan.soft_indices = add_buffer("%soft_indices", DType::kI32, {});
+  plan.input_sampling = add_buffer("%sampling", DType::kI32, {abi::kSamplingParamWords});
+  plan.output_tokens = add_buffer("tokens", DType::kI32, {});
   plan.arena_bytes = offset;
   plan.weights.push_back({"model.embed_tokens.weight", DType::kBF16, {16, 4}});
   plan.weights.push_back({"model.norm.weight", DType::kBF16, {4}});
@@ -219,9 +221,20 @@ inline Plan TestPlan(const std::string& target = "sm_90a") {
                 num_tokens, I32Arg(1), I32Arg(1), I32Arg(4), KindArg(ArgRefKind::kKvCapacity, 0),
                 I32Arg(512), F32Arg(0.5f), I32Arg(1), I32Arg(0), I32Arg(::spark::abi::kCacheF32),
                 KindArg(ArgRefKind::kNull)}));
+  plan.steps.push_back(MakeStep("sample", 1024,
+                                {BufferArg(plan.output_logits), BufferArg(plan.input_sampling),
+                                 BufferArg(plan.output_tokens), num_tokens, I32Arg(16)}));
   BuildPrograms(&plan);
   return plan;
 }
+
+// Adds `step` to a TestPlan before its last step, the sample step (which comes after every step
+// that writes the logits: ValidatePlan), and returns it.
+inline Step& AddStep(Plan* plan, Step step) {
+  return *plan->steps.insert(plan->steps.end() - 1, std::move(step));
+}
+// The step AddStep added last.
+inline Step& LastAdded(Plan& plan) { return plan.steps[plan.steps.size() - 2]; }
 
 // A cubin-like ELF file carrying `plan` in its .spark.plan section.
 inline std::string MakeCubin(const Plan& plan) {

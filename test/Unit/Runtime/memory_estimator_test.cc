@@ -96,7 +96,7 @@ TEST(MemoryEstimatorTest, Gemma31BAt1024FitsOnDgxSpark) {
   EXPECT_EQ(estimate.components[1].bytes, 50 * 32 * kMiB + 10 * 16 * kMiB);
   EXPECT_EQ(estimate.components[2].name, "activations");
   EXPECT_EQ(estimate.components[3].name, "workspace");
-  EXPECT_EQ(estimate.components[3].bytes, 64u * 262144 * 4 + 262144u * 8);
+  EXPECT_EQ(estimate.components[3].bytes, 64u * 262144 * 4);
   EXPECT_EQ(estimate.components[4].name, "CUDA context and runtime");
   EXPECT_EQ(estimate.components[4].bytes, kContextOverheadBytes);
   EXPECT_EQ(estimate.max_fitting_length, 1024);
@@ -480,7 +480,7 @@ TEST(FormatTest, EstimateLineAndTable) {
   const MemoryEstimate estimate = MustEstimate(sizes, Profile("h200"), Options(16));
   EXPECT_EQ(FormatEstimateLine(estimate),
             "memory: 2.44 GiB needed of 139.29 GiB available (weights 2.00 GiB, KV cache 0 B, "
-            "activations 1.0 MiB, workspace 1.5 KiB, CUDA context and runtime 448.0 MiB); fits");
+            "activations 1.0 MiB, workspace 512 B, CUDA context and runtime 448.0 MiB); fits");
   EXPECT_EQ(FormatEstimateTable(estimate),
             "  weights                       2.00 GiB  3 plan weights in bf16, copied to device "
             "memory\n"
@@ -489,8 +489,8 @@ TEST(FormatTest, EstimateLineAndTable) {
             "sequence\n"
             "  activations                    1.0 MiB  the plan's activation arena (1 tokens per "
             "step)\n"
-            "  workspace                      1.5 KiB  logits copy (1 x 128 f32) and sampler "
-            "scratch (1 x 128 x 8 bytes)\n"
+            "  workspace                        512 B  host copy of a step's logits (1 x 128 f32) "
+            "for --logits-out; tokens are sampled on the device\n"
             "  CUDA context and runtime     448.0 MiB  documented constant: CUDA context, module, "
             "streams, runtime heap\n"
             "  total                         2.44 GiB\n"

@@ -95,21 +95,23 @@ TEST(DTypeTest, SizesNamesAndParsing) {
 // "logits_tail": true; anything else is refused.
 TEST(PlanTest, TheLogitsTailIsASuffixOfRowLocalStepsWritingTheLogits) {
   Plan plan = TestPlan();
-  // TestPlan: embedding, scatter_rows, rms_norm, kv_write, linear (logits), attention.
+  // TestPlan: embedding, scatter_rows, rms_norm, kv_write, linear (logits), attention, sample.
   EXPECT_TRUE(abi::RowLocal(abi::Kernel(abi::OpId::kLinear)));
   EXPECT_TRUE(abi::RowLocal(abi::Kernel(abi::OpId::kMoeDown)));
   EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kAttention)));
   EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kKvWrite)));
   EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kScatterRows)));
   EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kAttentionMerge)));
-  std::swap(plan.steps[4], plan.steps[5]);  // the logits linear last
+  std::swap(plan.steps[4], plan.steps[5]);  // the logits linear last but for the sample step
   ASSERT_TRUE(ValidatePlan(plan, "m.cubin").ok()) << ValidatePlan(plan, "m.cubin");
   plan.steps[5].logits_tail = true;
+  plan.steps[6].logits_tail = true;  // sample
   const std::string section = SerializePlanSection(plan);
   EXPECT_NE(DumpJson(plan).find(R"("logits_tail":true)"), std::string::npos);
   const absl::StatusOr<Plan> parsed = ParsePlanSection(section, "m.cubin");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_TRUE(parsed->steps[5].logits_tail);
+  EXPECT_TRUE(parsed->steps[6].logits_tail);
   EXPECT_FALSE(parsed->steps[4].logits_tail);
   EXPECT_EQ(SerializePlanSection(*parsed), section);
   Plan bad = plan;
@@ -122,9 +124,17 @@ TEST(PlanTest, TheLogitsTailIsASuffixOfRowLocalStepsWritingTheLogits) {
   EXPECT_TRUE(StatusIs(ValidatePlan(bad, "m.cubin"), kInvalid,
                        "m.cubin: plan steps[4]: logits_tail on attention, which is not row-local"));
   bad = plan;
+  bad.steps[6].logits_tail = false;  // the sample step outside the tail
+  bad.steps.push_back(bad.steps[2]);  // an rms_norm after it, in the tail with the logits
+  bad.steps.back().logits_tail = true;
+  bad.steps[6] = bad.steps[5];
+  bad.steps[6].logits_tail = true;
+  EXPECT_FALSE(ValidatePlan(bad, "m.cubin").ok());
+  bad = plan;
   std::swap(bad.steps[4], bad.steps[5]);
   bad.steps[5].logits_tail = false;
   bad.steps[4].logits_tail = false;
+  bad.steps[6].logits_tail = false;
   bad.steps.push_back(bad.steps[2]);  // an rms_norm after the logits, alone in the tail
   bad.steps.back().logits_tail = true;
   EXPECT_TRUE(StatusIs(ValidatePlan(bad, "m.cubin"), kInvalid,
@@ -199,16 +209,16 @@ TEST(PlanTest, ProgramsCoverEveryCallSizeAndRoundTrip) {
   const Plan plan = TestPlan();
   ASSERT_EQ(plan.programs.size(), 3u);
   EXPECT_EQ(plan.programs[0].name, "decode");
-  EXPECT_EQ(plan.programs[0].steps, (std::vector<int64_t>{0, 2, 3, 4, 5}));
+  EXPECT_EQ(plan.programs[0].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 6}));
   EXPECT_EQ(plan.programs[1].name, "prefill_2_8");
   EXPECT_EQ(plan.programs[1].steps, plan.programs[0].steps);
   EXPECT_EQ(plan.programs[2].name, "prefill_soft_1_8");
   EXPECT_TRUE(plan.programs[2].soft_tokens);
-  EXPECT_EQ(plan.programs[2].steps, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(plan.programs[2].steps, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
   const std::string section = SerializePlanSection(plan);
   EXPECT_TRUE(absl::StrContains(
       DumpJson(plan),
-      R"("programs":[{"name":"decode","min_tokens":1,"max_tokens":1,"steps":[0,2,3,4,5]})"));
+      R"("programs":[{"name":"decode","min_tokens":1,"max_tokens":1,"steps":[0,2,3,4,5,6]})"));
   EXPECT_TRUE(absl::StrContains(DumpJson(plan), R"("soft_tokens":true)"));
   const absl::StatusOr<Plan> parsed = ParsePlanSection(section, "m.cubin");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -247,9 +257,9 @@ TEST(PlanTest, ProgramsFollowTheMoePathsAndAttentionSplits) {
                            tokens, test::I32Arg(4), test::I32Arg(2), test::I32Arg(2),
                            test::I32Arg(2), test::I32Arg(path)});
   };
-  plan.steps.push_back(down(test::KindArg(ArgRefKind::kNull), abi::kMoeGemv));     // 6
-  plan.steps.push_back(down(test::BufferArg(partials), abi::kMoeGrouped));         // 7
-  plan.steps.push_back(test::MakeStep("moe_combine", 256,
+  test::AddStep(&plan, down(test::KindArg(ArgRefKind::kNull), abi::kMoeGemv));     // 6
+  test::AddStep(&plan, down(test::BufferArg(partials), abi::kMoeGrouped));         // 7
+  test::AddStep(&plan, test::MakeStep("moe_combine", 256,
                                       {test::BufferArg(partials), test::BufferArg(2), tokens,
                                        test::I32Arg(4), test::I32Arg(2)}));         // 8
   // A split attention (max_splits 4, split_rows 64): split for calls of at most 32 tokens.
@@ -261,16 +271,17 @@ TEST(PlanTest, ProgramsFollowTheMoePathsAndAttentionSplits) {
                     test::MakeStep("attention_merge", 128,
                                    {test::BufferArg(partials), test::BufferArg(5), tokens,
                                     test::I32Arg(1), test::I32Arg(4), test::I32Arg(4),
-                                    test::I32Arg(64)}));  // 6; the MoE steps are 7, 8, 9
+                                    test::I32Arg(64)}));  // 6; the MoE steps are 7, 8, 9;
+                                                          // sample is 10
   BuildPrograms(&plan);
   std::vector<std::string> names;
   for (const Program& program : plan.programs) names.push_back(program.name);
   EXPECT_EQ(names, (std::vector<std::string>{"decode", "prefill_2_15", "prefill_16_32",
                                              "prefill_33_64", "prefill_soft_1_15",
                                              "prefill_soft_16_32", "prefill_soft_33_64"}));
-  EXPECT_EQ(plan.programs[0].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 6, 7}));
-  EXPECT_EQ(plan.programs[2].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 6, 8, 9}));
-  EXPECT_EQ(plan.programs[3].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 8, 9}));
+  EXPECT_EQ(plan.programs[0].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 6, 7, 10}));
+  EXPECT_EQ(plan.programs[2].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 6, 8, 9, 10}));
+  EXPECT_EQ(plan.programs[3].steps, (std::vector<int64_t>{0, 2, 3, 4, 5, 8, 9, 10}));
   for (int64_t t = 1; t <= plan.max_tokens; ++t) {
     for (const bool soft : {false, true}) {
       const Program* program = ProgramOf(plan, t, soft);
@@ -295,7 +306,7 @@ TEST(PlanTest, ProgramsFollowTheMoePathsAndAttentionSplits) {
 TEST(PlanTest, RejectsProgramsThatDoNotFitThePlan) {
   const Plan plan = TestPlan();
   ASSERT_TRUE(ParsePlanAsIs(plan).ok()) << ParsePlanAsIs(plan);
-  // TestPlan's programs: decode [0, 2, 3, 4, 5] (1 token), 2..8 tokens, 1..8 with soft rows.
+  // TestPlan's programs: decode [0, 2, 3, 4, 5, 6] (1 token), 2..8 tokens, 1..8 with soft rows.
   const struct {
     void (*edit)(Plan&);
     const char* message;
@@ -309,7 +320,7 @@ TEST(PlanTest, RejectsProgramsThatDoNotFitThePlan) {
       {[](Plan& p) { std::swap(p.programs[0].steps[0], p.programs[0].steps[1]); },
        "programs[0].steps[1]: expected a step id greater than the one before it"},
       {[](Plan& p) { p.programs[0].steps.push_back(100000); },
-       "programs[0].steps[5]: expected a step id greater than the one before it and less than 6, "
+       "programs[0].steps[6]: expected a step id greater than the one before it and less than 7, "
        "found 100000"},
       {[](Plan& p) { p.programs[1].min_tokens = 3; },
        "programs[1]: leaves a gap: a call of 2 tokens has none"},
@@ -377,7 +388,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 13u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 14u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -417,14 +428,14 @@ TEST(PlanTest, RejectsBadMagic) {
 
 TEST(PlanTest, RejectsNewerVersion) {
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 14;
+  section[8] = 15;
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 14 is not supported (this runtime reads version "
-                       "13); recompile the model with this release's spark-compile"));
+                       "model.cubin: plan version 15 is not supported (this runtime reads version "
+                       "14); recompile the model with this release's spark-compile"));
   section[8] = 12;  // version 12: the plan as JSON
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
                        "model.cubin: plan version 12 is not supported (this runtime reads version "
-                       "13)"));
+                       "14)"));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -488,7 +499,7 @@ TEST(PlanTest, RejectsAKvCacheNoStepUses) {
                        "would still be allocated for every token of --max-length; the file is "
                        "damaged or was not written by spark-compile"));
   plan = TestPlan();
-  plan.steps.pop_back();  // the attention step, the only one over the sliding cache 0
+  plan.steps.erase(plan.steps.end() - 2);  // attention, the only step over the sliding cache 0
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "plan kv_caches[0]: kv cache kv.layers.0 is used by no step"));
 }
@@ -574,7 +585,7 @@ TEST(PlanTest, RejectsUnknownEnumCodes) {
                        }),
                        kInvalid,
                        "m.cubin: plan buffers[0].dtype: unknown element type code 99 (this runtime "
-                       "reads plan version 13, which knows 0 to 6); recompile the model with this "
+                       "reads plan version 14, which knows 0 to 6); recompile the model with this "
                        "release's spark-compile"));
   EXPECT_TRUE(StatusIs(ParseEditedBuffer([](fb::PlanT& plan) {
                          plan.kv_caches[1]->kind = static_cast<fb::KvKind>(2);
@@ -787,7 +798,7 @@ TEST(PlanTest, AttentionLastVisibleIsThePlansInput) {
          last_visible});
   };
   Plan plan = TestPlan();
-  plan.steps.push_back(attention(test::BufferArg(plan.input_positions)));
+  test::AddStep(&plan, attention(test::BufferArg(plan.input_positions)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "last_visible of attention must be null or the plan's last_visible input "
                        "(the plan has none)"));
@@ -797,7 +808,7 @@ TEST(PlanTest, AttentionLastVisibleIsThePlansInput) {
   plan.input_last_visible = static_cast<int64_t>(plan.buffers.size()) - 1;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        absl::StrCat("(buffer ", plan.input_last_visible, ")")));
-  plan.steps.back() = attention(test::BufferArg(plan.input_last_visible));
+  test::LastAdded(plan) = attention(test::BufferArg(plan.input_last_visible));
   BuildPrograms(&plan);
   const absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -826,30 +837,30 @@ TEST(PlanTest, ChecksTheAttentionWorkspace) {
   };
   // Buffer 3 (%logits) holds 8 rows x 16 floats = 128 = 16 records of 4 + 4 floats.
   Plan plan = TestPlan();
-  plan.steps.push_back(attention(test::BufferArg(3), 4, 16));
-  plan.steps.push_back(merge(test::BufferArg(3), 4, 16));
+  test::AddStep(&plan, attention(test::BufferArg(3), 4, 16));
+  test::AddStep(&plan, merge(test::BufferArg(3), 4, 16));
   EXPECT_TRUE(ParsePlan(plan).ok());
   plan = TestPlan();
-  plan.steps.push_back(attention(test::KindArg(ArgRefKind::kNull), 4, 16));  // never split
+  test::AddStep(&plan, attention(test::KindArg(ArgRefKind::kNull), 4, 16));  // never split
   EXPECT_TRUE(ParsePlan(plan).ok());
   plan = TestPlan();
-  plan.steps.push_back(attention(test::BufferArg(3), 4, 17));
+  test::AddStep(&plan, attention(test::BufferArg(3), 4, 17));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "steps[6].args[5]: attention may write 136 floats of partials, buffer 3 "
                        "(%logits) holds 128"));
   plan = TestPlan();
-  plan.steps.push_back(merge(test::BufferArg(3), 4, 17));
+  test::AddStep(&plan, merge(test::BufferArg(3), 4, 17));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "attention_merge may write 136 floats of partials"));
   plan = TestPlan();
-  plan.steps.push_back(merge(test::KindArg(ArgRefKind::kNull), 4, 16));
+  test::AddStep(&plan, merge(test::KindArg(ArgRefKind::kNull), 4, 16));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "partials of attention_merge must be an activation buffer, found null"));
   plan = TestPlan();
-  plan.steps.push_back(attention(test::BufferArg(TestPlan().input_ids), 2, 1));
+  test::AddStep(&plan, attention(test::BufferArg(TestPlan().input_ids), 2, 1));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "partials of attention must be an f32 buffer"));
   plan = TestPlan();
-  plan.steps.push_back(attention(test::BufferArg(3), 4, 1 << 30));  // records overflow nothing
+  test::AddStep(&plan, attention(test::BufferArg(3), 4, 1 << 30));  // records overflow nothing
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "attention may write 8589934592 floats"));
 }
 
@@ -875,7 +886,7 @@ TEST(PlanTest, ChecksTheMoeWorkspace) {
                            test::I32Arg(2)});
   };
   Plan plan = TestPlanOf16Tokens();
-  plan.steps.push_back(combine(test::BufferArg(3)));
+  test::AddStep(&plan, combine(test::BufferArg(3)));
   EXPECT_TRUE(ParsePlan(plan).ok());
   // An f32 buffer of 1 element per token, at the end of the arena.
   const auto with_small_buffer = [](Plan plan) {
@@ -885,12 +896,12 @@ TEST(PlanTest, ChecksTheMoeWorkspace) {
   };
   const int64_t small = static_cast<int64_t>(TestPlanOf16Tokens().buffers.size());
   plan = with_small_buffer(TestPlanOf16Tokens());
-  plan.steps.push_back(combine(test::BufferArg(small)));
+  test::AddStep(&plan, combine(test::BufferArg(small)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "moe_combine uses 4 elements per token of partials, buffer 8 (%small) has "
+                       "moe_combine uses 4 elements per token of partials, buffer 10 (%small) has "
                        "1"));
   plan = TestPlanOf16Tokens();
-  plan.steps.push_back(combine(test::KindArg(ArgRefKind::kNull)));
+  test::AddStep(&plan, combine(test::KindArg(ArgRefKind::kNull)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "partials of moe_combine may not be null"));
   const auto down = [&](StepArg partials, int path) {
     return test::MakeStep(
@@ -900,12 +911,12 @@ TEST(PlanTest, ChecksTheMoeWorkspace) {
          test::I32Arg(2), test::I32Arg(1), test::I32Arg(path)});
   };
   plan = TestPlanOf16Tokens();
-  plan.steps.push_back(down(test::KindArg(ArgRefKind::kNull), abi::kMoeGemv));  // never grouped
+  test::AddStep(&plan, down(test::KindArg(ArgRefKind::kNull), abi::kMoeGemv));  // never grouped
   EXPECT_TRUE(ParsePlan(plan).ok());
   plan = with_small_buffer(TestPlanOf16Tokens());
-  plan.steps.push_back(down(test::BufferArg(small), abi::kMoeGrouped));
+  test::AddStep(&plan, down(test::BufferArg(small), abi::kMoeGrouped));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "moe_down uses 2 elements per token of partials, buffer 8 (%small) has 1"));
+                       "moe_down uses 2 elements per token of partials, buffer 10 (%small) has 1"));
 }
 
 // The other bounds rules, one rejection each: the argument's kind, and the ops' own limits.
@@ -928,14 +939,14 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
   const StepArg num_tokens = test::KindArg(ArgRefKind::kNumTokens);
   const StepArg positions = test::BufferArg(TestPlan().input_positions);
   plan = TestPlan();
-  plan.steps.push_back(test::MakeStep(
+  test::AddStep(&plan, test::MakeStep(
       "rope", 256,
       {test::BufferArg(4), positions, test::BufferArg(5), num_tokens, test::I32Arg(1),
        test::I32Arg(4), test::I32Arg(3), test::F32Arg(1e4f), test::F32Arg(1.0f)}));
   EXPECT_TRUE(
       StatusIs(ParsePlan(plan), kInvalid, "steps[6]: rope: rotated_pairs must be at most head_dim / 2, found 3 and 4"));
   plan = TestPlan();
-  plan.steps.push_back(test::MakeStep(
+  test::AddStep(&plan, test::MakeStep(
       "attention", 128,
       {test::BufferArg(4), positions, test::KindArg(ArgRefKind::kKCache, 1),
        test::KindArg(ArgRefKind::kVCache, 1), test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
@@ -946,13 +957,13 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "steps[6]: attention: q_heads must be a multiple of kv_heads >= 1, found 3 and 2"));
   plan = TestPlan();
-  plan.steps.push_back(test::MakeStep(
+  test::AddStep(&plan, test::MakeStep(
       "select_group", 256,
       {test::BufferArg(4), test::BufferArg(5), num_tokens, test::I32Arg(1), test::I32Arg(4),
        test::I32Arg(1)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "steps[6]: select_group: index must be less than groups, found 1 >= 1"));
   plan = TestPlan();
-  plan.steps.push_back(test::MakeStep(
+  test::AddStep(&plan, test::MakeStep(
       "moe_topk", 128,
       {test::BufferArg(2), test::WeightArg(1), test::BufferArg(4), test::BufferArg(plan.input_ids),
        num_tokens, test::I32Arg(2), test::I32Arg(3), test::F32Arg(0.5f)}));
@@ -1025,38 +1036,38 @@ TEST(PlanTest, BufferDTypesMatchWhatTheOpUses) {
                            test::F32Arg(0.5f)});
   };
   plan = TestPlan();
-  plan.steps.push_back(topk(test::BufferArg(5)));
+  test::AddStep(&plan, topk(test::BufferArg(5)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "steps[6].args[3]: indices of moe_topk is i32 (token ids or indices), "
                        "buffer 5 (%v) is f32"));
   plan = TestPlan();
-  plan.steps.push_back(topk(test::BufferArg(plan.soft_indices)));
+  test::AddStep(&plan, topk(test::BufferArg(plan.soft_indices)));
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
   // mask_tokens maps token ids to token ids: both i32.
   plan = TestPlan();
-  plan.steps.push_back(test::MakeStep(
+  test::AddStep(&plan, test::MakeStep(
       "mask_tokens", 256,
       {test::BufferArg(plan.input_ids), test::BufferArg(2), test::KindArg(ArgRefKind::kNumTokens),
        test::I32Arg(12), test::I32Arg(13), test::I32Arg(-1), test::I32Arg(0)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "steps[6].args[1]: y of mask_tokens is i32 (token ids or indices), buffer 2 "
                        "(%hidden) is f32"));
-  plan.steps.back().args[1] = test::BufferArg(plan.soft_indices);
+  test::LastAdded(plan).args[1] = test::BufferArg(plan.soft_indices);
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
 }
 
 // A MoE expert step's path is kMoeGemv (0) or kMoeGrouped (1).
 TEST(PlanTest, RejectsAnUnknownMoePath) {
   Plan plan = TestPlan();
-  plan.steps.push_back(test::MakeStep(
+  test::AddStep(&plan, test::MakeStep(
       "moe_gate_up", 256,
       {test::BufferArg(2), test::WeightArg(0), test::BufferArg(plan.soft_indices),
        test::BufferArg(4), test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(2), test::I32Arg(2),
        test::I32Arg(2), test::I32Arg(1), test::I32Arg(2)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "m.cubin: plan steps[6]: moe_gate_up: path must be 0 or 1, found 2"));
-  plan.steps.back().args[9] = test::I32Arg(abi::kMoeGemv);
-  plan.steps.back().kernel = EntryPointOf(plan.steps.back());
+  test::LastAdded(plan).args[9] = test::I32Arg(abi::kMoeGemv);
+  test::LastAdded(plan).kernel = EntryPointOf(test::LastAdded(plan));
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
 }
 
@@ -1078,7 +1089,7 @@ TEST(PlanTest, RejectsUnknownOpAndStepKind) {
   EXPECT_TRUE(StatusIs(ParsePlanSection(SectionFromPayload(payload), "m.cubin").status(),
                        kInvalid,
                        "m.cubin: plan steps[2].kind: unknown step kind 9 (this runtime reads plan "
-                       "version 13, whose steps are kernel launches); recompile the model"));
+                       "version 14, whose steps are kernel launches); recompile the model"));
   // A step without one: refused by the verifier (the kind is required).
   EXPECT_TRUE(StatusIs(ParseEditedBuffer([](fb::PlanT& plan) { plan.steps[2]->kind.Reset(); }),
                        kInvalid, "the plan buffer is malformed"));
@@ -1133,10 +1144,10 @@ TEST(PlanTest, RejectsBadLaunchConfiguration) {
 
 TEST(PlanTest, RejectsOutOfRangeIds) {
   Plan plan = TestPlan();
-  plan.steps[4].args[2] = test::BufferArg(8);
+  plan.steps[4].args[2] = test::BufferArg(10);
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan steps[4].args[2]: buffer id 8 is out of range (the plan "
-                       "has 8 buffers)"));
+                       "m.cubin: plan steps[4].args[2]: buffer id 10 is out of range (the plan "
+                       "has 10 buffers)"));
   plan = TestPlan();
   plan.steps[4].args[1] = test::WeightArg(-1);
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
@@ -1286,7 +1297,7 @@ TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kI32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 13 weights are bf16, f32, "
+                       "m.cubin: plan weights[1].dtype: plan version 14 weights are bf16, f32, "
                        "f8E4M3FN or f4E2M1FN, found i32"));
   plan = TestPlan();
   plan.weights[1].dtype = DType::kF4E2M1FN;
@@ -1336,7 +1347,7 @@ TEST(PlanTest, KvCacheDTypeMatchesItsSteps) {
   plan.steps[3].args[9] = test::I32Arg(2);
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "cache_dtype 2 of kv_write does not match"));
   plan.steps[3].args[9] = test::I32Arg(abi::kCacheBF16);
-  plan.steps.push_back(test::MakeStep(
+  test::AddStep(&plan, test::MakeStep(
       "attention", 128,
       {test::BufferArg(4), test::BufferArg(plan.input_positions),
        test::KindArg(ArgRefKind::kKCache, 1), test::KindArg(ArgRefKind::kVCache, 1),
@@ -1348,8 +1359,8 @@ TEST(PlanTest, KvCacheDTypeMatchesItsSteps) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "args[15]: cache_dtype 0 of attention does not match kv cache 1 "
                        "(kv.layers.1), bf16 (cache_dtype 1)"));
-  plan.steps.back().args[15] = test::I32Arg(abi::kCacheBF16);
-  plan.steps.back().kernel = EntryPointOf(plan.steps.back());
+  test::LastAdded(plan).args[15] = test::I32Arg(abi::kCacheBF16);
+  test::LastAdded(plan).kernel = EntryPointOf(test::LastAdded(plan));
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
   plan = TestPlan();
   plan.kv_caches[0].dtype = DType::kI32;

@@ -120,10 +120,12 @@ TEST(RunProfileTest, SeparatesDecodeFromPrefillAndSumsByOp) {
   EXPECT_EQ(profile.decode()[4].launches, 2);
   const std::vector<OpTiming> prefill = SumByOp(plan, profile.prefill());
   ASSERT_EQ(prefill.size(), plan.steps.size());  // one step per op in the test plan
-  EXPECT_EQ(prefill[0].op, "attention");         // the slowest first (the last step)
-  EXPECT_DOUBLE_EQ(prefill[0].timing.seconds, 0.006);
-  EXPECT_EQ(prefill[1].op, "linear");
-  EXPECT_DOUBLE_EQ(prefill[1].timing.seconds, 0.005);
+  EXPECT_EQ(prefill[0].op, "sample");            // the slowest first (the last step)
+  EXPECT_DOUBLE_EQ(prefill[0].timing.seconds, 0.007);
+  EXPECT_EQ(prefill[1].op, "attention");
+  EXPECT_DOUBLE_EQ(prefill[1].timing.seconds, 0.006);
+  EXPECT_EQ(prefill[2].op, "linear");
+  EXPECT_DOUBLE_EQ(prefill[2].timing.seconds, 0.005);
   const std::string text = FormatProfile(profile, "test clock");
   EXPECT_NE(text.find("profile: decode, 2 calls of 1 token (test clock)"), std::string::npos);
   EXPECT_NE(text.find("profile: prefill, 1 calls, 4 tokens (test clock)"), std::string::npos);

@@ -77,6 +77,8 @@ inline Plan TinyPlan(KvKind kind, int window, bool soft_merge = true, bool visio
   const int64_t h = add_buffer("%h", DType::kF32, {kHidden});
   const int64_t attn = add_buffer("%attn", DType::kF32, {kHidden});
   plan.output_logits = add_buffer("%logits", DType::kF32, {kVocab});
+  plan.input_sampling = add_buffer("%sampling", DType::kI32, {abi::kSamplingParamWords});
+  plan.output_tokens = add_buffer("tokens", DType::kI32, {});
   plan.weights.push_back({"model.embed_tokens.weight", DType::kBF16, {kVocab, kHidden}});
   plan.kv_caches.push_back(
       {"kv.layers.0", kind, kind == KvKind::kSliding ? window : 0, 1, kHidden});
@@ -109,6 +111,9 @@ inline Plan TinyPlan(KvKind kind, int window, bool soft_merge = true, bool visio
   plan.steps.push_back(MakeStep("linear", "lm_head",
                                 {Buffer(attn), Weight(0), Buffer(plan.output_logits), NumTokens(),
                                  I32(kVocab), I32(kHidden)}));
+  plan.steps.push_back(MakeStep("sample", "sample",
+                                {Buffer(plan.output_logits), Buffer(plan.input_sampling),
+                                 Buffer(plan.output_tokens), NumTokens(), I32(kVocab)}));
   BuildPrograms(&plan);
   const absl::Status valid = ValidatePlan(plan, "tiny plan");
   EXPECT_TRUE(valid.ok()) << valid;

@@ -213,6 +213,30 @@ inline T __shfl_sync(unsigned /*mask*/, T v, int src) {
   return r;
 }
 
+template <typename T>
+inline T __shfl_up_sync(unsigned /*mask*/, T v, int delta) {
+  static_assert(sizeof(T) <= 8, "shuffle of a large type");
+  uint64_t* slots = spk_emu::Slots();
+  const int lane = spk_emu::Lane();
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  spk_emu::WarpSync();
+  slots[lane] = bits;
+  spk_emu::WarpSync();
+  T r;
+  const uint64_t other = slots[lane >= delta ? lane - delta : lane];
+  std::memcpy(&r, &other, sizeof(T));
+  return r;
+}
+
+// Fibers switch only at barriers, so a plain read-modify-write is atomic here.
+template <typename T>
+inline T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
+
 // A GPU load of T needs an address aligned to T (a misaligned one faults there): the emulation
 // stops on one, so that a kernel's alignment checks are tested too.
 template <typename T>

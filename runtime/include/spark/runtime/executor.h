@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/memory_usage.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/step_profile.h"
@@ -47,9 +48,31 @@ struct StepOutput {
 };
 using StepObserver = std::function<absl::Status(const StepOutput&)>;
 
-// Which logits rows a step returns: none (a prefill chunk before the last), the last token's only
-// (what sampling needs: one row is copied from the device), or one per token (--logits-out).
+// How a call ends (the plan's logits tail, plan.h Step::logits_tail, whose last step draws the
+// next token on the executor: kernel_ops.def sample):
+//   kNone  the tail does not run: no token, no logits (a prefill chunk before the last);
+//   kLast  the tail runs on the last row only and draws its next token; no logits cross to the
+//          host (a decode step copies one token id);
+//   kAll   the tail runs on every row, and every row's logits are copied too (--logits-out); the
+//          token is the last row's.
 enum class LogitRows { kNone, kLast, kAll };
+
+// One executor call: ids.size() tokens (1..max_tokens) of one sequence.
+struct StepCall {
+  absl::Span<const int32_t> ids;
+  absl::Span<const int32_t> positions;  // one per id, each in [0, sequence.max_length())
+  const SoftTokenChunk* soft = nullptr;  // soft-token rows merged into this call (may be null)
+  LogitRows rows = LogitRows::kLast;
+  // How every row's token is drawn (abi::SamplingParams; the default is greedy). The generator
+  // passes the sampler's options with counter = the position of the token drawn.
+  abi::SamplingParams sampling;
+};
+
+// What a call returns.
+struct StepResult {
+  int32_t token = -1;         // the last row's next token (rows != kNone), else -1
+  std::vector<float> logits;  // kAll: [ids.size(), vocab] floats; empty otherwise
+};
 
 class Executor;
 
@@ -82,15 +105,12 @@ class Executor {
   // the executor was made. The sequence must not outlive the executor.
   virtual absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) = 0;
 
-  // Runs every step of the plan for ids.size() tokens (1..max_tokens) of `sequence` at
-  // `positions` (each in [0, sequence.max_length())), merging `soft` (may be null), and stores
-  // the logits of `rows` in `logits` ([0], [1, vocab] or [n, vocab] floats).
-  virtual absl::Status Run(SequenceState& sequence, absl::Span<const int32_t> ids,
-                           absl::Span<const int32_t> positions, const SoftTokenChunk* soft,
-                           LogitRows rows, std::vector<float>* logits) = 0;
+  // Runs the program of the call's size on `sequence` (the tail as call.rows says) and fills
+  // `result`.
+  virtual absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) = 0;
 
   // One-sequence conveniences (tests, fuzzers): Prepare makes (or remakes, with empty caches)
-  // the executor's own sequence; RunStep runs it, returning every logits row.
+  // the executor's own sequence; RunStep runs it greedily, returning every logits row.
   absl::Status Prepare(int64_t max_length);
   absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                        const SoftTokenChunk* soft, std::vector<float>* logits);

@@ -42,6 +42,9 @@
 namespace spark {
 namespace abi {
 
+// i32 words of one token row of the plan's sampling input (SamplingParams below).
+inline constexpr int kSamplingParamWords = 8;
+
 // ---- The op registry, derived ----
 // kernel_ops.def lists every op once; everything below is generated from it.
 
@@ -67,6 +70,7 @@ enum class Role : int {
   kKCacheWrite, kVCacheWrite,  // a KV cache part, written
   kPositions,                  // the plan's positions input (i32 [T])
   kLastVisible,                // null or the plan's last_visible input (i32 [T])
+  kSampling,                   // the plan's sampling input (SamplingParams per token row)
   // i32 values the runtime supplies per step.
   kNumTokens,      // tokens in the step
   kNumSoftTokens,  // soft-token rows in the step
@@ -310,9 +314,71 @@ SPARK_ABI_CONSTEXPR_FN bool RowLocal(const KernelSpec& spec) {
       if (IsRuntimeValue(arg.role)) return false;  // soft-token count, cache capacity
       continue;
     }
-    if (!IsActivationRole(arg.role) || arg.extent.kind != Extent::kPerToken) return false;
+    if (arg.extent.kind != Extent::kPerToken) return false;
+    // The sampling parameters are per-token rows of an input too.
+    if (!IsActivationRole(arg.role) && arg.role != Role::kSampling) return false;
   }
   return true;
+}
+
+// ---- Sampling (the `sample` op) ----
+// One token row's sampling parameters, as the runtime writes them into the plan's sampling input
+// (kSamplingParamWords i32 words per row: this struct's bytes, little-endian).
+struct SamplingParams {
+  float temperature = 0.0f;  // <= 0: greedy
+  int top_k = 0;             // 0 (or >= the vocabulary): no limit; 1: greedy
+  float top_p = 1.0f;        // in (0, 1]; 1: no limit
+  int reserved = 0;
+  unsigned long long seed = 0;
+  // Which draw of the seed's stream this row takes (the generator passes the position the sampled
+  // token will have, so a seed gives the same tokens whatever the KV cache already held).
+  unsigned long long counter = 0;
+};
+static_assert(sizeof(SamplingParams) == 4 * kSamplingParamWords, "SamplingParams is 8 words");
+
+SPARK_ABI_CONSTEXPR_FN bool SamplingIsGreedy(const SamplingParams& p) {
+  return !(p.temperature > 0.0f) || p.top_k == 1;
+}
+
+// The order-preserving key of a logit: a larger logit has a larger key; NaN has key 0, below
+// -inf (0x007fffff), so that it is never chosen over a number.
+SPARK_ABI_HD inline unsigned SamplingKey(float logit) {
+  unsigned bits = 0;
+  __builtin_memcpy(&bits, &logit, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0u;  // NaN
+  return (bits & 0x80000000u) != 0u ? ~bits : bits | 0x80000000u;
+}
+
+// The weights of the candidates are fixed-point integers: floor(exp((logit - max) / temperature)
+// * 2^SamplingWeightBits(vocab)), each at most 2^bits, so that their sum over the vocabulary
+// stays below 2^62. Sums of integers do not depend on their order: the kernel and the host
+// reference add them in different orders and get the same totals.
+SPARK_ABI_CONSTEXPR_FN int SamplingWeightBits(int vocab) {
+  int log2 = 0;
+  while (log2 < 31 && (1ll << log2) < vocab) ++log2;
+  return 62 - log2;
+}
+
+// The smallest mass a nucleus of top_p must reach out of `total` (ceil(top_p * total), at least
+// 1 and at most total): computed in double the same way on the host and the device.
+SPARK_ABI_HD inline unsigned long long SamplingNucleusMass(float top_p,
+                                                           unsigned long long total) {
+  const double want = static_cast<double>(top_p) * static_cast<double>(total);
+  if (!(want < static_cast<double>(total))) return total;
+  unsigned long long need = want > 0.0 ? static_cast<unsigned long long>(want) : 0ull;
+  if (static_cast<double>(need) < want) ++need;
+  return need < 1ull ? 1ull : need > total ? total : need;
+}
+
+// The row's random draw: splitmix64 of (seed, counter), a uniform 64-bit value. The chosen token
+// is the first candidate, in index order, whose running weight sum exceeds
+// floor(total * draw / 2^64).
+SPARK_ABI_CONSTEXPR_FN unsigned long long SamplingDraw(unsigned long long seed,
+                                                      unsigned long long counter) {
+  unsigned long long z = seed + (counter + 1ull) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
 // ---- KV cache element types ----

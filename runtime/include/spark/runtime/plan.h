@@ -160,7 +160,12 @@ struct Plan {
   // own position, or the end of its image block: kernel_abi.h attention). -1 when the model's
   // attention is causal everywhere (use_bidirectional_attention not "vision").
   int64_t input_last_visible = -1;
+  // i32 [T, abi::kSamplingParamWords]: each row's sampling parameters (abi::SamplingParams).
+  int64_t input_sampling = -1;
   int64_t output_logits = -1;    // activation_precision [T, vocab]
+  // i32 [T]: each row's next token, which the plan's last step (a `sample` step of the logits
+  // tail) draws from its logits row.
+  int64_t output_tokens = -1;
   std::vector<BufferInfo> buffers;
   std::vector<WeightInfo> weights;
   std::vector<KvCacheInfo> kv_caches;

@@ -1,13 +1,14 @@
-// Token sampling from one row of logits: greedy by default, or temperature / top-k / top-p with an
-// explicit seed (the same seed and logits always give the same tokens).
+// Token sampling options: greedy by default, or temperature / top-k / top-p with an explicit seed
+// (the same seed and logits always give the same tokens). The draw itself runs where the logits
+// are, as the plan's last step (kernel_ops.def sample; the host reference is host::Sample):
+// SamplingParamsFor turns the options into that step's parameters.
 #ifndef SPARK_RUNTIME_SAMPLER_H_
 #define SPARK_RUNTIME_SAMPLER_H_
 
 #include <cstdint>
-#include <random>
 
 #include "absl/status/status.h"
-#include "absl/types/span.h"
+#include "spark/runtime/kernel_abi.h"
 
 namespace spark {
 namespace rt {
@@ -23,23 +24,10 @@ struct SamplerOptions {
 // (0, 1].
 absl::Status ValidateSamplerOptions(const SamplerOptions& options);
 
-// The index of the largest logit; ties pick the lowest index. -1 for an empty row.
-int32_t ArgMax(absl::Span<const float> logits);
-
-class Sampler {
- public:
-  explicit Sampler(const SamplerOptions& options);
-
-  // True when Sample is ArgMax (temperature <= 0 or top_k == 1).
-  bool greedy() const;
-
-  // The next token for `logits` (one row, vocab wide).
-  int32_t Sample(absl::Span<const float> logits);
-
- private:
-  SamplerOptions options_;
-  std::mt19937_64 rng_;
-};
+// The sample step's parameters for drawing the token at sequence position `position` (the draw's
+// counter: a seed's stream is indexed by position, so a generation that resumes from cached keys
+// draws what a fresh one would).
+abi::SamplingParams SamplingParamsFor(const SamplerOptions& options, int64_t position);
 
 }  // namespace rt
 }  // namespace spark
