@@ -3,6 +3,7 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 #include "dialects/Spark/IR/SparkDialect.h"
+#include "compiler/Conversion/Passes.h"
 #include "dialects/Spark/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -32,6 +33,7 @@ void spark::registerAllDialects(mlir::DialectRegistry &registry) {
 
 void spark::registerAllPasses() {
   spark::registerSparkPasses();
+  spark::registerSparkConversionPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerConvertGpuOpsToNVVMOpsPass();

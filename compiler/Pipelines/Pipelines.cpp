@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - Spark's compile pipeline, stage by stage ------------===//
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "compiler/Conversion/Passes.h"
 #include "dialects/Spark/Transforms/Passes.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

@@ -8,7 +8,7 @@
 // `spark_activation_precision` constant from the program's activation precision.
 //
 //===----------------------------------------------------------------------===//
-#include "dialects/Spark/Transforms/Passes.h"
+#include "compiler/Conversion/Passes.h"
 
 #include "dialects/Spark/IR/SparkOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -22,7 +22,7 @@
 
 namespace spark {
 #define GEN_PASS_DEF_SPARKOUTLINEKERNELENTRIESPASS
-#include "dialects/Spark/Transforms/Passes.h.inc"
+#include "compiler/Conversion/Passes.h.inc"
 } // namespace spark
 
 using namespace mlir;

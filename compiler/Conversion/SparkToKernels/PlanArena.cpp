@@ -9,7 +9,7 @@
 // share bytes are never both live in any call.
 //
 //===----------------------------------------------------------------------===//
-#include "dialects/Spark/Transforms/Passes.h"
+#include "compiler/Conversion/Passes.h"
 
 #include "dialects/Spark/IR/SparkOps.h"
 #include "mlir/IR/Builders.h"
@@ -22,7 +22,7 @@
 
 namespace spark {
 #define GEN_PASS_DEF_SPARKPLANARENAPASS
-#include "dialects/Spark/Transforms/Passes.h.inc"
+#include "compiler/Conversion/Passes.h.inc"
 } // namespace spark
 
 using namespace mlir;

@@ -1,0 +1,134 @@
+//===- KernelLowering.h - what spark-lower-to-kernels' op families share --*- C++ -*-===//
+//
+// spark-lower-to-kernels turns the entry function into a spark.program of launches over planned
+// buffers. LowerToKernels.cpp is the driver: the entry's inputs, the buffers of values, the
+// plan's weights and KV caches, the logits and the sample step, the logits tail, the buffers'
+// element types and the spark.program it builds. Each family of ops has a file of its own that
+// registers one lowering per op (populate<Family>Lowerings, the layout of torch-mlir's
+// TorchToLinalg): a lowering asks the driver, through KernelLowering, for its operands' buffers
+// and weights, makes buffers for its results, and appends launches whose arguments follow the
+// op registry (runtime/include/spark/runtime/kernel_ops.def). Private to this directory.
+//
+//===----------------------------------------------------------------------===//
+#ifndef SPARK_COMPILER_CONVERSION_SPARKTOKERNELS_KERNELLOWERING_H
+#define SPARK_COMPILER_CONVERSION_SPARKTOKERNELS_KERNELLOWERING_H
+
+#include "dialects/Spark/IR/SparkOps.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/TypeID.h"
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <functional>
+
+#include "spark/runtime/kernel_abi.h"
+
+namespace spark {
+namespace kernel_lowering {
+
+/// One argument of a launch, as spark.launch spells it (docs/plan-format.md).
+struct Arg {
+  enum Kind { Buffer, Weight, KCache, VCache, KvCapacity, Null, NumTokens, NumSoftTokens, I32, F32 };
+  Kind kind;
+  int64_t index = 0;
+  int32_t i32 = 0;
+  float f32 = 0.0f;
+
+  static Arg buffer(int64_t id) { return {Buffer, id}; }
+  static Arg weight(int64_t id) { return {Weight, id}; }
+  static Arg kCache(int64_t id) { return {KCache, id}; }
+  static Arg vCache(int64_t id) { return {VCache, id}; }
+  static Arg kvCapacity(int64_t id) { return {KvCapacity, id}; }
+  static Arg null() { return {Null}; }
+  static Arg numTokens() { return {NumTokens}; }
+  static Arg numSoftTokens() { return {NumSoftTokens}; }
+  static Arg i32v(int64_t v) { return {I32, 0, static_cast<int32_t>(v)}; }
+  static Arg f32v(float v) { return {F32, 0, 0, v}; }
+  bool isLiteral() const { return kind == I32 || kind == F32; }
+};
+
+/// A launch's grid as a function of a call's token count (kernel_abi.h GridRule): `work` items
+/// per token, or a fixed count of them, `divisor` items per block.
+inline abi::GridRule perToken(int64_t work, int64_t divisor = 1) { return {work, 0, divisor}; }
+inline abi::GridRule fixedGrid(int64_t work, int64_t divisor = 1) { return {0, work, divisor}; }
+
+/// What an op's lowering may ask of the driver. One op is lowered at a time; a misuse of its
+/// operands (an activation operand without a buffer, a size that does not fit the kernels' 32-bit
+/// arguments) is reported on the op by the driver when its lowering returns.
+class KernelLowering {
+public:
+  virtual ~KernelLowering() = default;
+
+  /// The buffer of an activation operand.
+  virtual Arg input(mlir::Value value) = 0;
+  /// A new buffer for a result, named after the op being lowered.
+  virtual Arg result(mlir::Value value) = 0;
+  /// `value` lives in the buffer of `of` (a view, or a result computed in place).
+  virtual void alias(mlir::Value value, mlir::Value of) = 0;
+  /// A scratch buffer with rows of `rowShape`, named after the op and `suffix`.
+  virtual Arg scratch(llvm::StringRef suffix, llvm::ArrayRef<int64_t> rowShape) = 0;
+  /// The plan weight a spark.weight operand names.
+  virtual mlir::FailureOr<Arg> weight(mlir::Value value) = 0;
+  /// A weight operand that may be absent (a weight-less RMSNorm): a null pointer then.
+  mlir::FailureOr<Arg> optionalWeight(mlir::Value value) {
+    return value ? weight(value) : mlir::FailureOr<Arg>(Arg::null());
+  }
+  /// A size literal; one that does not fit the kernels' 32-bit arguments fails the op.
+  virtual Arg i32(int64_t value) = 0;
+  static Arg f32(const llvm::APFloat &value) { return Arg::f32v(value.convertToFloat()); }
+  /// The id of the spark.kv_cache `name`, or an error on `user`.
+  virtual mlir::FailureOr<int64_t> cache(mlir::Operation *user,
+                                         mlir::FlatSymbolRefAttr name) = 0;
+  virtual KvCacheOp cacheOp(int64_t id) = 0;
+  /// The rows of every buffer (the most tokens one call processes).
+  virtual int64_t maxTokens() const = 0;
+  virtual bool bf16Activations() const = 0;
+  /// Appends a launch of registry op `op` with `args` in the registry's order; its source is the
+  /// op's name, with `suffix` appended after a dot when given ("layers.0.self_attn.merge").
+  virtual void launch(abi::OpId op, llvm::SmallVector<Arg> args, abi::GridRule grid,
+                      llvm::StringRef suffix = "") = 0;
+  /// `op` is computed by the launches of the op being lowered (a scalar_mul fused into the norm
+  /// before it): it gets no lowering of its own.
+  virtual void fuse(mlir::Operation *op) = 0;
+};
+
+/// The lowering of each op kind, by TypeID.
+class LoweringTable {
+public:
+  using Lowering = std::function<mlir::LogicalResult(mlir::Operation *, KernelLowering &)>;
+
+  template <typename OpTy>
+  void add(mlir::LogicalResult (*lower)(OpTy, KernelLowering &)) {
+    lowerings[mlir::TypeID::get<OpTy>()] = [lower](mlir::Operation *op, KernelLowering &k) {
+      return lower(mlir::cast<OpTy>(op), k);
+    };
+  }
+  /// The lowering of `op`'s kind, or null when none is registered.
+  const Lowering *find(mlir::Operation *op) const {
+    auto it = lowerings.find(op->getName().getTypeID());
+    return it == lowerings.end() ? nullptr : &it->second;
+  }
+
+private:
+  llvm::DenseMap<mlir::TypeID, Lowering> lowerings;
+};
+
+/// embedding, mask_tokens, scatter_nd (the soft-token merge), select_group: token ids and rows.
+void populateEmbeddingLowerings(LoweringTable &table);
+/// add, mul, scale, scalar_mul, gelu, gelu_mul, softcap, and reshape (a view).
+void populateElementwiseLowerings(LoweringTable &table);
+/// rms_norm, residual_rms_norm (with the scalar_mul after it, fused), rms_norm_rope.
+void populateNormLowerings(LoweringTable &table);
+/// linear: bf16, NVFP4 and FP8 weights.
+void populateLinearLowerings(LoweringTable &table);
+/// rope, attention (kv_write, attention, and attention_merge when split over the KV length).
+void populateAttentionLowerings(LoweringTable &table);
+/// moe_router (rms_norm + linear + moe_topk), moe_experts (their GEMV and grouped paths).
+void populateMoeLowerings(LoweringTable &table);
+
+} // namespace kernel_lowering
+} // namespace spark
+
+#endif // SPARK_COMPILER_CONVERSION_SPARKTOKERNELS_KERNELLOWERING_H

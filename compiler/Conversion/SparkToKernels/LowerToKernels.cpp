@@ -1,0 +1,643 @@
+//===- LowerToKernels.cpp - lower ops to launches over planned buffers -----===//
+//
+// The driver of spark-lower-to-kernels: the entry function becomes a spark.program. Every
+// tensor value gets a buffer of max-tokens rows (views and in-place results share one), and
+// each op becomes spark.launch ops whose arguments follow the op registry
+// (runtime/include/spark/runtime/kernel_ops.def), by the lowering its family registers
+// (KernelLowering.h; LowerEmbeddings.cpp, LowerElementwise.cpp, LowerNorms.cpp, LowerLinear.cpp,
+// LowerAttention.cpp, LowerMoe.cpp). The driver then appends the sample step, marks the logits
+// tail, gives every buffer its element type and builds the program. spark-plan-arena
+// (PlanArena.cpp) then places the buffers in one arena; each launch names the entry point of its
+// (op, literal arguments), which spark-outline-kernel-entries (OutlineKernelEntries.cpp) builds.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Conversion/Passes.h"
+
+#include "KernelLowering.h"
+#include "dialects/Spark/IR/TypeInference.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
+
+#include "spark/runtime/kernel_abi.h"
+
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace spark {
+#define GEN_PASS_DEF_SPARKLOWERTOKERNELSPASS
+#include "compiler/Conversion/Passes.h.inc"
+} // namespace spark
+
+using namespace mlir;
+using namespace spark;
+using namespace spark::kernel_lowering;
+
+namespace {
+
+using abi::GridRule;
+
+/// A launch before entry points exist.
+struct PendingLaunch {
+  const abi::KernelSpec *spec;
+  SmallVector<Arg> args;
+  GridRule grid;
+  std::string source;
+  bool logitsTail = false;  // markLogitsTail
+};
+
+/// A logical buffer: what one or more tensor values (views, in-place results) live in.
+struct LogicalBuffer {
+  /// What the buffer's elements are, from the registry element type of the arguments it is
+  /// passed as (assignElementTypes): token ids and indices, an f32 workspace, or activations of
+  /// the module's precision (kernel_abi.h ElementType::kAct).
+  enum class Element { kI32, kF32, kActivation };
+  std::string name;
+  Element element = Element::kActivation;
+  SmallVector<int64_t> rowShape;
+  /// Bytes of one element: activations are 2 with bf16 activation storage.
+  int64_t elementBytes(bool bf16Activations) const {
+    return element == Element::kActivation && bf16Activations ? 2 : 4;
+  }
+  int64_t rowElements() const {
+    int64_t n = 1;
+    for (int64_t d : rowShape)
+      n *= d;
+    return n;
+  }
+};
+
+std::string sourceName(Operation *op) {
+  // The importer names every op (NameLoc); passes may have fused locations since.
+  std::string name;
+  op->getLoc()->walk([&](Location loc) {
+    if (auto named = dyn_cast<NameLoc>(loc)) {
+      name = named.getName().str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (!name.empty())
+    return name;
+  return op->getName().stripDialect().str();
+}
+
+class Lowering final : public KernelLowering {
+public:
+  Lowering(ModuleOp module, func::FuncOp entry, int64_t maxTokens, bool bf16Activations)
+      : module(module), entry(entry), tokens(maxTokens), bf16(bf16Activations),
+        ctx(module.getContext()) {
+    populateEmbeddingLowerings(table);
+    populateElementwiseLowerings(table);
+    populateNormLowerings(table);
+    populateLinearLowerings(table);
+    populateAttentionLowerings(table);
+    populateMoeLowerings(table);
+  }
+
+  LogicalResult run(int64_t &numLaunches, int64_t &numEntries);
+
+  // KernelLowering, for the op being lowered (`current`).
+  Arg input(Value value) override;
+  Arg result(Value value) override { return Arg::buffer(newBuffer(value, sourceName(current))); }
+  void alias(Value value, Value of) override { valueBuffer[value] = bufferOf(of); }
+  Arg scratch(StringRef suffix, ArrayRef<int64_t> rowShape) override {
+    return Arg::buffer(newScratch(sourceName(current) + "." + suffix.str(), rowShape));
+  }
+  FailureOr<Arg> weight(Value value) override;
+  Arg i32(int64_t value) override;
+  FailureOr<int64_t> cache(Operation *user, FlatSymbolRefAttr name) override;
+  KvCacheOp cacheOp(int64_t id) override { return caches[id]; }
+  int64_t maxTokens() const override { return tokens; }
+  bool bf16Activations() const override { return bf16; }
+  void launch(abi::OpId op, SmallVector<Arg> args, GridRule grid,
+              StringRef suffix = "") override;
+  void fuse(Operation *op) override { fusedAway.insert(op); }
+
+private:
+  LogicalResult collectCaches();
+  LogicalResult assignBuffers();
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerReturn(func::ReturnOp r);
+  LogicalResult checkWeightTypes(Operation *op, size_t first);
+  LogicalResult appendSampling();
+  void markLogitsTail();
+  LogicalResult assignElementTypes();
+  LogicalResult checkBufferSizes();
+  void buildProgram();
+
+  int64_t bufferOf(Value value) { return valueBuffer.lookup(value); }
+  int64_t newBuffer(Value value, StringRef name);
+  int64_t newScratch(StringRef name, ArrayRef<int64_t> rowShape);
+
+  ModuleOp module;
+  func::FuncOp entry;
+  int64_t tokens;
+  bool bf16;
+  MLIRContext *ctx;
+  LoweringTable table;
+  /// The op being lowered, and what its lowering did wrong (reported after it returns).
+  Operation *current = nullptr;
+  Value unbuffered;                // an operand read as an activation that has no buffer
+  std::optional<int64_t> oversized; // a size that does not fit the kernels' i32
+  /// Ops another op's launch already computes (a scalar_mul fused into its norm).
+  llvm::DenseSet<Operation *> fusedAway;
+
+  SmallVector<LogicalBuffer> buffers;
+  llvm::DenseMap<Value, int64_t> valueBuffer;
+  /// A checkpoint tensor the plan reads: its type, weight id and, for a weight stored in pieces,
+  /// the parts it is assembled from (spark.weight).
+  struct PlanWeight {
+    RankedTensorType type;
+    int64_t id;
+    ArrayAttr parts;
+    DenseI64ArrayAttr partShape;
+    bool reciprocal;
+  };
+  llvm::MapVector<StringRef, PlanWeight> weights;
+  llvm::StringMap<int64_t> cacheIds;
+  SmallVector<KvCacheOp> caches;
+  SmallVector<PendingLaunch> launches;
+  std::map<std::string, int64_t> inputs;
+  int64_t logits = -1;
+  int64_t vocab = 0;         // the width of a logits row
+  int64_t sampledTokens = -1; // the sampled next tokens (appendSampling)
+  std::set<std::string> entryNames; // distinct entry points the launches name
+};
+
+int64_t Lowering::newBuffer(Value value, StringRef name) {
+  auto type = cast<RankedTensorType>(value.getType());
+  LogicalBuffer buffer;
+  buffer.name = name.str();
+  if (type.getElementType().isInteger(32))
+    buffer.element = LogicalBuffer::Element::kI32;
+  buffer.rowShape.assign(type.getShape().begin() + 1, type.getShape().end());
+  buffers.push_back(buffer);
+  valueBuffer[value] = buffers.size() - 1;
+  return buffers.size() - 1;
+}
+
+int64_t Lowering::newScratch(StringRef name, ArrayRef<int64_t> rowShape) {
+  LogicalBuffer buffer;
+  buffer.name = name.str();
+  buffer.rowShape.assign(rowShape.begin(), rowShape.end());
+  buffers.push_back(buffer);
+  return buffers.size() - 1;
+}
+
+Arg Lowering::input(Value value) {
+  if (!valueBuffer.count(value)) {
+    unbuffered = value; // a spark.weight (or other non-activation) read as an activation
+    return Arg::null();
+  }
+  return Arg::buffer(bufferOf(value));
+}
+
+Arg Lowering::i32(int64_t value) {
+  if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max())
+    oversized = value;
+  return Arg::i32v(value);
+}
+
+FailureOr<Arg> Lowering::weight(Value value) {
+  auto weight = value.getDefiningOp<WeightOp>();
+  if (!weight) {
+    int64_t index = llvm::find(current->getOperands(), value) - current->operand_begin();
+    return current->emitOpError("expects operand #") << index << " to be a spark.weight result";
+  }
+  auto [it, inserted] = weights.try_emplace(
+      weight.getName(), PlanWeight{weight.getType(), static_cast<int64_t>(weights.size()),
+                                   weight.getPartsAttr(), weight.getPartShapeAttr(),
+                                   weight.getReciprocal()});
+  if (!inserted && it->second.type != weight.getType())
+    return weight.emitOpError("weight '")
+           << weight.getName() << "' is used with two types: " << it->second.type << " and "
+           << weight.getType();
+  if (!inserted &&
+      (it->second.parts != weight.getPartsAttr() || it->second.partShape != weight.getPartShapeAttr()))
+    return weight.emitOpError("weight '")
+           << weight.getName() << "' is used with two different lists of parts";
+  if (!inserted && it->second.reciprocal != weight.getReciprocal())
+    return weight.emitOpError("weight '")
+           << weight.getName() << "' is used both as stored and as its reciprocal";
+  return Arg::weight(it->second.id);
+}
+
+FailureOr<int64_t> Lowering::cache(Operation *user, FlatSymbolRefAttr name) {
+  auto it = cacheIds.find(name.getValue());
+  if (it == cacheIds.end())
+    return user->emitOpError("references unknown KV cache ") << name;
+  return it->second;
+}
+
+void Lowering::launch(abi::OpId kernelOp, SmallVector<Arg> args, GridRule grid,
+                      StringRef suffix) {
+  const abi::KernelSpec *spec = &abi::Kernel(kernelOp);
+  // The lowering below must pass each op's registry arguments (kernel_ops.def), in order and of
+  // their kinds; ValidatePlan re-checks everything when the plan is written.
+  assert(spec->num_args == static_cast<int>(args.size()) && "launch does not match the registry");
+  std::string source = sourceName(current);
+  if (!suffix.empty())
+    source += ("." + suffix).str();
+  launches.push_back({spec, std::move(args), grid, source});
+}
+
+LogicalResult Lowering::collectCaches() {
+  for (auto cache : module.getOps<KvCacheOp>()) {
+    cacheIds[cache.getSymName()] = caches.size();
+    caches.push_back(cache);
+  }
+  return success();
+}
+
+LogicalResult Lowering::assignBuffers() {
+  static constexpr StringLiteral kInputNames[] = {"ids", "positions", "soft_embeddings",
+                                                  "soft_indices", "last_visible"};
+  for (BlockArgument arg : entry.getArguments()) {
+    auto name = entry.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "spark.input");
+    if (!name || !llvm::is_contained(kInputNames, name.getValue()))
+      return entry.emitOpError("expects every argument to carry spark.input = \"ids\", "
+                               "\"positions\", \"soft_embeddings\", \"soft_indices\" or "
+                               "\"last_visible\"; argument ")
+             << arg.getArgNumber() << " does not";
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return entry.emitOpError("expects ranked tensor arguments");
+    bool rows = name.getValue() == "soft_embeddings";
+    bool ok = rows ? type.getRank() == 2 && type.getElementType().isF32() &&
+                         !type.isDynamicDim(1)
+                   : type.getRank() == 1 && type.getElementType().isInteger(32);
+    if (!ok)
+      return entry.emitOpError("expects argument ")
+             << arg.getArgNumber() << " (\"" << name.getValue() << "\") of type "
+             << (rows ? "tensor<?xNxf32>" : "tensor<?xi32>") << ", got " << type;
+    if (inputs.count(name.getValue().str()))
+      return entry.emitOpError("expects one argument per spark.input, got \"")
+             << name.getValue() << "\" twice";
+    inputs[name.getValue().str()] = newBuffer(arg, ("%" + name.getValue()).str());
+  }
+  if (!inputs.count("ids") || !inputs.count("positions"))
+    return entry.emitOpError("expects \"ids\" and \"positions\" arguments");
+  return success();
+}
+
+LogicalResult Lowering::lowerReturn(func::ReturnOp r) {
+  if (r.getNumOperands() != 1)
+    return r.emitOpError("expects the entry to return exactly the logits");
+  if (!valueBuffer.count(r.getOperand(0)))
+    return r.emitOpError("expects the logits to be an activation computed by the entry");
+  logits = bufferOf(r.getOperand(0));
+  vocab = rowElements(cast<RankedTensorType>(r.getOperand(0).getType()));
+  return success();
+}
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  if (isa<WeightOp>(op))
+    return success(); // read where the launches name it
+  if (auto r = dyn_cast<func::ReturnOp>(op))
+    return lowerReturn(r);
+  const LoweringTable::Lowering *lower = table.find(op);
+  if (!lower)
+    return op->emitOpError("cannot be lowered to a kernel: no kernel implements it");
+  const size_t firstLaunch = launches.size();
+  current = op;
+  unbuffered = Value();
+  oversized.reset();
+  if (failed((*lower)(op, *this)))
+    return failure();
+  if (oversized)
+    return op->emitOpError("has a size of ")
+           << *oversized << ", which does not fit the kernels' 32-bit size arguments";
+  if (unbuffered)
+    return op->emitOpError("expects operand #")
+           << llvm::find(op->getOperands(), unbuffered) - op->operand_begin()
+           << " to be an activation, got a value without a buffer (a spark.weight?)";
+  return checkWeightTypes(op, firstLaunch);
+}
+
+/// The weights the launches of `op` (from index `first`) take must have the element type the
+/// registry gives those arguments (kernel_ops.def: bf16 for most, quantized element types and
+/// f32 scales for the quantized linears).
+LogicalResult Lowering::checkWeightTypes(Operation *op, size_t first) {
+  auto matches = [](abi::ElementType want, Type element) {
+    switch (want) {
+    case abi::ElementType::kBF16:
+      return element.isBF16();
+    case abi::ElementType::kF32:
+      return element.isF32();
+    case abi::ElementType::kF8E4M3:
+      return isa<Float8E4M3FNType>(element);
+    case abi::ElementType::kF4E2M1:
+      return isa<Float4E2M1FNType>(element);
+    default:
+      return false;
+    }
+  };
+  auto typeName = [](abi::ElementType want) {
+    switch (want) {
+    case abi::ElementType::kF32:
+      return "f32";
+    case abi::ElementType::kF8E4M3:
+      return "f8E4M3FN";
+    case abi::ElementType::kF4E2M1:
+      return "f4E2M1FN";
+    default:
+      return "bf16";
+    }
+  };
+  for (size_t l = first; l < launches.size(); ++l) {
+    for (auto [i, arg] : llvm::enumerate(launches[l].args)) {
+      if (arg.kind != Arg::Weight)
+        continue;
+      const abi::ElementType want = launches[l].spec->args[i].element;
+      for (auto &[name, weight] : weights) {
+        if (weight.id != arg.index)
+          continue;
+        if (!matches(want, weight.type.getElementType()))
+          return op->emitOpError("expects weight '")
+                 << name << "' in " << typeName(want) << " (the " << launches[l].spec->op
+                 << " kernel's " << launches[l].spec->args[i].name << "), got " << weight.type
+                 << (want == abi::ElementType::kBF16
+                         ? "; only spark.linear and spark.moe_experts take quantized weights"
+                         : "");
+      }
+    }
+  }
+  return success();
+}
+
+/// The program's last launch draws each row's next token from the logits on the device
+/// (kernel_ops.def sample), with the sampling parameters the runtime writes into the "sampling"
+/// input: a decode step then returns one token id, not a row of logits.
+LogicalResult Lowering::appendSampling() {
+  if (vocab < 1 || vocab > std::numeric_limits<int32_t>::max())
+    return entry.emitOpError("expects logits rows of 1 to 2^31 - 1 elements, got ") << vocab;
+  const int64_t params = newScratch("%sampling", {abi::kSamplingParamWords});
+  inputs["sampling"] = params;
+  sampledTokens = newScratch("tokens", {});
+  launches.push_back({&abi::Kernel(abi::OpId::kSample),
+                      {Arg::buffer(logits), Arg::buffer(params), Arg::buffer(sampledTokens),
+                       Arg::numTokens(), Arg::i32v(vocab)},
+                      perToken(1), "sample"});
+  return success();
+}
+
+/// Marks the logits tail (plan.h Step::logits_tail): the longest run of last launches, each of a
+/// row-local op (abi::RowLocal), whose written buffers only later tail launches read or which are
+/// the logits. A step that needs only its last token's logits then runs them on that row. In a
+/// Gemma 4 plan that is the final norm, the LM head and the softcap, and before them the last
+/// layer's launches after its attention (the MLP or experts and the residual adds), which no
+/// other token needs either.
+void Lowering::markLogitsTail() {
+  // Readers of each buffer, by launch index.
+  llvm::DenseMap<int64_t, SmallVector<size_t>> readers;
+  for (auto [l, launch] : llvm::enumerate(launches))
+    for (auto [i, arg] : llvm::enumerate(launch.args))
+      if (arg.kind == Arg::Buffer && !abi::IsWrittenRole(launch.spec->args[i].role))
+        readers[arg.index].push_back(l);
+  size_t first = launches.size();
+  while (first > 0) {
+    const PendingLaunch &launch = launches[first - 1];
+    if (!abi::RowLocal(*launch.spec))
+      break;
+    bool onlyTailReads = true;
+    for (auto [i, arg] : llvm::enumerate(launch.args)) {
+      if (arg.kind != Arg::Buffer || !abi::IsWrittenRole(launch.spec->args[i].role))
+        continue;
+      for (size_t reader : readers.lookup(arg.index))
+        onlyTailReads &= reader >= first - 1;  // itself (in place) or the tail so far
+      onlyTailReads &= arg.index == logits || arg.index == sampledTokens ||
+                       !readers.lookup(arg.index).empty();
+    }
+    if (!onlyTailReads)
+      break;
+    --first;
+  }
+  for (size_t l = first; l < launches.size(); ++l)
+    launches[l].logitsTail = true;
+}
+
+/// Gives every buffer the element type of the registry arguments it is passed as (kI32, kF32 for
+/// a workspace, kAct for activations); buffers no launch takes keep the type of their value.
+/// A buffer passed as two different types is a bug of this lowering.
+LogicalResult Lowering::assignElementTypes() {
+  using Element = LogicalBuffer::Element;
+  SmallVector<std::optional<Element>> seen(buffers.size());
+  for (const PendingLaunch &l : launches) {
+    for (auto [i, arg] : llvm::enumerate(l.args)) {
+      if (arg.kind != Arg::Buffer)
+        continue;
+      const abi::ElementType element = l.spec->args[i].element;
+      const Element want = element == abi::ElementType::kI32   ? Element::kI32
+                           : element == abi::ElementType::kAct ? Element::kActivation
+                                                               : Element::kF32;
+      std::optional<Element> &have = seen[arg.index];
+      if (have && *have != want)
+        return entry.emitOpError("internal error: buffer '")
+               << buffers[arg.index].name << "' is passed to " << l.spec->op << " ("
+               << l.source << ") as another element type than to an earlier launch";
+      have = want;
+    }
+  }
+  for (auto [buffer, element] : llvm::zip(buffers, seen))
+    if (element)
+      buffer.element = *element;
+  return success();
+}
+
+/// Every buffer's bytes (max_tokens rows) in int64 without overflow, and far below what any
+/// device holds (2^40 bytes). spark-plan-arena places them.
+LogicalResult Lowering::checkBufferSizes() {
+  for (const LogicalBuffer &buffer : buffers) {
+    int64_t bytes = buffer.elementBytes(bf16) * tokens;
+    for (int64_t d : buffer.rowShape)
+      if (d < 0 || llvm::MulOverflow(bytes, d, bytes) || bytes > (int64_t{1} << 40))
+        return entry.emitOpError("needs a buffer '")
+               << buffer.name << "' of more than 2^40 bytes (" << tokens
+               << " tokens x row " << formatShape(buffer.rowShape) << ")";
+  }
+  return success();
+}
+
+DictionaryAttr argAttr(Builder &b, const Arg &arg) {
+  auto entry = [&](StringRef key, Attribute value) {
+    return b.getDictionaryAttr(b.getNamedAttr(key, value));
+  };
+  switch (arg.kind) {
+  case Arg::Buffer: return entry("buffer", b.getI64IntegerAttr(arg.index));
+  case Arg::Weight: return entry("weight", b.getI64IntegerAttr(arg.index));
+  case Arg::KCache: return entry("k_cache", b.getI64IntegerAttr(arg.index));
+  case Arg::VCache: return entry("v_cache", b.getI64IntegerAttr(arg.index));
+  case Arg::KvCapacity: return entry("kv_capacity", b.getI64IntegerAttr(arg.index));
+  case Arg::Null: return entry("null", b.getI64IntegerAttr(1));
+  case Arg::NumTokens: return entry("num_tokens", b.getI64IntegerAttr(1));
+  case Arg::NumSoftTokens: return entry("num_soft_tokens", b.getI64IntegerAttr(1));
+  case Arg::I32: return entry("i32", b.getI32IntegerAttr(arg.i32));
+  case Arg::F32: return entry("f32", b.getF32FloatAttr(arg.f32));
+  }
+  llvm_unreachable("unknown argument kind");
+}
+
+void Lowering::buildProgram() {
+  OpBuilder b(ctx);
+  b.setInsertionPoint(entry);
+
+  SmallVector<Attribute> bufferAttrs;
+  for (const LogicalBuffer &buffer : buffers)
+    bufferAttrs.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", b.getStringAttr(buffer.name)),
+        b.getNamedAttr("dtype",
+                       b.getStringAttr(buffer.element == LogicalBuffer::Element::kI32 ? "i32"
+                                       : buffer.element == LogicalBuffer::Element::kF32 ||
+                                               !bf16
+                                           ? "f32"
+                                           : "bf16")),
+        b.getNamedAttr("row_shape", b.getI64ArrayAttr(buffer.rowShape)),
+    }));
+  SmallVector<Attribute> weightAttrs;
+  for (auto &[name, weight] : weights) {
+    RankedTensorType type = weight.type;
+    // The plan's dtype names are MLIR's builtin type names (runtime element_type.h): bf16, f32,
+    // f8E4M3FN, f4E2M1FN (checkWeightTypes admitted no other).
+    std::string dtype;
+    llvm::raw_string_ostream(dtype) << type.getElementType();
+    SmallVector<NamedAttribute> attrs{
+        b.getNamedAttr("name", b.getStringAttr(name)),
+        b.getNamedAttr("dtype", b.getStringAttr(dtype)),
+        b.getNamedAttr("shape", b.getI64ArrayAttr(type.getShape())),
+    };
+    if (weight.parts) {
+      attrs.push_back(b.getNamedAttr("parts", weight.parts));
+      attrs.push_back(
+          b.getNamedAttr("part_shape", b.getI64ArrayAttr(weight.partShape.asArrayRef())));
+    }
+    if (weight.reciprocal)
+      attrs.push_back(b.getNamedAttr("transform", b.getStringAttr("reciprocal")));
+    weightAttrs.push_back(b.getDictionaryAttr(attrs));
+  }
+  SmallVector<NamedAttribute> inputAttrs;
+  for (auto &[name, id] : inputs)
+    inputAttrs.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(id)));
+  // The model facts (absent in hand-written IR; the plan writer then refuses the module).
+  auto model = module->getAttrOfType<ModelAttr>("spark.model");
+
+  auto program = ProgramOp::create(
+      b, entry.getLoc(), entry.getSymName(), tokens, /*arena_bytes=*/0,
+      b.getArrayAttr(bufferAttrs),
+      b.getArrayAttr(weightAttrs), b.getDictionaryAttr(inputAttrs),
+      b.getDictionaryAttr({b.getNamedAttr("logits", b.getI64IntegerAttr(logits)),
+                           b.getNamedAttr("tokens", b.getI64IntegerAttr(sampledTokens))}),
+      model,
+      /*activation_precision=*/TypeAttr());
+  program.getBody().emplaceBlock();
+  b.setInsertionPointToStart(&program.getBody().front());
+  for (const PendingLaunch &l : launches) {
+    SmallVector<Attribute> argList;
+    for (const Arg &arg : l.args)
+      argList.push_back(argAttr(b, arg));
+    ArrayAttr args = b.getArrayAttr(argList);
+    // One entry per (op, literal arguments), named after them; spark-outline-kernel-entries
+    // builds it.
+    const std::string entryName = LaunchOp::entryPointName(l.spec->symbol, args);
+    entryNames.insert(entryName);
+    auto launchOp = LaunchOp::create(
+        b, entry.getLoc(), l.spec->op,
+        SymbolRefAttr::get(ctx, "kernels", {FlatSymbolRefAttr::get(ctx, entryName)}),
+        l.grid.per_token, l.grid.fixed, l.grid.divisor,
+        b.getDenseI32ArrayAttr({l.spec->block_size, 1, 1}), args, l.logitsTail);
+    launchOp->setAttr("source", b.getStringAttr(l.source));
+  }
+}
+
+LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
+  if (failed(collectCaches()) || failed(assignBuffers()))
+    return failure();
+  for (Operation &op : entry.getBody().front())
+    if (!fusedAway.contains(&op) && failed(lowerOp(&op)))
+      return failure();
+  if (logits < 0)
+    return entry.emitOpError("expects a func.return of the logits");
+  if (failed(appendSampling()))
+    return failure();
+  markLogitsTail();
+  if (failed(assignElementTypes()) || failed(checkBufferSizes()))
+    return failure();
+  buildProgram();
+  entry.erase();
+  numLaunches = launches.size();
+  numEntries = entryNames.size();
+  return success();
+}
+
+/// Records the activation precision on the program (bf16 only: absent means f32);
+/// spark-outline-kernel-entries defines the kernels' constant from it.
+void recordActivationPrecision(ModuleOp module, bool bf16) {
+  if (!bf16)
+    return;
+  for (ProgramOp program : module.getOps<ProgramOp>())
+    program.setActivationPrecisionAttr(TypeAttr::get(BFloat16Type::get(module.getContext())));
+}
+
+struct SparkLowerToKernelsPass
+    : spark::impl::SparkLowerToKernelsPassBase<SparkLowerToKernelsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto entryFunc = module.lookupSymbol<func::FuncOp>(entry);
+    if (!entryFunc) {
+      module.emitError("no entry function @") << entry << " to lower";
+      return signalPassFailure();
+    }
+    if (maxTokens <= 0 || maxTokens > abi::kMaxStepTokens) {
+      module.emitError("max-tokens must be in [1, ")
+          << abi::kMaxStepTokens << "], got " << static_cast<int64_t>(maxTokens);
+      return signalPassFailure();
+    }
+    if (entryFunc.isExternal()) {
+      entryFunc.emitOpError("expects a body, got a declaration");
+      return signalPassFailure();
+    }
+    if (!entryFunc.getBody().hasOneBlock()) {
+      entryFunc.emitOpError("expects a single block");
+      return signalPassFailure();
+    }
+    if (!module.getOps<gpu::GPUModuleOp>().empty()) {
+      module.emitError("module already contains a gpu.module: lower an imported model");
+      return signalPassFailure();
+    }
+    if (!kvCacheDType.empty()) {
+      // The element type of every KV cache, replacing what the module declares.
+      Type element = kvCacheDType == "bf16"  ? Type(BFloat16Type::get(module.getContext()))
+                     : kvCacheDType == "f32" ? Type(Float32Type::get(module.getContext()))
+                                             : Type();
+      if (!element) {
+        module.emitError("kv-cache-dtype must be f32 or bf16, got '") << kvCacheDType << "'";
+        return signalPassFailure();
+      }
+      for (KvCacheOp cache : module.getOps<KvCacheOp>())
+        cache.setElementType(element);
+    }
+    if (activationPrecision != "f32" && activationPrecision != "bf16") {
+      module.emitError("activation-precision must be f32 or bf16, got '")
+          << activationPrecision << "'";
+      return signalPassFailure();
+    }
+    int64_t launches = 0, entries = 0;
+    Lowering lowering(module, entryFunc, maxTokens, activationPrecision == "bf16");
+    if (failed(lowering.run(launches, entries)))
+      return signalPassFailure();
+    recordActivationPrecision(module, activationPrecision == "bf16");
+    numLaunches = launches;
+    numEntries = entries;
+  }
+};
+
+} // namespace
