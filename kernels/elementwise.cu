@@ -1,4 +1,4 @@
-// Elementwise and data-movement ops: add, mul, scale, scalar_mul, gelu, gelu_mul, softcap, copy,
+// Elementwise and data-movement ops: add, mul, scale, scalar_mul, gelu, gelu_mul, softcap,
 // mask_tokens, select_group, scatter_rows. All are grid-stride loops; the activation ops use
 // 4-element vector accesses (16 bytes of f32, 8 of bf16) when every pointer is aligned for them
 // and the element count is a multiple of 4 (outputs may alias inputs: every element is read
@@ -56,9 +56,6 @@ struct SoftcapOp {
   float cap;
   __device__ float operator()(float a, float) const { return cap * spk_tanhf(a / cap); }
 };
-struct CopyOp {
-  __device__ float operator()(float a, float) const { return a; }
-};
 
 }  // namespace
 }  // namespace spk
@@ -93,10 +90,6 @@ SPK_EXPORT void spark_gelu_mul(const void* a, const void* b, void* y, int num_to
 
 SPK_EXPORT void spark_softcap(const void* x, void* y, int num_tokens, int cols, float cap) {
   spk::map2({x}, {nullptr}, {y}, spk::count(num_tokens, cols), spk::SoftcapOp{cap});
-}
-
-SPK_EXPORT void spark_copy(const void* x, void* y, int num_tokens, int cols) {
-  spk::map2({x}, {nullptr}, {y}, spk::count(num_tokens, cols), spk::CopyOp{});
 }
 
 // y[t] = ids[t] unless it equals one of token_a/b/c (a value of -1 is an unused slot).

@@ -241,7 +241,7 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
 
 void HostExecutor::WidenActivations(const Step& step, int32_t rows, std::vector<HostArg>* args) {
   widened_.clear();
-  const abi::KernelSpec& spec = SpecOf(step);
+  const abi::OpSpec& spec = SpecOf(step);
   const int64_t step_rows = std::min<int64_t>(rows, plan_.max_tokens);
   for (int a = 0; a < spec.num_args; ++a) {
     if (spec.args[a].element != abi::ElementType::kAct) continue;
@@ -266,7 +266,7 @@ void HostExecutor::WidenActivations(const Step& step, int32_t rows, std::vector<
 }
 
 void HostExecutor::WriteBackWidened(const Step& step) {
-  const abi::KernelSpec& spec = SpecOf(step);
+  const abi::OpSpec& spec = SpecOf(step);
   for (const WidenedBuffer& w : widened_) {
     bool written = false;
     for (int a = 0; a < spec.num_args; ++a) {

@@ -45,7 +45,7 @@ using HostKernel = void (*)(absl::Span<const HostArg>);
   [](absl::Span<const HostArg> args) {                                \
     Call(&host::Name, args);                                          \
   },
-constexpr HostKernel kHostKernels[] = {SPARK_KERNEL_OPS(SPARK_HOST_KERNEL_ENTRY)};
+constexpr HostKernel kHostKernels[] = {SPARK_ALL_OPS(SPARK_HOST_KERNEL_ENTRY)};
 #undef SPARK_HOST_KERNEL_ENTRY
 static_assert(sizeof(kHostKernels) / sizeof(kHostKernels[0]) ==
                   static_cast<size_t>(abi::OpId::kCount),
@@ -67,7 +67,7 @@ absl::string_view KindName(abi::ArgKind kind) {
   return "?";
 }
 
-absl::Status CheckAgainstAbi(const abi::KernelSpec& spec, absl::Span<const HostArg> args) {
+absl::Status CheckAgainstAbi(const abi::OpSpec& spec, absl::Span<const HostArg> args) {
   if (static_cast<int>(args.size()) != spec.num_args) {
     return Invalid(spec.op,
                    absl::StrCat("expects ", spec.num_args, " arguments, got ", args.size()));
@@ -106,7 +106,7 @@ absl::Status RunHostKernel(abi::OpId op, absl::Span<const HostArg> args) {
     return absl::InvalidArgumentError(
         absl::StrCat("no host kernel for op id ", static_cast<int>(op)));
   }
-  const abi::KernelSpec& spec = abi::Kernel(op);
+  const abi::OpSpec& spec = abi::Spec(op);
   absl::Status status = CheckAgainstAbi(spec, args);
   if (!status.ok()) return status;
   kHostKernels[static_cast<int>(op)](args);
@@ -114,7 +114,7 @@ absl::Status RunHostKernel(abi::OpId op, absl::Span<const HostArg> args) {
 }
 
 absl::Status RunHostKernel(const std::string& op, absl::Span<const HostArg> args) {
-  const abi::KernelSpec* spec = abi::FindKernel(op.c_str());
+  const abi::OpSpec* spec = abi::FindOp(op.c_str());
   if (spec == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("no host kernel for op '", op, "' (not in the op registry, kernel_ops.def)"));

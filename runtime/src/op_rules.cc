@@ -5,7 +5,7 @@
 namespace spark {
 namespace rt {
 
-std::string BrokenRule(const abi::KernelSpec& spec, const std::function<int64_t(int)>& i32,
+std::string BrokenRule(const abi::OpSpec& spec, const std::function<int64_t(int)>& i32,
                        const std::function<float(int)>& f32) {
   for (const abi::Rule* rule = spec.rules; rule->kind != abi::RuleKind::kEnd; ++rule) {
     const char* a = spec.args[rule->a].name;

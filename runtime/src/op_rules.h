@@ -16,7 +16,7 @@ namespace rt {
 // Empty when every rule of `spec` holds, else what the first broken one requires, e.g.
 // "q_heads must be a multiple of kv_heads >= 1, found 3 and 2". `i32(i)` and `f32(i)` give the
 // value of argument i (called only for indices the rules name).
-std::string BrokenRule(const abi::KernelSpec& spec, const std::function<int64_t(int)>& i32,
+std::string BrokenRule(const abi::OpSpec& spec, const std::function<int64_t(int)>& i32,
                        const std::function<float(int)>& f32);
 
 }  // namespace rt

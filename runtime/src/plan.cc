@@ -301,26 +301,52 @@ StepArg ReadArg(const fb::Arg& in, const std::string& path, Errors* errors) {
   return arg;
 }
 
+// The args vector of a Launch or Transfer (structs copied out: the buffer may not align them).
+void ReadArgs(const flatbuffers::Vector<const fb::Arg*>& in, const std::string& path, Errors* errors,
+              std::vector<StepArg>* out) {
+  const uint8_t* args = in.Data();
+  for (flatbuffers::uoffset_t i = 0; i < in.size(); ++i) {
+    out->push_back(ReadArg(CopyStruct<fb::Arg>(args + i * sizeof(fb::Arg)),
+                           IndexPath(absl::StrCat(path, ".args"), i), errors));
+  }
+}
+
+// The op named `op` of a step of kind `kind` ("launch" or "transfer"), which must be that kind
+// of op in this runtime's registry.
+void ReadStepOp(const std::string& op, bool launch, const std::string& path, Errors* errors,
+                Step* step) {
+  const abi::OpSpec* spec = abi::FindOp(op.c_str());
+  if (spec == nullptr) {
+    errors->Fail(path, absl::StrCat("unknown op \"", op,
+                                    "\" (not in this runtime's op registry); ", kRecompile));
+  } else if (spec->kernel() != launch) {
+    errors->Fail(path, absl::StrCat("op \"", op, "\" is a ", spec->kernel() ? "kernel" : "transfer",
+                                    " op, but the step is a ", launch ? "launch" : "transfer"));
+  } else {
+    step->op = spec->id;
+  }
+}
+
 Step ReadStep(const fb::Step& in, const std::string& path, Errors* errors) {
   Step step;
   step.source = Str(in.source());
   step.logits_tail = in.logits_tail();
+  if (const fb::Transfer* transfer = in.kind_as_Transfer()) {
+    ReadStepOp(Str(transfer->op()), /*launch=*/false, path, errors, &step);
+    step.block[0] = 0;
+    step.grid = {0, 0, 0};
+    ReadArgs(*transfer->args(), path, errors, &step.args);
+    return step;
+  }
   const fb::Launch* launch = in.kind_as_Launch();
   if (launch == nullptr) {
     errors->Fail(absl::StrCat(path, ".kind"),
                  absl::StrCat("unknown step kind ", static_cast<int>(in.kind_type()),
                               " (this runtime reads plan version ", pf::kPlanVersion,
-                              ", whose steps are kernel launches); ", kRecompile));
+                              ", whose steps are kernel launches and transfers); ", kRecompile));
     return step;
   }
-  const std::string op = Str(launch->op());
-  const abi::KernelSpec* spec = abi::FindKernel(op.c_str());
-  if (spec == nullptr) {
-    errors->Fail(path, absl::StrCat("unknown op \"", op,
-                                    "\" (not in this runtime's kernel ABI); ", kRecompile));
-  } else {
-    step.op = spec->id;
-  }
+  ReadStepOp(Str(launch->op()), /*launch=*/true, path, errors, &step);
   step.kernel = Str(launch->kernel());
   const auto grid = CopyStruct<fb::GridRule>(launch->grid());
   step.grid = {grid.per_token(), grid.fixed(), grid.divisor()};
@@ -329,11 +355,7 @@ Step ReadStep(const fb::Step& in, const std::string& path, Errors* errors) {
   step.block[1] = block.y();
   step.block[2] = block.z();
   step.shared_bytes = launch->shared_bytes();
-  const uint8_t* args = launch->args()->Data();
-  for (flatbuffers::uoffset_t i = 0; i < launch->args()->size(); ++i) {
-    step.args.push_back(ReadArg(CopyStruct<fb::Arg>(args + i * sizeof(fb::Arg)),
-                                IndexPath(absl::StrCat(path, ".args"), i), errors));
-  }
+  ReadArgs(*launch->args(), path, errors, &step.args);
   return step;
 }
 
@@ -692,7 +714,7 @@ absl::Status ValidateEntryPoints(const Plan& plan, absl::string_view origin) {
                           {});
 }
 
-std::string ArgNames(const abi::KernelSpec& spec) {
+std::string ArgNames(const abi::OpSpec& spec) {
   std::vector<absl::string_view> names;
   for (int i = 0; i < spec.num_args; ++i) names.push_back(spec.args[i].name);
   return absl::StrJoin(names, ", ");
@@ -749,7 +771,7 @@ absl::Status CheckArgTarget(const StepArg& arg, const Plan& plan, absl::string_v
 // The launch spark-compile gives every step: a 1-D grid of 1 to kMaxLaunchBlocks blocks (every
 // kernel grid-strides: kernel_abi.h) of the ABI's block size, 1-D too. Anything else is beyond
 // what the kernels are written for (and [2^31-1, 65535, 65535] beyond what the GPU should run).
-absl::Status CheckLaunch(const Step& step, const abi::KernelSpec& spec,
+absl::Status CheckLaunch(const Step& step, const abi::OpSpec& spec,
                          absl::string_view origin, const std::string& path) {
   const struct {
     const char* key;
@@ -780,7 +802,18 @@ absl::Status CheckLaunch(const Step& step, const abi::KernelSpec& spec,
 
 }  // namespace
 
+Step TransferStep(abi::OpId op, std::string source, std::vector<StepArg> args) {
+  Step step;
+  step.op = op;
+  step.source = std::move(source);
+  step.grid = {0, 0, 0};
+  step.block[0] = 0;
+  step.args = std::move(args);
+  return step;
+}
+
 std::string EntryPointOf(const Step& step) {
+  if (!IsLaunch(step)) return std::string();
   std::string name = EntryPointPrefix(SpecOf(step).symbol);
   for (const StepArg& arg : step.args) {
     if (arg.kind == ArgRefKind::kI32) AppendEntryLiteral(&name, arg.i32);
@@ -798,11 +831,21 @@ absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
     return PlanError(origin, path, absl::StrCat("op id ", static_cast<int>(step.op),
                                                 " is not in this runtime's kernel ABI"));
   }
-  const abi::KernelSpec* spec = &SpecOf(step);
-  if (step.kernel.empty()) {
+  const abi::OpSpec* spec = &SpecOf(step);
+  if (!spec->kernel()) {
+    // A transfer: the runtime moves the data; nothing of a launch may be set.
+    if (!step.kernel.empty() || step.grid.per_token != 0 || step.grid.fixed != 0 ||
+        step.grid.divisor != 0 || step.block[0] != 0 || step.block[1] != 1 ||
+        step.block[2] != 1 || step.shared_bytes != 0) {
+      return PlanError(origin, path,
+                       absl::StrCat(spec->op, " is a transfer: it takes no kernel, grid, block "
+                                              "or shared memory"));
+    }
+  } else if (step.kernel.empty()) {
     return PlanError(origin, absl::StrCat(path, ".kernel"), "empty kernel symbol");
+  } else {
+    SPARK_RETURN_IF_ERROR(CheckLaunch(step, *spec, origin, path));
   }
-  SPARK_RETURN_IF_ERROR(CheckLaunch(step, *spec, origin, path));
   if (step.args.size() != static_cast<size_t>(spec->num_args)) {
     return PlanError(origin, absl::StrCat(path, ".args"),
                      absl::StrCat(spec->op, " takes ", spec->num_args, " arguments (",
@@ -900,13 +943,19 @@ Offset<fb::Step> StepBuffer(FlatBufferBuilder& b, const Step& step) {
   for (const StepArg& arg : step.args) {
     args.emplace_back(static_cast<fb::ArgKind>(arg.kind), arg.i32, arg.index, arg.f32);
   }
+  const auto source = b.CreateString(step.source);
+  if (!IsLaunch(step)) {
+    const auto transfer =
+        fb::CreateTransfer(b, b.CreateString(OpName(step)), b.CreateVectorOfStructs(args));
+    return fb::CreateStep(b, source, step.logits_tail, fb::StepKind::Transfer,
+                          transfer.Union());
+  }
   const fb::GridRule grid(step.grid.per_token, step.grid.fixed, step.grid.divisor);
   const fb::Dim3 block(step.block[0], step.block[1], step.block[2]);
   const auto launch =
       fb::CreateLaunch(b, b.CreateString(OpName(step)), b.CreateString(step.kernel), &grid,
                        &block, step.shared_bytes, b.CreateVectorOfStructs(args));
-  return fb::CreateStep(b, b.CreateString(step.source), step.logits_tail, fb::StepKind::Launch,
-                        launch.Union());
+  return fb::CreateStep(b, source, step.logits_tail, fb::StepKind::Launch, launch.Union());
 }
 
 Offset<fb::Program> ProgramBuffer(FlatBufferBuilder& b, const Program& program) {
@@ -1082,13 +1131,16 @@ Json ArgJson(const StepArg& arg) {
 Json StepJson(const Step& step) {
   Json json = Json::object();
   AddMember(json, "op", Json(OpName(step)));
-  AddMember(json, "kernel", Json(step.kernel));
+  if (!IsLaunch(step)) AddMember(json, "transfer", Json(true));
+  if (IsLaunch(step)) AddMember(json, "kernel", Json(step.kernel));
   AddMember(json, "source", Json(step.source));
-  AddMember(json, "grid", Json::object({{"per_token", JsonInteger(step.grid.per_token)},
-                                        {"fixed", JsonInteger(step.grid.fixed)},
-                                        {"divisor", JsonInteger(step.grid.divisor)}}));
-  AddMember(json, "block", Int3Json(step.block));
-  AddMember(json, "shared_bytes", JsonInteger(step.shared_bytes));
+  if (IsLaunch(step)) {
+    AddMember(json, "grid", Json::object({{"per_token", JsonInteger(step.grid.per_token)},
+                                          {"fixed", JsonInteger(step.grid.fixed)},
+                                          {"divisor", JsonInteger(step.grid.divisor)}}));
+    AddMember(json, "block", Int3Json(step.block));
+    AddMember(json, "shared_bytes", JsonInteger(step.shared_bytes));
+  }
   Json args = Json::array();
   for (const StepArg& arg : step.args) args.push_back(ArgJson(arg));
   AddMember(json, "args", std::move(args));
@@ -1306,7 +1358,7 @@ absl::Status ValidateLogitsTail(const Plan& plan, absl::string_view origin) {
   bool writes_logits = false;
   for (size_t i = first; i < plan.steps.size(); ++i) {
     const Step& step = plan.steps[i];
-    const abi::KernelSpec& spec = SpecOf(step);
+    const abi::OpSpec& spec = SpecOf(step);
     if (!abi::RowLocal(spec)) {
       return PlanError(origin, IndexPath("steps", i),
                        absl::StrCat("logits_tail on ", spec.op, ", which is not row-local (it reads "
@@ -1332,7 +1384,7 @@ absl::Status ValidateSampling(const Plan& plan, absl::string_view origin) {
   int64_t sample = -1, last_logits_writer = -1;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& step = plan.steps[i];
-    const abi::KernelSpec& spec = SpecOf(step);
+    const abi::OpSpec& spec = SpecOf(step);
     for (size_t a = 0; a < step.args.size(); ++a) {
       if (step.args[a].kind != ArgRefKind::kBuffer || !abi::IsWrittenRole(spec.args[a].role)) {
         continue;
@@ -1430,7 +1482,7 @@ int64_t StepSizeArg(const Step& step, const char* name, int64_t num_tokens) {
 }
 
 bool StepRuns(const Step& step, int64_t num_tokens, bool soft_tokens) {
-  const abi::KernelSpec& spec = SpecOf(step);
+  const abi::OpSpec& spec = SpecOf(step);
   switch (spec.runs) {
     case abi::Runs::kAlways:
       return true;

@@ -545,7 +545,7 @@ absl::Status CheckPlanWeights(const Plan& plan, const Checkpoint& checkpoint,
   // negative scale would silently turn the layer's outputs into garbage.
   std::vector<bool> is_scale(plan.weights.size(), false);
   for (const Step& step : plan.steps) {
-    const abi::KernelSpec& spec = abi::Kernel(step.op);
+    const abi::OpSpec& spec = abi::Spec(step.op);
     for (size_t i = 0; i < step.args.size() && i < static_cast<size_t>(spec.num_args); ++i) {
       if (spec.args[i].role == abi::Role::kWeightScale &&
           step.args[i].kind == ArgRefKind::kWeight && step.args[i].index >= 0 &&

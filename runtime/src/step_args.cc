@@ -169,7 +169,7 @@ std::vector<ResolvedArg> ResolveStepArgs(const Plan& plan, const Step& step,
 
 std::vector<OutputBuffer> StepOutputBuffers(int step_index, const Step& step) {
   std::vector<OutputBuffer> outputs;
-  const abi::KernelSpec& spec = SpecOf(step);
+  const abi::OpSpec& spec = SpecOf(step);
   std::vector<const char*> arg_names;
   for (size_t i = 0; i < step.args.size() && static_cast<int>(i) < spec.num_args; ++i) {
     if (step.args[i].kind == ArgRefKind::kBuffer && spec.args[i].output()) {

@@ -22,7 +22,7 @@ using abi::Role;
 // the op registry (kernel_ops.def) and know no op by name.
 class StepChecker {
  public:
-  StepChecker(const Plan& plan, const Step& step, const abi::KernelSpec& spec,
+  StepChecker(const Plan& plan, const Step& step, const abi::OpSpec& spec,
               const std::string& path, absl::string_view origin)
       : plan_(plan), step_(step), spec_(spec), path_(path), origin_(origin),
         sizes_(spec.num_args, 0) {}
@@ -301,7 +301,7 @@ class StepChecker {
 
   const Plan& plan_;
   const Step& step_;
-  const abi::KernelSpec& spec_;
+  const abi::OpSpec& spec_;
   const std::string& path_;
   absl::string_view origin_;
   std::vector<int64_t> sizes_;  // the i32 literals by argument index (0 elsewhere)
@@ -309,7 +309,7 @@ class StepChecker {
 
 }  // namespace
 
-absl::Status CheckStepBounds(const Plan& plan, const Step& step, const abi::KernelSpec& spec,
+absl::Status CheckStepBounds(const Plan& plan, const Step& step, const abi::OpSpec& spec,
                              const std::string& path, absl::string_view origin) {
   StepChecker checker(plan, step, spec, path, origin);
   SPARK_RETURN_IF_ERROR(checker.ReadSizes());

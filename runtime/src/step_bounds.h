@@ -18,7 +18,7 @@ namespace rt {
 // its size arguments; size arguments are literals except num_tokens / num_updates / capacity,
 // which must be the runtime's values; positions are the plan's positions input. kInvalidArgument
 // "<origin>: plan steps[i].args[j]: ..." otherwise.
-absl::Status CheckStepBounds(const Plan& plan, const Step& step, const abi::KernelSpec& spec,
+absl::Status CheckStepBounds(const Plan& plan, const Step& step, const abi::OpSpec& spec,
                              const std::string& path, absl::string_view origin);
 
 }  // namespace rt

@@ -35,7 +35,7 @@ StepCost& StepCost::operator+=(const StepCost& other) {
 StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens,
                           int64_t first_position) {
   StepCost cost;
-  const abi::KernelSpec& spec = SpecOf(step);
+  const abi::OpSpec& spec = SpecOf(step);
   const auto size = [&](int arg) { return static_cast<double>(StepSizeArg(step, arg, num_tokens)); };
   const auto product = [&](const int* factors, int n) {
     double p = 1;

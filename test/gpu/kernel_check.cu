@@ -13,7 +13,7 @@
 // -DSPARK_KERNEL_EMULATION, by run_emulated_checks.sh (CPU emulation of the kernels' logic).
 //
 // Thresholds (relative, as defined above):
-//   0      copies and integer ops (embedding, copy, select_group, scatter_rows, kv_write,
+//   0      copies and integer ops (embedding, select_group, scatter_rows, kv_write,
 //          mask_tokens, add, mul, scale, scalar_mul): bit-exact;
 //   1e-5   gelu, gelu_mul, softcap, rms_norm, residual_rms_norm, rope, rms_norm_rope (f32 math,
 //          ~1e-7 expected), attention_merge against the host merge of the same partial records;
@@ -154,7 +154,7 @@ struct Dev {
 };
 
 int BlockSize(const char* op) {
-  const spark::abi::KernelSpec* spec = spark::abi::FindKernel(op);
+  const spark::abi::OpSpec* spec = spark::abi::FindOp(op);
   if (spec == nullptr) {
     std::fprintf(stderr, "op %s is not in kernel_abi.h\n", op);
     std::exit(2);
@@ -683,7 +683,7 @@ void CheckLinearFp8(int T, int out, int in, bool per_row, bool bf16_act, bool na
   Report("linear_fp8", shape, e, 1e-4);
 }
 
-enum class Ew { kAdd, kMul, kScale, kScalarMul, kGelu, kGeluMul, kSoftcap, kCopy };
+enum class Ew { kAdd, kMul, kScale, kScalarMul, kGelu, kGeluMul, kSoftcap };
 
 const char* EwName(Ew op) {
   switch (op) {
@@ -694,7 +694,6 @@ const char* EwName(Ew op) {
     case Ew::kGelu: return "gelu";
     case Ew::kGeluMul: return "gelu_mul";
     case Ew::kSoftcap: return "softcap";
-    case Ew::kCopy: return "copy";
   }
   return "?";
 }
@@ -728,7 +727,6 @@ void CheckElementwise(Ew op, int T, int cols, bool misaligned, bool in_place = f
       thr = 1e-5;
       host::Softcap(a.data(), ref.data(), T, cols, cap);
       break;
-    case Ew::kCopy: name = "copy"; host::Copy(a.data(), ref.data(), T, cols); break;
   }
   const size_t off = misaligned ? 1 : 0;
   Dev<float> d_a(a, off), d_b(b, off), d_y(n, off);
@@ -750,7 +748,6 @@ void CheckElementwise(Ew op, int T, int cols, bool misaligned, bool in_place = f
       case Ew::kGelu: Launch(name, check_gelu, g, d_a.p, y, T, cols); break;
       case Ew::kGeluMul: Launch(name, check_gelu_mul, g, d_a.p, d_b.p, y, T, cols); break;
       case Ew::kSoftcap: Launch(name, check_softcap, g, d_a.p, y, T, cols, cap); break;
-      case Ew::kCopy: Launch(name, check_copy, g, d_a.p, y, T, cols); break;
     }
     e.Merge(Compare(in_place ? d_a.Download() : d_y.Download(), ref));
   }
@@ -1369,7 +1366,7 @@ int main(int argc, char** argv) {
         start = comma + 1;
       }
       for (const std::string& op : g_only) {
-        if (spark::abi::FindKernel(op.c_str()) == nullptr) {
+        if (spark::abi::FindOp(op.c_str()) == nullptr) {
           std::fprintf(stderr, "--only: unknown op '%s'\n", op.c_str());
           return 2;
         }
@@ -1395,7 +1392,7 @@ int main(int argc, char** argv) {
 
   // ---- elementwise (E2B hidden 1536, 26B hidden 2816, odd sizes for the scalar paths) ----
   for (Ew op : {Ew::kAdd, Ew::kMul, Ew::kScale, Ew::kScalarMul, Ew::kGelu, Ew::kGeluMul,
-                Ew::kSoftcap, Ew::kCopy}) {
+                Ew::kSoftcap}) {
     CheckElementwise(op, 1, 1536, false);
     CheckElementwise(op, 37, 2816, false);
     CheckElementwise(op, 37, 1001, true);

@@ -144,7 +144,6 @@ SPK_ENTRY(256) check_select_group(const act_t* x, act_t* y, int T, int groups, i
                                   int index) {
   spark_select_group(x, y, T, groups, cols, index);
 }
-SPK_ENTRY(256) check_copy(const act_t* x, act_t* y, int T, int cols) { spark_copy(x, y, T, cols); }
 
 #undef SPK_ENTRY
 

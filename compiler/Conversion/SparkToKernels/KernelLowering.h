@@ -85,8 +85,9 @@ public:
   /// The rows of every buffer (the most tokens one call processes).
   virtual int64_t maxTokens() const = 0;
   virtual bool bf16Activations() const = 0;
-  /// Appends a launch of registry op `op` with `args` in the registry's order; its source is the
-  /// op's name, with `suffix` appended after a dot when given ("layers.0.self_attn.merge").
+  /// Appends a step of registry op `op` with `args` in the registry's order: a launch, or for a
+  /// transfer op (a copy) a spark.transfer, which ignores `grid`. Its source is the op's name,
+  /// with `suffix` appended after a dot when given ("layers.0.self_attn.merge").
   virtual void launch(abi::OpId op, llvm::SmallVector<Arg> args, abi::GridRule grid,
                       llvm::StringRef suffix = "") = 0;
   /// `op` is computed by the launches of the op being lowered (a scalar_mul fused into the norm

@@ -52,8 +52,7 @@ LogicalResult lowerScatterNd(ScatterNdOp s, KernelLowering &k) {
     k.alias(s.getResult(), s.getDest());
   } else {
     Arg copy = k.result(s.getResult());
-    k.launch(abi::OpId::kCopy, {dest, copy, Arg::numTokens(), k.i32(cols)}, rowsOf(s.getDest()),
-             "copy");
+    k.launch(abi::OpId::kCopy, {dest, copy, Arg::numTokens(), k.i32(cols)}, {}, "copy");
     dest = copy;
   }
   k.launch(abi::OpId::kScatterRows,

@@ -46,7 +46,7 @@ using abi::GridRule;
 
 /// A launch before entry points exist.
 struct PendingLaunch {
-  const abi::KernelSpec *spec;
+  const abi::OpSpec *spec;
   SmallVector<Arg> args;
   GridRule grid;
   std::string source;
@@ -239,7 +239,7 @@ FailureOr<int64_t> Lowering::cache(Operation *user, FlatSymbolRefAttr name) {
 
 void Lowering::launch(abi::OpId kernelOp, SmallVector<Arg> args, GridRule grid,
                       StringRef suffix) {
-  const abi::KernelSpec *spec = &abi::Kernel(kernelOp);
+  const abi::OpSpec *spec = &abi::Spec(kernelOp);
   // The lowering below must pass each op's registry arguments (kernel_ops.def), in order and of
   // their kinds; ValidatePlan re-checks everything when the plan is written.
   assert(spec->num_args == static_cast<int>(args.size()) && "launch does not match the registry");
@@ -382,7 +382,7 @@ LogicalResult Lowering::appendSampling() {
   const int64_t params = newScratch("%sampling", {abi::kSamplingParamWords});
   inputs["sampling"] = params;
   sampledTokens = newScratch("tokens", {});
-  launches.push_back({&abi::Kernel(abi::OpId::kSample),
+  launches.push_back({&abi::Spec(abi::OpId::kSample),
                       {Arg::buffer(logits), Arg::buffer(params), Arg::buffer(sampledTokens),
                        Arg::numTokens(), Arg::i32v(vocab)},
                       perToken(1), "sample"});
@@ -543,6 +543,11 @@ void Lowering::buildProgram() {
     for (const Arg &arg : l.args)
       argList.push_back(argAttr(b, arg));
     ArrayAttr args = b.getArrayAttr(argList);
+    if (!l.spec->kernel()) { // a transfer: the runtime moves the data, no entry
+      auto transfer = TransferOp::create(b, entry.getLoc(), l.spec->op, args, l.logitsTail);
+      transfer->setAttr("source", b.getStringAttr(l.source));
+      continue;
+    }
     // One entry per (op, literal arguments), named after them; spark-outline-kernel-entries
     // builds it.
     const std::string entryName = LaunchOp::entryPointName(l.spec->symbol, args);

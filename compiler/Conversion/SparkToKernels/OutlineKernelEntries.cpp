@@ -83,10 +83,15 @@ struct SparkOutlineKernelEntriesPass
       if (std::optional<Type> precision = program.getActivationPrecision())
         bf16 |= precision->isBF16();
       for (LaunchOp launch : program.getBody().getOps<LaunchOp>()) {
-        const abi::KernelSpec *spec = abi::FindKernel(launch.getOp().str().c_str());
+        const abi::OpSpec *spec = abi::FindOp(launch.getOp().str().c_str());
         if (!spec) {
           launch.emitOpError("of op '")
               << launch.getOp() << "', which the op registry (kernel_ops.def) does not know";
+          return signalPassFailure();
+        }
+        if (!spec->kernel()) {
+          launch.emitOpError("of op '")
+              << launch.getOp() << "', which runs without a kernel: it is a spark.transfer";
           return signalPassFailure();
         }
         ArrayAttr args = launch.getArgs();

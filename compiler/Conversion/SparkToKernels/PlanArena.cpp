@@ -78,8 +78,13 @@ LogicalResult planProgram(ProgramOp program) {
     return success();
   };
   int64_t index = 0;
-  for (LaunchOp launch : program.getBody().getOps<LaunchOp>()) {
-    for (Attribute arg : launch.getArgs())
+  for (Operation &step : program.getBody().front()) {
+    ArrayAttr args = isa<LaunchOp>(step)     ? cast<LaunchOp>(step).getArgs()
+                     : isa<TransferOp>(step) ? cast<TransferOp>(step).getArgs()
+                                             : ArrayAttr();
+    if (!args)
+      continue;
+    for (Attribute arg : args)
       if (auto dict = dyn_cast<DictionaryAttr>(arg))
         if (auto buffer = dict.getAs<IntegerAttr>("buffer"))
           if (failed(touch(buffer.getInt(), index)))

@@ -380,9 +380,37 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     info.dtype = *cacheType;
     plan.kv_caches.push_back(std::move(info));
   }
-  for (LaunchOp launch : program.getBody().getOps<LaunchOp>()) {
+  // The steps in program order: kernel launches and transfers (a step the runtime carries out
+  // without a kernel, plan.h TransferStep).
+  auto readArgs = [](ArrayAttr attrs, std::vector<rt::StepArg> &out) -> Error {
+    for (Attribute a : attrs) {
+      Expected<rt::StepArg> arg = stepArg(cast<mlir::DictionaryAttr>(a));
+      if (!arg)
+        return arg.takeError();
+      out.push_back(*arg);
+    }
+    return Error::success();
+  };
+  for (mlir::Operation &op : program.getBody().front()) {
+    if (auto transfer = dyn_cast<TransferOp>(op)) {
+      const abi::OpSpec *spec = abi::FindOp(transfer.getOp().str().c_str());
+      if (!spec || spec->kernel())
+        return llvm::createStringError("spark.transfer of op '" + transfer.getOp().str() +
+                                       "', which is no transfer op of the registry");
+      std::vector<rt::StepArg> args;
+      if (Error e = readArgs(transfer.getArgs(), args))
+        return std::move(e);
+      auto source = transfer->getAttrOfType<mlir::StringAttr>("source");
+      plan.steps.push_back(
+          rt::TransferStep(spec->id, source ? source.getValue().str() : "", std::move(args)));
+      plan.steps.back().logits_tail = transfer.getLogitsTail();
+      continue;
+    }
+    auto launch = dyn_cast<LaunchOp>(op);
+    if (!launch)
+      continue;
     rt::Step step;
-    const abi::KernelSpec *spec = abi::FindKernel(launch.getOp().str().c_str());
+    const abi::OpSpec *spec = abi::FindOp(launch.getOp().str().c_str());
     if (!spec)
       return llvm::createStringError("spark.launch of op '" + launch.getOp().str() +
                                      "', which the op registry (kernel_ops.def) does not know");
@@ -395,12 +423,8 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
                  launch.getGridDivisorAttr().getInt()};
     for (int i = 0; i < 3; ++i)
       step.block[i] = launch.getBlock()[i];
-    for (Attribute a : launch.getArgs()) {
-      Expected<rt::StepArg> arg = stepArg(cast<mlir::DictionaryAttr>(a));
-      if (!arg)
-        return arg.takeError();
-      step.args.push_back(*arg);
-    }
+    if (Error e = readArgs(launch.getArgs(), step.args))
+      return std::move(e);
     plan.steps.push_back(std::move(step));
   }
   // The programs (plan.h): decode, then ranges of prefill sizes that run the same steps.

@@ -589,5 +589,23 @@ LogicalResult LaunchOp::verify() {
   return success();
 }
 
+LogicalResult TransferOp::verify() {
+  const abi::OpSpec *spec = abi::FindOp(getOp().str().c_str());
+  if (!spec)
+    return emitOpError("of op '") << getOp()
+                                  << "', which the op registry (kernel_ops.def) does not know";
+  if (spec->kernel())
+    return emitOpError("of op '") << getOp() << "', a kernel op: a kernel runs as spark.launch";
+  if (static_cast<int>(getArgs().size()) != spec->num_args)
+    return emitOpError("of ") << spec->op << " expects " << spec->num_args
+                              << " arguments (kernel_ops.def), got " << getArgs().size();
+  for (Attribute arg : getArgs()) {
+    auto dict = dyn_cast<DictionaryAttr>(arg);
+    if (!dict || dict.size() != 1)
+      return emitOpError("expects every argument to be a one-entry dictionary, got ") << arg;
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Spark/IR/SparkOps.cpp.inc"

@@ -500,14 +500,15 @@ def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, No
   let description = [{
     What `spark-lower-to-kernels` makes of an entry function: the buffers it is split into
     (`[max_tokens, row_shape...]`), the weights by name, the entry buffers, and a body of
-    `spark.launch` ops run in order; `spark-plan-arena` then gives each buffer its byte offset
+    `spark.launch` and `spark.transfer` ops run in order; `spark-plan-arena` then gives each
+    buffer its byte offset
     and the program its arena size (0 before). The plan writer serialises it into
     the `.spark.plan` section (docs/plan-format.md). `activation_precision = bf16` (absent:
     f32) says that every f32 output of a launch is rounded to bf16 as it is stored.
 
     ```mlir
     spark.program @forward {max_tokens = 64 : i64, arena_bytes = 4096 : i64, buffers = [...], weights = [...], inputs = {...}, outputs = {...}, model = #spark.model<...>} {
-      spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32} ]
+      spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32} ]
     }
     ```
   }];
@@ -559,6 +560,24 @@ def Spark_LaunchOp : Spark_Op<"launch", [HasParent<"ProgramOp">]> {
     /// (runtime/include/spark/runtime/entry_point.h, which the plan reader recomputes).
     static std::string entryPointName(::llvm::StringRef symbol, ::mlir::ArrayAttr args);
   }];
+}
+
+def Spark_TransferOp : Spark_Op<"transfer", [HasParent<"ProgramOp">]> {
+  let summary = "a plan step the runtime carries out without a kernel";
+  let description = [{
+    A step of a transfer op of the registry (kernel_ops.def SPARK_TRANSFER_OPS: `copy`, a
+    device-to-device copy of the call's rows; collectives next), with the plan's arguments in
+    the op's order as `spark.launch` spells them. No kernel entry, grid or block: the runtime
+    moves the data itself (a copy on the stream; on the host, the op's host reference). Which
+    calls run it follows from its op as for a launch; `logits_tail` likewise.
+
+    ```mlir
+    spark.transfer "copy" args [{buffer = 4 : i64}, {buffer = 5 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32} ] {source = "scatter_nd.copy"}
+    ```
+  }];
+  let arguments = (ins StrAttr:$op, ArrayAttr:$args, UnitAttr:$logits_tail);
+  let assemblyFormat = "$op `args` $args attr-dict (`logits_tail` $logits_tail^)?";
+  let hasVerifier = 1;
 }
 
 #endif // SPARK_OPS_TD

@@ -95,6 +95,8 @@ inline constexpr unsigned int kMemHostRegisterReadOnly = 0x08;
     (CUdeviceptr dst, const void* src, size_t bytes, CUstream stream))                          \
   X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                                  \
     (void* dst, CUdeviceptr src, size_t bytes, CUstream stream))                                \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                                  \
+    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream))                          \
   X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr dst, unsigned char value, size_t count))          \
   X(cuMemHostRegister, "cuMemHostRegister_v2", (void* pointer, size_t bytes, unsigned int flags)) \
   X(cuMemHostUnregister, "cuMemHostUnregister", (void* pointer))                                \

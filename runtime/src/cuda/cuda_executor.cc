@@ -110,6 +110,8 @@ class CudaExecutor final : public Executor {
   }
   absl::Status CopyInputs(const StepCall& call);
   absl::Status Launch(const ProgramLaunch& launch, int32_t num_soft_tokens);
+  // A transfer step (no kernel): the data movement of its op, on the stream.
+  absl::Status Transfer(const Step& step, absl::Span<const ResolvedArg> args);
   // The launches of ProgramFor(plan_, num_tokens, num_soft_tokens, rows).
   absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens, LogitRows rows);
   // Profiling: one event before each step and one after the last.
@@ -198,6 +200,10 @@ absl::Status CudaExecutor::LoadFunctions() {
   std::map<std::string, CUfunction> by_name;
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const Step& step = plan_.steps[i];
+    if (!IsLaunch(step)) {  // a transfer: no kernel (Transfer)
+      functions_.push_back(nullptr);
+      continue;
+    }
     auto found = by_name.find(step.kernel);
     if (found == by_name.end()) {
       CUfunction function = nullptr;
@@ -460,6 +466,7 @@ absl::Status CudaExecutor::Launch(const ProgramLaunch& launch, int32_t num_soft_
   const Step& step = plan_.steps[step_index];
   const std::vector<ResolvedArg> args = ResolveStepArgs(
       plan_, step, bindings_, launch.num_tokens, num_soft_tokens, launch.first_row);
+  if (!IsLaunch(step)) return Transfer(step, args);
   // Literal i32/f32 arguments are compiled into the entry point (docs/plan-format.md); the
   // entry's parameters are the other arguments, in order. Each parameter gets its own 8-byte
   // slot: a CUdeviceptr, or an i32 / f32 in the low 4 bytes.
@@ -488,6 +495,24 @@ absl::Status CudaExecutor::Launch(const ProgramLaunch& launch, int32_t num_soft_
                                  step.block[0], step.block[1], step.block[2], step.shared_bytes,
                                  stream_, params.data(), nullptr));
   return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Transfer(const Step& step, absl::Span<const ResolvedArg> args) {
+  switch (step.op) {
+    case abi::OpId::kCopy: {  // y = x over num_tokens rows of cols activations
+      using abi::ops::copy::Arg;
+      const uint64_t element_bytes = plan_.activation_precision == DType::kBF16 ? 2 : 4;
+      const uint64_t bytes = static_cast<uint64_t>(args[Arg::num_tokens].i32) *
+                             static_cast<uint64_t>(args[Arg::cols].i32) * element_bytes;
+      if (bytes == 0 || args[Arg::x].address == args[Arg::y].address) return absl::OkStatus();
+      SPARK_CU_RETURN_IF_ERROR(
+          api_, api_->cuMemcpyDtoDAsync(args[Arg::y].address, args[Arg::x].address, bytes, stream_));
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InternalError(
+          absl::StrCat("the CUDA executor has no transfer for op ", OpName(step)));
+  }
 }
 
 absl::Status CudaExecutor::CreateStepEvents() {

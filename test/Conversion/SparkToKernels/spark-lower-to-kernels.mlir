@@ -227,12 +227,13 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %soft_idx: tensor<
 
 // -----
 
-// A scatter_nd whose dest is read again copies it first; gelu, mul, scale and select_group
-// lower to their kernels, the reshape between them to nothing.
+// A scatter_nd whose dest is read again copies it first (a transfer: the runtime copies the
+// call's rows, no kernel); gelu, mul, scale and select_group lower to their kernels, the reshape
+// between them to nothing.
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64, tokens = [[TOKENS:[0-9]+]] : i64}
 // CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
-// CHECK-NEXT: spark.launch "copy" @kernels::@spark_copy__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[S:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd.copy"}
+// CHECK-NEXT: spark.transfer "copy" args [{buffer = [[E]] : i64}, {buffer = [[S:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd.copy"}
 // CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = 3 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
 // CHECK-NEXT: spark.launch "gelu" @kernels::@spark_gelu__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = [[G:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
 // CHECK-NEXT: spark.launch "mul" @kernels::@spark_mul__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[G]] : i64}, {buffer = [[E]] : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
@@ -310,7 +311,7 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // clobber %e, which the add reads).
 // CHECK-LABEL: spark.program @forward
 // CHECK: spark.launch "embedding" {{.*}} args [{buffer = {{[0-9]+}} : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}
-// CHECK: spark.launch "copy" {{.*}} args [{buffer = [[E]] : i64}, {buffer = [[COPY:[0-9]+]] : i64}
+// CHECK: spark.transfer "copy" args [{buffer = [[E]] : i64}, {buffer = [[COPY:[0-9]+]] : i64}
 // CHECK: spark.launch "scatter_rows" {{.*}} args [{buffer = [[COPY]] : i64}
 // CHECK: spark.launch "add" {{.*}} args [{buffer = [[COPY]] : i64}, {buffer = [[E]] : i64}
 spark.kv_cache @kv.layers.0 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}

@@ -6,15 +6,15 @@
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.mlir.global external constant @spark_activation_precision(1 : i32) {addr_space = 1 : i32, alignment = 4 : i64} : i32
-// CHECK-DAG: llvm.func @spark_copy(!llvm.ptr, !llvm.ptr, i32, i32)
-// CHECK: gpu.func @spark_copy__i4(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
+// CHECK-DAG: llvm.func @spark_gelu(!llvm.ptr, !llvm.ptr, i32, i32)
+// CHECK: gpu.func @spark_gelu__i4(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>}
 // CHECK: llvm.mlir.constant(4 : i32) : i32
-// CHECK: llvm.call @spark_copy(
-// CHECK-NOT: gpu.func @spark_copy__i4
+// CHECK: llvm.call @spark_gelu(
+// CHECK-NOT: gpu.func @spark_gelu__i4
 module {
   spark.program @forward attributes {activation_precision = bf16, max_tokens = 4 : i64, arena_bytes = 128 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
-    spark.launch "copy" @kernels::@spark_copy__i4 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}]
-    spark.launch "copy" @kernels::@spark_copy__i4 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 1 : i64}, {buffer = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}]
+    spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}]
+    spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 1 : i64}, {buffer = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}]
   }
 }
 
@@ -23,8 +23,8 @@ module {
 // A launch must name the entry its op and literals make (entry_point.h).
 module {
   spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 128 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
-    // expected-error @+1 {{'spark.launch' op names entry @kernels::@spark_copy__i8, but its op and literal arguments make @kernels::@spark_copy__i4}}
-    spark.launch "copy" @kernels::@spark_copy__i8 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}]
+    // expected-error @+1 {{'spark.launch' op names entry @kernels::@spark_gelu__i8, but its op and literal arguments make @kernels::@spark_gelu__i4}}
+    spark.launch "gelu" @kernels::@spark_gelu__i8 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}]
   }
 }
 
@@ -43,8 +43,8 @@ module {
 // The registry's argument count.
 module {
   spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 128 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
-    // expected-error @+1 {{'spark.launch' op of copy expects 4 arguments (kernel_ops.def), got 2}}
-    spark.launch "copy" @kernels::@spark_copy__ grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}]
+    // expected-error @+1 {{'spark.launch' op of gelu expects 4 arguments (kernel_ops.def), got 2}}
+    spark.launch "gelu" @kernels::@spark_gelu__ grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}]
   }
 }
 
@@ -52,4 +52,14 @@ module {
 
 // expected-error @+1 {{expects a spark.program (run spark-lower-to-kernels first)}}
 module {
+}
+
+// -----
+
+// A transfer op (a copy) has no kernel: written as a launch, it is refused.
+module {
+  spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+    // expected-error @+1 {{'spark.launch' op of op 'copy', which runs without a kernel: it is a spark.transfer}}
+    spark.launch "copy" @kernels::@spark_copy__i4 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}]
+  }
 }

@@ -17,10 +17,10 @@
 // CHECK-SAME: inputs = {ids = 0 : i64, positions = 1 : i64}
 module {
   spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [{dtype = "i32", name = "%ids", row_shape = []}, {dtype = "i32", name = "%positions", row_shape = []}, {dtype = "f32", name = "a", row_shape = [16]}, {dtype = "f32", name = "b", row_shape = [16]}, {dtype = "f32", name = "c", row_shape = [16]}, {dtype = "f32", name = "logits", row_shape = [16]}], weights = [], inputs = {ids = 0 : i64, positions = 1 : i64}, outputs = {logits = 5 : i64}} {
-    spark.launch "copy" @kernels::@spark_copy__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-    spark.launch "copy" @kernels::@spark_copy__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-    spark.launch "copy" @kernels::@spark_copy__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 3 : i64}, {buffer = 4 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-    spark.launch "copy" @kernels::@spark_copy__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 4 : i64}, {buffer = 5 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 3 : i64}, {buffer = 4 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 4 : i64}, {buffer = 5 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
   }
 }
 
@@ -39,7 +39,7 @@ module {
 module {
   // expected-error @+1 {{'spark.program' op names buffer 7, which it does not have}}
   spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [{dtype = "f32", name = "a", row_shape = [16]}], weights = [], inputs = {}, outputs = {}} {
-    spark.launch "copy" @kernels::@spark_copy__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 7 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 7 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
   }
 }
 

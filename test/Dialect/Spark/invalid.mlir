@@ -37,7 +37,7 @@ func.func @i8_weight() {
 // spark.launch must sit in a spark.program.
 func.func @launch_outside_program() {
   // expected-error @+1 {{'spark.launch' op expects parent op 'spark.program'}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64}]
   return
 }
 
@@ -1008,7 +1008,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // The block is 3-dimensional.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects a 3-dimensional block}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1] args [{buffer = 0 : i64}]
 }
 
 // -----
@@ -1016,7 +1016,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // Block dimensions are positive.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects positive block dimensions}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [0, 1, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [0, 1, 1] args [{buffer = 0 : i64}]
 }
 
 // -----
@@ -1024,7 +1024,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // A grid rule's divisor is at least 1 (kernel_abi.h GridRule).
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects grid divisor in [1, 2147483648], got 0}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 1, fixed = 0, divisor = 0) block [256, 1, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 1, fixed = 0, divisor = 0) block [256, 1, 1] args [{buffer = 0 : i64}]
 }
 
 // -----
@@ -1032,7 +1032,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // Its terms are not negative.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects grid per_token in [0, 2147483648], got -1}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = -1, fixed = 0, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = -1, fixed = 0, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64}]
 }
 
 // -----
@@ -1040,7 +1040,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // Every argument is a one-entry dictionary.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got {buffer = 0 : i64, i32 = 4 : i32}}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64, i32 = 4 : i32}]
+  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64, i32 = 4 : i32}]
 }
 
 // -----
@@ -1048,7 +1048,7 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 // A non-dictionary argument is rejected too.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
   // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got 4 : i32}}
-  spark.launch "copy" @kernels::@spark_copy__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [4 : i32]
+  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [4 : i32]
 }
 
 // -----
@@ -1322,4 +1322,36 @@ module attributes {spark.model = #spark.model<variant = "v", architecture = "Gem
 // A required field is named when it is missing.
 // expected-error @+1 {{struct is missing required parameter: weight_prefix}}
 module attributes {spark.model = #spark.model<variant = "v", architecture = "Gemma4ForCausalLM", vocab_size = 32, hidden_size = 16, num_layers = 1, max_position_embeddings = 64, eos_token_ids = [1], bos_token_id = 2, pad_token_id = 0, soft_token_ids = []>} {
+}
+
+// -----
+
+// A transfer names a transfer op of the registry (kernel_ops.def SPARK_TRANSFER_OPS).
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+  // expected-error @+1 {{'spark.transfer' op of op 'all_gather', which the op registry (kernel_ops.def) does not know}}
+  spark.transfer "all_gather" args [{buffer = 0 : i64}]
+}
+
+// -----
+
+// A kernel op is a launch, not a transfer.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+  // expected-error @+1 {{'spark.transfer' op of op 'gelu', a kernel op: a kernel runs as spark.launch}}
+  spark.transfer "gelu" args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}]
+}
+
+// -----
+
+// The op's arguments, as many as the registry lists.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+  // expected-error @+1 {{'spark.transfer' op of copy expects 4 arguments (kernel_ops.def), got 2}}
+  spark.transfer "copy" args [{buffer = 0 : i64}, {buffer = 1 : i64}]
+}
+
+// -----
+
+// Each a one-entry dictionary.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+  // expected-error @+1 {{'spark.transfer' op expects every argument to be a one-entry dictionary, got 4 : i32}}
+  spark.transfer "copy" args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, 4 : i32]
 }

@@ -187,6 +187,36 @@ TEST_F(HostExecutorTest, TheTokenIsDrawnWithTheCallsSamplingParameters) {
                             "sampling parameters out of range"));
 }
 
+// A transfer step (an op carried out without a kernel: a copy of the call's rows) runs on the
+// host as its reference does: the tiny model with its embeddings copied to another buffer, which
+// the attention then reads, gives the logits of the model without the copy.
+TEST_F(HostExecutorTest, ATransferStepCopiesTheCallsRows) {
+  Plan plan = TinyPlan(KvKind::kFull, 0, /*soft_merge=*/false);
+  const int64_t h = plan.steps[0].args[abi::ops::embedding::y].index;
+  BufferInfo copy{"%h.copy", DType::kF32, {kHidden}, plan.arena_bytes};
+  plan.arena_bytes += copy.row_bytes() * kMaxTokens;
+  const int64_t h2 = static_cast<int64_t>(plan.buffers.size());
+  plan.buffers.push_back(copy);
+  for (Step& step : plan.steps) {
+    if (step.op != abi::OpId::kKvWrite && step.op != abi::OpId::kAttention) continue;
+    for (StepArg& arg : step.args) {
+      if (arg.kind == ArgRefKind::kBuffer && arg.index == h) arg.index = h2;
+    }
+  }
+  plan.steps.insert(plan.steps.begin() + 1,
+                    TransferStep(abi::OpId::kCopy, "copy",
+                                 {Buffer(h), Buffer(h2), NumTokens(), I32(kHidden)}));
+  BuildPrograms(&plan);
+  ASSERT_TRUE(ValidatePlan(plan, "copy").ok()) << ValidatePlan(plan, "copy");
+  std::unique_ptr<Executor> executor = Make(plan);
+  const std::vector<int32_t> ids = {0, 1, 2};
+  std::vector<float> logits;
+  ASSERT_TRUE(executor->RunStep(ids, {0, 1, 2}, nullptr, &logits).ok());
+  for (int p = 0; p < 3; ++p) ExpectNear(Row(logits, p), Expected(ids, p, 0));
+  ASSERT_TRUE(executor->RunStep({1}, {3}, nullptr, &logits).ok());  // decode: the copy too
+  ExpectNear(Row(logits, 0), Expected({0, 1, 2, 1}, 3, 0));
+}
+
 TEST_F(HostExecutorTest, DecodeAfterPrefillReadsTheCache) {
   std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
   const std::vector<int32_t> ids = {3, 1, 2, 0, 2, 1};

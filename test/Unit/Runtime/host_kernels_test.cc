@@ -680,7 +680,7 @@ TEST(HostKernelsTest, SelectGroupPicksOneGroupPerToken) {
 // ---- dispatcher ----
 
 TEST(RunHostKernelTest, EveryAbiOpHasAHostKernel) {
-  for (const abi::KernelSpec& spec : abi::kKernels) {
+  for (const abi::OpSpec& spec : abi::kOps) {
     const absl::Status status = RunHostKernel(spec.op, {});
     EXPECT_TRUE(ErrorContains(status, "expects")) << spec.op;
   }

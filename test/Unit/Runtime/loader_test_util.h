@@ -145,7 +145,7 @@ inline StepArg F32Arg(float value) { return {ArgRefKind::kF32, 0, 0, value}; }
 
 inline Step MakeStep(const std::string& op, int block, std::vector<StepArg> args) {
   Step step;
-  step.op = abi::FindKernel(op.c_str())->id;
+  step.op = abi::FindOp(op.c_str())->id;
   step.source = absl::StrCat("test.", op);
   step.grid = {0, 4, 1};  // 4 blocks for any call
   step.block[0] = block;
@@ -249,7 +249,7 @@ inline std::string MakeCubin(const Plan& plan) {
 inline Plan WithBf16Activations(Plan plan) {
   plan.activation_precision = DType::kBF16;
   for (const Step& step : plan.steps) {
-    const abi::KernelSpec& spec = SpecOf(step);
+    const abi::OpSpec& spec = SpecOf(step);
     for (int a = 0; a < spec.num_args && a < static_cast<int>(step.args.size()); ++a) {
       if (spec.args[a].element == abi::ElementType::kAct &&
           step.args[a].kind == ArgRefKind::kBuffer) {

@@ -96,12 +96,12 @@ TEST(DTypeTest, SizesNamesAndParsing) {
 TEST(PlanTest, TheLogitsTailIsASuffixOfRowLocalStepsWritingTheLogits) {
   Plan plan = TestPlan();
   // TestPlan: embedding, scatter_rows, rms_norm, kv_write, linear (logits), attention, sample.
-  EXPECT_TRUE(abi::RowLocal(abi::Kernel(abi::OpId::kLinear)));
-  EXPECT_TRUE(abi::RowLocal(abi::Kernel(abi::OpId::kMoeDown)));
-  EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kAttention)));
-  EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kKvWrite)));
-  EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kScatterRows)));
-  EXPECT_FALSE(abi::RowLocal(abi::Kernel(abi::OpId::kAttentionMerge)));
+  EXPECT_TRUE(abi::RowLocal(abi::Spec(abi::OpId::kLinear)));
+  EXPECT_TRUE(abi::RowLocal(abi::Spec(abi::OpId::kMoeDown)));
+  EXPECT_FALSE(abi::RowLocal(abi::Spec(abi::OpId::kAttention)));
+  EXPECT_FALSE(abi::RowLocal(abi::Spec(abi::OpId::kKvWrite)));
+  EXPECT_FALSE(abi::RowLocal(abi::Spec(abi::OpId::kScatterRows)));
+  EXPECT_FALSE(abi::RowLocal(abi::Spec(abi::OpId::kAttentionMerge)));
   std::swap(plan.steps[4], plan.steps[5]);  // the logits linear last but for the sample step
   ASSERT_TRUE(ValidatePlan(plan, "m.cubin").ok()) << ValidatePlan(plan, "m.cubin");
   plan.steps[5].logits_tail = true;
@@ -157,6 +157,64 @@ TEST(PlanInfoTest, RowAndWeightBytes) {
   EXPECT_EQ(buffer.row_bytes(), std::numeric_limits<uint64_t>::max());  // saturates
   const WeightInfo weight{"w", DType::kBF16, {4096, 1536}};
   EXPECT_EQ(weight.num_bytes(), 4096u * 1536u * 2u);
+}
+
+// A transfer step (an op the runtime carries out without a kernel: a copy) round-trips as a
+// Transfer with no kernel, grid or block; a step of the wrong kind for its op is refused.
+TEST(PlanTest, TransferStepsRoundTripAndAreCheckedLikeLaunches) {
+  Plan plan = TestPlan();
+  // rms_norm wrote %k (buffer 4); copy it to %v (buffer 5) before attention reads %k.
+  test::AddStep(&plan, TransferStep(abi::OpId::kCopy, "test.copy",
+                                    {test::BufferArg(4), test::BufferArg(5),
+                                     test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(4)}));
+  BuildPrograms(&plan);
+  ASSERT_TRUE(ValidatePlan(plan, "m.cubin").ok()) << ValidatePlan(plan, "m.cubin");
+  const Step& copy = test::LastAdded(plan);
+  EXPECT_FALSE(IsLaunch(copy));
+  EXPECT_EQ(EntryPointOf(copy), "");
+  const std::string section = SerializePlanSection(plan);
+  const absl::StatusOr<Plan> parsed = ParsePlanSection(section, "m.cubin");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(SerializePlanSection(*parsed), section);
+  const Step& read = parsed->steps[parsed->steps.size() - 2];
+  EXPECT_EQ(read.op, abi::OpId::kCopy);
+  EXPECT_FALSE(IsLaunch(read));
+  EXPECT_TRUE(read.kernel.empty());
+  EXPECT_TRUE(absl::StrContains(
+      DumpJson(plan),
+      R"({"op":"copy","transfer":true,"source":"test.copy","args":[{"buffer":4},{"buffer":5},)"));
+  // Its arguments are checked by the registry like a launch's.
+  Plan bad = plan;
+  test::LastAdded(bad).args[1] = test::BufferArg(3);  // %logits: 16 wide, the copy writes 4: fine
+  EXPECT_TRUE(ParsePlan(bad).ok());
+  test::LastAdded(bad).args[3] = test::I32Arg(32);  // 32 columns: more than %k holds
+  EXPECT_TRUE(StatusIs(ParsePlan(bad), kInvalid, "copy uses 32 elements per token of x"));
+  // Nothing of a launch on a transfer (in memory: the writer has nowhere to put it).
+  bad = plan;
+  test::LastAdded(bad).kernel = "spark_copy__i4";
+  EXPECT_TRUE(StatusIs(ValidatePlan(bad, "m.cubin"), kInvalid,
+                       "copy is a transfer: it takes no kernel, grid, block or shared memory"));
+  // A transfer op written as a launch, and a kernel op written as a transfer.
+  EXPECT_TRUE(StatusIs(ParseEditedBuffer([](fb::PlanT& p) {
+                         auto launch = std::make_unique<fb::LaunchT>();
+                         launch->op = "copy";
+                         launch->kernel = "spark_copy__i4";
+                         launch->grid = std::make_unique<fb::GridRule>(1, 0, 1);
+                         launch->block = std::make_unique<fb::Dim3>(256, 1, 1);
+                         launch->args = p.steps[2]->kind.AsLaunch()->args;
+                         p.steps[2]->kind.Set(std::move(*launch));
+                       }),
+                       kInvalid,
+                       "plan steps[2]: op \"copy\" is a transfer op, but the step is a launch"));
+  EXPECT_TRUE(StatusIs(ParseEditedBuffer([](fb::PlanT& p) {
+                         fb::TransferT transfer;
+                         transfer.op = "rms_norm";
+                         transfer.args = p.steps[2]->kind.AsLaunch()->args;
+                         p.steps[2]->kind.Set(std::move(transfer));
+                       }),
+                       kInvalid,
+                       "plan steps[2]: op \"rms_norm\" is a kernel op, but the step is a "
+                       "transfer"));
 }
 
 TEST(PlanTest, RoundTripIsExact) {
@@ -388,7 +446,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 14u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 15u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -428,14 +486,17 @@ TEST(PlanTest, RejectsBadMagic) {
 
 TEST(PlanTest, RejectsNewerVersion) {
   std::string section = SerializePlanSection(TestPlan());
-  section[8] = 15;
+  const uint32_t version = plan_format::kPlanVersion;
+  section[8] = static_cast<char>(version + 1);
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 15 is not supported (this runtime reads version "
-                       "14); recompile the model with this release's spark-compile"));
+                       absl::StrCat("model.cubin: plan version ", version + 1,
+                                    " is not supported (this runtime reads version ", version,
+                                    "); recompile the model with this release's spark-compile")));
   section[8] = 12;  // version 12: the plan as JSON
   EXPECT_TRUE(StatusIs(ParsePlanSection(section, "model.cubin").status(), kInvalid,
-                       "model.cubin: plan version 12 is not supported (this runtime reads version "
-                       "14)"));
+                       absl::StrCat("model.cubin: plan version 12 is not supported (this runtime "
+                                    "reads version ",
+                                    version, ")")));
 }
 
 TEST(PlanTest, RejectsNonZeroFlags) {
@@ -584,9 +645,11 @@ TEST(PlanTest, RejectsUnknownEnumCodes) {
                          plan.buffers[0]->dtype = static_cast<fb::DType>(99);
                        }),
                        kInvalid,
-                       "m.cubin: plan buffers[0].dtype: unknown element type code 99 (this runtime "
-                       "reads plan version 14, which knows 0 to 6); recompile the model with this "
-                       "release's spark-compile"));
+                       absl::StrCat("m.cubin: plan buffers[0].dtype: unknown element type code "
+                                    "99 (this runtime reads plan version ",
+                                    plan_format::kPlanVersion,
+                                    ", which knows 0 to 6); recompile the model with this "
+                                    "release's spark-compile")));
   EXPECT_TRUE(StatusIs(ParseEditedBuffer([](fb::PlanT& plan) {
                          plan.kv_caches[1]->kind = static_cast<fb::KvKind>(2);
                        }),
@@ -1078,7 +1141,7 @@ TEST(PlanTest, RejectsUnknownOpAndStepKind) {
                        }),
                        kInvalid,
                        "m.cubin: plan steps[2]: unknown op \"flash_attention\" (not in this "
-                       "runtime's kernel ABI); recompile the model with this release's "
+                       "runtime's op registry); recompile the model with this release's "
                        "spark-compile"));
   // A step of a kind this runtime does not know (the verifier accepts unknown union types).
   std::string payload = SerializePlanSection(TestPlan()).substr(plan_format::kHeaderSize);
@@ -1088,8 +1151,11 @@ TEST(PlanTest, RejectsUnknownOpAndStepKind) {
       fb::Step::VT_KIND_TYPE, 9, 0));
   EXPECT_TRUE(StatusIs(ParsePlanSection(SectionFromPayload(payload), "m.cubin").status(),
                        kInvalid,
-                       "m.cubin: plan steps[2].kind: unknown step kind 9 (this runtime reads plan "
-                       "version 14, whose steps are kernel launches); recompile the model"));
+                       absl::StrCat("m.cubin: plan steps[2].kind: unknown step kind 9 (this "
+                                    "runtime reads plan version ",
+                                    plan_format::kPlanVersion,
+                                    ", whose steps are kernel launches and transfers); recompile "
+                                    "the model")));
   // A step without one: refused by the verifier (the kind is required).
   EXPECT_TRUE(StatusIs(ParseEditedBuffer([](fb::PlanT& plan) { plan.steps[2]->kind.Reset(); }),
                        kInvalid, "the plan buffer is malformed"));
@@ -1297,8 +1363,9 @@ TEST(PlanTest, RejectsBadWeights) {
   Plan plan = TestPlan();
   plan.weights[1].dtype = DType::kI32;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan weights[1].dtype: plan version 14 weights are bf16, f32, "
-                       "f8E4M3FN or f4E2M1FN, found i32"));
+                       absl::StrCat("m.cubin: plan weights[1].dtype: plan version ",
+                                    plan_format::kPlanVersion,
+                                    " weights are bf16, f32, f8E4M3FN or f4E2M1FN, found i32")));
   plan = TestPlan();
   plan.weights[1].dtype = DType::kF4E2M1FN;
   plan.weights[1].shape = {3};

@@ -36,9 +36,9 @@ inline StepArg Null() { return {ArgRefKind::kNull, 0, 0, 0.0f}; }
 
 inline Step MakeStep(const std::string& op, const std::string& source, std::vector<StepArg> args) {
   Step step;
-  step.op = abi::FindKernel(op.c_str())->id;
+  step.op = abi::FindOp(op.c_str())->id;
   step.source = source;
-  step.block[0] = abi::FindKernel(op.c_str())->block_size;
+  step.block[0] = abi::FindOp(op.c_str())->block_size;
   step.args = std::move(args);
   step.kernel = EntryPointOf(step);
   return step;

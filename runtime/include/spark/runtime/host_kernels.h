@@ -45,7 +45,7 @@ namespace host {
 //   - the MoE expert ops compute the same on either path (abi::MoePath); only where moe_down
 //     writes (y, or partials: abi::MoeDownGrouped) depends on it.
 #define SPARK_HOST_DECLARE_KERNEL(Name, op, block_size, runs, flops) abi::ops::op::HostFn Name;
-SPARK_KERNEL_OPS(SPARK_HOST_DECLARE_KERNEL)
+SPARK_ALL_OPS(SPARK_HOST_DECLARE_KERNEL)
 #undef SPARK_HOST_DECLARE_KERNEL
 
 }  // namespace host

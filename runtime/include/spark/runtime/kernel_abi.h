@@ -267,46 +267,64 @@ template <typename... T> using FunctionOf = typename FunctionOfImpl<T...>::type;
   using HostFn = FunctionOf<void SPARK_OP_ARGS_##op(SPARK_ABI_ARG_HOST_CTYPE, SPARK_ABI_IGNORE)>; \
   }
 
+// Every op of the registry: the kernel ops, then the transfer ops.
+#define SPARK_ALL_OPS(X) SPARK_KERNEL_OPS(X) SPARK_TRANSFER_OPS(X)
+
 namespace ops {
-SPARK_KERNEL_OPS(SPARK_ABI_DEFINE_OP)
+SPARK_ALL_OPS(SPARK_ABI_DEFINE_OP)
 }  // namespace ops
 
 // The op of a plan step.
 #define SPARK_ABI_OP_ENUM(Name, op, block_size, runs, flops) k##Name,
-enum class OpId : int { SPARK_KERNEL_OPS(SPARK_ABI_OP_ENUM) kCount };
+enum class OpId : int { SPARK_ALL_OPS(SPARK_ABI_OP_ENUM) kCount };
 #undef SPARK_ABI_OP_ENUM
 
-struct KernelSpec {
+// How a step of an op runs.
+enum class Execution : int {
+  kKernel,    // a launch of the op's device function (a Launch step of the plan)
+  kTransfer,  // the runtime moves the data itself: a device copy (a Transfer step of the plan)
+};
+
+struct OpSpec {
   OpId id;
   const char* op;        // plan step op name, e.g. "rms_norm"
-  const char* symbol;    // device function, e.g. "spark_rms_norm"
-  int block_size;        // required blockDim.x
+  const char* symbol;    // device function, e.g. "spark_rms_norm" (kKernel ops only)
+  Execution execution;
+  int block_size;        // required blockDim.x (kKernel ops; 0 for transfers)
   int num_args;          // computed from the registry
   const ArgSpec* args;   // in call order
   const Rule* rules;     // ending with RuleKind::kEnd
   Runs runs;
   OpFlops flops;
+  constexpr bool kernel() const { return execution == Execution::kKernel; }
 };
 
-#define SPARK_ABI_KERNEL_SPEC(Name, op, block_size, runs, flops)                               \
-  {OpId::k##Name, #op,           "spark_" #op,     block_size, ops::op::kNumArgs,              \
-   ops::op::kArgs, ops::op::kRules, Runs::runs,      ops::op::kFlops},
+#define SPARK_ABI_OP_SPEC(Name, op, block_size, runs, flops, execution, symbol)              \
+  {OpId::k##Name, #op, symbol, Execution::execution, block_size, ops::op::kNumArgs,          \
+   ops::op::kArgs, ops::op::kRules, Runs::runs, ops::op::kFlops},
+#define SPARK_ABI_KERNEL_SPEC(Name, op, block_size, runs, flops) \
+  SPARK_ABI_OP_SPEC(Name, op, block_size, runs, flops, kKernel, "spark_" #op)
+#define SPARK_ABI_TRANSFER_SPEC(Name, op, block_size, runs, flops) \
+  SPARK_ABI_OP_SPEC(Name, op, block_size, runs, flops, kTransfer, "")
 // clang-format off
-inline constexpr KernelSpec kKernels[] = {SPARK_KERNEL_OPS(SPARK_ABI_KERNEL_SPEC)};
+inline constexpr OpSpec kOps[] = {SPARK_KERNEL_OPS(SPARK_ABI_KERNEL_SPEC)
+                                  SPARK_TRANSFER_OPS(SPARK_ABI_TRANSFER_SPEC)};
 // clang-format on
 #undef SPARK_ABI_KERNEL_SPEC
+#undef SPARK_ABI_TRANSFER_SPEC
+#undef SPARK_ABI_OP_SPEC
 
-inline constexpr int kNumKernels = static_cast<int>(sizeof(kKernels) / sizeof(kKernels[0]));
-static_assert(kNumKernels == static_cast<int>(OpId::kCount), "one KernelSpec per OpId");
+inline constexpr int kNumOps = static_cast<int>(sizeof(kOps) / sizeof(kOps[0]));
+static_assert(kNumOps == static_cast<int>(OpId::kCount), "one OpSpec per OpId");
 
-// The spec of an op by id (kKernels is in OpId order).
-SPARK_ABI_CONSTEXPR_FN const KernelSpec& Kernel(OpId id) { return kKernels[static_cast<int>(id)]; }
+// The spec of an op by id (kOps is in OpId order).
+SPARK_ABI_CONSTEXPR_FN const OpSpec& Spec(OpId id) { return kOps[static_cast<int>(id)]; }
 
 // True when each token row of the op's outputs depends only on the same row of its inputs (and
 // on weights and literals): every pointer is a per-token buffer row or a weight, and the op takes
 // no KV cache, soft-token count, attention records or last_visible. Such an op can run on one
 // row of a step by offsetting its buffers (the plan's logits tail: plan.h Step::logits_tail).
-SPARK_ABI_CONSTEXPR_FN bool RowLocal(const KernelSpec& spec) {
+SPARK_ABI_CONSTEXPR_FN bool RowLocal(const OpSpec& spec) {
   for (int i = 0; i < spec.num_args; ++i) {
     const ArgSpec& arg = spec.args[i];
     if (IsWeightRole(arg.role) || arg.role == Role::kNumTokens) continue;
@@ -504,8 +522,8 @@ SPARK_ABI_HD constexpr bool MoeDownGrouped(int path, bool has_partials) {
 }
 
 // Returns the spec for `op` (a plan's op name), or nullptr when the op is unknown.
-inline const KernelSpec* FindKernel(const char* op) {
-  for (const KernelSpec& k : kKernels) {
+inline const OpSpec* FindOp(const char* op) {
+  for (const OpSpec& k : kOps) {
     if (std::strcmp(k.op, op) == 0) return &k;
   }
   return nullptr;
@@ -513,7 +531,7 @@ inline const KernelSpec* FindKernel(const char* op) {
 
 // The index of `spec`'s argument called `name`, or -1. (Code that knows its op uses the
 // registry's indices instead: abi::ops::attention::partials.)
-inline int FindArg(const KernelSpec& spec, const char* name) {
+inline int FindArg(const OpSpec& spec, const char* name) {
   for (int i = 0; i < spec.num_args; ++i) {
     if (std::strcmp(spec.args[i].name, name) == 0) return i;
   }
@@ -521,7 +539,7 @@ inline int FindArg(const KernelSpec& spec, const char* name) {
 }
 
 // The index of the first argument of `spec` with `role`, or -1.
-SPARK_ABI_CONSTEXPR_FN int FindRole(const KernelSpec& spec, Role role) {
+SPARK_ABI_CONSTEXPR_FN int FindRole(const OpSpec& spec, Role role) {
   for (int i = 0; i < spec.num_args; ++i) {
     if (spec.args[i].role == role) return i;
   }

@@ -98,11 +98,14 @@ inline bool IsEntryLiteral(const StepArg& arg) {
   return arg.kind == ArgRefKind::kI32 || arg.kind == ArgRefKind::kF32;
 }
 
+// A step: a kernel launch, or, for an op the registry runs without a kernel (a transfer: a copy
+// within the device), the runtime's own data movement. IsLaunch says which; a transfer has no
+// kernel, grid, block or shared memory (empty and zero).
 struct Step {
   abi::OpId op = abi::OpId::kCopy;  // kernel-level op (kernel_ops.def); OpName(step) names it
-  std::string kernel;  // entry point symbol in the cubin
+  std::string kernel;  // entry point symbol in the cubin (launches)
   std::string source;  // the tensor-level op it came from, e.g. "layers.3.attention"
-  // Its grid for a call of T tokens: abi::LaunchBlocks(grid, T) blocks (1-D).
+  // Its grid for a call of T tokens: abi::LaunchBlocks(grid, T) blocks (1-D; launches).
   abi::GridRule grid;
   int block[3] = {1, 1, 1};
   int shared_bytes = 0;
@@ -198,11 +201,16 @@ bool StepRuns(const Step& step, int64_t num_tokens, bool soft_tokens);
 void BuildPrograms(Plan* plan);
 
 // The spec of a step's op, and its name in plans ("rms_norm").
-inline const abi::KernelSpec& SpecOf(const Step& step) { return abi::Kernel(step.op); }
-inline const char* OpName(const Step& step) { return abi::Kernel(step.op).op; }
+inline const abi::OpSpec& SpecOf(const Step& step) { return abi::Spec(step.op); }
+// True for a kernel launch, false for a transfer (the op's abi::Execution).
+inline bool IsLaunch(const Step& step) { return SpecOf(step).kernel(); }
+// A transfer step of `op` with `args` (no kernel, grid or block).
+Step TransferStep(abi::OpId op, std::string source, std::vector<StepArg> args);
+inline const char* OpName(const Step& step) { return abi::Spec(step.op).op; }
 
-// The entry point spark-compile generates for `step` (entry_point.h): its op's device function
-// and its literal arguments. ValidatePlan refuses a step whose `kernel` is anything else.
+// The entry point spark-compile generates for a launch `step` (entry_point.h): its op's device
+// function and its literal arguments. ValidatePlan refuses a launch whose `kernel` is anything
+// else. Empty for a transfer.
 std::string EntryPointOf(const Step& step);
 
 // Parses and validates the contents of a `.spark.plan` section: the header, then the plan buffer

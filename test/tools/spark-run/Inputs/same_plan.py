@@ -28,6 +28,12 @@ def arg_of(arg):
 
 
 def step_of(step):
+    if step["kind_type"] == "Transfer":
+        out = {"op": step["kind"]["op"], "transfer": True, "source": step["source"],
+               "args": [arg_of(a) for a in step["kind"]["args"]]}
+        if step["logits_tail"]:
+            out["logits_tail"] = True
+        return out
     assert step["kind_type"] == "Launch", step["kind_type"]
     launch = step["kind"]
     out = {"op": launch["op"], "kernel": launch["kernel"], "source": step["source"],
