@@ -1,6 +1,8 @@
 //===- CompileSession.cpp - parse -> pipeline -> serialise -----------------===//
 #include "compiler/Driver/CompileSession.h"
 
+#include "compiler/Conversion/Passes.h"
+
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/CUDA/CudaTarget.h"
 #include "dialects/Spark/IR/SparkOps.h"
@@ -173,9 +175,23 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
   for (const std::string &name : options.targets)
     if (llvm::Expected<CudaTarget> t = parseCudaTarget(name); !t)
       return fail(module, t.takeError());
-  if (failed(runPipeline(module, options, "graph pipeline", buildGraphPipeline)))
+  if (!module.getOps<ProgramOp>().empty()) {
+    // A kernel-level module (a spark.program already: the GPU op check's modules): no graph to
+    // fuse or lower; its buffers are placed unless they carry offsets, and its entries built.
+    bool planned = true;
+    for (ProgramOp program : module.getOps<ProgramOp>())
+      for (Attribute buffer : program.getBuffers())
+        if (auto dict = dyn_cast<DictionaryAttr>(buffer); !dict || !dict.get("offset"))
+          planned = false;
+    if (failed(runPipeline(module, options, "kernel pipeline", [&](OpPassManager &pm) {
+          if (!planned)
+            pm.addPass(createSparkPlanArenaPass());
+          pm.addPass(createSparkOutlineKernelEntriesPass());
+        })))
+      return failure();
+  } else if (failed(runPipeline(module, options, "graph pipeline", buildGraphPipeline))) {
     return failure();
-  {
+  } else {
     KernelPipelineOptions kernel;
     kernel.maxTokens = options.maxTokens;
     kernel.kvCacheDType = options.kvCacheDType;

@@ -44,6 +44,21 @@ class SerializedExecutor final : public Executor {
     std::lock_guard<std::mutex> lock(mutex_);
     return inner_->Run(sequence, call, result);
   }
+  absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
+                            absl::Span<const uint8_t> bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return inner_->CopyToMemory(sequence, region, bytes);
+  }
+  absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
+                              absl::Span<uint8_t> bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return inner_->CopyFromMemory(sequence, region, bytes);
+  }
+  absl::Status RunProgram(SequenceState& sequence, int32_t num_tokens,
+                          int32_t num_soft_tokens) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return inner_->RunProgram(sequence, num_tokens, num_soft_tokens);
+  }
   std::string name() const override { return inner_->name(); }
   MemoryUsage memory_usage() const override {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -50,6 +50,18 @@ class DumpingExecutor final : public Executor {
     return run.ok() ? write : run;
   }
 
+  absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
+                            absl::Span<const uint8_t> bytes) override {
+    return inner_->CopyToMemory(sequence, region, bytes);
+  }
+  absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
+                              absl::Span<uint8_t> bytes) override {
+    return inner_->CopyFromMemory(sequence, region, bytes);
+  }
+  absl::Status RunProgram(SequenceState& sequence, int32_t num_tokens,
+                          int32_t num_soft_tokens) override {
+    return inner_->RunProgram(sequence, num_tokens, num_soft_tokens);
+  }
   std::string name() const override { return inner_->name(); }
   MemoryUsage memory_usage() const override { return inner_->memory_usage(); }
   const RunProfile* profile() const override { return inner_->profile(); }
@@ -77,6 +89,17 @@ absl::Status Executor::CheckOwnSequence(const SequenceState& sequence) const {
   if (sequence.owner() == this) return absl::OkStatus();
   return absl::FailedPreconditionError(
       absl::StrCat(name(), " executor: the sequence was not made by this executor"));
+}
+
+absl::Status Executor::CopyToMemory(SequenceState&, const MemoryRegion&,
+                                    absl::Span<const uint8_t>) {
+  return absl::UnimplementedError(absl::StrCat(name(), " executor: no direct memory access"));
+}
+absl::Status Executor::CopyFromMemory(SequenceState&, const MemoryRegion&, absl::Span<uint8_t>) {
+  return absl::UnimplementedError(absl::StrCat(name(), " executor: no direct memory access"));
+}
+absl::Status Executor::RunProgram(SequenceState&, int32_t, int32_t) {
+  return absl::UnimplementedError(absl::StrCat(name(), " executor: no direct program runs"));
 }
 
 absl::Status Executor::Prepare(int64_t max_length) {

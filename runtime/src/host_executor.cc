@@ -37,6 +37,12 @@ class HostExecutor final : public Executor {
 
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override;
+  absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
+                            absl::Span<const uint8_t> bytes) override;
+  absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
+                              absl::Span<uint8_t> bytes) override;
+  absl::Status RunProgram(SequenceState& sequence, int32_t num_tokens,
+                          int32_t num_soft_tokens) override;
   std::string name() const override { return "host"; }
   MemoryUsage memory_usage() const override {
     MemoryUsage usage;
@@ -61,6 +67,11 @@ class HostExecutor final : public Executor {
   };
 
   absl::Status AllocateArena();
+  // The caches of `sequence` become the ones the steps use.
+  void BindSequence(Sequence& sequence);
+  // The bytes `region` names in `sequence`'s memory, after checking `size` of them fit.
+  absl::StatusOr<uint8_t*> RegionData(SequenceState& state, const MemoryRegion& region,
+                                      uint64_t size);
   uint8_t* BufferData(int64_t buffer) {
     return reinterpret_cast<uint8_t*>(arena_.data()) + plan_.buffers[buffer].offset;
   }
@@ -152,15 +163,7 @@ absl::Status HostExecutor::Run(SequenceState& state, const StepCall& call, StepR
   const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
   const SoftTokenChunk* soft = call.soft;
   const LogitRows rows = call.rows;
-  bindings_.k_caches.clear();
-  bindings_.v_caches.clear();
-  bindings_.kv_capacities.clear();
-  for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
-    bindings_.k_caches.push_back(AddressOf(sequence.kv_caches[i].k.data()));
-    bindings_.v_caches.push_back(AddressOf(sequence.kv_caches[i].v.data()));
-    bindings_.kv_capacities.push_back(
-        KvCapacity(plan_.kv_caches[i], sequence.max_length(), plan_.max_tokens));
-  }
+  BindSequence(sequence);
   WriteInputs(call);
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
@@ -177,6 +180,58 @@ absl::Status HostExecutor::Run(SequenceState& state, const StepCall& call, StepR
   ActivationsToF32(BufferData(plan_.output_logits), plan_.activation_precision,
                    absl::MakeSpan(result->logits));
   return absl::OkStatus();
+}
+
+void HostExecutor::BindSequence(Sequence& sequence) {
+  bindings_.k_caches.clear();
+  bindings_.v_caches.clear();
+  bindings_.kv_capacities.clear();
+  for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
+    bindings_.k_caches.push_back(AddressOf(sequence.kv_caches[i].k.data()));
+    bindings_.v_caches.push_back(AddressOf(sequence.kv_caches[i].v.data()));
+    bindings_.kv_capacities.push_back(
+        KvCapacity(plan_.kv_caches[i], sequence.max_length(), plan_.max_tokens));
+  }
+}
+
+absl::StatusOr<uint8_t*> HostExecutor::RegionData(SequenceState& state,
+                                                  const MemoryRegion& region, uint64_t size) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
+  Sequence& sequence = static_cast<Sequence&>(state);
+  std::vector<int64_t> capacities;
+  for (const KvCacheInfo& cache : plan_.kv_caches) {
+    capacities.push_back(KvCapacity(cache, sequence.max_length(), plan_.max_tokens));
+  }
+  SPARK_RETURN_IF_ERROR(CheckMemoryRegion(plan_, capacities, region, size));
+  uint8_t* base = reinterpret_cast<uint8_t*>(arena_.data());
+  if (region.kind != MemoryRegion::Kind::kArena) {
+    KvCache& cache = sequence.kv_caches[region.cache];
+    base = reinterpret_cast<uint8_t*>(region.kind == MemoryRegion::Kind::kKCache ? cache.k.data()
+                                                                                 : cache.v.data());
+  }
+  return base + region.offset;
+}
+
+absl::Status HostExecutor::CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
+                                        absl::Span<const uint8_t> bytes) {
+  SPARK_ASSIGN_OR_RETURN(uint8_t* data, RegionData(sequence, region, bytes.size()));
+  if (!bytes.empty()) std::memcpy(data, bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+absl::Status HostExecutor::CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
+                                          absl::Span<uint8_t> bytes) {
+  SPARK_ASSIGN_OR_RETURN(uint8_t* data, RegionData(sequence, region, bytes.size()));
+  if (!bytes.empty()) std::memcpy(bytes.data(), data, bytes.size());
+  return absl::OkStatus();
+}
+
+absl::Status HostExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
+                                      int32_t num_soft_tokens) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
+  SPARK_RETURN_IF_ERROR(CheckProgramCall(plan_, num_tokens, num_soft_tokens));
+  BindSequence(static_cast<Sequence&>(state));
+  return RunSteps(num_tokens, num_soft_tokens, /*first_position=*/0, LogitRows::kAll);
 }
 
 void HostExecutor::WriteInputs(const StepCall& call) {

@@ -111,6 +111,38 @@ absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, const StepCal
   return absl::OkStatus();
 }
 
+absl::Status CheckProgramCall(const Plan& plan, int64_t num_tokens, int64_t num_soft_tokens) {
+  if (num_tokens < 1 || num_tokens > plan.max_tokens || num_soft_tokens < 0 ||
+      num_soft_tokens > plan.max_tokens ||
+      ProgramOf(plan, num_tokens, num_soft_tokens > 0) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan has no program for a call of ", num_tokens, " tokens and ", num_soft_tokens,
+        " soft rows (1 to ", plan.max_tokens, " tokens; soft rows need a soft-token merge)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMemoryRegion(const Plan& plan, absl::Span<const int64_t> capacities,
+                               const MemoryRegion& region, uint64_t size) {
+  uint64_t limit = plan.arena_bytes;
+  std::string what = "the arena";
+  if (region.kind != MemoryRegion::Kind::kArena) {
+    if (region.cache < 0 || region.cache >= static_cast<int64_t>(plan.kv_caches.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("KV cache ", region.cache,
+                                                     " is out of range (the plan has ",
+                                                     plan.kv_caches.size(), ")"));
+    }
+    limit = plan.kv_caches[region.cache].part_bytes(capacities[region.cache]);
+    what = absl::StrCat("KV cache ", region.cache,
+                        region.kind == MemoryRegion::Kind::kKCache ? " (K)" : " (V)");
+  }
+  if (region.offset > limit || size > limit - region.offset) {
+    return absl::InvalidArgumentError(absl::StrCat(size, " bytes at offset ", region.offset,
+                                                   " leave ", what, " of ", limit, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
 void WriteSamplingRows(const StepCall& call, void* rows) {
   uint8_t* out = static_cast<uint8_t*>(rows);
   for (size_t t = 0; t < call.ids.size(); ++t) {

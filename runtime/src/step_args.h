@@ -25,6 +25,15 @@ absl::Status CheckBoundWeights(const Plan& plan, absl::Span<const WeightData> we
 // in range (a finite temperature >= 0, top_k >= 0, top_p in (0, 1]).
 absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, const StepCall& call);
 
+// A call of `num_tokens` tokens with `num_soft_tokens` soft rows is one the plan has a program for
+// (1..max_tokens tokens; soft rows only in a plan with a merge, at most max_tokens of them).
+absl::Status CheckProgramCall(const Plan& plan, int64_t num_tokens, int64_t num_soft_tokens);
+
+// The memory `region` names, `size` bytes of it, lies within the arena (arena_bytes) or the cache
+// part (of `capacities[cache]` slots); INVALID_ARGUMENT otherwise.
+absl::Status CheckMemoryRegion(const Plan& plan, absl::Span<const int64_t> capacities,
+                               const MemoryRegion& region, uint64_t size);
+
 // Writes `call`'s sampling parameters into each of its num_tokens rows of the plan's sampling
 // input at `rows` (kSamplingParamWords words per row).
 void WriteSamplingRows(const StepCall& call, void* rows);

@@ -62,6 +62,12 @@ class CudaExecutor final : public Executor {
 
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override;
+  absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
+                            absl::Span<const uint8_t> bytes) override;
+  absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
+                              absl::Span<uint8_t> bytes) override;
+  absl::Status RunProgram(SequenceState& sequence, int32_t num_tokens,
+                          int32_t num_soft_tokens) override;
   std::string name() const override {
     return absl::StrCat("cuda:", options_.device.ordinal, " (", options_.device.name, ")");
   }
@@ -95,6 +101,9 @@ class CudaExecutor final : public Executor {
   absl::Status AllocateArena();
   absl::Status AllocateKvCaches(Sequence* sequence);
   void BindSequence(const Sequence& sequence);
+  // The device address `region` names in `sequence`'s memory, after checking `size` bytes fit.
+  absl::StatusOr<CUdeviceptr> RegionAddress(SequenceState& state, const MemoryRegion& region,
+                                            uint64_t size);
   void ReleaseSequence(Sequence* sequence);
   // cuMemAlloc / cuMemFree that keep usage_.peak_allocated_bytes.
   absl::Status Allocate(DeviceBlock* block, uint64_t bytes);
@@ -418,6 +427,54 @@ void CudaExecutor::BindSequence(const Sequence& sequence) {
   bindings_.k_caches = sequence.k_caches;
   bindings_.v_caches = sequence.v_caches;
   bindings_.kv_capacities = sequence.kv_capacities;
+}
+
+absl::StatusOr<CUdeviceptr> CudaExecutor::RegionAddress(SequenceState& state,
+                                                        const MemoryRegion& region,
+                                                        uint64_t size) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
+  const Sequence& sequence = static_cast<const Sequence&>(state);
+  SPARK_RETURN_IF_ERROR(CheckMemoryRegion(plan_, sequence.kv_capacities, region, size));
+  switch (region.kind) {
+    case MemoryRegion::Kind::kArena:
+      return arena_.address + region.offset;
+    case MemoryRegion::Kind::kKCache:
+      return sequence.k_caches[region.cache] + region.offset;
+    case MemoryRegion::Kind::kVCache:
+      return sequence.v_caches[region.cache] + region.offset;
+  }
+  return absl::InternalError("unknown memory region");
+}
+
+absl::Status CudaExecutor::CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
+                                        absl::Span<const uint8_t> bytes) {
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  SPARK_ASSIGN_OR_RETURN(const CUdeviceptr address, RegionAddress(sequence, region, bytes.size()));
+  if (bytes.empty()) return absl::OkStatus();
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoD(address, bytes.data(), bytes.size()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
+                                          absl::Span<uint8_t> bytes) {
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  SPARK_ASSIGN_OR_RETURN(const CUdeviceptr address, RegionAddress(sequence, region, bytes.size()));
+  if (bytes.empty()) return absl::OkStatus();
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyDtoH(bytes.data(), address, bytes.size()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
+                                      int32_t num_soft_tokens) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
+  SPARK_RETURN_IF_ERROR(CheckProgramCall(plan_, num_tokens, num_soft_tokens));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  BindSequence(static_cast<Sequence&>(state));
+  SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft_tokens, LogitRows::kAll));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
+  return absl::OkStatus();
 }
 
 absl::Status CudaExecutor::CopyInputs(const StepCall& call) {

@@ -217,6 +217,63 @@ TEST_F(HostExecutorTest, ATransferStepCopiesTheCallsRows) {
   ExpectNear(Row(logits, 0), Expected({0, 1, 2, 1}, 3, 0));
 }
 
+// Direct memory access for tools (the GPU op check): bytes in and out of the arena and the KV
+// caches, and a program run on what memory holds; ranges outside them are refused.
+TEST_F(HostExecutorTest, ToolsReadAndWriteMemoryAndRunAProgram) {
+  const Plan plan = TinyPlan(KvKind::kFull, 0, /*soft_merge=*/false);
+  std::unique_ptr<Executor> executor = Make(plan);
+  absl::StatusOr<std::unique_ptr<SequenceState>> sequence = executor->NewSequence(8);
+  ASSERT_TRUE(sequence.ok());
+  // ids {1, 2} at positions {0, 1}, written as the runtime would.
+  const int32_t ids[] = {1, 2}, positions[] = {0, 1};
+  const auto bytes = [](const int32_t* v, size_t n) {
+    return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(v),
+                                reinterpret_cast<const uint8_t*>(v) + 4 * n);
+  };
+  const MemoryRegion at_ids{MemoryRegion::Kind::kArena, 0, plan.buffers[plan.input_ids].offset};
+  ASSERT_TRUE(executor->CopyToMemory(**sequence, at_ids, bytes(ids, 2)).ok());
+  ASSERT_TRUE(executor
+                  ->CopyToMemory(**sequence,
+                                 {MemoryRegion::Kind::kArena, 0,
+                                  plan.buffers[plan.input_positions].offset},
+                                 bytes(positions, 2))
+                  .ok());
+  ASSERT_TRUE(executor->RunProgram(**sequence, 2, 0).ok());
+  std::vector<uint8_t> logits(2 * kVocab * 4);
+  ASSERT_TRUE(executor
+                  ->CopyFromMemory(**sequence,
+                                   {MemoryRegion::Kind::kArena, 0,
+                                    plan.buffers[plan.output_logits].offset},
+                                   absl::MakeSpan(logits))
+                  .ok());
+  std::vector<float> values(2 * kVocab);
+  std::memcpy(values.data(), logits.data(), logits.size());
+  ExpectNear(Row(values, 1), Expected({1, 2}, 1, 0));
+  // The cache holds what kv_write wrote: K = V = the embedding of id 2 at slot 1.
+  std::vector<uint8_t> k(kHidden * 4);
+  ASSERT_TRUE(executor
+                  ->CopyFromMemory(**sequence, {MemoryRegion::Kind::kKCache, 0, kHidden * 4},
+                                   absl::MakeSpan(k))
+                  .ok());
+  float slot1[kHidden];
+  std::memcpy(slot1, k.data(), sizeof(slot1));
+  EXPECT_EQ(slot1[0], kTable[2][0]);
+  EXPECT_EQ(slot1[1], kTable[2][1]);
+  // Refusals.
+  EXPECT_TRUE(ErrorContains(
+      executor->CopyToMemory(**sequence, {MemoryRegion::Kind::kArena, 0, plan.arena_bytes},
+                             bytes(ids, 1)),
+      "4 bytes at offset"));
+  EXPECT_TRUE(ErrorContains(executor->CopyFromMemory(**sequence,
+                                                     {MemoryRegion::Kind::kVCache, 3, 0},
+                                                     absl::MakeSpan(k)),
+                            "KV cache 3 is out of range"));
+  EXPECT_TRUE(ErrorContains(executor->RunProgram(**sequence, kMaxTokens + 1, 0),
+                            "the plan has no program for a call of 5 tokens"));
+  EXPECT_TRUE(ErrorContains(executor->RunProgram(**sequence, 1, 1),
+                            "soft rows need a soft-token merge"));
+}
+
 TEST_F(HostExecutorTest, DecodeAfterPrefillReadsTheCache) {
   std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
   const std::vector<int32_t> ids = {3, 1, 2, 0, 2, 1};

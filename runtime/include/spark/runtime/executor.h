@@ -76,6 +76,15 @@ struct StepResult {
 
 class Executor;
 
+// A place in an executor's memory that a tool reads or writes directly (Executor::CopyToMemory):
+// the activation arena, or the K or V part of one of a sequence's KV caches, from `offset` bytes.
+struct MemoryRegion {
+  enum class Kind { kArena, kKCache, kVCache };
+  Kind kind = Kind::kArena;
+  int64_t cache = 0;    // the KV cache id, for kKCache / kVCache
+  uint64_t offset = 0;  // bytes from the start of the arena or the cache part
+};
+
 // The memory of one sequence on an executor: its KV caches (and, on the CUDA executor, the decode
 // graph that binds them). Made by Executor::NewSequence; the activation arena is the executor's,
 // shared by its sequences (it holds nothing between steps). Steps of one executor run one at a
@@ -114,6 +123,18 @@ class Executor {
   absl::Status Prepare(int64_t max_length);
   absl::Status RunStep(absl::Span<const int32_t> ids, absl::Span<const int32_t> positions,
                        const SoftTokenChunk* soft, std::vector<float>* logits);
+
+  // For tools that drive single steps (test/gpu/op_check: the GPU op check): bytes copied into or
+  // out of the arena or a sequence's KV caches (INVALID_ARGUMENT for a range outside them), and
+  // RunProgram, which runs the program of a call of `num_tokens` tokens with `num_soft_tokens`
+  // soft rows (the logits tail on every row) on what memory holds: it writes no input and reads
+  // no output. UNIMPLEMENTED unless the executor supports them (the host and CUDA executors do).
+  virtual absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
+                                    absl::Span<const uint8_t> bytes);
+  virtual absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
+                                      absl::Span<uint8_t> bytes);
+  virtual absl::Status RunProgram(SequenceState& sequence, int32_t num_tokens,
+                                  int32_t num_soft_tokens);
 
   // "host" or "cuda:<ordinal> (<device name>)".
   virtual std::string name() const = 0;
