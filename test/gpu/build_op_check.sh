@@ -23,10 +23,39 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=(sm_90a sm_121a)
-"$BUILD/bin/spark-op-check" emit "$DIR" "${emit[@]}"
-for group in $(cat "$DIR/groups.txt"); do
-  for target in "${targets[@]}"; do
-    "$BUILD/bin/spark-compile" "$DIR/$group.mlir" --target "$target" -o "$DIR/$group.$target.cubin"
-  done
+# Emit into a scratch directory and keep a module's old file when its text did not change, so
+# that only new or changed modules are compiled again.
+mkdir -p "$DIR"
+SCRATCH=$(mktemp -d)
+trap 'rm -rf "$SCRATCH"' EXIT
+"$BUILD/bin/spark-op-check" emit "$SCRATCH" "${emit[@]}"
+cp "$SCRATCH/groups.txt" "$DIR/groups.txt"
+# Modules of groups no longer emitted go (run_op_check.sh reads every cubin in DIR).
+for f in "$DIR"/*.mlir; do
+  [ -e "$f" ] || continue
+  group=$(basename "$f" .mlir)
+  grep -qx "$group" "$DIR/groups.txt" || rm -f "$DIR/$group".*
 done
-echo "build_op_check: $(wc -l < "$DIR/groups.txt") modules compiled for ${targets[*]} in $DIR"
+compiled=0
+for group in $(cat "$DIR/groups.txt"); do
+  cmp -s "$SCRATCH/$group.mlir" "$DIR/$group.mlir" || cp "$SCRATCH/$group.mlir" "$DIR/$group.mlir"
+  stale=()
+  for target in "${targets[@]}"; do
+    out=$DIR/$group.$target.cubin
+    [[ $target == compute_* ]] && out=$DIR/$group.$target.ptx
+    [ "$out" -nt "$DIR/$group.mlir" ] || stale+=(--target "$target")
+  done
+  [ ${#stale[@]} -gt 0 ] || continue
+  # One target: -o names its output; several: spark-compile writes <stem>.<target>.cubin (or
+  # .ptx) beside -o.
+  if [ ${#stale[@]} -eq 2 ]; then
+    target=${stale[1]}
+    out=$DIR/$group.$target.cubin
+    [[ $target == compute_* ]] && out=$DIR/$group.$target.ptx
+    "$BUILD/bin/spark-compile" "$DIR/$group.mlir" --target "$target" -o "$out"
+  else
+    "$BUILD/bin/spark-compile" "$DIR/$group.mlir" "${stale[@]}" -o "$DIR/$group.cubin"
+  fi
+  compiled=$((compiled + 1))
+done
+echo "build_op_check: $(wc -l < "$DIR/groups.txt") modules for ${targets[*]} in $DIR ($compiled compiled)"

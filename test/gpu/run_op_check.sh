@@ -4,6 +4,7 @@
 # the CUDA executor and compared with the host reference executor on the same inputs.
 #
 #   test/gpu/run_op_check.sh FULL_DIR QUICK_DIR SPARK_OP_CHECK [--sanitizer] [--jobs N]
+#                            [--logs DIR] [--group-timeout SECONDS]
 #
 # FULL_DIR and QUICK_DIR hold build_op_check.sh's output without and with --quick (sm_90a images
 # to run, sm_121a images for the SASS). Steps:
@@ -14,6 +15,8 @@
 #      entry of sm_121a uses more than GB10's 99 KB of shared memory per block;
 #   3. with --sanitizer, compute-sanitizer memcheck on QUICK_DIR's groups, and racecheck on the
 #      groups of the ops that share memory within a block.
+# Each group's output goes to its own log in --logs DIR (default: a temporary directory, removed
+# at the end); a group that runs longer than --group-timeout (default 400 s) fails.
 # Prints a summary; exits 1 when a step fails.
 set -uo pipefail
 FULL=$1
@@ -22,17 +25,23 @@ CHECK=$3
 shift 3
 SAN=0
 JOBS=8
+LOGS=""
+GROUP_TIMEOUT=400
 while [ $# -gt 0 ]; do
   case $1 in
     --sanitizer) SAN=1; shift ;;
     --jobs) JOBS=$2; shift 2 ;;
+    --logs) LOGS=$2; shift 2 ;;
+    --group-timeout) GROUP_TIMEOUT=$2; shift 2 ;;
     *) echo "run_op_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 CUDA_ROOT=${CUDA_HOME:-/usr/local/cuda}
 CUOBJDUMP=$(command -v cuobjdump || echo "$CUDA_ROOT/bin/cuobjdump")
 SANITIZER=$(command -v compute-sanitizer || echo "$CUDA_ROOT/bin/compute-sanitizer")
-LOGS=$(mktemp -d)
+KEEP_LOGS=1
+[ -n "$LOGS" ] || { LOGS=$(mktemp -d); KEEP_LOGS=0; }
+mkdir -p "$LOGS"
 FAILED=0
 SUMMARY=()
 record() { if [ "$2" = 0 ]; then SUMMARY+=("PASS  $1"); else SUMMARY+=("FAIL  $1"); FAILED=1; fi; }
@@ -41,7 +50,7 @@ record() { if [ "$2" = 0 ]; then SUMMARY+=("PASS  $1"); else SUMMARY+=("FAIL  $1
 run_groups() {  # dir log_prefix [prefix command...]
   local dir=$1 prefix=$2; shift 2
   cat "$dir/groups.txt" | xargs -P "$JOBS" -I{} sh -c \
-    "$* \"$CHECK\" run \"$dir\" --device cuda --target sm_90a --group {} $QUICK_FLAG > \"$LOGS/$prefix.{}.log\" 2>&1; echo \$? > \"$LOGS/$prefix.{}.rc\""
+    "timeout $GROUP_TIMEOUT $* \"$CHECK\" run \"$dir\" --device cuda --target sm_90a --group {} $QUICK_FLAG > \"$LOGS/$prefix.{}.log\" 2>&1; echo \$? > \"$LOGS/$prefix.{}.rc\""
 }
 QUICK_FLAG=""
 run_groups "$FULL" full
@@ -86,12 +95,11 @@ if [ $SAN = 1 ]; then
   echo "memcheck: $errors errors, $bad groups with a non-zero exit"
   [ "$bad" = 0 ] && [ "$errors" = 0 ]
   record "compute-sanitizer memcheck (quick set, $(wc -l < "$QUICK/groups.txt") groups): $errors errors" $?
-  for g in $(grep -lE '^(rms_norm|residual_rms_norm|linear|rope|rms_norm_rope|attention|moe_topk|sample) ' \
-               "$LOGS"/memcheck.*.log | sed 's|.*/memcheck\.||; s|\.log$||' | head -12); do
-    "$SANITIZER" --tool racecheck --error-exitcode 99 "$CHECK" run "$QUICK" --device cuda \
-      --target sm_90a --quick --group "$g" > "$LOGS/racecheck.$g.log" 2>&1
-    echo $? > "$LOGS/racecheck.$g.rc"
-  done
+  # racecheck on the groups whose ops share memory within a block, in parallel as above.
+  grep -lE '^(rms_norm|residual_rms_norm|linear|rope|rms_norm_rope|attention|moe_topk|sample) ' \
+    "$LOGS"/memcheck.*.log | sed 's|.*/memcheck\.||; s|\.log$||' | head -12 > "$LOGS/racecheck.groups"
+  cat "$LOGS/racecheck.groups" | xargs -P "$JOBS" -I{} sh -c \
+    "timeout $GROUP_TIMEOUT \"$SANITIZER\" --tool racecheck --error-exitcode 99 \"$CHECK\" run \"$QUICK\" --device cuda --target sm_90a --quick --group {} > \"$LOGS/racecheck.{}.log\" 2>&1; echo \$? > \"$LOGS/racecheck.{}.rc\""
   bad=$(cat "$LOGS"/racecheck.*.rc 2>/dev/null | grep -vc '^0$')
   echo "racecheck: $(ls "$LOGS"/racecheck.*.rc 2>/dev/null | wc -l) groups, $bad with a non-zero exit"
   [ "$bad" = 0 ]
@@ -102,5 +110,5 @@ echo
 echo "==== summary ===="
 printf '%s\n' "${SUMMARY[@]}"
 for f in "$LOGS"/*.log; do grep -q 'FAIL\|ERROR SUMMARY: [1-9]' "$f" && { echo "== $f"; tail -20 "$f"; }; done
-rm -rf "$LOGS"
+[ $KEEP_LOGS = 1 ] || rm -rf "$LOGS"
 exit $FAILED

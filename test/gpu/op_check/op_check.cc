@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -717,9 +718,12 @@ struct CaseResult {
 int RunGroup(const std::string& dir, const Module& m, const std::vector<OpCase>& all,
              const Options& options, int* cases_run) {
   const OpCase& call = *m.first;
-  const std::string image = options.device == "cuda"
-                                ? absl::StrCat(dir, "/", m.name, ".", options.target, ".cubin")
-                                : absl::StrCat(dir, "/", m.name, ".compute_90.ptx");
+  // The CUDA run needs the target's cubin; the host run reads only the plan, from that cubin
+  // when it was built, else from the PTX build's plan (build_op_check.sh --target compute_90).
+  std::string image = absl::StrCat(dir, "/", m.name, ".", options.target, ".cubin");
+  if (options.device == "host" && !std::filesystem::exists(image)) {
+    image = absl::StrCat(dir, "/", m.name, ".compute_90.ptx");
+  }
   absl::StatusOr<rt::Artifact> artifact = rt::LoadArtifact(image);
   if (!artifact.ok()) {
     std::printf("%-24s LOAD FAILED: %s\n", m.name.c_str(), artifact.status().ToString().c_str());
@@ -938,6 +942,8 @@ int Usage() {
 
 int main(int argc, char** argv) {
   using namespace spark::op_check;
+  // Line-buffered, so that a run stopped by a time limit leaves the lines of its finished cases.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 3) return Usage();
   const std::string mode = argv[1], dir = argv[2];
   Options options;
