@@ -9,15 +9,15 @@
 // and a bf16 GEMM throughput given on the command line (bench/ceilings.py measures it with
 // torch.matmul).
 //
-// The kernels are compiled here by nvcc (through test/gpu/kernel_wrappers.cuh, as the GPU check
-// harness does), not by spark-compile's clang/LLVM path, so the figures compare kernel variants
+// The kernels are compiled here by nvcc (through bench/kernel_wrappers.cuh), not by
+// spark-compile's clang/LLVM path, so the figures compare kernel variants
 // with each other; end-to-end figures come from bench/run_bench.sh. To compare the working tree's
 // kernels with another copy, compile twice with that copy's parent directory first on the include
 // path (`bench/run_bench.sh kernels OUTDIR BASE_DIR` does it).
 //
 // Method: 3 warm-up launches, then 20 timed with CUDA events around each launch; the median is
-// printed. Inputs are random, outputs are not checked here (test/gpu/kernel_check.cu
-// checks these kernels against the host reference).
+// printed. Inputs are random, outputs are not checked here (spark-op-check,
+// test/gpu/op_check, checks spark-compile's build of these kernels against the host reference).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "test/gpu/kernel_wrappers.cuh"
+#include "bench/kernel_wrappers.cuh"
 
 namespace {
 

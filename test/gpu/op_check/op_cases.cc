@@ -241,6 +241,15 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
     c.label += per_row ? " per-row" : " per-tensor";
     Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 37));
   }
+  // FP8 NaN codes (0x7f, 0xff) in the weights: the output rows they reach are NaN on both sides,
+  // through the GEMV (1 token) and the tiles (37).
+  for (const int t : {1, 37}) {
+    OpCase c = linear("linear_fp8", t, 1023, 2816);
+    c.ints["scale_count"] = 1023;
+    c.nan_codes = true;
+    c.label += " per-row NaN codes";
+    Add(cases, c, false);
+  }
 }
 
 void Rope(std::vector<OpCase>* cases) {

@@ -52,6 +52,7 @@ struct OpCase {
   int32_t window = 0;                          // the KV cache's window (0: full)
   bool cache_bf16 = false;                     // the KV cache's element type
   int32_t soft_rows = 0;                       // soft rows of the call (scatter_rows)
+  bool nan_codes = false;  // FP8 weights hold some NaN codes: the rows they reach must be NaN
   // A second step that completes the first: attention_merge after a split attention,
   // moe_combine after a grouped moe_down (its workspace and output shared).
   std::string then;

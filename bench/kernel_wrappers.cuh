@@ -1,12 +1,12 @@
-// __global__ test entries around the kernel library's device functions, for nvcc builds (the GPU
-// check harness and the SASS check of run_kernel_checks.sh). The kernel sources are included
+// __global__ entries around the kernel library's device functions, for kernel_bench.cu's nvcc
+// build (the checks of record run spark-compile's images: test/gpu/op_check). The kernel sources are included
 // as one translation unit; each entry does what spark-compile's generated `gpu.func` does: call
 // the device function with the step's arguments. `__launch_bounds__` is the ABI block size.
-#ifndef SPARK_TEST_GPU_KERNEL_WRAPPERS_CUH_
-#define SPARK_TEST_GPU_KERNEL_WRAPPERS_CUH_
+#ifndef SPARK_BENCH_KERNEL_WRAPPERS_CUH_
+#define SPARK_BENCH_KERNEL_WRAPPERS_CUH_
 
-// The kernels' activation precision (common.cuh) is a variable here, which a case may set
-// (kernel_check.cu: SetActivationPrecision); spark-compile makes it a constant of each module.
+// The kernels' activation precision (common.cuh) is a variable here (0: f32 activations, what
+// kernel_bench.cu measures); spark-compile makes it a constant of each module.
 #define SPARK_ACTIVATION_PRECISION_VARIABLE
 #include "kernels/attention.cu"
 #include "kernels/elementwise.cu"
@@ -147,4 +147,4 @@ SPK_ENTRY(256) check_select_group(const act_t* x, act_t* y, int T, int groups, i
 
 #undef SPK_ENTRY
 
-#endif  // SPARK_TEST_GPU_KERNEL_WRAPPERS_CUH_
+#endif  // SPARK_BENCH_KERNEL_WRAPPERS_CUH_
