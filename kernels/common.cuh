@@ -27,8 +27,8 @@
 // fold into it (a function called from several entries is otherwise compiled once, for all of
 // them). For ops whose entries must not carry each other's code: the MoE expert ops, whose
 // decode entries would otherwise get the grouped tensor-core path's registers.
-// (clang-built library only: nvcc, which builds the GPU check harness, ignores the attribute on
-// a non-inline function and would warn.)
+// (clang-built library only: nvcc, which builds the kernel bench, ignores the attribute on a
+// non-inline function and would warn.)
 #if defined(__clang__)
 #define SPK_EXPORT_INLINE extern "C" __device__ __attribute__((always_inline))
 #else
@@ -126,22 +126,37 @@ SPK_DEVICE float e4m3_to_f32(uint32_t bits) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Inline PTX.
+// Inline PTX. SPARK_KERNEL_EMULATION (a CPU emulation of the CUDA execution model used to test
+// kernel logic without a GPU) supplies host versions of these few instructions.
 // ------------------------------------------------------------------------------------------------
+#if defined(SPARK_KERNEL_EMULATION)
+uint32_t spk_emu_pack_bf16x2(float lo, float hi);
+void spk_emu_mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row);
+void spk_emu_f16x2_to_f32x2(uint32_t v, float& lo, float& hi);
+#endif
 
 // Packs two f32 into bf16x2 with round-to-nearest-even; `lo` goes to the low half (the element
 // with the smaller index in mma fragments). PTX cvt puts its first source into the upper half.
 SPK_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
+#if defined(SPARK_KERNEL_EMULATION)
+  return spk_emu_pack_bf16x2(lo, hi);
+#else
   uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
+#endif
 }
 
 // The two f16 values of v (low half, high half) as f32 (exact).
 SPK_DEVICE void f16x2_to_f32x2(uint32_t v, float& lo, float& hi) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_f16x2_to_f32x2(v, lo, hi);
+#else
   asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
       : "=f"(lo), "=f"(hi)
       : "r"(v));
+#endif
 }
 
 // Two E2M1 codes, in bits 12-15 and 28-31 of t, as f32 values times 2^-14 (multiply by
@@ -174,8 +189,9 @@ SPK_DEVICE bool e4m3_has_nan(uint32_t v) {
 // `spark_activation_precision` as a constant of every generated module, so act_bf16() folds and
 // each kernel carries only its mode's loads and stores. Kernels take activation pointers as
 // void* and go through ActIn / ActOut: reads widen to f32, writes round to bf16 (nearest even).
-// Workspaces (attention and MoE partials) are plain f32. The nvcc test harnesses define
-// SPARK_ACTIVATION_PRECISION_VARIABLE and their own variable, which they set per case.
+// Workspaces (attention and MoE partials) are plain f32. The kernel bench's nvcc build and
+// spark-op-check's CPU emulation define SPARK_ACTIVATION_PRECISION_VARIABLE and their own
+// variable.
 // ------------------------------------------------------------------------------------------------
 #if defined(SPARK_ACTIVATION_PRECISION_VARIABLE)
 extern "C" __device__ int spark_activation_precision;
@@ -294,45 +310,63 @@ SPK_DEVICE float sum_squares(ActIn row, int cols, bool vec, int start, int strid
 //   b0: B[2q, 2q+1][g]    b1: B[2q+8, 2q+9][g]
 //   c0, c1: C[g][2q, 2q+1]                        c2, c3: C[g+8][2q, 2q+1]
 SPK_DEVICE void mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_mma_bf16_16816(c, a, b0, b1);
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
+#if !defined(SPARK_KERNEL_EMULATION)
 // The 32-bit shared-window address of a generic pointer into shared memory.
 SPK_DEVICE uint32_t shared_addr(const void* p) {
   uint32_t a;
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
 }
+#endif
 
 // Four 8 x 8 bf16 matrices from shared memory into mma fragments (ldmatrix .x4): lane l gives the
 // 16-byte-aligned address of row l % 8 of matrix l / 8; d[m] receives matrix m's elements
 // (row lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1), the layout of an mma operand
 // register. Warp-collective: all 32 lanes take part.
 SPK_DEVICE void ldmatrix_x4(uint32_t d[4], const void* row) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_ldmatrix_x4(d, row);
+#else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                : "r"(shared_addr(row))
                : "memory");
+#endif
 }
 
 // Asynchronous 16-byte copy global -> shared (cp.async.cg: cached in L2 only). The copies a thread
 // issued are complete and visible to itself after cp_async_wait_all(), to the block after a
 // barrier that follows it. Both addresses 16-byte aligned.
 SPK_DEVICE void cp_async16(void* shared_dst, const void* global_src) {
+#if defined(SPARK_KERNEL_EMULATION)
+  std::memcpy(shared_dst, global_src, 16);
+#else
   uint64_t src;
   asm("cvta.to.global.u64 %0, %1;" : "=l"(src) : "l"(global_src));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_addr(shared_dst)), "l"(src)
                : "memory");
+#endif
 }
 SPK_DEVICE void cp_async_commit() {
+#if !defined(SPARK_KERNEL_EMULATION)
   asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
 }
 SPK_DEVICE void cp_async_wait_all() {
+#if !defined(SPARK_KERNEL_EMULATION)
   asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
 }
 
 // ------------------------------------------------------------------------------------------------

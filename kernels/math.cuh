@@ -183,7 +183,7 @@ SPK_HD float bf16hi_to_f32(uint32_t w) { return u32_as_f32(w & 0xffff0000u); }
 // Single precision.
 // ------------------------------------------------------------------------------------------------
 SPK_HD float spk_exp2f(float x) {
-#if SPK_ON_DEVICE
+#if SPK_ON_DEVICE && !defined(SPARK_KERNEL_EMULATION)
   float r;
   asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;

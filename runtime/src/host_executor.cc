@@ -31,8 +31,8 @@ uint64_t AddressOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 class HostExecutor final : public Executor {
  public:
-  HostExecutor(const Plan& plan, std::vector<WeightData> weights)
-      : plan_(plan), weights_(std::move(weights)) {}
+  HostExecutor(const Plan& plan, std::vector<WeightData> weights, HostKernelRunner kernel_runner)
+      : plan_(plan), weights_(std::move(weights)), kernel_runner_(std::move(kernel_runner)) {}
   ~HostExecutor() override { ReleaseOwnSequence(); }
 
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
@@ -95,6 +95,7 @@ class HostExecutor final : public Executor {
 
   const Plan& plan_;
   std::vector<WeightData> weights_;
+  HostKernelRunner kernel_runner_;  // empty: the host references
   std::vector<std::vector<uint64_t>> aligned_copies_;  // of weights misaligned in the checkpoint
   std::vector<WidenedBuffer> widened_;  // of the step running (bf16 activations only)
   std::vector<uint64_t> arena_;  // arena_bytes, 8-byte aligned; empty until the first sequence
@@ -270,7 +271,9 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
       args.push_back(
           {r.kind, reinterpret_cast<void*>(static_cast<uintptr_t>(r.address)), r.i32, r.f32});
     }
-    const bool widen = plan_.activation_precision == DType::kBF16;
+    // A kernel runner takes the activations as stored; the references compute in f32.
+    const bool run_kernel = kernel_runner_ != nullptr && IsLaunch(step);
+    const bool widen = !run_kernel && plan_.activation_precision == DType::kBF16;
     // Rows the op may touch: its tokens, or the soft rows scatter_rows reads (a tail step reads
     // none).
     if (widen) {
@@ -279,7 +282,13 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
                                         : std::max(launch.num_tokens, num_soft_tokens),
                        &args);
     }
-    const absl::Status status = RunHostKernel(step.op, args);
+    absl::Status status;
+    if (run_kernel) {
+      status = CheckHostArgs(step.op, args);
+      if (status.ok()) status = kernel_runner_(step.op, args, launch.blocks);
+    } else {
+      status = RunHostKernel(step.op, args);
+    }
     if (profile != nullptr) {
       profile->Record(i, num_tokens, first_position, absl::ToDoubleSeconds(absl::Now() - start),
                       launch.num_tokens);
@@ -344,9 +353,11 @@ absl::Status HostExecutor::ObserveStep(int step_index, int32_t num_tokens) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Executor>> CreateHostExecutor(const Plan& plan,
-                                                             std::vector<WeightData> weights) {
+                                                             std::vector<WeightData> weights,
+                                                             HostKernelRunner kernel_runner) {
   SPARK_RETURN_IF_ERROR(CheckBoundWeights(plan, weights));
-  return std::unique_ptr<Executor>(new HostExecutor(plan, std::move(weights)));
+  return std::unique_ptr<Executor>(
+      new HostExecutor(plan, std::move(weights), std::move(kernel_runner)));
 }
 
 }  // namespace rt

@@ -10,6 +10,7 @@
 #include "absl/types/span.h"
 #include "op_rules.h"
 #include "spark/runtime/kernel_abi.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {
@@ -101,14 +102,16 @@ absl::Status CheckAgainstAbi(const abi::OpSpec& spec, absl::Span<const HostArg> 
 
 }  // namespace
 
-absl::Status RunHostKernel(abi::OpId op, absl::Span<const HostArg> args) {
+absl::Status CheckHostArgs(abi::OpId op, absl::Span<const HostArg> args) {
   if (static_cast<unsigned>(op) >= static_cast<unsigned>(abi::OpId::kCount)) {
     return absl::InvalidArgumentError(
         absl::StrCat("no host kernel for op id ", static_cast<int>(op)));
   }
-  const abi::OpSpec& spec = abi::Spec(op);
-  absl::Status status = CheckAgainstAbi(spec, args);
-  if (!status.ok()) return status;
+  return CheckAgainstAbi(abi::Spec(op), args);
+}
+
+absl::Status RunHostKernel(abi::OpId op, absl::Span<const HostArg> args) {
+  SPARK_RETURN_IF_ERROR(CheckHostArgs(op, args));
   kHostKernels[static_cast<int>(op)](args);
   return absl::OkStatus();
 }

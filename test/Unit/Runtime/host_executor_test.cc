@@ -14,6 +14,7 @@
 #include "runtime_test_util.h"
 #include "tiny_plan.h"
 #include "spark/runtime/executor.h"
+#include "spark/runtime/host_kernel_dispatch.h"
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan.h"
@@ -551,6 +552,50 @@ TEST_F(HostExecutorTest, KernelErrorsNameTheStep) {
   std::vector<float> logits;
   EXPECT_TRUE(ErrorContains(executor->RunStep({0}, {0}, nullptr, &logits),
                             "step 4 (lm_head, op linear, kernel spark_linear__i4_i2)"));
+}
+
+// A kernel runner (spark-op-check's CPU emulation of the CUDA kernels) runs every launch step in
+// place of the host references, with the call's grid; its errors name the step, and arguments
+// the registry refuses never reach it.
+TEST_F(HostExecutorTest, AKernelRunnerRunsEveryLaunchInsteadOfTheReferences) {
+  plan_ = TinyPlan(KvKind::kFull, 0);
+  std::vector<abi::OpId> ran;
+  absl::Status fail_with = absl::OkStatus();
+  HostKernelRunner runner = [&](abi::OpId op, absl::Span<const HostArg> args, int blocks) {
+    ran.push_back(op);
+    EXPECT_GE(blocks, 1);
+    if (!fail_with.ok()) return fail_with;
+    return RunHostKernel(op, args);  // the references, so that the numbers can be checked
+  };
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      CreateHostExecutor(plan_, Weights(), runner);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  ASSERT_TRUE((*executor)->Prepare(32).ok());
+  const std::vector<int32_t> ids = {0, 1, 2};
+  std::vector<float> logits;
+  ASSERT_TRUE((*executor)->RunStep(ids, {0, 1, 2}, nullptr, &logits).ok());
+  for (int p = 0; p < 3; ++p) ExpectNear(Row(logits, p), Expected(ids, p, 0));
+  ASSERT_FALSE(ran.empty());
+  for (abi::OpId op : ran) EXPECT_TRUE(abi::Spec(op).kernel()) << abi::Spec(op).op;
+
+  ran.clear();
+  fail_with = absl::InternalError("emulated fault");
+  ASSERT_TRUE((*executor)->Prepare(32).ok());
+  const absl::Status status = (*executor)->RunStep({0}, {0}, nullptr, &logits);
+  EXPECT_TRUE(ErrorContains(status, "emulated fault")) << status;
+  EXPECT_TRUE(ErrorContains(status, "step 0")) << status;
+  EXPECT_EQ(ran.size(), 1u);
+
+  Plan bad = TinyPlan(KvKind::kFull, 0);
+  bad.steps[bad.steps.size() - 2].args[4] = I32(-3);  // the LM head's out_features
+  plan_ = bad;
+  ran.clear();
+  fail_with = absl::OkStatus();
+  executor = CreateHostExecutor(plan_, Weights(), runner);
+  ASSERT_TRUE(executor.ok() && (*executor)->Prepare(32).ok());
+  EXPECT_TRUE(ErrorContains((*executor)->RunStep({0}, {0}, nullptr, &logits),
+                            "step 4 (lm_head, op linear, kernel spark_linear__i4_i2)"));
+  for (abi::OpId op : ran) EXPECT_NE(abi::Spec(op).op, std::string("linear"));
 }
 
 TEST(KvCapacityTest, FullHoldsMaxLengthSlidingHoldsTheWindowPlusAChunk) {

@@ -33,6 +33,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "op_check.h"
+#include "test/gpu/op_check/emulated_kernels.h"
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/cuda_executor.h"
 #include "spark/runtime/device.h"
@@ -714,6 +715,19 @@ std::set<int64_t> NearTieRows(const std::vector<uint8_t>& logits, DType dtype,
   return rows;
 }
 
+// The host executor's kernel runner of the CPU emulation (emulated_kernels.h).
+rt::HostKernelRunner EmulatedRunner(int activation_precision) {
+  return [activation_precision](abi::OpId op, absl::Span<const rt::HostArg> args,
+                                int blocks) -> absl::Status {
+    std::vector<EmulatedArg> emulated;
+    for (const rt::HostArg& a : args) emulated.push_back({a.kind, a.ptr, a.i32, a.f32});
+    if (!RunEmulatedKernel(op, emulated.data(), blocks, activation_precision)) {
+      return absl::InternalError(absl::StrCat("no emulated kernel for op ", abi::Spec(op).op));
+    }
+    return absl::OkStatus();
+  };
+}
+
 struct CaseResult {
   double error = 0.0;
   std::string note;
@@ -722,10 +736,10 @@ struct CaseResult {
 int RunGroup(const std::string& dir, const Module& m, const std::vector<OpCase>& all,
              const Options& options, int* cases_run) {
   const OpCase& call = *m.first;
-  // The CUDA run needs the target's cubin; the host run reads only the plan, from that cubin
+  // The CUDA run needs the target's cubin; the others read only the plan, from that cubin
   // when it was built, else from the PTX build's plan (build_op_check.sh --target compute_90).
   std::string image = absl::StrCat(dir, "/", m.name, ".", options.target, ".cubin");
-  if (options.device == "host" && !std::filesystem::exists(image)) {
+  if (options.device != "cuda" && !std::filesystem::exists(image)) {
     image = absl::StrCat(dir, "/", m.name, ".compute_90.ptx");
   }
   absl::StatusOr<rt::Artifact> artifact = rt::LoadArtifact(image);
@@ -755,7 +769,7 @@ int RunGroup(const std::string& dir, const Module& m, const std::vector<OpCase>&
   absl::StatusOr<std::unique_ptr<rt::Checkpoint>> checkpoint =
       status.ok() ? rt::Checkpoint::Open(checkpoint_path)
                   : absl::StatusOr<std::unique_ptr<rt::Checkpoint>>(status);
-  std::vector<Run> runs(options.device == "cuda" ? 2 : 1);
+  std::vector<Run> runs(options.device == "host" ? 1 : 2);
   if (checkpoint.ok()) {
     absl::StatusOr<std::vector<rt::WeightData>> weights = rt::BindWeights(plan, **checkpoint);
     absl::StatusOr<std::unique_ptr<rt::Executor>> host =
@@ -763,7 +777,16 @@ int RunGroup(const std::string& dir, const Module& m, const std::vector<OpCase>&
                      : absl::StatusOr<std::unique_ptr<rt::Executor>>(weights.status());
     status = host.status();
     if (host.ok()) runs[0].executor = std::move(*host);
-    if (status.ok() && runs.size() == 2) {
+    if (status.ok() && options.device == "emulated") {
+      absl::StatusOr<std::vector<rt::WeightData>> again = rt::BindWeights(plan, **checkpoint);
+      const int precision = plan.activation_precision == DType::kBF16 ? abi::kActivationBF16
+                                                                      : abi::kActivationF32;
+      absl::StatusOr<std::unique_ptr<rt::Executor>> emulated =
+          again.ok() ? rt::CreateHostExecutor(plan, std::move(*again), EmulatedRunner(precision))
+                     : absl::StatusOr<std::unique_ptr<rt::Executor>>(again.status());
+      status = emulated.status();
+      if (emulated.ok()) runs[1].executor = std::move(*emulated);
+    } else if (status.ok() && runs.size() == 2) {
       absl::StatusOr<std::vector<rt::DeviceInfo>> devices = rt::ListDevices();
       rt::CudaExecutorOptions cuda;
       if (devices.ok()) cuda.device = devices->front();
@@ -922,7 +945,9 @@ int RunAll(const std::string& dir, const Options& options) {
   const std::vector<OpCase> all = AllCases(options.quick);
   const std::vector<Module> modules = Groups(all, options);
   const std::string images =
-      options.device == "cuda" ? absl::StrCat(" (", options.target, " images)") : "";
+      options.device == "cuda"       ? absl::StrCat(" (", options.target, " images)")
+      : options.device == "emulated" ? " (the kernels' sources on the CPU emulation)"
+                                     : "";
   std::printf("spark-op-check: %s executor%s against the host reference, seed %" PRIu64 "\n",
               options.device.c_str(), images.c_str(), options.seed);
   std::printf("%-24s %-62s %10s %8s  %s\n", "op", "case", "error", "tol", "result");
@@ -939,7 +964,7 @@ int RunAll(const std::string& dir, const Options& options) {
 int Usage() {
   std::fprintf(stderr,
                "usage: spark-op-check emit DIR [--quick] [--only op,...]\n"
-               "       spark-op-check run DIR [--device cuda|host] [--target sm_90a] [--quick] "
+               "       spark-op-check run DIR [--device cuda|emulated|host] [--target sm_90a] [--quick] "
                "[--only op,...] [--seed N] [--group NAME]\n");
   return 2;
 }
@@ -972,7 +997,9 @@ int main(int argc, char** argv) {
       options.seed = std::strtoull(value().c_str(), nullptr, 10);
     } else if (a == "--device") {
       options.device = value();
-      if (options.device != "cuda" && options.device != "host") return Usage();
+      if (options.device != "cuda" && options.device != "host" && options.device != "emulated") {
+        return Usage();
+      }
     } else if (a == "--target") {
       options.target = value();
     } else if (a == "--group") {

@@ -7,11 +7,15 @@
 // precision, positions, soft rows, sequence length) share one module ("group").
 //
 //   spark-op-check emit DIR [--quick] [--only op,...]     writes DIR/<group>.mlir and DIR/cases.txt
-//   spark-op-check run DIR --device cuda|host [--target T] [--quick] [--only op,...] [--seed N]
-//                          [--group NAME]               runs DIR/<group>.<T>.cubin (cuda; T
-//                                                          sm_90a by default) or
-//                                                          DIR/<group>.compute_90.ptx (host)
-// test/gpu/run_op_check.sh compiles and runs them.
+//   spark-op-check run DIR --device cuda|host|emulated [--target T] [--quick] [--only op,...]
+//                          [--seed N] [--group NAME]    runs DIR/<group>.<T>.cubin (cuda; T
+//                                                          sm_90a by default) or the plan of
+//                                                          DIR/<group>.compute_90.ptx (host,
+//                                                          emulated)
+// `--device emulated` runs the same plans with every launch executed by the kernels' CUDA C++
+// compiled for the CPU (emulated_kernels.h) instead of the host reference: a check of the kernel
+// sources without a GPU, not of the bytes the GPU runs. test/gpu/run_op_check.sh compiles and
+// runs the cuda check.
 #ifndef SPARK_TEST_GPU_OP_CHECK_OP_CHECK_H_
 #define SPARK_TEST_GPU_OP_CHECK_OP_CHECK_H_
 

@@ -32,6 +32,9 @@ struct HostArg {
 // required, sizes that are negative, or a broken rule of the registry (e.g. q_heads not a
 // multiple of kv_heads). The string form also refuses an op the registry does not know.
 absl::Status RunHostKernel(abi::OpId op, absl::Span<const HostArg> args);
+// The checks RunHostKernel makes before calling: the registry's arity, kinds, non-null pointers,
+// sizes and rules. For other implementations of the ops on host memory (HostKernelRunner).
+absl::Status CheckHostArgs(abi::OpId op, absl::Span<const HostArg> args);
 absl::Status RunHostKernel(const std::string& op, absl::Span<const HostArg> args);
 
 }  // namespace rt
