@@ -180,8 +180,8 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
     // fuse or lower; its buffers are placed unless they carry offsets, and its entries built.
     bool planned = true;
     for (ProgramOp program : module.getOps<ProgramOp>())
-      for (Attribute buffer : program.getBuffers())
-        if (auto dict = dyn_cast<DictionaryAttr>(buffer); !dict || !dict.get("offset"))
+      for (auto buffer : program.getBuffers().getAsRange<BufferAttr>())
+        if (!buffer.getOffset())
           planned = false;
     if (failed(runPipeline(module, options, "kernel pipeline", [&](OpPassManager &pm) {
           if (!planned)

@@ -466,21 +466,18 @@ LogicalResult Lowering::checkBufferSizes() {
   return success();
 }
 
-DictionaryAttr argAttr(Builder &b, const Arg &arg) {
-  auto entry = [&](StringRef key, Attribute value) {
-    return b.getDictionaryAttr(b.getNamedAttr(key, value));
-  };
+LaunchArgAttr argAttr(MLIRContext *ctx, const Arg &arg) {
   switch (arg.kind) {
-  case Arg::Buffer: return entry("buffer", b.getI64IntegerAttr(arg.index));
-  case Arg::Weight: return entry("weight", b.getI64IntegerAttr(arg.index));
-  case Arg::KCache: return entry("k_cache", b.getI64IntegerAttr(arg.index));
-  case Arg::VCache: return entry("v_cache", b.getI64IntegerAttr(arg.index));
-  case Arg::KvCapacity: return entry("kv_capacity", b.getI64IntegerAttr(arg.index));
-  case Arg::Null: return entry("null", b.getI64IntegerAttr(1));
-  case Arg::NumTokens: return entry("num_tokens", b.getI64IntegerAttr(1));
-  case Arg::NumSoftTokens: return entry("num_soft_tokens", b.getI64IntegerAttr(1));
-  case Arg::I32: return entry("i32", b.getI32IntegerAttr(arg.i32));
-  case Arg::F32: return entry("f32", b.getF32FloatAttr(arg.f32));
+  case Arg::Buffer: return LaunchArgAttr::get(ctx, LaunchArgKind::buffer, arg.index);
+  case Arg::Weight: return LaunchArgAttr::get(ctx, LaunchArgKind::weight, arg.index);
+  case Arg::KCache: return LaunchArgAttr::get(ctx, LaunchArgKind::k_cache, arg.index);
+  case Arg::VCache: return LaunchArgAttr::get(ctx, LaunchArgKind::v_cache, arg.index);
+  case Arg::KvCapacity: return LaunchArgAttr::get(ctx, LaunchArgKind::kv_capacity, arg.index);
+  case Arg::Null: return LaunchArgAttr::get(ctx, LaunchArgKind::null, 0);
+  case Arg::NumTokens: return LaunchArgAttr::get(ctx, LaunchArgKind::num_tokens, 0);
+  case Arg::NumSoftTokens: return LaunchArgAttr::get(ctx, LaunchArgKind::num_soft_tokens, 0);
+  case Arg::I32: return LaunchArgAttr::get(ctx, LaunchArgKind::i32, arg.i32);
+  case Arg::F32: return LaunchArgAttr::get(ctx, arg.f32);
   }
   llvm_unreachable("unknown argument kind");
 }
@@ -490,50 +487,35 @@ void Lowering::buildProgram() {
   b.setInsertionPoint(entry);
 
   SmallVector<Attribute> bufferAttrs;
-  for (const LogicalBuffer &buffer : buffers)
-    bufferAttrs.push_back(b.getDictionaryAttr({
-        b.getNamedAttr("name", b.getStringAttr(buffer.name)),
-        b.getNamedAttr("dtype",
-                       b.getStringAttr(buffer.element == LogicalBuffer::Element::kI32 ? "i32"
-                                       : buffer.element == LogicalBuffer::Element::kF32 ||
-                                               !bf16
-                                           ? "f32"
-                                           : "bf16")),
-        b.getNamedAttr("row_shape", b.getI64ArrayAttr(buffer.rowShape)),
-    }));
-  SmallVector<Attribute> weightAttrs;
-  for (auto &[name, weight] : weights) {
-    RankedTensorType type = weight.type;
-    // The plan's dtype names are MLIR's builtin type names (runtime element_type.h): bf16, f32,
-    // f8E4M3FN, f4E2M1FN (checkWeightTypes admitted no other).
-    std::string dtype;
-    llvm::raw_string_ostream(dtype) << type.getElementType();
-    SmallVector<NamedAttribute> attrs{
-        b.getNamedAttr("name", b.getStringAttr(name)),
-        b.getNamedAttr("dtype", b.getStringAttr(dtype)),
-        b.getNamedAttr("shape", b.getI64ArrayAttr(type.getShape())),
-    };
-    if (weight.parts) {
-      attrs.push_back(b.getNamedAttr("parts", weight.parts));
-      attrs.push_back(
-          b.getNamedAttr("part_shape", b.getI64ArrayAttr(weight.partShape.asArrayRef())));
-    }
-    if (weight.reciprocal)
-      attrs.push_back(b.getNamedAttr("transform", b.getStringAttr("reciprocal")));
-    weightAttrs.push_back(b.getDictionaryAttr(attrs));
+  for (const LogicalBuffer &buffer : buffers) {
+    Type dtype = buffer.element == LogicalBuffer::Element::kI32 ? Type(b.getI32Type())
+                 : buffer.element == LogicalBuffer::Element::kF32 || !bf16
+                     ? Type(b.getF32Type())
+                     : Type(b.getBF16Type());
+    bufferAttrs.push_back(
+        BufferAttr::get(ctx, buffer.name, dtype, buffer.rowShape, /*offset=*/std::nullopt));
   }
-  SmallVector<NamedAttribute> inputAttrs;
-  for (auto &[name, id] : inputs)
-    inputAttrs.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(id)));
+  SmallVector<Attribute> weightAttrs;
+  for (auto &[name, weight] : weights)
+    weightAttrs.push_back(WeightAttr::get(
+        ctx, name, weight.type.getElementType(), weight.type.getShape(), weight.parts,
+        weight.parts ? weight.partShape.asArrayRef() : ArrayRef<int64_t>(),
+        weight.reciprocal ? WeightTransform::reciprocal : WeightTransform::none));
+  auto input = [&](StringRef name) -> int64_t {
+    auto it = inputs.find(name.str());
+    return it == inputs.end() ? -1 : it->second;
+  };
+  auto programInputs = ProgramInputsAttr::get(
+      ctx, input("ids"), input("positions"), input("soft_embeddings"), input("soft_indices"),
+      input("last_visible"), input("sampling"));
   // The model facts (absent in hand-written IR; the plan writer then refuses the module).
   auto model = module->getAttrOfType<ModelAttr>("spark.model");
 
   auto program = ProgramOp::create(
       b, entry.getLoc(), entry.getSymName(), tokens, /*arena_bytes=*/0,
       b.getArrayAttr(bufferAttrs),
-      b.getArrayAttr(weightAttrs), b.getDictionaryAttr(inputAttrs),
-      b.getDictionaryAttr({b.getNamedAttr("logits", b.getI64IntegerAttr(logits)),
-                           b.getNamedAttr("tokens", b.getI64IntegerAttr(sampledTokens))}),
+      b.getArrayAttr(weightAttrs), programInputs,
+      ProgramOutputsAttr::get(ctx, logits, sampledTokens),
       model,
       /*activation_precision=*/TypeAttr());
   program.getBody().emplaceBlock();
@@ -541,7 +523,7 @@ void Lowering::buildProgram() {
   for (const PendingLaunch &l : launches) {
     SmallVector<Attribute> argList;
     for (const Arg &arg : l.args)
-      argList.push_back(argAttr(b, arg));
+      argList.push_back(argAttr(ctx, arg));
     ArrayAttr args = b.getArrayAttr(argList);
     if (!l.spec->kernel()) { // a transfer: the runtime moves the data, no entry
       auto transfer = TransferOp::create(b, entry.getLoc(), l.spec->op, args, l.logitsTail);

@@ -30,26 +30,6 @@ using namespace spark;
 
 namespace {
 
-/// A launch argument's literal value, if it is one ({i32 = n} or {f32 = x}).
-struct Literal {
-  bool isI32 = false, isF32 = false;
-  int32_t i32 = 0;
-  float f32 = 0.0f;
-};
-
-Literal literalOf(Attribute arg) {
-  Literal literal;
-  auto dict = cast<DictionaryAttr>(arg); // the launch verifier checked: one-entry dictionaries
-  if (auto v = dict.getAs<IntegerAttr>("i32")) {
-    literal.isI32 = true;
-    literal.i32 = static_cast<int32_t>(v.getInt());
-  } else if (auto v = dict.getAs<FloatAttr>("f32")) {
-    literal.isF32 = true;
-    literal.f32 = static_cast<float>(v.getValueAsDouble());
-  }
-  return literal;
-}
-
 struct SparkOutlineKernelEntriesPass
     : spark::impl::SparkOutlineKernelEntriesPassBase<SparkOutlineKernelEntriesPass> {
   using Base::Base;
@@ -83,29 +63,13 @@ struct SparkOutlineKernelEntriesPass
       if (std::optional<Type> precision = program.getActivationPrecision())
         bf16 |= precision->isBF16();
       for (LaunchOp launch : program.getBody().getOps<LaunchOp>()) {
+        // The launch verifier checked the op against the registry: a kernel op, its arity and
+        // argument kinds.
         const abi::OpSpec *spec = abi::FindOp(launch.getOp().str().c_str());
-        if (!spec) {
-          launch.emitOpError("of op '")
-              << launch.getOp() << "', which the op registry (kernel_ops.def) does not know";
-          return signalPassFailure();
-        }
-        if (!spec->kernel()) {
-          launch.emitOpError("of op '")
-              << launch.getOp() << "', which runs without a kernel: it is a spark.transfer";
-          return signalPassFailure();
-        }
-        ArrayAttr args = launch.getArgs();
-        if (static_cast<int>(args.size()) != spec->num_args) {
-          launch.emitOpError("of ") << spec->op << " expects " << spec->num_args
-                                    << " arguments (kernel_ops.def), got " << args.size();
-          return signalPassFailure();
-        }
+        SmallVector<LaunchArgAttr> args(launch.getArgs().getAsRange<LaunchArgAttr>());
         // One entry per (op, literal arguments), named after them (entry_point.h): the runtime
         // recomputes the name from each step and refuses a step that names another entry.
-        SmallVector<Literal> literals;
-        for (Attribute arg : args)
-          literals.push_back(literalOf(arg));
-        const std::string name = LaunchOp::entryPointName(spec->symbol, args);
+        const std::string name = LaunchOp::entryPointName(spec->symbol, launch.getArgs());
         SymbolRefAttr kernel = launch.getKernel();
         if (kernel.getRootReference() != "kernels" || kernel.getNestedReferences().size() != 1 ||
             kernel.getLeafReference() != name) {
@@ -128,7 +92,7 @@ struct SparkOutlineKernelEntriesPass
         }
         SmallVector<Type> entryParams;
         for (int i = 0; i < spec->num_args; ++i)
-          if (!literals[i].isI32 && !literals[i].isF32)
+          if (!args[i].isLiteral())
             entryParams.push_back(typeOf(spec->args[i].kind));
         auto func = gpu::GPUFuncOp::create(b, module.getLoc(), name,
                                            b.getFunctionType(entryParams, {}));
@@ -139,12 +103,13 @@ struct SparkOutlineKernelEntriesPass
         SmallVector<Value> callArgs;
         unsigned param = 0;
         for (int i = 0; i < spec->num_args; ++i) {
-          if (literals[i].isI32)
-            callArgs.push_back(LLVM::ConstantOp::create(b, module.getLoc(), i32,
-                                                        b.getI32IntegerAttr(literals[i].i32)));
-          else if (literals[i].isF32)
+          if (args[i].getKind() == LaunchArgKind::i32)
+            callArgs.push_back(LLVM::ConstantOp::create(
+                b, module.getLoc(), i32,
+                b.getI32IntegerAttr(static_cast<int32_t>(args[i].getValue()))));
+          else if (args[i].getKind() == LaunchArgKind::f32)
             callArgs.push_back(LLVM::ConstantOp::create(b, module.getLoc(), f32,
-                                                        b.getF32FloatAttr(literals[i].f32)));
+                                                        b.getF32FloatAttr(args[i].getF32Value())));
           else
             callArgs.push_back(func.getArgument(param++));
         }

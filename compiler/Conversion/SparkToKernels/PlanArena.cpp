@@ -45,29 +45,18 @@ struct Placement {
   int64_t offset = 0;
 };
 
-/// Bytes of one element of a buffer's dtype ("i32", "f32", "bf16": the lowering's spellings).
-int64_t elementBytes(StringRef dtype) { return dtype == "bf16" ? 2 : 4; }
-
 LogicalResult planProgram(ProgramOp program) {
-  ArrayAttr buffers = program.getBuffers();
-  SmallVector<Placement> placements(buffers.size());
-  for (auto [id, attr] : llvm::enumerate(buffers)) {
-    auto dict = dyn_cast<DictionaryAttr>(attr);
-    auto dtype = dict ? dict.getAs<StringAttr>("dtype") : StringAttr();
-    auto rowShape = dict ? dict.getAs<ArrayAttr>("row_shape") : ArrayAttr();
-    if (!dtype || !rowShape)
-      return program.emitOpError("buffer ") << id << " has no dtype and row_shape";
-    if (dict.get("offset"))
+  auto buffers = program.getBuffers().getAsRange<BufferAttr>();
+  SmallVector<Placement> placements(program.getBuffers().size());
+  for (auto [id, buffer] : llvm::enumerate(buffers)) {
+    if (buffer.getOffset())
       return program.emitOpError("buffer ")
              << id << " already has an offset: the arena is planned once, after "
              << "spark-lower-to-kernels";
-    int64_t bytes = elementBytes(dtype.getValue()) * program.getMaxTokens();
-    for (Attribute d : rowShape) {
-      auto dim = dyn_cast<IntegerAttr>(d);
-      if (!dim || dim.getInt() < 0 || llvm::MulOverflow(bytes, dim.getInt(), bytes) ||
-          bytes > kMaxBufferBytes)
+    int64_t bytes = buffer.elementBytes() * program.getMaxTokens();
+    for (int64_t d : buffer.getRowShape())
+      if (llvm::MulOverflow(bytes, d, bytes) || bytes > kMaxBufferBytes)
         return program.emitOpError("buffer ") << id << " needs more than 2^40 bytes";
-    }
     placements[id].bytes = alignUp(bytes);
   }
   auto touch = [&](int64_t id, int64_t at) -> LogicalResult {
@@ -84,22 +73,20 @@ LogicalResult planProgram(ProgramOp program) {
                                              : ArrayAttr();
     if (!args)
       continue;
-    for (Attribute arg : args)
-      if (auto dict = dyn_cast<DictionaryAttr>(arg))
-        if (auto buffer = dict.getAs<IntegerAttr>("buffer"))
-          if (failed(touch(buffer.getInt(), index)))
-            return failure();
+    for (auto arg : args.getAsRange<LaunchArgAttr>())
+      if (arg.getKind() == LaunchArgKind::buffer && failed(touch(arg.getValue(), index)))
+        return failure();
     ++index;
   }
-  // The runtime writes the inputs before the first launch and reads the logits after the last.
-  for (NamedAttribute input : program.getInputs())
-    if (auto id = dyn_cast<IntegerAttr>(input.getValue()))
-      if (failed(touch(id.getInt(), kBeforeAll)) || failed(touch(id.getInt(), kAfterAll)))
-        return failure();
-  for (NamedAttribute output : program.getOutputs())
-    if (auto id = dyn_cast<IntegerAttr>(output.getValue()))
-      if (failed(touch(id.getInt(), kAfterAll)))
-        return failure();
+  // The runtime writes the inputs before the first launch and reads the outputs after the last.
+  ProgramInputsAttr in = program.getInputs();
+  for (int64_t id : {in.getIds(), in.getPositions(), in.getSoftEmbeddings(), in.getSoftIndices(),
+                     in.getLastVisible(), in.getSampling()})
+    if (id >= 0 && (failed(touch(id, kBeforeAll)) || failed(touch(id, kAfterAll))))
+      return failure();
+  for (int64_t id : {program.getOutputs().getLogits(), program.getOutputs().getTokens()})
+    if (id >= 0 && failed(touch(id, kAfterAll)))
+      return failure();
 
   SmallVector<int64_t> order(placements.size());
   for (size_t i = 0; i < order.size(); ++i)
@@ -131,11 +118,8 @@ LogicalResult planProgram(ProgramOp program) {
 
   Builder b(program.getContext());
   SmallVector<Attribute> planned;
-  for (auto [id, attr] : llvm::enumerate(buffers)) {
-    SmallVector<NamedAttribute> fields(cast<DictionaryAttr>(attr).getValue());
-    fields.push_back(b.getNamedAttr("offset", b.getI64IntegerAttr(placements[id].offset)));
-    planned.push_back(b.getDictionaryAttr(fields));
-  }
+  for (auto [id, buffer] : llvm::enumerate(buffers))
+    planned.push_back(buffer.withOffset(placements[id].offset));
   program.setBuffersAttr(b.getArrayAttr(planned));
   program.setArenaBytes(arenaBytes);
   return success();

@@ -202,63 +202,48 @@ Expected<std::string> runPtxas(StringRef ptxas, const CudaTarget &target, String
 
 namespace {
 
-std::vector<int64_t> toVector(ArrayAttr array) {
-  std::vector<int64_t> values;
-  for (Attribute a : array)
-    values.push_back(cast<mlir::IntegerAttr>(a).getInt());
-  return values;
-}
-
-Expected<rt::StepArg> stepArg(mlir::DictionaryAttr dict) {
-  static const std::pair<const char *, rt::ArgRefKind> kIndexed[] = {
-      {"buffer", rt::ArgRefKind::kBuffer},      {"weight", rt::ArgRefKind::kWeight},
-      {"k_cache", rt::ArgRefKind::kKCache},     {"v_cache", rt::ArgRefKind::kVCache},
-      {"kv_capacity", rt::ArgRefKind::kKvCapacity}, {"null", rt::ArgRefKind::kNull},
-      {"num_tokens", rt::ArgRefKind::kNumTokens},
-      {"num_soft_tokens", rt::ArgRefKind::kNumSoftTokens}};
-  mlir::NamedAttribute entry = *dict.begin();
+rt::StepArg stepArg(LaunchArgAttr attr) {
   rt::StepArg arg;
-  StringRef key = entry.getName().getValue();
-  if (key == "i32") {
+  switch (attr.getKind()) {
+  case LaunchArgKind::buffer: arg.kind = rt::ArgRefKind::kBuffer; break;
+  case LaunchArgKind::weight: arg.kind = rt::ArgRefKind::kWeight; break;
+  case LaunchArgKind::k_cache: arg.kind = rt::ArgRefKind::kKCache; break;
+  case LaunchArgKind::v_cache: arg.kind = rt::ArgRefKind::kVCache; break;
+  case LaunchArgKind::kv_capacity: arg.kind = rt::ArgRefKind::kKvCapacity; break;
+  case LaunchArgKind::null: arg.kind = rt::ArgRefKind::kNull; break;
+  case LaunchArgKind::num_tokens: arg.kind = rt::ArgRefKind::kNumTokens; break;
+  case LaunchArgKind::num_soft_tokens: arg.kind = rt::ArgRefKind::kNumSoftTokens; break;
+  case LaunchArgKind::i32:
     arg.kind = rt::ArgRefKind::kI32;
-    arg.i32 = static_cast<int32_t>(cast<mlir::IntegerAttr>(entry.getValue()).getInt());
+    arg.i32 = static_cast<int32_t>(attr.getValue());  // the attribute verifier checked the range
     return arg;
-  }
-  if (key == "f32") {
+  case LaunchArgKind::f32:
     arg.kind = rt::ArgRefKind::kF32;
-    arg.f32 = cast<mlir::FloatAttr>(entry.getValue()).getValue().convertToFloat();
+    arg.f32 = attr.getF32Value();
     return arg;
   }
-  for (auto &[name, kind] : kIndexed)
-    if (key == name) {
-      arg.kind = kind;
-      // The kinds without an id (null, num_tokens, num_soft_tokens) are spelt {"null" = 1}.
-      bool hasId = kind != rt::ArgRefKind::kNull && kind != rt::ArgRefKind::kNumTokens &&
-                   kind != rt::ArgRefKind::kNumSoftTokens;
-      arg.index = hasId ? cast<mlir::IntegerAttr>(entry.getValue()).getInt() : 0;
-      return arg;
-    }
-  return makeError("unknown plan argument kind '" + key + "'");
-}
-
-std::string stringOr(mlir::DictionaryAttr dict, StringRef key, StringRef fallback) {
-  if (auto s = dict.getAs<mlir::StringAttr>(key))
-    return s.getValue().str();
-  return fallback.str();
-}
-int64_t intOr(mlir::DictionaryAttr dict, StringRef key, int64_t fallback) {
-  if (auto i = dict.getAs<mlir::IntegerAttr>(key))
-    return i.getInt();
-  return fallback;
+  arg.index = attr.getValue();
+  return arg;
 }
 
 /// The width of the logits buffer `id` of `program` (-1 when it is not one [T, N] buffer).
 int64_t logitsWidth(ProgramOp program, int64_t id) {
   if (id < 0 || id >= int64_t(program.getBuffers().size()))
     return -1;
-  auto dict = cast<mlir::DictionaryAttr>(program.getBuffers()[id]);
-  std::vector<int64_t> row = toVector(dict.getAs<ArrayAttr>("row_shape"));
+  ArrayRef<int64_t> row = cast<BufferAttr>(program.getBuffers()[id]).getRowShape();
   return row.size() == 1 ? row[0] : -1;
+}
+
+/// The runtime's element type of a buffer or weight (the verifiers admitted only those it has).
+Expected<rt::DType> dtypeOf(mlir::Type type, StringRef what, StringRef name) {
+  if (std::optional<rt::DType> dtype = runtimeElementType(type))
+    return *dtype;
+  std::string text;
+  llvm::raw_string_ostream(text) << type;
+  return makeError(llvm::formatv("spark.program {0} '{1}' has element type {2}, which the runtime "
+                                 "has no type for",
+                                 what, name, text)
+                       .str());
 }
 
 /// The model facts the runtime needs, from the program's #spark.model (spark-import writes it on
@@ -304,64 +289,51 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   std::optional<mlir::Type> precision = program.getActivationPrecision();
   plan.activation_precision = precision && precision->isBF16() ? rt::DType::kBF16 : rt::DType::kF32;
 
-  mlir::DictionaryAttr inputs = program.getInputs();
-  plan.input_ids = intOr(inputs, "ids", -1);
-  plan.input_positions = intOr(inputs, "positions", -1);
-  plan.soft_embeddings = intOr(inputs, "soft_embeddings", -1);
-  plan.soft_indices = intOr(inputs, "soft_indices", -1);
-  plan.input_last_visible = intOr(inputs, "last_visible", -1);
-  plan.input_sampling = intOr(inputs, "sampling", -1);
-  plan.output_logits = intOr(program.getOutputs(), "logits", -1);
-  plan.output_tokens = intOr(program.getOutputs(), "tokens", -1);
+  ProgramInputsAttr inputs = program.getInputs();
+  plan.input_ids = inputs.getIds();
+  plan.input_positions = inputs.getPositions();
+  plan.soft_embeddings = inputs.getSoftEmbeddings();
+  plan.soft_indices = inputs.getSoftIndices();
+  plan.input_last_visible = inputs.getLastVisible();
+  plan.input_sampling = inputs.getSampling();
+  plan.output_logits = program.getOutputs().getLogits();
+  plan.output_tokens = program.getOutputs().getTokens();
   if (Error e = readModelFacts(program.getModelAttr(), logitsWidth(program, plan.output_logits),
                                plan.model))
     return std::move(e);
 
-  for (Attribute a : program.getBuffers()) {
-    auto dict = cast<mlir::DictionaryAttr>(a);
+  for (auto attr : program.getBuffers().getAsRange<BufferAttr>()) {
     rt::BufferInfo buffer;
-    buffer.name = stringOr(dict, "name", "");
+    buffer.name = attr.getName().str();
     // ValidatePlan (below) checks that the dtype fits the plan's activation precision.
-    absl::StatusOr<rt::DType> dtype = rt::ParseDType(stringOr(dict, "dtype", "f32"));
-    if (!dtype.ok())
-      return makeError(llvm::formatv("spark.program buffer '{0}': {1}", buffer.name,
-                                     std::string(dtype.status().message()))
-                           .str());
+    Expected<rt::DType> dtype = dtypeOf(attr.getDtype(), "buffer", buffer.name);
+    if (!dtype)
+      return dtype.takeError();
     buffer.dtype = *dtype;
-    buffer.row_shape = toVector(dict.getAs<ArrayAttr>("row_shape"));
-    if (!dict.getAs<mlir::IntegerAttr>("offset"))
+    buffer.row_shape.assign(attr.getRowShape().begin(), attr.getRowShape().end());
+    if (!attr.getOffset())
       return makeError(llvm::formatv("spark.program buffer '{0}' has no offset (run "
                                      "spark-plan-arena after spark-lower-to-kernels)",
                                      buffer.name)
                            .str());
-    buffer.offset = intOr(dict, "offset", 0);
+    buffer.offset = *attr.getOffset();
     plan.buffers.push_back(std::move(buffer));
   }
-  for (Attribute a : program.getWeights()) {
-    auto dict = cast<mlir::DictionaryAttr>(a);
+  for (auto attr : program.getWeights().getAsRange<WeightAttr>()) {
     rt::WeightInfo weight;
-    weight.name = stringOr(dict, "name", "");
-    absl::StatusOr<rt::DType> weightType = rt::ParseDType(stringOr(dict, "dtype", ""));
-    if (!weightType.ok())
-      return makeError(llvm::formatv("spark.program weight '{0}': {1}", weight.name,
-                                     std::string(weightType.status().message()))
-                           .str());
-    weight.dtype = *weightType;  // ValidatePlan (below) says which types plans may hold
-    weight.shape = toVector(dict.getAs<ArrayAttr>("shape"));
-    if (auto parts = dict.getAs<ArrayAttr>("parts")) {
-      for (mlir::Attribute part : parts)
-        if (auto name = mlir::dyn_cast<mlir::StringAttr>(part))
-          weight.parts.push_back(name.str());
-      weight.part_shape = toVector(dict.getAs<ArrayAttr>("part_shape"));
+    weight.name = attr.getName().str();
+    Expected<rt::DType> dtype = dtypeOf(attr.getDtype(), "weight", weight.name);
+    if (!dtype)
+      return dtype.takeError();
+    weight.dtype = *dtype;  // ValidatePlan (below) says which types plans may hold
+    weight.shape.assign(attr.getShape().begin(), attr.getShape().end());
+    if (attr.getParts()) {
+      for (auto part : attr.getParts().getAsRange<mlir::StringAttr>())
+        weight.parts.push_back(part.str());
+      weight.part_shape.assign(attr.getPartShape().begin(), attr.getPartShape().end());
     }
-    if (auto transform = dict.getAs<mlir::StringAttr>("transform")) {
-      absl::StatusOr<rt::WeightTransform> parsed = rt::ParseWeightTransform(transform.getValue().str());
-      if (!parsed.ok())
-        return makeError(llvm::formatv("spark.program weight '{0}': {1}", weight.name,
-                                       std::string(parsed.status().message()))
-                             .str());
-      weight.transform = *parsed;
-    }
+    if (attr.getTransform() == WeightTransform::reciprocal)
+      weight.transform = rt::WeightTransform::kReciprocal;
     plan.weights.push_back(std::move(weight));
   }
   for (KvCacheOp cache : module.getOps<KvCacheOp>()) {
@@ -383,12 +355,8 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   // The steps in program order: kernel launches and transfers (a step the runtime carries out
   // without a kernel, plan.h TransferStep).
   auto readArgs = [](ArrayAttr attrs, std::vector<rt::StepArg> &out) -> Error {
-    for (Attribute a : attrs) {
-      Expected<rt::StepArg> arg = stepArg(cast<mlir::DictionaryAttr>(a));
-      if (!arg)
-        return arg.takeError();
-      out.push_back(*arg);
-    }
+    for (auto arg : attrs.getAsRange<LaunchArgAttr>())
+      out.push_back(stepArg(arg));
     return Error::success();
   };
   for (mlir::Operation &op : program.getBody().front()) {

@@ -17,6 +17,16 @@ class Spark_IdListParameter<string desc> : ArrayRefParameter<"int64_t", desc> {
   let printer = [{ ::spark::printIdList($_printer, $_self) }];
 }
 
+// A shape, printed and parsed in brackets ([16, 32]; [] for a scalar row).
+class Spark_ShapeParameter<string desc> : ArrayRefParameter<"int64_t", desc> {
+  let parser = [{ ::spark::parseIdList($_parser) }];
+  let printer = [{ ::spark::printIdList($_printer, $_self) }];
+}
+class Spark_OptionalShapeParameter<string desc> : OptionalArrayRefParameter<"int64_t", desc> {
+  let parser = [{ ::spark::parseIdList($_parser) }];
+  let printer = [{ ::spark::printIdList($_printer, $_self) }];
+}
+
 def Spark_ModelAttr : Spark_Attr<"Model", "model"> {
   let summary = "the model facts the runtime needs, from the checkpoint's config";
   let description = [{
@@ -52,6 +62,146 @@ def Spark_ModelAttr : Spark_Attr<"Model", "model"> {
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel level: what a spark.program holds (docs/plan-format.md)
+//===----------------------------------------------------------------------===//
+
+def Spark_BufferAttr : Spark_Attr<"Buffer", "buffer"> {
+  let summary = "one activation buffer of a spark.program's arena";
+  let description = [{
+    A buffer of `[max_tokens, row_shape...]` elements of `dtype` (f32, bf16 or i32; bf16 only in
+    a program of bf16 activation precision). `offset` (its byte offset in the arena) is absent
+    until `spark-plan-arena` places it.
+
+    ```mlir
+    #spark.buffer<name = "layers.0.mlp.down", dtype = f32, row_shape = [2816], offset = 4096>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the value it holds (for profiles and errors)">:$name,
+    "::mlir::Type":$dtype,
+    Spark_ShapeParameter<"a token row's shape">:$row_shape,
+    OptionalParameter<"std::optional<int64_t>", "byte offset in the arena">:$offset
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Bytes of one element (4 for f32 and i32, 2 for bf16).
+    int64_t elementBytes() const { return getDtype().isBF16() ? 2 : 4; }
+    /// The same buffer at arena byte offset `offset`.
+    BufferAttr withOffset(int64_t offset) const {
+      return get(getContext(), getName(), getDtype(), getRowShape(), offset);
+    }
+  }];
+}
+
+def Spark_WeightAttr : Spark_Attr<"Weight", "weight"> {
+  let summary = "one checkpoint tensor a spark.program's launches read";
+  let description = [{
+    A weight of `shape` and element type `dtype` (bf16, f32, f8E4M3FN, or f4E2M1FN codes
+    packed two per byte) named as in the checkpoint. `parts` (with `part_shape`) concatenates
+    several checkpoint tensors into one (the MoE experts of a checkpoint that stores one tensor
+    per expert; `part_shape` left out: scalar parts); `transform = reciprocal` stores 1/x of each value (an FP8 input scale).
+
+    ```mlir
+    #spark.weight<name = "model.language_model.layers.0.mlp.down_proj.weight", dtype = bf16, shape = [2816, 2112]>
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"the checkpoint tensor's name">:$name,
+    "::mlir::Type":$dtype,
+    Spark_ShapeParameter<"the tensor's shape">:$shape,
+    OptionalParameter<"::mlir::ArrayAttr", "checkpoint tensors concatenated into it">:$parts,
+    Spark_OptionalShapeParameter<"the shape of each part">:$part_shape,
+    DefaultValuedParameter<"::spark::WeightTransform", "::spark::WeightTransform::none",
+                           "transform at load">:$transform
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Spark_LaunchArgAttr : Spark_Attr<"LaunchArg", "arg"> {
+  let summary = "one argument of a spark.launch or spark.transfer";
+  let description = [{
+    In the op's argument order (kernel_ops.def): `buffer N`, `weight N`, `k_cache N`,
+    `v_cache N`, `kv_capacity N` (the id of an arena buffer, a weight or a KV cache),
+    `null`, `num_tokens`, `num_soft_tokens` (values of the call, filled in by the runtime), or a
+    literal `i32 N` / `f32 X` compiled into the kernel entry. In a launch's `args [...]` list the
+    `#spark.arg<...>` around each is left out.
+
+    ```mlir
+    #spark.arg<buffer 3>
+    #spark.arg<num_tokens>
+    #spark.arg<f32 9.99999997E-7>
+    ```
+  }];
+  let parameters = (ins
+    "::spark::LaunchArgKind":$kind,
+    "int64_t":$value,
+    APFloatParameter<"an f32 literal's value (0 for other kinds)">:$f32
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "::spark::LaunchArgKind":$kind, "int64_t":$value), [{
+      return $_get($_ctxt, kind, value, ::llvm::APFloat(0.0f));
+    }]>,
+    AttrBuilder<(ins "float":$f32), [{
+      return $_get($_ctxt, ::spark::LaunchArgKind::f32, 0, ::llvm::APFloat(f32));
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// Whether the argument is a literal compiled into the kernel entry (i32 or f32).
+    bool isLiteral() const {
+      return getKind() == ::spark::LaunchArgKind::i32 || getKind() == ::spark::LaunchArgKind::f32;
+    }
+    /// The f32 literal's value.
+    float getF32Value() const { return getF32().convertToFloat(); }
+    /// Parses / prints what follows the mnemonic inside `<...>`: `buffer 3`, `null`, `f32 0.5`.
+    static ::mlir::FailureOr<LaunchArgAttr> parseBody(::mlir::AsmParser &parser);
+    void printBody(::mlir::AsmPrinter &printer) const;
+  }];
+}
+
+def Spark_ProgramInputsAttr : Spark_Attr<"ProgramInputs", "inputs"> {
+  let summary = "the buffers a spark.program's caller fills";
+  let description = [{
+    Buffer ids (-1, left out when printed: no such input): the token `ids`, their
+    `positions`, the `soft_embeddings` rows and their `soft_indices` (a multimodal model),
+    `last_visible` (bidirectional image blocks), `sampling` (per-row sampling parameters).
+
+    ```mlir
+    #spark.inputs<ids = 0, positions = 1, sampling = 2>
+    ```
+  }];
+  let parameters = (ins
+    DefaultValuedParameter<"int64_t", "-1">:$ids,
+    DefaultValuedParameter<"int64_t", "-1">:$positions,
+    DefaultValuedParameter<"int64_t", "-1">:$soft_embeddings,
+    DefaultValuedParameter<"int64_t", "-1">:$soft_indices,
+    DefaultValuedParameter<"int64_t", "-1">:$last_visible,
+    DefaultValuedParameter<"int64_t", "-1">:$sampling
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Spark_ProgramOutputsAttr : Spark_Attr<"ProgramOutputs", "outputs"> {
+  let summary = "the buffers a spark.program's caller reads";
+  let description = [{
+    Buffer ids (-1, left out when printed: none): the `logits` (`[T, vocab]` f32) and the
+    sampled `tokens` (i32 per row).
+
+    ```mlir
+    #spark.outputs<logits = 9, tokens = 10>
+    ```
+  }];
+  let parameters = (ins
+    DefaultValuedParameter<"int64_t", "-1">:$logits,
+    DefaultValuedParameter<"int64_t", "-1">:$tokens
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 #endif // SPARK_ATTRS_TD

@@ -85,6 +85,143 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError, St
   return success();
 }
 
+namespace {
+bool isBufferType(Type type) { return type.isF32() || type.isBF16() || type.isSignlessInteger(32); }
+bool isWeightType(Type type) {
+  return type.isBF16() || type.isF32() || isa<Float8E4M3FNType, Float4E2M1FNType>(type);
+}
+LogicalResult verifyDims(function_ref<InFlightDiagnostic()> emitError, StringRef what,
+                         StringRef name, StringRef field, ArrayRef<int64_t> dims) {
+  for (int64_t d : dims)
+    if (d < 0)
+      return emitError() << what << " '" << name << "' has a negative " << field
+                         << " dimension: " << d;
+  return success();
+}
+} // namespace
+
+LogicalResult BufferAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                                 Type dtype, ArrayRef<int64_t> rowShape,
+                                 std::optional<int64_t> offset) {
+  if (!isBufferType(dtype))
+    return emitError() << "#spark.buffer '" << name << "' has dtype " << dtype
+                       << "; arena buffers hold f32, bf16 or i32";
+  if (offset && *offset < 0)
+    return emitError() << "#spark.buffer '" << name << "' has a negative offset: " << *offset;
+  return verifyDims(emitError, "#spark.buffer", name, "row_shape", rowShape);
+}
+
+LogicalResult WeightAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                                 Type dtype, ArrayRef<int64_t> shape, ArrayAttr parts,
+                                 ArrayRef<int64_t> partShape, WeightTransform transform) {
+  if (name.empty())
+    return emitError() << "#spark.weight needs a checkpoint tensor name";
+  if (!isWeightType(dtype))
+    return emitError() << "#spark.weight '" << name << "' has dtype " << dtype
+                       << "; weights are bf16, f32, f8E4M3FN or f4E2M1FN";
+  if (failed(verifyDims(emitError, "#spark.weight", name, "shape", shape)) ||
+      failed(verifyDims(emitError, "#spark.weight", name, "part_shape", partShape)))
+    return failure();
+  if (!parts && !partShape.empty())
+    return emitError() << "#spark.weight '" << name << "' has a part_shape but no parts";
+  if (parts)
+    for (Attribute part : parts)
+      if (auto partName = dyn_cast<StringAttr>(part); !partName || partName.empty())
+        return emitError() << "#spark.weight '" << name
+                           << "' parts must be checkpoint tensor names, got " << part;
+  return success();
+}
+
+FailureOr<LaunchArgAttr> LaunchArgAttr::parseBody(AsmParser &parser) {
+  MLIRContext *ctx = parser.getContext();
+  SMLoc loc = parser.getCurrentLocation();
+  static constexpr StringLiteral kKinds =
+      "(buffer, weight, k_cache, v_cache, kv_capacity, null, num_tokens, num_soft_tokens, i32, "
+      "f32)";
+  StringRef keyword;
+  if (parser.parseOptionalKeyword(&keyword))
+    return parser.emitError(loc, "expected a launch argument kind ") << kKinds;
+  std::optional<LaunchArgKind> kind = symbolizeLaunchArgKind(keyword);
+  if (!kind)
+    return parser.emitError(loc, "unknown launch argument kind '") << keyword << "' " << kKinds;
+  auto emitError = [&] { return parser.emitError(loc); };
+  switch (*kind) {
+  case LaunchArgKind::null:
+  case LaunchArgKind::num_tokens:
+  case LaunchArgKind::num_soft_tokens:
+    return getChecked(emitError, ctx, *kind, 0, llvm::APFloat(0.0f));
+  case LaunchArgKind::f32: {
+    llvm::APFloat value(0.0f);
+    if (parser.parseFloat(llvm::APFloat::IEEEsingle(), value))
+      return failure();
+    return getChecked(emitError, ctx, *kind, 0, value);
+  }
+  default: {
+    int64_t value;
+    if (parser.parseInteger(value))
+      return failure();
+    return getChecked(emitError, ctx, *kind, value, llvm::APFloat(0.0f));
+  }
+  }
+}
+
+void LaunchArgAttr::printBody(AsmPrinter &printer) const {
+  printer << stringifyLaunchArgKind(getKind());
+  switch (getKind()) {
+  case LaunchArgKind::null:
+  case LaunchArgKind::num_tokens:
+  case LaunchArgKind::num_soft_tokens:
+    return;
+  case LaunchArgKind::f32:
+    printer << ' ';
+    printer.printFloat(getF32());
+    return;
+  default:
+    printer << ' ' << getValue();
+  }
+}
+
+Attribute LaunchArgAttr::parse(AsmParser &parser, Type) {
+  if (parser.parseLess())
+    return {};
+  FailureOr<LaunchArgAttr> arg = parseBody(parser);
+  if (failed(arg) || !*arg || parser.parseGreater())
+    return {};
+  return *arg;
+}
+
+void LaunchArgAttr::print(AsmPrinter &printer) const {
+  printer << '<';
+  printBody(printer);
+  printer << '>';
+}
+
+LogicalResult LaunchArgAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    LaunchArgKind kind, int64_t value, llvm::APFloat f32) {
+  switch (kind) {
+  case LaunchArgKind::null:
+  case LaunchArgKind::num_tokens:
+  case LaunchArgKind::num_soft_tokens:
+    if (value != 0)
+      return emitError() << "launch argument " << stringifyLaunchArgKind(kind)
+                         << " carries no value, got " << value;
+    return success();
+  case LaunchArgKind::i32:
+    if (value < INT32_MIN || value > INT32_MAX)
+      return emitError() << "launch argument i32 " << value << " is outside the i32 range";
+    return success();
+  case LaunchArgKind::f32:
+    if (!f32.isFinite())
+      return emitError() << "launch argument f32 must be finite";
+    return success();
+  default:
+    if (value < 0)
+      return emitError() << "launch argument " << stringifyLaunchArgKind(kind)
+                         << " needs an id >= 0, got " << value;
+    return success();
+  }
+}
+
 void SparkDialect::registerAttributes() {
   addAttributes<
 #define GET_ATTRDEF_LIST

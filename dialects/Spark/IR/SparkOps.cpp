@@ -5,6 +5,7 @@
 
 #include "dialects/Spark/IR/TypeInference.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
 #include "spark/runtime/entry_point.h"
 #include "spark/runtime/kernel_abi.h"
@@ -539,27 +540,144 @@ LogicalResult MoeExpertsOp::verify() {
 // Kernel level
 //===----------------------------------------------------------------------===//
 
+// A launch's or transfer's `args [buffer 0, num_tokens, i32 4]`: #spark.arg attributes without
+// their wrappers.
+static ParseResult parseLaunchArgs(OpAsmParser &parser, ArrayAttr &args) {
+  SmallVector<Attribute> list;
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        FailureOr<LaunchArgAttr> arg = LaunchArgAttr::parseBody(parser);
+        if (failed(arg) || !*arg)
+          return failure();
+        list.push_back(*arg);
+        return success();
+      }))
+    return failure();
+  args = parser.getBuilder().getArrayAttr(list);
+  return success();
+}
+
+static void printLaunchArgs(OpAsmPrinter &printer, Operation *, ArrayAttr args) {
+  printer << '[';
+  llvm::interleaveComma(args.getAsRange<LaunchArgAttr>(), printer,
+                        [&](LaunchArgAttr arg) { arg.printBody(printer); });
+  printer << ']';
+}
+
+namespace {
+
+// What a slot of an op's signature (kernel_abi.h ArgKind) takes.
+abi::ArgKind slotKindOf(LaunchArgKind kind) {
+  switch (kind) {
+  case LaunchArgKind::buffer:
+  case LaunchArgKind::weight:
+  case LaunchArgKind::k_cache:
+  case LaunchArgKind::v_cache:
+  case LaunchArgKind::null:
+    return abi::ArgKind::kPtr;
+  case LaunchArgKind::kv_capacity:
+  case LaunchArgKind::num_tokens:
+  case LaunchArgKind::num_soft_tokens:
+  case LaunchArgKind::i32:
+    return abi::ArgKind::kI32;
+  case LaunchArgKind::f32:
+    return abi::ArgKind::kF32;
+  }
+  llvm_unreachable("unknown launch argument kind");
+}
+
+const char *slotName(abi::ArgKind kind) {
+  switch (kind) {
+  case abi::ArgKind::kPtr: return "a pointer (buffer, weight, k_cache, v_cache or null)";
+  case abi::ArgKind::kI32: return "an i32 (i32, num_tokens, num_soft_tokens or kv_capacity)";
+  case abi::ArgKind::kF32: return "an f32 (f32)";
+  }
+  llvm_unreachable("unknown slot kind");
+}
+
+// A launch's or transfer's arguments against its op's signature in the registry.
+LogicalResult verifyStepArgs(Operation *op, const abi::OpSpec &spec, ArrayAttr args) {
+  if (static_cast<int>(args.size()) != spec.num_args)
+    return op->emitOpError("of ") << spec.op << " expects " << spec.num_args
+                                  << " arguments (kernel_ops.def), got " << args.size();
+  for (auto [i, arg] : llvm::enumerate(args.getAsRange<LaunchArgAttr>())) {
+    abi::ArgKind slot = spec.args[i].kind;
+    if (slotKindOf(arg.getKind()) != slot)
+      return op->emitOpError("of ")
+             << spec.op << ": argument " << i << " (" << spec.args[i].name << ") is "
+             << slotName(slot) << ", got " << stringifyLaunchArgKind(arg.getKind());
+  }
+  return success();
+}
+
+} // namespace
+
 LogicalResult ProgramOp::verify() {
   if (getMaxTokens() <= 0)
     return emitOpError("expects max_tokens > 0, got ") << getMaxTokens();
   if (getArenaBytes() < 0)
     return emitOpError("expects arena_bytes >= 0, got ") << getArenaBytes();
-  for (Attribute buffer : getBuffers())
-    if (!isa<DictionaryAttr>(buffer))
-      return emitOpError("expects every buffer to be a dictionary, got ") << buffer;
+  return success();
+}
+
+// After the steps' own verifiers: every id they and the program's inputs and outputs name exists.
+LogicalResult ProgramOp::verifyRegions() {
+  int64_t numBuffers = getBuffers().size(), numWeights = getWeights().size();
+  int64_t numCaches = 0;
+  if (auto module = (*this)->getParentOfType<ModuleOp>())
+    numCaches = llvm::range_size(module.getOps<KvCacheOp>());
+  auto checkBuffer = [&](StringRef what, int64_t id) -> LogicalResult {
+    if (id < -1 || id >= numBuffers)
+      return emitOpError() << what << " names buffer " << id << ", but the program has "
+                           << numBuffers;
+    return success();
+  };
+  ProgramInputsAttr in = getInputs();
+  ProgramOutputsAttr out = getOutputs();
+  const std::pair<StringRef, int64_t> io[] = {
+      {"input ids", in.getIds()},
+      {"input positions", in.getPositions()},
+      {"input soft_embeddings", in.getSoftEmbeddings()},
+      {"input soft_indices", in.getSoftIndices()},
+      {"input last_visible", in.getLastVisible()},
+      {"input sampling", in.getSampling()},
+      {"output logits", out.getLogits()},
+      {"output tokens", out.getTokens()}};
+  for (auto [what, id] : io)
+    if (failed(checkBuffer(what, id)))
+      return failure();
+  for (Operation &step : getBody().front()) {
+    ArrayAttr args = isa<LaunchOp>(step)     ? cast<LaunchOp>(step).getArgs()
+                     : isa<TransferOp>(step) ? cast<TransferOp>(step).getArgs()
+                                             : ArrayAttr();
+    if (!args)
+      continue;
+    for (auto [i, arg] : llvm::enumerate(args.getAsRange<LaunchArgAttr>())) {
+      int64_t limit = 0;
+      StringRef what;
+      switch (arg.getKind()) {
+      case LaunchArgKind::buffer: limit = numBuffers, what = "buffer"; break;
+      case LaunchArgKind::weight: limit = numWeights, what = "weight"; break;
+      case LaunchArgKind::k_cache:
+      case LaunchArgKind::v_cache:
+      case LaunchArgKind::kv_capacity: limit = numCaches, what = "KV cache"; break;
+      default: continue;
+      }
+      if (arg.getValue() >= limit)
+        return step.emitOpError("argument ")
+               << i << " names " << what << " " << arg.getValue() << ", but there are " << limit
+               << (what == "KV cache" ? " (spark.kv_cache ops in the module)" : " in the program");
+    }
+  }
   return success();
 }
 
 std::string LaunchOp::entryPointName(StringRef symbol, ArrayAttr args) {
   std::string name = EntryPointPrefix(symbol.str().c_str());
-  for (Attribute arg : args) {
-    auto dict = dyn_cast<DictionaryAttr>(arg);
-    if (!dict)
-      continue;
-    if (auto v = dict.getAs<IntegerAttr>("i32"))
-      AppendEntryLiteral(&name, static_cast<int32_t>(v.getInt()));
-    else if (auto v = dict.getAs<FloatAttr>("f32"))
-      AppendEntryLiteral(&name, static_cast<float>(v.getValueAsDouble()));
+  for (auto arg : args.getAsRange<LaunchArgAttr>()) {
+    if (arg.getKind() == LaunchArgKind::i32)
+      AppendEntryLiteral(&name, static_cast<int32_t>(arg.getValue()));
+    else if (arg.getKind() == LaunchArgKind::f32)
+      AppendEntryLiteral(&name, arg.getF32Value());
   }
   return name;
 }
@@ -581,12 +699,14 @@ LogicalResult LaunchOp::verify() {
       return emitOpError("expects grid ")
              << term.name << " in [" << term.min << ", " << abi::kMaxGridRuleTerm << "], got "
              << term.value;
-  for (Attribute arg : getArgs()) {
-    auto dict = dyn_cast<DictionaryAttr>(arg);
-    if (!dict || dict.size() != 1)
-      return emitOpError("expects every argument to be a one-entry dictionary, got ") << arg;
-  }
-  return success();
+  const abi::OpSpec *spec = abi::FindOp(getOp().str().c_str());
+  if (!spec)
+    return emitOpError("of op '") << getOp()
+                                  << "', which the op registry (kernel_ops.def) does not know";
+  if (!spec->kernel())
+    return emitOpError("of op '") << getOp()
+                                  << "', which runs without a kernel: it is a spark.transfer";
+  return verifyStepArgs(*this, *spec, getArgs());
 }
 
 LogicalResult TransferOp::verify() {
@@ -596,15 +716,7 @@ LogicalResult TransferOp::verify() {
                                   << "', which the op registry (kernel_ops.def) does not know";
   if (spec->kernel())
     return emitOpError("of op '") << getOp() << "', a kernel op: a kernel runs as spark.launch";
-  if (static_cast<int>(getArgs().size()) != spec->num_args)
-    return emitOpError("of ") << spec->op << " expects " << spec->num_args
-                              << " arguments (kernel_ops.def), got " << getArgs().size();
-  for (Attribute arg : getArgs()) {
-    auto dict = dyn_cast<DictionaryAttr>(arg);
-    if (!dict || dict.size() != 1)
-      return emitOpError("expects every argument to be a one-entry dictionary, got ") << arg;
-  }
-  return success();
+  return verifyStepArgs(*this, *spec, getArgs());
 }
 
 #define GET_OP_CLASSES

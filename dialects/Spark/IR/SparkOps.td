@@ -495,11 +495,14 @@ def Spark_MoeExpertsOp : Spark_Op<"moe_experts", [Pure, AttrSizedOperandSegments
 // Kernel level
 //===----------------------------------------------------------------------===//
 
+def Spark_LaunchArgsAttr : TypedArrayAttrBase<Spark_LaunchArgAttr, "launch arguments">;
+
 def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, NoRegionArguments]> {
   let summary = "a planned launch sequence over one activation arena";
   let description = [{
     What `spark-lower-to-kernels` makes of an entry function: the buffers it is split into
-    (`[max_tokens, row_shape...]`), the weights by name, the entry buffers, and a body of
+    (`#spark.buffer`, `[max_tokens, row_shape...]`), the weights by name (`#spark.weight`), the
+    buffers its caller fills and reads (`#spark.inputs`, `#spark.outputs`), and a body of
     `spark.launch` and `spark.transfer` ops run in order; `spark-plan-arena` then gives each
     buffer its byte offset
     and the program its arena size (0 before). The plan writer serialises it into
@@ -507,29 +510,38 @@ def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, No
     f32) says that every f32 output of a launch is rounded to bf16 as it is stored.
 
     ```mlir
-    spark.program @forward {max_tokens = 64 : i64, arena_bytes = 4096 : i64, buffers = [...], weights = [...], inputs = {...}, outputs = {...}, model = #spark.model<...>} {
-      spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32} ]
+    spark.program @forward attributes {max_tokens = 64 : i64, arena_bytes = 2048 : i64,
+        buffers = [#spark.buffer<name = "%x", dtype = f32, row_shape = [4], offset = 0>,
+                   #spark.buffer<name = "gelu", dtype = f32, row_shape = [4], offset = 1024>],
+        weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<logits = 1>,
+        model = #spark.model<...>} {
+      spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 0, buffer 1, num_tokens, i32 4]
     }
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Spark_I64Attr:$max_tokens,
-                       Spark_I64Attr:$arena_bytes, ArrayAttr:$buffers, ArrayAttr:$weights,
-                       DictionaryAttr:$inputs, DictionaryAttr:$outputs,
+                       Spark_I64Attr:$arena_bytes,
+                       TypedArrayAttrBase<Spark_BufferAttr, "buffers">:$buffers,
+                       TypedArrayAttrBase<Spark_WeightAttr, "weights">:$weights,
+                       Spark_ProgramInputsAttr:$inputs, Spark_ProgramOutputsAttr:$outputs,
                        OptionalAttr<Spark_ModelAttr>:$model,
                        OptionalAttr<TypeAttrOf<AnyTypeOf<[F32, BF16]>>>:$activation_precision);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
 }
 
 def Spark_LaunchOp : Spark_Op<"launch", [HasParent<"ProgramOp">]> {
   let summary = "one kernel launch of a plan step";
   let description = [{
     Launches `kernel` (a `gpu.func` entry) for kernel-level op `op` with the plan's arguments
-    (kernel_abi.h order): `{buffer = id}`, `{weight = id}`, `{k_cache = id}`, `{v_cache = id}`,
-    `{kv_capacity = id}`, `{num_tokens = 1}`, `{num_soft_tokens = 1}`, `{null = 1}`,
-    `{i32 = n}`, `{f32 = x}`. Literal `i32`/`f32` arguments are compiled into the entry; its
-    parameters are the other arguments, in order.
+    in the op's order (kernel_ops.def), each a `#spark.arg` written without its wrapper:
+    `buffer N`, `weight N`, `k_cache N`, `v_cache N`, `kv_capacity N`, `num_tokens`,
+    `num_soft_tokens`, `null`, `i32 N`, `f32 X`. Literal `i32`/`f32` arguments are compiled into
+    the entry; its parameters are the other arguments, in order. The verifier checks the op
+    against the registry: a kernel op, its argument count, and a pointer, i32 or f32 where the
+    op's signature has one.
 
     `grid` is the launch's grid as a function of a call's token count T (kernel_abi.h
     GridRule): ceil(max(T * per_token, fixed) / divisor) blocks, at least 1 and at most 2048, so
@@ -543,15 +555,15 @@ def Spark_LaunchOp : Spark_Op<"launch", [HasParent<"ProgramOp">]> {
     and skips them when it needs none (docs/plan-format.md "The logits tail").
 
     ```mlir
-    spark.launch "add" @kernels::@spark_add__0 grid(per_token = 64, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 1 : i64}, {buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 64 : i32} ] {source = "layers.0.residual"}
+    spark.launch "add" @kernels::@spark_add__i64 grid(per_token = 64, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 1, buffer 2, buffer 3, num_tokens, i32 64] {source = "layers.0.residual"}
     ```
   }];
   let arguments = (ins StrAttr:$op, SymbolRefAttr:$kernel, I64Attr:$grid_per_token,
                        I64Attr:$grid_fixed, I64Attr:$grid_divisor, DenseI32ArrayAttr:$block,
-                       ArrayAttr:$args, UnitAttr:$logits_tail);
+                       Spark_LaunchArgsAttr:$args, UnitAttr:$logits_tail);
   let assemblyFormat =
       "$op $kernel `grid` `(` `per_token` `=` $grid_per_token `,` `fixed` `=` $grid_fixed `,` "
-      "`divisor` `=` $grid_divisor `)` `block` $block `args` $args attr-dict "
+      "`divisor` `=` $grid_divisor `)` `block` $block `args` custom<LaunchArgs>($args) attr-dict "
       "(`logits_tail` $logits_tail^)?";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -572,11 +584,11 @@ def Spark_TransferOp : Spark_Op<"transfer", [HasParent<"ProgramOp">]> {
     calls run it follows from its op as for a launch; `logits_tail` likewise.
 
     ```mlir
-    spark.transfer "copy" args [{buffer = 4 : i64}, {buffer = 5 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32} ] {source = "scatter_nd.copy"}
+    spark.transfer "copy" args [buffer 4, buffer 5, num_tokens, i32 16] {source = "scatter_nd.copy"}
     ```
   }];
-  let arguments = (ins StrAttr:$op, ArrayAttr:$args, UnitAttr:$logits_tail);
-  let assemblyFormat = "$op `args` $args attr-dict (`logits_tail` $logits_tail^)?";
+  let arguments = (ins StrAttr:$op, Spark_LaunchArgsAttr:$args, UnitAttr:$logits_tail);
+  let assemblyFormat = "$op `args` custom<LaunchArgs>($args) attr-dict (`logits_tail` $logits_tail^)?";
   let hasVerifier = 1;
 }
 

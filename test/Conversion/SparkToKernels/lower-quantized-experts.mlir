@@ -7,12 +7,12 @@
 // The gate/up tensor scales are taken as reciprocals (compressed-tensors' inverted global
 // scales): the plan's weight says "transform": "reciprocal".
 // CHECK-LABEL: spark.program @forward
-// CHECK-SAME: {dtype = "f4E2M1FN", name = "layers.0.experts.{0..1}.{gate,up}_proj.weight", part_shape = [16, 32], parts = ["e0.gate.weight", "e0.up.weight", "e1.gate.weight", "e1.up.weight"], shape = [2, 32, 32]}
-// CHECK-SAME: {dtype = "f8E4M3FN", name = "layers.0.experts.{0..1}.down_proj.weight", part_shape = [32, 16], parts = ["e0.down.weight", "e1.down.weight"], shape = [2, 32, 16]}
-// CHECK-SAME: {dtype = "f32", name = "layers.0.experts.{0..1}.{gate,up}_proj.weight_scale_2", part_shape = [], parts = ["e0.gate.weight_scale_2", "e0.up.weight_scale_2", "e1.gate.weight_scale_2", "e1.up.weight_scale_2"], shape = [2, 2], transform = "reciprocal"}
-// CHECK: spark.launch "moe_gate_up_nvfp4" @kernels::@spark_moe_gate_up_nvfp4__i32_i16_i2_i1_i0 {{.*}} args [{buffer = [[X:[0-9]+]] : i64}, {weight = [[GU:[0-9]+]] : i64}, {weight = [[GUB:[0-9]+]] : i64}, {weight = [[GUT:[0-9]+]] : i64}, {buffer = [[IDX:[0-9]+]] : i64}, {buffer = [[ACT:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 0 : i32}] {source = "moe_experts.gate_up"}
+// CHECK-SAME: #spark.weight<name = "layers.0.experts.{0..1}.{gate,up}_proj.weight", dtype = f4E2M1FN, shape = [2, 32, 32], parts = ["e0.gate.weight", "e0.up.weight", "e1.gate.weight", "e1.up.weight"], part_shape = [16, 32]>
+// CHECK-SAME: #spark.weight<name = "layers.0.experts.{0..1}.down_proj.weight", dtype = f8E4M3FN, shape = [2, 32, 16], parts = ["e0.down.weight", "e1.down.weight"], part_shape = [32, 16]>
+// CHECK-SAME: #spark.weight<name = "layers.0.experts.{0..1}.{gate,up}_proj.weight_scale_2", dtype = f32, shape = [2, 2], parts = ["e0.gate.weight_scale_2", "e0.up.weight_scale_2", "e1.gate.weight_scale_2", "e1.up.weight_scale_2"], transform = reciprocal>
+// CHECK: spark.launch "moe_gate_up_nvfp4" @kernels::@spark_moe_gate_up_nvfp4__i32_i16_i2_i1_i0 {{.*}} args [buffer [[X:[0-9]+]], weight [[GU:[0-9]+]], weight [[GUB:[0-9]+]], weight [[GUT:[0-9]+]], buffer [[IDX:[0-9]+]], buffer [[ACT:[0-9]+]], num_tokens, i32 32, i32 16, i32 2, i32 1, i32 0] {source = "moe_experts.gate_up"}
 // CHECK-NEXT: spark.launch "moe_gate_up_nvfp4" @kernels::@spark_moe_gate_up_nvfp4__i32_i16_i2_i1_i1 {{.*}} {source = "moe_experts.gate_up_grouped"}
-// CHECK-NEXT: spark.launch "moe_down_fp8" @kernels::@spark_moe_down_fp8__i32_i16_i2_i1_i32_i0 {{.*}} args [{buffer = [[ACT]] : i64}, {weight = [[D:[0-9]+]] : i64}, {weight = [[DS:[0-9]+]] : i64}, {buffer = {{[0-9]+}} : i64}, {buffer = [[IDX]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 32 : i32}, {i32 = 0 : i32}] {source = "moe_experts.down"}
+// CHECK-NEXT: spark.launch "moe_down_fp8" @kernels::@spark_moe_down_fp8__i32_i16_i2_i1_i32_i0 {{.*}} args [buffer [[ACT]], weight [[D:[0-9]+]], weight [[DS:[0-9]+]], buffer {{[0-9]+}}, buffer [[IDX]], buffer [[Y:[0-9]+]], null, num_tokens, i32 32, i32 16, i32 2, i32 1, i32 32, i32 0] {source = "moe_experts.down"}
 // CHECK-NEXT: spark.launch "moe_down_fp8" @kernels::@spark_moe_down_fp8__i32_i16_i2_i1_i32_i1 {{.*}} {source = "moe_experts.down_grouped"}
 // CHECK-NEXT: spark.launch "moe_combine"
 // CHECK: llvm.func @spark_moe_gate_up_nvfp4(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32)

@@ -21,13 +21,13 @@
 // With bf16 activations the activation buffers are bf16 (half the bytes: the arena shrinks from
 // 1536 to 1280 bytes here, 256-byte aligned buffers), the token ids and sampling parameters stay
 // i32.
-// BF16: spark.program @forward attributes {activation_precision = bf16, arena_bytes = 1280 : i64, buffers = [{dtype = "i32", name = "%ids"
-// BF16-SAME: {dtype = "bf16", name = "embedding", offset = 768 : i64, row_shape = [8]}, {dtype = "bf16", name = "linear", offset = 1024 : i64, row_shape = [32]}, {dtype = "i32", name = "%sampling", offset = 512 : i64, row_shape = [8]}, {dtype = "i32", name = "tokens", offset = 768 : i64, row_shape = []}]
+// BF16: spark.program @forward attributes {activation_precision = bf16, arena_bytes = 1280 : i64, buffers = [#spark.buffer<name = "%ids", dtype = i32
+// BF16-SAME: #spark.buffer<name = "embedding", dtype = bf16, row_shape = [8], offset = 768>, #spark.buffer<name = "linear", dtype = bf16, row_shape = [32], offset = 1024>, #spark.buffer<name = "%sampling", dtype = i32, row_shape = [8], offset = 512>, #spark.buffer<name = "tokens", dtype = i32, row_shape = [], offset = 768>]
 // BF16: gpu.module @kernels {
 // BF16-NEXT: llvm.mlir.global external constant @spark_activation_precision(1 : i32) {addr_space = 1 : i32, alignment = 4 : i64} : i32
 
-// F32: spark.program @forward attributes {arena_bytes = 1536 : i64, buffers = [{dtype = "i32", name = "%ids"
-// F32-SAME: {dtype = "f32", name = "embedding", offset = 768 : i64, row_shape = [8]}, {dtype = "f32", name = "linear", offset = 1024 : i64, row_shape = [32]}, {dtype = "i32", name = "%sampling", offset = 512 : i64, row_shape = [8]}, {dtype = "i32", name = "tokens", offset = 768 : i64, row_shape = []}]
+// F32: spark.program @forward attributes {arena_bytes = 1536 : i64, buffers = [#spark.buffer<name = "%ids", dtype = i32
+// F32-SAME: #spark.buffer<name = "embedding", dtype = f32, row_shape = [8], offset = 768>, #spark.buffer<name = "linear", dtype = f32, row_shape = [32], offset = 1024>, #spark.buffer<name = "%sampling", dtype = i32, row_shape = [8], offset = 512>, #spark.buffer<name = "tokens", dtype = i32, row_shape = [], offset = 768>]
 // F32: gpu.module @kernels {
 // F32-NEXT: llvm.mlir.global external constant @spark_activation_precision(0 : i32) {addr_space = 1 : i32, alignment = 4 : i64} : i32
 

@@ -10,10 +10,10 @@
 
 // BF16: spark.kv_cache @kv.layers.0 sliding {element_type = bf16,
 // BF16: spark.kv_cache @kv.layers.1 full {element_type = bf16,
-// BF16: spark.launch "kv_write" {{.*}} {kv_capacity = 0 : i64}, {i32 = 1 : i32}] {source = "layers.0.self_attn.kv_write"}
-// BF16: spark.launch "attention" {{.*}} {i32 = 1 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
-// BF16: spark.launch "kv_write" {{.*}} {kv_capacity = 1 : i64}, {i32 = 1 : i32}] {source = "layers.1.self_attn.kv_write"}
-// BF16: spark.launch "attention" {{.*}} {i32 = 1 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
+// BF16: spark.launch "kv_write" {{.*}} kv_capacity 0, i32 1] {source = "layers.0.self_attn.kv_write"}
+// BF16: spark.launch "attention" {{.*}} i32 1, null] {source = "layers.0.self_attn"}
+// BF16: spark.launch "kv_write" {{.*}} kv_capacity 1, i32 1] {source = "layers.1.self_attn.kv_write"}
+// BF16: spark.launch "attention" {{.*}} i32 1, null] {source = "layers.1.self_attn"}
 // BF16: gpu.func @spark_kv_write__{{[a-z0-9_]+}}(
 // BF16-NEXT: llvm.mlir.constant(1 : i32) : i32
 // BF16-NEXT: llvm.mlir.constant(8 : i32) : i32
@@ -22,13 +22,13 @@
 
 // ASIS: spark.kv_cache @kv.layers.0 sliding {head_dim
 // ASIS: spark.kv_cache @kv.layers.1 full {element_type = bf16,
-// ASIS: spark.launch "kv_write" {{.*}} {kv_capacity = 0 : i64}, {i32 = 0 : i32}] {source = "layers.0.self_attn.kv_write"}
-// ASIS: spark.launch "attention" {{.*}} {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
-// ASIS: spark.launch "kv_write" {{.*}} {kv_capacity = 1 : i64}, {i32 = 1 : i32}] {source = "layers.1.self_attn.kv_write"}
-// ASIS: spark.launch "attention" {{.*}} {i32 = 1 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
+// ASIS: spark.launch "kv_write" {{.*}} kv_capacity 0, i32 0] {source = "layers.0.self_attn.kv_write"}
+// ASIS: spark.launch "attention" {{.*}} i32 0, null] {source = "layers.0.self_attn"}
+// ASIS: spark.launch "kv_write" {{.*}} kv_capacity 1, i32 1] {source = "layers.1.self_attn.kv_write"}
+// ASIS: spark.launch "attention" {{.*}} i32 1, null] {source = "layers.1.self_attn"}
 
 // F32: spark.kv_cache @kv.layers.1 full {element_type = f32,
-// F32: spark.launch "kv_write" {{.*}} {kv_capacity = 1 : i64}, {i32 = 0 : i32}] {source = "layers.1.self_attn.kv_write"}
+// F32: spark.launch "kv_write" {{.*}} kv_capacity 1, i32 0] {source = "layers.1.self_attn.kv_write"}
 
 // BAD: error: kv-cache-dtype must be f32 or bf16, got 'f16'
 

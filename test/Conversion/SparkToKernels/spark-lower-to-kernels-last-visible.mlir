@@ -5,9 +5,9 @@
 // launches that read it; the attention without it (a full layer) passes null there.
 
 // CHECK: spark.program @forward
-// CHECK-SAME: inputs = {ids = 0 : i64, last_visible = [[LV:[0-9]+]] : i64, positions = [[POS:[0-9]+]] : i64, sampling = {{[0-9]+}} : i64}
-// CHECK: spark.launch "attention" {{.*}} {buffer = [[POS]] : i64}, {{.*}} {buffer = [[LV]] : i64}] {source = "layers.0.self_attn"}
-// CHECK: spark.launch "attention" {{.*}} {buffer = [[POS]] : i64}, {{.*}} {null = 1 : i64}] {source = "layers.1.self_attn"}
+// CHECK-SAME: inputs = #spark.inputs<ids = 0, positions = [[POS:[0-9]+]], last_visible = [[LV:[0-9]+]], sampling = {{[0-9]+}}>
+// CHECK: spark.launch "attention" {{.*}} buffer [[POS]], {{.*}} buffer [[LV]]] {source = "layers.0.self_attn"}
+// CHECK: spark.launch "attention" {{.*}} buffer [[POS]], {{.*}} null] {source = "layers.1.self_attn"}
 // CHECK: llvm.func @spark_attention({{.*}}, f32, i32, i32, i32, !llvm.ptr)
 
 spark.kv_cache @kv.layers.0 sliding {window = 16 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}

@@ -5,13 +5,13 @@
 // (scale_count, its last argument). The plan's weights keep their element types and logical
 // shapes (NVFP4 codes [out, in], stored two to a byte).
 // CHECK-LABEL: spark.program @forward
-// CHECK-SAME: {dtype = "f4E2M1FN", name = "model.layers.0.mlp.gate_proj.weight", shape = [64, 32]}
-// CHECK-SAME: {dtype = "f8E4M3FN", name = "model.layers.0.mlp.gate_proj.weight_scale", shape = [64, 2]}
-// CHECK-SAME: {dtype = "f32", name = "model.layers.0.mlp.gate_proj.weight_scale_2", shape = []}
-// CHECK-SAME: {dtype = "f8E4M3FN", name = "model.layers.0.mlp.up_proj.weight", shape = [64, 32]}
-// CHECK-SAME: {dtype = "f32", name = "model.layers.0.mlp.up_proj.weight_scale", shape = [64, 1]}
-// CHECK: spark.launch "linear_nvfp4" @kernels::@spark_linear_nvfp4__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[X:[0-9]+]] : i64}, {weight = 1 : i64}, {weight = 2 : i64}, {weight = 3 : i64}, {buffer = {{[0-9]+}} : i64}, {num_tokens = 1 : i64}, {i32 = 64 : i32}, {i32 = 32 : i32}] {source = "gate"}
-// CHECK: spark.launch "linear_fp8" @kernels::@spark_linear_fp8__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[X]] : i64}, {weight = 4 : i64}, {weight = 5 : i64}, {buffer = {{[0-9]+}} : i64}, {num_tokens = 1 : i64}, {i32 = 64 : i32}, {i32 = 32 : i32}, {i32 = 64 : i32}] {source = "up"}
+// CHECK-SAME: #spark.weight<name = "model.layers.0.mlp.gate_proj.weight", dtype = f4E2M1FN, shape = [64, 32]>
+// CHECK-SAME: #spark.weight<name = "model.layers.0.mlp.gate_proj.weight_scale", dtype = f8E4M3FN, shape = [64, 2]>
+// CHECK-SAME: #spark.weight<name = "model.layers.0.mlp.gate_proj.weight_scale_2", dtype = f32, shape = []>
+// CHECK-SAME: #spark.weight<name = "model.layers.0.mlp.up_proj.weight", dtype = f8E4M3FN, shape = [64, 32]>
+// CHECK-SAME: #spark.weight<name = "model.layers.0.mlp.up_proj.weight_scale", dtype = f32, shape = [64, 1]>
+// CHECK: spark.launch "linear_nvfp4" @kernels::@spark_linear_nvfp4__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[X:[0-9]+]], weight 1, weight 2, weight 3, buffer {{[0-9]+}}, num_tokens, i32 64, i32 32] {source = "gate"}
+// CHECK: spark.launch "linear_fp8" @kernels::@spark_linear_fp8__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[X]], weight 4, weight 5, buffer {{[0-9]+}}, num_tokens, i32 64, i32 32, i32 64] {source = "up"}
 // CHECK: spark.launch "linear" @kernels::@spark_linear__
 module {
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x32xf32> {

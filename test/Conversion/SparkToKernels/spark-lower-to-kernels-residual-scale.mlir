@@ -5,11 +5,11 @@
 // residual_rms_norm_scale launch writing the product; round_sum (the last argument) is 1 under
 // bf16 activations, so that the fused sum is rounded as the two ops would have stored it.
 // CHECK-LABEL: spark.program @forward
-// CHECK: spark.launch "residual_rms_norm_scale" @kernels::@spark_residual_rms_norm_scale__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[X:[0-9]+]] : i64}, {weight = 1 : i64}, {buffer = [[R:[0-9]+]] : i64}, {weight = 2 : i64}, {buffer = [[Y:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 8 : i32}, {f32 = 9.99999997E-7 : f32}, {i32 = 0 : i32}] {source = "post_norm.scale"}
+// CHECK: spark.launch "residual_rms_norm_scale" @kernels::@spark_residual_rms_norm_scale__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[X:[0-9]+]], weight 1, buffer [[R:[0-9]+]], weight 2, buffer [[Y:[0-9]+]], num_tokens, i32 8, f32 9.99999997E-7, i32 0] {source = "post_norm.scale"}
 // CHECK-NOT: spark.launch "residual_rms_norm"
 // CHECK-NOT: spark.launch "scalar_mul"
-// CHECK: spark.launch "linear" {{.*}} args [{buffer = [[Y]] : i64}
-// BF16: spark.launch "residual_rms_norm_scale" {{.*}} {f32 = 9.99999997E-7 : f32}, {i32 = 1 : i32}] {source = "post_norm.scale"}
+// CHECK: spark.launch "linear" {{.*}} args [buffer [[Y]]
+// BF16: spark.launch "residual_rms_norm_scale" {{.*}} f32 9.99999997E-7, i32 1] {source = "post_norm.scale"}
 module {
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x32xf32> {
   %table = spark.weight "model.embed_tokens.weight" : tensor<32x8xbf16>

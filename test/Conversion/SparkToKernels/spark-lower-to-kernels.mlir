@@ -15,44 +15,44 @@
 // CHECK: spark.kv_cache @kv.layers.1 full
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: arena_bytes = {{[1-9][0-9]*}} : i64
-// CHECK-SAME: buffers = [{dtype = "i32", name = "%ids", offset = 0 : i64, row_shape = []}, {dtype = "i32", name = "%positions", offset = {{[0-9]+}} : i64, row_shape = []}, {dtype = "f32", name = "embedding", offset = {{[0-9]+}} : i64, row_shape = [16]},
-// CHECK-SAME: inputs = {ids = 0 : i64, positions = 1 : i64, sampling = [[SAMPLING:[0-9]+]] : i64}
+// CHECK-SAME: buffers = [#spark.buffer<name = "%ids", dtype = i32, row_shape = [], offset = 0>, #spark.buffer<name = "%positions", dtype = i32, row_shape = [], offset = {{[0-9]+}}>, #spark.buffer<name = "embedding", dtype = f32, row_shape = [16], offset = {{[0-9]+}}>,
+// CHECK-SAME: inputs = #spark.inputs<ids = 0, positions = 1, sampling = [[SAMPLING:[0-9]+]]>
 // CHECK-SAME: max_tokens = 4 : i64
-// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64, tokens = [[TOKENS:[0-9]+]] : i64}
-// CHECK-SAME: weights = [{dtype = "bf16", name = "model.embed_tokens.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.input_layernorm.weight", shape = [16]}, {dtype = "bf16", name = "model.layers.0.self_attn.q_proj.weight", shape = [16, 16]}, {dtype = "bf16", name = "model.layers.0.self_attn.k_proj.weight", shape = [8, 16]}, {dtype = "bf16", name = "model.layers.0.self_attn.o_proj.weight", shape = [16, 16]}, {dtype = "bf16", name = "model.layers.0.pre_feedforward_layernorm.weight", shape = [16]}, {dtype = "bf16", name = "model.layers.0.mlp.gate_proj.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.mlp.up_proj.weight", shape = [32, 16]}, {dtype = "bf16", name = "model.layers.0.mlp.down_proj.weight", shape = [16, 32]}, {dtype = "bf16", name = "model.layers.0.layer_scalar", shape = [1]}]} {
-// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[EMB:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}] {source = "embedding"}
-// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {weight = 1 : i64}, {buffer = [[A:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid(per_token = 0, fixed = 16, divisor = 8) block [256, 1, 1] args [{buffer = [[A]] : i64}, {weight = 2 : i64}, {buffer = [[Q:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[A]] : i64}, {weight = 3 : i64}, {buffer = [[K:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 8 : i32}, {i32 = 16 : i32}]
+// CHECK-SAME: outputs = #spark.outputs<logits = [[LOGITS:[0-9]+]], tokens = [[TOKENS:[0-9]+]]>
+// CHECK-SAME: weights = [#spark.weight<name = "model.embed_tokens.weight", dtype = bf16, shape = [32, 16]>, #spark.weight<name = "model.layers.0.input_layernorm.weight", dtype = bf16, shape = [16]>, #spark.weight<name = "model.layers.0.self_attn.q_proj.weight", dtype = bf16, shape = [16, 16]>, #spark.weight<name = "model.layers.0.self_attn.k_proj.weight", dtype = bf16, shape = [8, 16]>, #spark.weight<name = "model.layers.0.self_attn.o_proj.weight", dtype = bf16, shape = [16, 16]>, #spark.weight<name = "model.layers.0.pre_feedforward_layernorm.weight", dtype = bf16, shape = [16]>, #spark.weight<name = "model.layers.0.mlp.gate_proj.weight", dtype = bf16, shape = [32, 16]>, #spark.weight<name = "model.layers.0.mlp.up_proj.weight", dtype = bf16, shape = [32, 16]>, #spark.weight<name = "model.layers.0.mlp.down_proj.weight", dtype = bf16, shape = [16, 32]>, #spark.weight<name = "model.layers.0.layer_scalar", dtype = bf16, shape = [1]>]} {
+// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 0, weight 0, buffer [[EMB:[0-9]+]], num_tokens, i32 32, i32 16, f32 4.000000e+00] {source = "embedding"}
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[EMB]], weight 1, buffer [[A:[0-9]+]], num_tokens, i32 1, i32 16, f32 9.99999997E-7]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid(per_token = 0, fixed = 16, divisor = 8) block [256, 1, 1] args [buffer [[A]], weight 2, buffer [[Q:[0-9]+]], num_tokens, i32 16, i32 16]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[A]], weight 3, buffer [[K:[0-9]+]], num_tokens, i32 8, i32 16]
 // The reshapes of q and k launch nothing: the next launches read the linear outputs directly.
-// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[K]] : i64}, {null = 1 : i64}, {buffer = [[V:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {f32 = 9.99999997E-7 : f32}]
-// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
-// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[K]] : i64}, {buffer = 1 : i64}, {buffer = [[KR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}]
-// CHECK-NEXT: spark.launch "kv_write" @kernels::@spark_kv_write__{{[a-z0-9_]+}} grid(per_token = 8, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = [[KR]] : i64}, {buffer = [[V]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}] {source = "layers.0.self_attn.kv_write"}
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 0, divisor = 1) block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O0:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[K]], null, buffer [[V:[0-9]+]], num_tokens, i32 1, i32 8, f32 9.99999997E-7]
+// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[Q]], buffer 1, buffer [[QR:[0-9]+]], num_tokens, i32 2, i32 8, i32 4, f32 1.000000e+04, f32 1.000000e+00]
+// CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[K]], buffer 1, buffer [[KR:[0-9]+]], num_tokens, i32 1, i32 8, i32 4, f32 1.000000e+04, f32 1.000000e+00]
+// CHECK-NEXT: spark.launch "kv_write" @kernels::@spark_kv_write__{{[a-z0-9_]+}} grid(per_token = 8, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer [[KR]], buffer [[V]], buffer 1, k_cache 0, v_cache 0, num_tokens, i32 1, i32 8, kv_capacity 0, i32 0] {source = "layers.0.self_attn.kv_write"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 0, divisor = 1) block [128, 1, 1] args [buffer [[QR]], buffer 1, k_cache 0, v_cache 0, buffer [[O0:[0-9]+]], null, num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 16, f32 1.000000e+00, i32 1, i32 0, i32 0, null] {source = "layers.0.self_attn"}
 // The kv_shared attention writes nothing and reuses the entry of the first one.
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [{buffer = [[QR]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[O1:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 16 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[QR]], buffer 1, k_cache 0, v_cache 0, buffer [[O1:[0-9]+]], null, num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 16, f32 1.000000e+00, i32 1, i32 0, i32 0, null] {source = "layers.1.self_attn"}
 // The logits tail (plan.h Step::logits_tail): every launch after the last attention feeds
 // only the logits, row by row, so a step that needs the last row only runs them on it.
-// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[O0]] : i64}, {buffer = [[O1]] : i64}, {buffer = [[O:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[O0]], buffer [[O1]], buffer [[O:[0-9]+]], num_tokens, i32 16]
 // CHECK-SAME: logits_tail
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[O]] : i64}, {weight = 4 : i64}, {buffer = [[ATTN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[EMB]] : i64}, {buffer = [[ATTN]] : i64}, {buffer = [[H:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[O]], weight 4, buffer [[ATTN:[0-9]+]], num_tokens, i32 16, i32 16]
+// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[EMB]], buffer [[ATTN]], buffer [[H:[0-9]+]], num_tokens, i32 16]
 // The second weighted rms_norm has the first one's literals: same entry, other weight. Entries
 // are named after their literals (entry_point.h): groups 1, cols 16, epsilon 1e-6.
-// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__i1_i16_f358637bd grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[H]] : i64}, {weight = 5 : i64}, {buffer = [[N:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[N]] : i64}, {weight = 6 : i64}, {buffer = [[GATE:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[N]] : i64}, {weight = 7 : i64}, {buffer = [[UP:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "gelu_mul" @kernels::@spark_gelu_mul__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[GATE]] : i64}, {buffer = [[UP]] : i64}, {buffer = [[GM:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[GM]] : i64}, {weight = 8 : i64}, {buffer = [[MLP:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 32 : i32}]
-// CHECK-NEXT: spark.launch "scalar_mul" @kernels::@spark_scalar_mul__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[MLP]] : i64}, {weight = 9 : i64}, {buffer = [[H2:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__i1_i16_f358637bd grid({{[^)]+}}) block [256, 1, 1] args [buffer [[H]], weight 5, buffer [[N:[0-9]+]], num_tokens, i32 1, i32 16, f32 9.99999997E-7]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[N]], weight 6, buffer [[GATE:[0-9]+]], num_tokens, i32 32, i32 16]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[N]], weight 7, buffer [[UP:[0-9]+]], num_tokens, i32 32, i32 16]
+// CHECK-NEXT: spark.launch "gelu_mul" @kernels::@spark_gelu_mul__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[GATE]], buffer [[UP]], buffer [[GM:[0-9]+]], num_tokens, i32 32]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[GM]], weight 8, buffer [[MLP:[0-9]+]], num_tokens, i32 16, i32 32]
+// CHECK-NEXT: spark.launch "scalar_mul" @kernels::@spark_scalar_mul__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[MLP]], weight 9, buffer [[H2:[0-9]+]], num_tokens, i32 16]
 // The tied LM head reads weight 0, the embedding table.
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[H2]] : i64}, {weight = 0 : i64}, {buffer = [[LG:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "softcap" @kernels::@spark_softcap__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[LG]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {f32 = 3.000000e+01 : f32}]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[H2]], weight 0, buffer [[LG:[0-9]+]], num_tokens, i32 32, i32 16]
+// CHECK-NEXT: spark.launch "softcap" @kernels::@spark_softcap__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[LG]], buffer [[LOGITS]], num_tokens, i32 32, f32 3.000000e+01]
 // CHECK-SAME: logits_tail
 // The last launch draws each row's next token from the logits with the runtime's sampling
 // parameters (kernel_ops.def sample): one block of 1024 threads per row.
-// CHECK-NEXT: spark.launch "sample" @kernels::@spark_sample__i32 grid(per_token = 1, fixed = 0, divisor = 1) block [1024, 1, 1] args [{buffer = [[LOGITS]] : i64}, {buffer = [[SAMPLING]] : i64}, {buffer = [[TOKENS]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}] {source = "sample"} logits_tail
+// CHECK-NEXT: spark.launch "sample" @kernels::@spark_sample__i32 grid(per_token = 1, fixed = 0, divisor = 1) block [1024, 1, 1] args [buffer [[LOGITS]], buffer [[SAMPLING]], buffer [[TOKENS]], num_tokens, i32 32] {source = "sample"} logits_tail
 // CHECK-NEXT: {{^ *}$}}
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kernels {
@@ -136,13 +136,13 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // split_rows = max(max_tokens, max_splits), then attention_merge into the result. A short window
 // (64 keys) is not split.
 // CHECK-LABEL: spark.program @forward
-// CHECK-SAME: {dtype = "f32", name = "layers.0.self_attn.partials", offset = {{[0-9]+}} : i64, row_shape = [16, 2, 12]}
-// CHECK-SAME: {dtype = "f32", name = "layers.1.self_attn.partials", offset = {{[0-9]+}} : i64, row_shape = [1, 2, 12]}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 128, divisor = 1) block [128, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {buffer = 1 : i64}, {k_cache = 0 : i64}, {v_cache = 0 : i64}, {buffer = [[Y0:[0-9]+]] : i64}, {buffer = [[P0:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 0 : i64}, {i32 = 0 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 64 : i32}, {i32 = 64 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.0.self_attn"}
-// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 0, divisor = 1) block [128, 1, 1] args [{buffer = [[P0]] : i64}, {buffer = [[Y0]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 64 : i32}, {i32 = 64 : i32}] {source = "layers.0.self_attn.merge"}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [{buffer = [[Q]] : i64}, {buffer = 1 : i64}, {k_cache = 1 : i64}, {v_cache = 1 : i64}, {buffer = [[Y1:[0-9]+]] : i64}, {buffer = [[P1:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 1 : i64}, {i32 = 200 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.1.self_attn"}
-// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [{buffer = [[P1]] : i64}, {buffer = [[Y1]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 4 : i32}] {source = "layers.1.self_attn.merge"}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} {{.*}} {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 1 : i32}, {i32 = 8 : i32}, {kv_capacity = 2 : i64}, {i32 = 64 : i32}, {f32 = 1.000000e+00 : f32}, {i32 = 1 : i32}, {i32 = 0 : i32}, {i32 = 0 : i32}, {null = 1 : i64}] {source = "layers.2.self_attn"}
+// CHECK-SAME: #spark.buffer<name = "layers.0.self_attn.partials", dtype = f32, row_shape = [16, 2, 12], offset = {{[0-9]+}}>
+// CHECK-SAME: #spark.buffer<name = "layers.1.self_attn.partials", dtype = f32, row_shape = [1, 2, 12], offset = {{[0-9]+}}>
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 128, divisor = 1) block [128, 1, 1] args [buffer [[Q:[0-9]+]], buffer 1, k_cache 0, v_cache 0, buffer [[Y0:[0-9]+]], buffer [[P0:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 0, f32 1.000000e+00, i32 64, i32 64, i32 0, null] {source = "layers.0.self_attn"}
+// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 0, divisor = 1) block [128, 1, 1] args [buffer [[P0]], buffer [[Y0]], num_tokens, i32 2, i32 8, i32 64, i32 64] {source = "layers.0.self_attn.merge"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[Q]], buffer 1, k_cache 1, v_cache 1, buffer [[Y1:[0-9]+]], buffer [[P1:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 1, i32 200, f32 1.000000e+00, i32 4, i32 4, i32 0, null] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[P1]], buffer [[Y1]], num_tokens, i32 2, i32 8, i32 4, i32 4] {source = "layers.1.self_attn.merge"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} {{.*}} null, num_tokens, i32 2, i32 1, i32 8, kv_capacity 2, i32 64, f32 1.000000e+00, i32 1, i32 0, i32 0, null] {source = "layers.2.self_attn"}
 // CHECK-NOT: attention_merge
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.func @spark_attention_merge(!llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
@@ -173,31 +173,31 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // -1, a scatter_nd whose dest has one use works in place (no copy), moe_router becomes rms_norm +
 // linear + moe_topk, moe_experts becomes moe_gate_up + moe_down through a scratch buffer.
 // CHECK-LABEL: spark.program @forward
-// CHECK-SAME: {dtype = "i32", name = "moe_router", offset = {{[0-9]+}} : i64, row_shape = [2]}, {dtype = "f32", name = "moe_experts.act", offset = {{[0-9]+}} : i64, row_shape = [2, 8]}
-// CHECK-SAME: inputs = {ids = 0 : i64, positions = 3 : i64, sampling = [[SAMPLING:[0-9]+]] : i64, soft_embeddings = 2 : i64, soft_indices = 1 : i64}
+// CHECK-SAME: #spark.buffer<name = "moe_router", dtype = i32, row_shape = [2], offset = {{[0-9]+}}>, #spark.buffer<name = "moe_experts.act", dtype = f32, row_shape = [2, 8], offset = {{[0-9]+}}>
+// CHECK-SAME: inputs = #spark.inputs<ids = 0, positions = 3, soft_embeddings = 2, soft_indices = 1, sampling = [[SAMPLING:[0-9]+]]>
 // CHECK-SAME: max_tokens = 4 : i64
-// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64, tokens = [[TOKENS:[0-9]+]] : i64}
-// CHECK-NEXT: spark.launch "mask_tokens" @kernels::@spark_mask_tokens__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 30 : i32}, {i32 = 31 : i32}, {i32 = -1 : i32}, {i32 = 0 : i32}]
-// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[M]] : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
-// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = 1 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
+// CHECK-SAME: outputs = #spark.outputs<logits = [[LOGITS:[0-9]+]], tokens = [[TOKENS:[0-9]+]]>
+// CHECK-NEXT: spark.launch "mask_tokens" @kernels::@spark_mask_tokens__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer 0, buffer [[M:[0-9]+]], num_tokens, i32 30, i32 31, i32 -1, i32 0]
+// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[M]], weight 0, buffer [[E:[0-9]+]], num_tokens, i32 32, i32 16, f32 4.000000e+00]
+// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[E]], buffer 1, buffer 2, num_tokens, num_soft_tokens, i32 16] {source = "scatter_nd"}
 // With max-tokens >= 16 (kMoeGroupMinTokens) the experts get a GEMV launch pair (path 0, for
 // calls of 1..15 tokens) and a grouped pair (path 1, for 16 or more: separate entries), the
 // grouped moe_down a workspace of top_k x hidden floats per token, and moe_combine sums its rows.
-// GROUPED: {dtype = "f32", name = "moe_experts.partials", offset = {{[0-9]+}} : i64, row_shape = [2, 16]}
-// GROUPED: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} {{.*}} {i32 = 0 : i32}] {source = "moe_experts.gate_up"}
-// GROUPED-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} {{.*}} {i32 = 1 : i32}] {source = "moe_experts.gate_up_grouped"}
-// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} {{.*}} {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {{.*}} {i32 = 0 : i32}] {source = "moe_experts.down"}
-// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} {{.*}} {buffer = [[Y]] : i64}, {buffer = [[P:[0-9]+]] : i64}, {{.*}} {i32 = 1 : i32}] {source = "moe_experts.down_grouped"}
-// GROUPED-NEXT: spark.launch "moe_combine" @kernels::@spark_moe_combine__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[P]] : i64}, {buffer = [[Y]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 2 : i32}] {source = "moe_experts.combine"}
+// GROUPED: #spark.buffer<name = "moe_experts.partials", dtype = f32, row_shape = [2, 16], offset = {{[0-9]+}}>
+// GROUPED: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} {{.*}} i32 0] {source = "moe_experts.gate_up"}
+// GROUPED-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} {{.*}} i32 1] {source = "moe_experts.gate_up_grouped"}
+// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} {{.*}} buffer [[Y:[0-9]+]], null, {{.*}} i32 0] {source = "moe_experts.down"}
+// GROUPED-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} {{.*}} buffer [[Y]], buffer [[P:[0-9]+]], {{.*}} i32 1] {source = "moe_experts.down_grouped"}
+// GROUPED-NEXT: spark.launch "moe_combine" @kernels::@spark_moe_combine__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[P]], buffer [[Y]], num_tokens, i32 16, i32 2] {source = "moe_experts.combine"}
 // The router: rms_norm with the router scale as weight, the logits as a linear over proj, then
 // moe_topk with logit_scale = hidden^-0.5 (16^-0.5).
-// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 1 : i64}, {buffer = [[RN:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 1 : i32}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}] {source = "moe_router.norm"}
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[RN]] : i64}, {weight = 2 : i64}, {buffer = [[RL:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 16 : i32}] {source = "moe_router.logits"}
-// CHECK-NEXT: spark.launch "moe_topk" @kernels::@spark_moe_topk__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [{buffer = [[RL]] : i64}, {weight = 3 : i64}, {buffer = [[RW:[0-9]+]] : i64}, {buffer = [[RI:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 2 : i32}, {f32 = 2.500000e-01 : f32}] {source = "moe_router"}
-// CHECK-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[E]] : i64}, {weight = 4 : i64}, {buffer = [[RI]] : i64}, {buffer = [[ACT:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 0 : i32}] {source = "moe_experts.gate_up"}
-// CHECK-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[ACT]] : i64}, {weight = 5 : i64}, {buffer = [[RW]] : i64}, {buffer = [[RI]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {null = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {i32 = 2 : i32}, {i32 = 0 : i32}] {source = "moe_experts.down"}
-// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[E]] : i64}, {buffer = [[Y]] : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "sample" @kernels::@spark_sample__i16 {{.*}} args [{buffer = [[LOGITS]] : i64}, {buffer = [[SAMPLING]] : i64}, {buffer = [[TOKENS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+// CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[E]], weight 1, buffer [[RN:[0-9]+]], num_tokens, i32 1, i32 16, f32 9.99999997E-7] {source = "moe_router.norm"}
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[RN]], weight 2, buffer [[RL:[0-9]+]], num_tokens, i32 4, i32 16] {source = "moe_router.logits"}
+// CHECK-NEXT: spark.launch "moe_topk" @kernels::@spark_moe_topk__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[RL]], weight 3, buffer [[RW:[0-9]+]], buffer [[RI:[0-9]+]], num_tokens, i32 4, i32 2, f32 2.500000e-01] {source = "moe_router"}
+// CHECK-NEXT: spark.launch "moe_gate_up" @kernels::@spark_moe_gate_up__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[E]], weight 4, buffer [[RI]], buffer [[ACT:[0-9]+]], num_tokens, i32 16, i32 8, i32 4, i32 2, i32 0] {source = "moe_experts.gate_up"}
+// CHECK-NEXT: spark.launch "moe_down" @kernels::@spark_moe_down__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[ACT]], weight 5, buffer [[RW]], buffer [[RI]], buffer [[Y:[0-9]+]], null, num_tokens, i32 16, i32 8, i32 4, i32 2, i32 0] {source = "moe_experts.down"}
+// CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[E]], buffer [[Y]], buffer [[LOGITS]], num_tokens, i32 16]
+// CHECK-NEXT: spark.launch "sample" @kernels::@spark_sample__i16 {{.*}} args [buffer [[LOGITS]], buffer [[SAMPLING]], buffer [[TOKENS]], num_tokens, i32 16]
 // CHECK-NEXT: {{^ *}$}}
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kernels {
@@ -231,16 +231,16 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %soft_idx: tensor<
 // call's rows, no kernel); gelu, mul, scale and select_group lower to their kernels, the reshape
 // between them to nothing.
 // CHECK-LABEL: spark.program @forward
-// CHECK-SAME: outputs = {logits = [[LOGITS:[0-9]+]] : i64, tokens = [[TOKENS:[0-9]+]] : i64}
-// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 32 : i32}, {i32 = 16 : i32}, {f32 = 4.000000e+00 : f32}]
-// CHECK-NEXT: spark.transfer "copy" args [{buffer = [[E]] : i64}, {buffer = [[S:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd.copy"}
-// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = 3 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {num_soft_tokens = 1 : i64}, {i32 = 16 : i32}] {source = "scatter_nd"}
-// CHECK-NEXT: spark.launch "gelu" @kernels::@spark_gelu__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[S]] : i64}, {buffer = [[G:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "mul" @kernels::@spark_mul__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[G]] : i64}, {buffer = [[E]] : i64}, {buffer = [[M:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-// CHECK-NEXT: spark.launch "scale" @kernels::@spark_scale__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[M]] : i64}, {buffer = [[SC:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {f32 = 5.000000e-01 : f32}]
-// CHECK-NEXT: spark.launch "select_group" @kernels::@spark_select_group__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[SC]] : i64}, {buffer = [[P:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}, {i32 = 4 : i32}, {i32 = 3 : i32}]
-// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[P]] : i64}, {weight = 1 : i64}, {buffer = [[LOGITS]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {i32 = 4 : i32}]
-// CHECK-NEXT: spark.launch "sample" {{.*}} args [{buffer = [[LOGITS]] : i64}, {{.*}}, {buffer = [[TOKENS]] : i64}
+// CHECK-SAME: outputs = #spark.outputs<logits = [[LOGITS:[0-9]+]], tokens = [[TOKENS:[0-9]+]]>
+// CHECK-NEXT: spark.launch "embedding" @kernels::@spark_embedding__{{[a-z0-9_]+}} grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 0, weight 0, buffer [[E:[0-9]+]], num_tokens, i32 32, i32 16, f32 4.000000e+00]
+// CHECK-NEXT: spark.transfer "copy" args [buffer [[E]], buffer [[S:[0-9]+]], num_tokens, i32 16] {source = "scatter_nd.copy"}
+// CHECK-NEXT: spark.launch "scatter_rows" @kernels::@spark_scatter_rows__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[S]], buffer 3, buffer 2, num_tokens, num_soft_tokens, i32 16] {source = "scatter_nd"}
+// CHECK-NEXT: spark.launch "gelu" @kernels::@spark_gelu__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[S]], buffer [[G:[0-9]+]], num_tokens, i32 16]
+// CHECK-NEXT: spark.launch "mul" @kernels::@spark_mul__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[G]], buffer [[E]], buffer [[M:[0-9]+]], num_tokens, i32 16]
+// CHECK-NEXT: spark.launch "scale" @kernels::@spark_scale__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[M]], buffer [[SC:[0-9]+]], num_tokens, i32 16, f32 5.000000e-01]
+// CHECK-NEXT: spark.launch "select_group" @kernels::@spark_select_group__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[SC]], buffer [[P:[0-9]+]], num_tokens, i32 4, i32 4, i32 3]
+// CHECK-NEXT: spark.launch "linear" @kernels::@spark_linear__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[P]], weight 1, buffer [[LOGITS]], num_tokens, i32 16, i32 4]
+// CHECK-NEXT: spark.launch "sample" {{.*}} args [buffer [[LOGITS]], {{.*}}, buffer [[TOKENS]]
 // CHECK-NEXT: {{^ *}$}}
 // CHECK: {{^// -{5}$}}
 
@@ -265,8 +265,8 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // sampled tokens take bytes free by the time the last launch runs.
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: arena_bytes = 1280 : i64
-// CHECK-SAME: buffers = [{dtype = "i32", name = "%ids", offset = 0 : i64, row_shape = []}, {dtype = "i32", name = "%positions", offset = 256 : i64, row_shape = []}, {dtype = "f32", name = "embedding", offset = 768 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 1024 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 768 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 1024 : i64, row_shape = [16]}, {dtype = "f32", name = "gelu", offset = 768 : i64, row_shape = [16]}, {dtype = "i32", name = "%sampling", offset = 512 : i64, row_shape = [8]}, {dtype = "i32", name = "tokens", offset = 1024 : i64, row_shape = []}]
-// CHECK-SAME: outputs = {logits = 6 : i64, tokens = 8 : i64}
+// CHECK-SAME: buffers = [#spark.buffer<name = "%ids", dtype = i32, row_shape = [], offset = 0>, #spark.buffer<name = "%positions", dtype = i32, row_shape = [], offset = 256>, #spark.buffer<name = "embedding", dtype = f32, row_shape = [16], offset = 768>, #spark.buffer<name = "gelu", dtype = f32, row_shape = [16], offset = 1024>, #spark.buffer<name = "gelu", dtype = f32, row_shape = [16], offset = 768>, #spark.buffer<name = "gelu", dtype = f32, row_shape = [16], offset = 1024>, #spark.buffer<name = "gelu", dtype = f32, row_shape = [16], offset = 768>, #spark.buffer<name = "%sampling", dtype = i32, row_shape = [8], offset = 512>, #spark.buffer<name = "tokens", dtype = i32, row_shape = [], offset = 1024>]
+// CHECK-SAME: outputs = #spark.outputs<logits = 6, tokens = 8>
 // CHECK: {{^// -{5}$}}
 
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x16xf32> {
@@ -310,10 +310,10 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // A scatter_nd into a reshape view of a value that is read later copies first (in place it would
 // clobber %e, which the add reads).
 // CHECK-LABEL: spark.program @forward
-// CHECK: spark.launch "embedding" {{.*}} args [{buffer = {{[0-9]+}} : i64}, {weight = 0 : i64}, {buffer = [[E:[0-9]+]] : i64}
-// CHECK: spark.transfer "copy" args [{buffer = [[E]] : i64}, {buffer = [[COPY:[0-9]+]] : i64}
-// CHECK: spark.launch "scatter_rows" {{.*}} args [{buffer = [[COPY]] : i64}
-// CHECK: spark.launch "add" {{.*}} args [{buffer = [[COPY]] : i64}, {buffer = [[E]] : i64}
+// CHECK: spark.launch "embedding" {{.*}} args [buffer {{[0-9]+}}, weight 0, buffer [[E:[0-9]+]]
+// CHECK: spark.transfer "copy" args [buffer [[E]], buffer [[COPY:[0-9]+]]
+// CHECK: spark.launch "scatter_rows" {{.*}} args [buffer [[COPY]]
+// CHECK: spark.launch "add" {{.*}} args [buffer [[COPY]], buffer [[E]]
 spark.kv_cache @kv.layers.0 full {window = 0 : i64, kv_heads = 1 : i64, head_dim = 8 : i64}
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}, %soft: tensor<?x16xf32> {spark.input = "soft_embeddings"}, %sidx: tensor<?xi32> {spark.input = "soft_indices"}) -> tensor<?x16xf32> {
   %table = spark.weight "model.embed_tokens.weight" : tensor<32x16xbf16>
@@ -330,8 +330,8 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // The fused norms (spark-fuse-norms): residual_rms_norm and rms_norm_rope lower to one launch
 // each, arguments in kernel_abi.h order (a weight-less norm passes null).
 // CHECK-LABEL: spark.program @forward
-// CHECK: spark.launch "rms_norm_rope" @kernels::@spark_rms_norm_rope__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[Q:[0-9]+]] : i64}, {weight = {{[0-9]+}} : i64}, {buffer = 1 : i64}, {buffer = [[QR:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 2 : i32}, {i32 = 8 : i32}, {i32 = 4 : i32}, {f32 = 1.000000e+04 : f32}, {f32 = 1.000000e+00 : f32}, {f32 = 9.99999997E-7 : f32}]
-// CHECK: spark.launch "residual_rms_norm" @kernels::@spark_residual_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [{buffer = [[X:[0-9]+]] : i64}, {null = 1 : i64}, {buffer = [[R:[0-9]+]] : i64}, {buffer = [[Y:[0-9]+]] : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}, {f32 = 9.99999997E-7 : f32}]
+// CHECK: spark.launch "rms_norm_rope" @kernels::@spark_rms_norm_rope__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[Q:[0-9]+]], weight {{[0-9]+}}, buffer 1, buffer [[QR:[0-9]+]], num_tokens, i32 2, i32 8, i32 4, f32 1.000000e+04, f32 1.000000e+00, f32 9.99999997E-7]
+// CHECK: spark.launch "residual_rms_norm" @kernels::@spark_residual_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[X:[0-9]+]], null, buffer [[R:[0-9]+]], buffer [[Y:[0-9]+]], num_tokens, i32 16, f32 9.99999997E-7]
 // CHECK: gpu.func @spark_rms_norm_rope__{{[a-z0-9_]+}}(
 // CHECK: llvm.call @spark_rms_norm_rope(
 // CHECK: gpu.func @spark_residual_rms_norm__{{[a-z0-9_]+}}(

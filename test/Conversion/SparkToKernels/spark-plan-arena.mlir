@@ -8,19 +8,19 @@
 // its bytes. Input 0 and 1 stay live throughout.
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: arena_bytes = 1024 : i64
-// CHECK-SAME: {dtype = "i32", name = "%ids", offset = 0 : i64, row_shape = []}
-// CHECK-SAME: {dtype = "i32", name = "%positions", offset = 256 : i64, row_shape = []}
-// CHECK-SAME: {dtype = "f32", name = "a", offset = 512 : i64, row_shape = [16]}
-// CHECK-SAME: {dtype = "f32", name = "b", offset = 768 : i64, row_shape = [16]}
-// CHECK-SAME: {dtype = "f32", name = "c", offset = 512 : i64, row_shape = [16]}
-// CHECK-SAME: {dtype = "f32", name = "logits", offset = 768 : i64, row_shape = [16]}
-// CHECK-SAME: inputs = {ids = 0 : i64, positions = 1 : i64}
+// CHECK-SAME: #spark.buffer<name = "%ids", dtype = i32, row_shape = [], offset = 0>
+// CHECK-SAME: #spark.buffer<name = "%positions", dtype = i32, row_shape = [], offset = 256>
+// CHECK-SAME: #spark.buffer<name = "a", dtype = f32, row_shape = [16], offset = 512>
+// CHECK-SAME: #spark.buffer<name = "b", dtype = f32, row_shape = [16], offset = 768>
+// CHECK-SAME: #spark.buffer<name = "c", dtype = f32, row_shape = [16], offset = 512>
+// CHECK-SAME: #spark.buffer<name = "logits", dtype = f32, row_shape = [16], offset = 768>
+// CHECK-SAME: inputs = #spark.inputs<ids = 0, positions = 1>
 module {
-  spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [{dtype = "i32", name = "%ids", row_shape = []}, {dtype = "i32", name = "%positions", row_shape = []}, {dtype = "f32", name = "a", row_shape = [16]}, {dtype = "f32", name = "b", row_shape = [16]}, {dtype = "f32", name = "c", row_shape = [16]}, {dtype = "f32", name = "logits", row_shape = [16]}], weights = [], inputs = {ids = 0 : i64, positions = 1 : i64}, outputs = {logits = 5 : i64}} {
-    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 2 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 2 : i64}, {buffer = 3 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 3 : i64}, {buffer = 4 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
-    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 4 : i64}, {buffer = 5 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+  spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "%ids", dtype = i32, row_shape = []>, #spark.buffer<name = "%positions", dtype = i32, row_shape = []>, #spark.buffer<name = "a", dtype = f32, row_shape = [16]>, #spark.buffer<name = "b", dtype = f32, row_shape = [16]>, #spark.buffer<name = "c", dtype = f32, row_shape = [16]>, #spark.buffer<name = "logits", dtype = f32, row_shape = [16]>], weights = [], inputs = #spark.inputs<ids = 0, positions = 1>, outputs = #spark.outputs<logits = 5>} {
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 0, buffer 2, num_tokens, i32 16]
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 2, buffer 3, num_tokens, i32 16]
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 3, buffer 4, num_tokens, i32 16]
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 4, buffer 5, num_tokens, i32 16]
   }
 }
 
@@ -29,17 +29,17 @@ module {
 // The arena is planned once: buffers with offsets are refused.
 module {
   // expected-error @+1 {{'spark.program' op buffer 0 already has an offset: the arena is planned once, after spark-lower-to-kernels}}
-  spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 256 : i64, buffers = [{dtype = "f32", name = "a", offset = 0 : i64, row_shape = [16]}], weights = [], inputs = {}, outputs = {}} {
+  spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 256 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [16], offset = 0>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
   }
 }
 
 // -----
 
-// A launch of a buffer the program does not have.
+// A launch of a buffer the program does not have (the program's verifier refuses it).
 module {
-  // expected-error @+1 {{'spark.program' op names buffer 7, which it does not have}}
-  spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [{dtype = "f32", name = "a", row_shape = [16]}], weights = [], inputs = {}, outputs = {}} {
-    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 7 : i64}, {num_tokens = 1 : i64}, {i32 = 16 : i32}]
+  spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [16]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+    // expected-error @+1 {{'spark.launch' op argument 1 names buffer 7, but there are 1 in the program}}
+    spark.launch "gelu" @kernels::@spark_gelu__i16 grid(per_token = 16, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 0, buffer 7, num_tokens, i32 16]
   }
 }
 
@@ -48,6 +48,6 @@ module {
 // A buffer too large to place.
 module {
   // expected-error @+1 {{'spark.program' op buffer 0 needs more than 2^40 bytes}}
-  spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [{dtype = "f32", name = "a", row_shape = [1099511627776]}], weights = [], inputs = {}, outputs = {}} {
+  spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [1099511627776]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
   }
 }

@@ -37,7 +37,7 @@ func.func @i8_weight() {
 // spark.launch must sit in a spark.program.
 func.func @launch_outside_program() {
   // expected-error @+1 {{'spark.launch' op expects parent op 'spark.program'}}
-  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [buffer 0]
   return
 }
 
@@ -993,62 +993,174 @@ func.func @moe_experts_result(%x: tensor<?x8xf32>, %gu: tensor<4x8x8xbf16>, %d: 
 
 // A program has at least one token row.
 // expected-error @+1 {{'spark.program' op expects max_tokens > 0, got 0}}
-spark.program @forward attributes {max_tokens = 0 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = 0 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
 }
 
 // -----
 
-// Every buffer is described by a dictionary.
-// expected-error @+1 {{'spark.program' op expects every buffer to be a dictionary, got "a"}}
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = ["a"], weights = [], inputs = {}, outputs = {}} {
+// Every buffer is a #spark.buffer.
+// expected-error @+1 {{'spark.program' op attribute 'buffers' failed to satisfy constraint: buffers}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = ["a"], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+}
+
+// -----
+
+// An arena buffer holds f32, bf16 or i32.
+// expected-error @+1 {{#spark.buffer 'a' has dtype 'f16'; arena buffers hold f32, bf16 or i32}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f16, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+}
+
+// -----
+
+// Offsets and dimensions are not negative.
+// expected-error @+1 {{#spark.buffer 'a' has a negative offset: -256}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4], offset = -256>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+}
+
+// -----
+
+// expected-error @+1 {{#spark.buffer 'a' has a negative row_shape dimension: -4}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [2, -4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+}
+
+// -----
+
+// A weight is one of the checkpoint element types the kernels read (an f32 weight is a plain
+// f32 tensor; i8 is none).
+// expected-error @+1 {{#spark.weight 'w' has dtype 'i8'; weights are bf16, f32, f8E4M3FN or f4E2M1FN}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [#spark.weight<name = "w", dtype = i8, shape = [4, 4]>], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+}
+
+// -----
+
+// Parts are checkpoint tensor names; a part_shape needs parts.
+// expected-error @+1 {{#spark.weight 'w' parts must be checkpoint tensor names, got 3 : i64}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [#spark.weight<name = "w", dtype = bf16, shape = [2, 4], parts = ["a", 3], part_shape = [4]>], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+}
+
+// -----
+
+// expected-error @+1 {{#spark.weight 'w' has a part_shape but no parts}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [#spark.weight<name = "w", dtype = bf16, shape = [2, 4], part_shape = [4]>], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+}
+
+// -----
+
+// An input or output names a buffer of the program.
+// expected-error @+1 {{'spark.program' op output logits names buffer 2, but the program has 2}}
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<ids = 0>, outputs = #spark.outputs<logits = 2>} {
 }
 
 // -----
 
 // The block is 3-dimensional.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
   // expected-error @+1 {{'spark.launch' op expects a 3-dimensional block}}
-  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1] args [buffer 0, buffer 1, num_tokens, i32 4]
 }
 
 // -----
 
 // Block dimensions are positive.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
   // expected-error @+1 {{'spark.launch' op expects positive block dimensions}}
-  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [0, 1, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 0, fixed = 1, divisor = 1) block [0, 1, 1] args [buffer 0, buffer 1, num_tokens, i32 4]
 }
 
 // -----
 
 // A grid rule's divisor is at least 1 (kernel_abi.h GridRule).
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
   // expected-error @+1 {{'spark.launch' op expects grid divisor in [1, 2147483648], got 0}}
-  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 1, fixed = 0, divisor = 0) block [256, 1, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 1, fixed = 0, divisor = 0) block [256, 1, 1] args [buffer 0, buffer 1, num_tokens, i32 4]
 }
 
 // -----
 
 // Its terms are not negative.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
   // expected-error @+1 {{'spark.launch' op expects grid per_token in [0, 2147483648], got -1}}
-  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = -1, fixed = 0, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64}]
+  spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = -1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer 1, num_tokens, i32 4]
 }
 
 // -----
 
-// Every argument is a one-entry dictionary.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
-  // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got {buffer = 0 : i64, i32 = 4 : i32}}}
-  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [{buffer = 0 : i64, i32 = 4 : i32}]
+// A launch is of an op of the registry,
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{'spark.launch' op of op 'flash_attention', which the op registry (kernel_ops.def) does not know}}
+  spark.launch "flash_attention" @kernels::@spark_flash_attention__ grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args []
 }
 
 // -----
 
-// A non-dictionary argument is rejected too.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
-  // expected-error @+1 {{'spark.launch' op expects every argument to be a one-entry dictionary, got 4 : i32}}
-  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 0, fixed = 1, divisor = 1) block [256, 1, 1] args [4 : i32]
+// of a kernel op,
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{'spark.launch' op of op 'copy', which runs without a kernel: it is a spark.transfer}}
+  spark.launch "copy" @kernels::@spark_copy__i4 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer 1, num_tokens, i32 4]
+}
+
+// -----
+
+// with its arguments,
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{'spark.launch' op of gelu expects 4 arguments (kernel_ops.def), got 3}}
+  spark.launch "gelu" @kernels::@spark_gelu__ grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer 1, num_tokens]
+}
+
+// -----
+
+// each of the kind its slot takes,
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{'spark.launch' op of gelu: argument 3 (cols) is an i32 (i32, num_tokens, num_soft_tokens or kv_capacity), got f32}}
+  spark.launch "gelu" @kernels::@spark_gelu__f40800000 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer 1, num_tokens, f32 4.0]
+}
+
+// -----
+
+// naming buffers the program has,
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{'spark.launch' op argument 1 names buffer 2, but there are 2 in the program}}
+  spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer 2, num_tokens, i32 4]
+}
+
+// -----
+
+// weights it has,
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{'spark.launch' op argument 1 names weight 0, but there are 0 in the program}}
+  spark.launch "add" @kernels::@spark_add__i4 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, weight 0, buffer 1, num_tokens, i32 4]
+}
+
+// -----
+
+// and KV caches of the module.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{'spark.launch' op argument 3 names KV cache 0, but there are 0 (spark.kv_cache ops in the module)}}
+  spark.launch "kv_write" @kernels::@spark_kv_write__i1_i4_i0 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer 1, buffer 0, k_cache 0, v_cache 0, num_tokens, i32 1, i32 4, kv_capacity 0, i32 0]
+}
+
+// -----
+
+// An argument is one of the kinds the plan has,
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{unknown launch argument kind 'tensor' (buffer, weight, k_cache, v_cache, kv_capacity, null, num_tokens, num_soft_tokens, i32, f32)}}
+  spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, tensor 1, num_tokens, i32 4]
+}
+
+// -----
+
+// ids are not negative,
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{launch argument buffer needs an id >= 0, got -1}}
+  spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer -1, num_tokens, i32 4]
+}
+
+// -----
+
+// and an i32 literal fits in 32 bits.
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{launch argument i32 4294967296 is outside the i32 range}}
+  spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer 1, num_tokens, i32 4294967296]
 }
 
 // -----
@@ -1104,21 +1216,21 @@ func.func @moe_router_negative_top_k(%x: tensor<?x8xf32>, %s: tensor<8xbf16>, %p
 
 // The activation precision is f32 or bf16 (kernel_abi.h ActivationPrecision): a type attribute.
 // expected-error @+1 {{'spark.program' op attribute 'activation_precision' failed to satisfy constraint: type attribute of 32-bit float or bfloat16 type}}
-spark.program @forward attributes {activation_precision = f16, max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {activation_precision = f16, max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
 }
 
 // -----
 
 // A negative max_tokens is rejected.
 // expected-error @+1 {{'spark.program' op expects max_tokens > 0, got -4}}
-spark.program @forward attributes {max_tokens = -4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = -4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
 }
 
 // -----
 
 // The arena size is not negative.
 // expected-error @+1 {{'spark.program' op expects arena_bytes >= 0, got -256}}
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = -256 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = -256 : i64, buffers = [], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
 }
 
 // -----
@@ -1327,31 +1439,31 @@ module attributes {spark.model = #spark.model<variant = "v", architecture = "Gem
 // -----
 
 // A transfer names a transfer op of the registry (kernel_ops.def SPARK_TRANSFER_OPS).
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
   // expected-error @+1 {{'spark.transfer' op of op 'all_gather', which the op registry (kernel_ops.def) does not know}}
-  spark.transfer "all_gather" args [{buffer = 0 : i64}]
+  spark.transfer "all_gather" args [buffer 0]
 }
 
 // -----
 
 // A kernel op is a launch, not a transfer.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
   // expected-error @+1 {{'spark.transfer' op of op 'gelu', a kernel op: a kernel runs as spark.launch}}
-  spark.transfer "gelu" args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}]
+  spark.transfer "gelu" args [buffer 0, buffer 1, num_tokens, i32 4]
 }
 
 // -----
 
 // The op's arguments, as many as the registry lists.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
   // expected-error @+1 {{'spark.transfer' op of copy expects 4 arguments (kernel_ops.def), got 2}}
-  spark.transfer "copy" args [{buffer = 0 : i64}, {buffer = 1 : i64}]
+  spark.transfer "copy" args [buffer 0, buffer 1]
 }
 
 // -----
 
 // Each a one-entry dictionary.
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [], weights = [], inputs = {}, outputs = {}} {
-  // expected-error @+1 {{'spark.transfer' op expects every argument to be a one-entry dictionary, got 4 : i32}}
-  spark.transfer "copy" args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, 4 : i32]
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
+  // expected-error @+1 {{expected a launch argument kind (buffer, weight, k_cache, v_cache, kv_capacity, null, num_tokens, num_soft_tokens, i32, f32)}}
+  spark.transfer "copy" args [buffer 0, buffer 1, num_tokens, 4]
 }

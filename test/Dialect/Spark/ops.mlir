@@ -79,11 +79,11 @@ func.func @every_op(%ids: tensor<?xi32>, %pos: tensor<?xi32>, %soft: tensor<?x64
 
 // Kernel-level ops.
 // CHECK-LABEL: spark.program @forward
-// CHECK: spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}] {source = "x"}
-// CHECK: spark.transfer "copy" args [{buffer = 1 : i64}, {buffer = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}] {source = "y"} logits_tail
-spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 128 : i64, buffers = [{name = "a", dtype = "f32", row_shape = [4], offset = 0 : i64}, {name = "b", dtype = "f32", row_shape = [4], offset = 64 : i64}], weights = [], inputs = {}, outputs = {logits = 1 : i64}} {
-  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [{buffer = 0 : i64}, {buffer = 1 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}] {source = "x"}
-  spark.transfer "copy" args [{buffer = 1 : i64}, {buffer = 0 : i64}, {num_tokens = 1 : i64}, {i32 = 4 : i32}] {source = "y"} logits_tail
+// CHECK: spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 0, buffer 1, num_tokens, i32 4] {source = "x"}
+// CHECK: spark.transfer "copy" args [buffer 1, buffer 0, num_tokens, i32 4] {source = "y"} logits_tail
+spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 128 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4], offset = 0>, #spark.buffer<name = "b", dtype = f32, row_shape = [4], offset = 64>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<logits = 1>} {
+  spark.launch "gelu" @kernels::@spark_gelu__0 grid(per_token = 4, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer 0, buffer 1, num_tokens, i32 4] {source = "x"}
+  spark.transfer "copy" args [buffer 1, buffer 0, num_tokens, i32 4] {source = "y"} logits_tail
 }
 
 // The fused norms of spark-fuse-norms, with and without a weight.

@@ -323,18 +323,19 @@ std::string FloatText(float v) {
   return text;
 }
 
+// A launch argument as spark.launch spells it (#spark.arg without its wrapper).
 std::string ArgText(const Binding& b) {
   switch (b.kind) {
-    case Binding::kBuffer: return absl::StrCat("{buffer = ", b.index, " : i64}");
-    case Binding::kWeight: return absl::StrCat("{weight = ", b.index, " : i64}");
-    case Binding::kKCache: return absl::StrCat("{k_cache = ", b.index, " : i64}");
-    case Binding::kVCache: return absl::StrCat("{v_cache = ", b.index, " : i64}");
-    case Binding::kKvCapacity: return absl::StrCat("{kv_capacity = ", b.index, " : i64}");
-    case Binding::kNull: return "{null = 1 : i64}";
-    case Binding::kNumTokens: return "{num_tokens = 1 : i64}";
-    case Binding::kNumSoftTokens: return "{num_soft_tokens = 1 : i64}";
-    case Binding::kI32: return absl::StrCat("{i32 = ", b.i32, " : i32}");
-    case Binding::kF32: return absl::StrCat("{f32 = ", FloatText(b.f32), " : f32}");
+    case Binding::kBuffer: return absl::StrCat("buffer ", b.index);
+    case Binding::kWeight: return absl::StrCat("weight ", b.index);
+    case Binding::kKCache: return absl::StrCat("k_cache ", b.index);
+    case Binding::kVCache: return absl::StrCat("v_cache ", b.index);
+    case Binding::kKvCapacity: return absl::StrCat("kv_capacity ", b.index);
+    case Binding::kNull: return "null";
+    case Binding::kNumTokens: return "num_tokens";
+    case Binding::kNumSoftTokens: return "num_soft_tokens";
+    case Binding::kI32: return absl::StrCat("i32 ", b.i32);
+    case Binding::kF32: return absl::StrCat("f32 ", FloatText(b.f32));
   }
   return "";
 }
@@ -368,30 +369,30 @@ std::string ModuleText(const Module& m) {
   }
   std::vector<std::string> buffers, weights, inputs;
   for (const BufferSpec& b : m.buffers) {
-    buffers.push_back(absl::StrCat("{dtype = \"", DTypeName(b.dtype), "\", name = \"", b.name,
-                                   "\", offset = ", b.offset, " : i64, row_shape = [",
+    buffers.push_back(absl::StrCat("#spark.buffer<name = \"", b.name, "\", dtype = ",
+                                   DTypeName(b.dtype), ", row_shape = [",
                                    b.row_elements == 1 ? "" : absl::StrCat(b.row_elements),
-                                   "]}"));
+                                   "], offset = ", b.offset, ">"));
   }
   for (const WeightSpec& w : m.weights) {
-    weights.push_back(absl::StrCat("{dtype = \"", DTypeName(w.dtype), "\", name = \"", w.name,
-                                   "\", shape = [", w.elements, "]}"));
+    weights.push_back(absl::StrCat("#spark.weight<name = \"", w.name, "\", dtype = ",
+                                   DTypeName(w.dtype), ", shape = [", w.elements, "]>"));
   }
   const auto input = [&](const char* key, int64_t id) {
-    if (id >= 0) inputs.push_back(absl::StrCat(key, " = ", id, " : i64"));
+    if (id >= 0) inputs.push_back(absl::StrCat(key, " = ", id));
   };
   input("ids", m.ids);
-  input("last_visible", m.last_visible);
   input("positions", m.positions);
-  input("sampling", m.sampling);
   input("soft_embeddings", m.soft_embeddings);
   input("soft_indices", m.soft_indices);
+  input("last_visible", m.last_visible);
+  input("sampling", m.sampling);
   out << "  spark.program @forward attributes {"
       << (call.bf16 ? "activation_precision = bf16, " : "") << "arena_bytes = " << m.arena_bytes
-      << " : i64, buffers = [" << absl::StrJoin(buffers, ", ") << "], inputs = {"
-      << absl::StrJoin(inputs, ", ") << "}, max_tokens = " << call.tokens
-      << " : i64, model = " << model << ", outputs = {logits = " << m.logits
-      << " : i64, tokens = " << m.tokens << " : i64}, weights = [" << absl::StrJoin(weights, ", ")
+      << " : i64, buffers = [" << absl::StrJoin(buffers, ", ") << "], inputs = #spark.inputs<"
+      << absl::StrJoin(inputs, ", ") << ">, max_tokens = " << call.tokens
+      << " : i64, model = " << model << ", outputs = #spark.outputs<logits = " << m.logits
+      << ", tokens = " << m.tokens << ">, weights = [" << absl::StrJoin(weights, ", ")
       << "]} {\n";
   for (const StepSpec& s : m.steps) {
     std::vector<std::string> args;
