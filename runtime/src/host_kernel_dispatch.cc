@@ -16,23 +16,10 @@ namespace spark {
 namespace rt {
 namespace {
 
-// A validated argument as the C type of its parameter.
-template <typename T>
-T FromHostArg(const HostArg& arg) {
-  if constexpr (std::is_pointer<T>::value) {
-    return static_cast<T>(arg.ptr);
-  } else if constexpr (std::is_same<T, float>::value) {
-    return arg.f32;
-  } else {
-    static_assert(std::is_same<T, int>::value, "registry arguments are pointers, int or float");
-    return arg.i32;
-  }
-}
-
 // Calls `kernel` with `args` converted to its parameter types, in order.
 template <typename... A, size_t... I>
 void CallWith(void (*kernel)(A...), absl::Span<const HostArg> args, std::index_sequence<I...>) {
-  kernel(FromHostArg<A>(args[I])...);
+  kernel(HostArgAs<A>(args[I])...);
 }
 template <typename... A>
 void Call(void (*kernel)(A...), absl::Span<const HostArg> args) {

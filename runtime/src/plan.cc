@@ -720,15 +720,6 @@ std::string ArgNames(const abi::OpSpec& spec) {
   return absl::StrJoin(names, ", ");
 }
 
-absl::string_view SlotDescription(abi::ArgKind kind) {
-  switch (kind) {
-    case abi::ArgKind::kPtr: return "a pointer (buffer, weight, k_cache, v_cache or null)";
-    case abi::ArgKind::kI32: return "an i32 (i32, num_tokens, num_soft_tokens or kv_capacity)";
-    case abi::ArgKind::kF32: return "an f32 (f32)";
-  }
-  return "";
-}
-
 abi::ArgKind SlotKindOf(ArgRefKind kind) {
   switch (kind) {
     case ArgRefKind::kBuffer:
@@ -858,7 +849,7 @@ absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
     if (SlotKindOf(arg.kind) != slot.kind) {
       return PlanError(origin, arg_path,
                        absl::StrCat("argument ", slot.name, " of ", spec->op, " is ",
-                                    SlotDescription(slot.kind), ", found ",
+                                    abi::SlotDescription(slot.kind), ", found ",
                                     ArgRefKindName(arg.kind)));
     }
     SPARK_RETURN_IF_ERROR(CheckArgTarget(arg, plan, origin, arg_path));

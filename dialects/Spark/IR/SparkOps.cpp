@@ -585,15 +585,6 @@ abi::ArgKind slotKindOf(LaunchArgKind kind) {
   llvm_unreachable("unknown launch argument kind");
 }
 
-const char *slotName(abi::ArgKind kind) {
-  switch (kind) {
-  case abi::ArgKind::kPtr: return "a pointer (buffer, weight, k_cache, v_cache or null)";
-  case abi::ArgKind::kI32: return "an i32 (i32, num_tokens, num_soft_tokens or kv_capacity)";
-  case abi::ArgKind::kF32: return "an f32 (f32)";
-  }
-  llvm_unreachable("unknown slot kind");
-}
-
 // A launch's or transfer's arguments against its op's signature in the registry.
 LogicalResult verifyStepArgs(Operation *op, const abi::OpSpec &spec, ArrayAttr args) {
   if (static_cast<int>(args.size()) != spec.num_args)
@@ -604,7 +595,7 @@ LogicalResult verifyStepArgs(Operation *op, const abi::OpSpec &spec, ArrayAttr a
     if (slotKindOf(arg.getKind()) != slot)
       return op->emitOpError("of ")
              << spec.op << ": argument " << i << " (" << spec.args[i].name << ") is "
-             << slotName(slot) << ", got " << stringifyLaunchArgKind(arg.getKind());
+             << abi::SlotDescription(slot) << ", got " << stringifyLaunchArgKind(arg.getKind());
   }
   return success();
 }

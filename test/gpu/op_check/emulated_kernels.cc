@@ -26,31 +26,19 @@ namespace spark {
 namespace op_check {
 namespace {
 
-template <typename T>
-T FromArg(const EmulatedArg& arg) {
-  if constexpr (std::is_pointer<T>::value) {
-    return static_cast<T>(arg.ptr);
-  } else if constexpr (std::is_same<T, float>::value) {
-    return arg.f32;
-  } else {
-    static_assert(std::is_same<T, int>::value, "registry arguments are pointers, int or float");
-    return arg.i32;
-  }
-}
-
 template <typename... A, size_t... I>
-void LaunchWith(void (*kernel)(A...), const EmulatedArg* args, int blocks, int block_size,
+void LaunchWith(void (*kernel)(A...), const rt::HostArg* args, int blocks, int block_size,
                 std::index_sequence<I...>) {
-  spk_emu::Launch(kernel, blocks, block_size, FromArg<A>(args[I])...);
+  spk_emu::Launch(kernel, blocks, block_size, rt::HostArgAs<A>(args[I])...);
 }
 template <typename... A>
-void Launch(void (*kernel)(A...), const EmulatedArg* args, int blocks, int block_size) {
+void Launch(void (*kernel)(A...), const rt::HostArg* args, int blocks, int block_size) {
   LaunchWith(kernel, args, blocks, block_size, std::index_sequence_for<A...>());
 }
 
 }  // namespace
 
-bool RunEmulatedKernel(abi::OpId op, const EmulatedArg* args, int blocks,
+bool RunEmulatedKernel(abi::OpId op, const rt::HostArg* args, int blocks,
                        int activation_precision) {
   spark_activation_precision = activation_precision;
   switch (op) {

@@ -6,31 +6,24 @@
 // machine without a GPU; not timing, the memory model, or ex2.approx's accuracy (2^x is exact
 // here). The GPU check of record is the same check on the GPU (`--device cuda`).
 //
-// Plain C++ (no Abseil): the emulated translation unit force-includes cuda_emu.h, whose macros
+// Plain C++ (no Abseil; rt::HostArg is host_arg.h's): the emulated translation unit force-includes cuda_emu.h, whose macros
 // (__device__, __shared__, ...) must not meet other headers.
 #ifndef SPARK_TEST_GPU_OP_CHECK_EMULATED_KERNELS_H_
 #define SPARK_TEST_GPU_OP_CHECK_EMULATED_KERNELS_H_
 
 #include <cstdint>
 
+#include "spark/runtime/host_arg.h"
 #include "spark/runtime/kernel_abi.h"
 
 namespace spark {
 namespace op_check {
 
-// One argument of a launch, as the registry types it (kind); `ptr` points into host memory.
-struct EmulatedArg {
-  abi::ArgKind kind = abi::ArgKind::kPtr;
-  void* ptr = nullptr;
-  int32_t i32 = 0;
-  float f32 = 0.0f;
-};
-
 // Runs spark_<op>(args...) on `blocks` blocks of the op's registry block size, with the
 // activation precision `activation_precision` (abi::ActivationPrecision). `args` must hold the
 // op's num_args arguments of the registry's kinds (the host executor checked them). False for an
 // op without a kernel (a transfer).
-bool RunEmulatedKernel(abi::OpId op, const EmulatedArg* args, int blocks,
+bool RunEmulatedKernel(abi::OpId op, const rt::HostArg* args, int blocks,
                        int activation_precision);
 
 }  // namespace op_check

@@ -214,7 +214,9 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
   }
   Add(cases, Misaligned(linear("linear", 37, 1536, 1536), {"x", "y"}), false);
   if (!quick) Add(cases, linear("linear", 1, 262144, 1536), false);  // the tied LM head
-  for (const auto& [t, out, in] : {std::tuple{1, 2048, 1536}, std::tuple{5, 1024, 2816},
+  // bf16 activations: the decode GEMV at one and two tokens (odd row counts) and the tiles.
+  for (const auto& [t, out, in] : {std::tuple{1, 2048, 1536}, std::tuple{1, 1027, 1536},
+                                   std::tuple{2, 1025, 2816}, std::tuple{5, 1024, 2816},
                                    std::tuple{37, 2048, 1536}, std::tuple{100, 520, 704},
                                    std::tuple{24, 128, 16}, std::tuple{24, 96, 128}}) {
     Add(cases, Bf16(linear("linear", t, out, in)), false);

@@ -720,9 +720,7 @@ std::set<int64_t> NearTieRows(const std::vector<uint8_t>& logits, DType dtype,
 rt::HostKernelRunner EmulatedRunner(int activation_precision) {
   return [activation_precision](abi::OpId op, absl::Span<const rt::HostArg> args,
                                 int blocks) -> absl::Status {
-    std::vector<EmulatedArg> emulated;
-    for (const rt::HostArg& a : args) emulated.push_back({a.kind, a.ptr, a.i32, a.f32});
-    if (!RunEmulatedKernel(op, emulated.data(), blocks, activation_precision)) {
+    if (!RunEmulatedKernel(op, args.data(), blocks, activation_precision)) {
       return absl::InternalError(absl::StrCat("no emulated kernel for op ", abi::Spec(op).op));
     }
     return absl::OkStatus();

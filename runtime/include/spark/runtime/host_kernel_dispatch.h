@@ -9,23 +9,12 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "spark/runtime/host_arg.h"
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/kernel_abi.h"
 
 namespace spark {
 namespace rt {
-
-// One resolved argument of a kernel call: a host pointer, an i32 or an f32 (by `kind`).
-struct HostArg {
-  abi::ArgKind kind = abi::ArgKind::kPtr;
-  void* ptr = nullptr;
-  int32_t i32 = 0;
-  float f32 = 0.0f;
-
-  static HostArg Ptr(const void* p) { return {abi::ArgKind::kPtr, const_cast<void*>(p), 0, 0.0f}; }
-  static HostArg I32(int32_t v) { return {abi::ArgKind::kI32, nullptr, v, 0.0f}; }
-  static HostArg F32(float v) { return {abi::ArgKind::kF32, nullptr, 0, v}; }
-};
 
 // Runs the host kernel of `op` with `args` in kernel ABI order. Returns INVALID_ARGUMENT, naming
 // the op and the argument, for a wrong argument count or kind, a null pointer where one is

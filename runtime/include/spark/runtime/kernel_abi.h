@@ -92,6 +92,12 @@ enum class Role : int {
 enum class ElementType : int { kF32, kBF16, kI32, kAct, kCache, kF8E4M3, kF4E2M1 };
 enum class Nullability : int { kRequired, kNullable };
 
+// What a slot of kind `kind` takes, in the plan's argument spellings (for errors).
+SPARK_ABI_CONSTEXPR_FN const char* SlotDescription(ArgKind kind) {
+  return kind == ArgKind::kPtr   ? "a pointer (buffer, weight, k_cache, v_cache or null)"
+         : kind == ArgKind::kI32 ? "an i32 (i32, num_tokens, num_soft_tokens or kv_capacity)"
+                                 : "an f32 (f32)";
+}
 SPARK_ABI_CONSTEXPR_FN bool IsScalarRole(Role role) { return role >= Role::kNumTokens; }
 SPARK_ABI_CONSTEXPR_FN bool IsRuntimeValue(Role role) {
   return role == Role::kNumTokens || role == Role::kNumSoftTokens || role == Role::kKvCapacity;

@@ -181,52 +181,38 @@ void Launch(void (*kernel)(P...), int grid, int block, A... args) {
 
 inline void __syncthreads() { spk_emu::Arrive(0); }
 
-template <typename T>
-inline T __shfl_xor_sync(unsigned /*mask*/, T v, int offset) {
+namespace spk_emu {
+// A warp shuffle: every lane publishes v, then reads the value of lane source(lane).
+template <typename T, typename Source>
+inline T Shuffle(T v, Source source) {
   static_assert(sizeof(T) <= 8, "shuffle of a large type");
-  uint64_t* slots = spk_emu::Slots();
-  const int lane = spk_emu::Lane();
+  uint64_t* slots = Slots();
+  const int lane = Lane();
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
-  spk_emu::WarpSync();  // previous readers of the slots are done
+  WarpSync();  // previous readers of the slots are done
   slots[lane] = bits;
-  spk_emu::WarpSync();
+  WarpSync();
   T r;
-  const uint64_t other = slots[lane ^ offset];
+  const uint64_t other = slots[source(lane)];
   std::memcpy(&r, &other, sizeof(T));
   return r;
+}
+}  // namespace spk_emu
+
+template <typename T>
+inline T __shfl_xor_sync(unsigned /*mask*/, T v, int offset) {
+  return spk_emu::Shuffle(v, [offset](int lane) { return lane ^ offset; });
 }
 
 template <typename T>
 inline T __shfl_sync(unsigned /*mask*/, T v, int src) {
-  static_assert(sizeof(T) <= 8, "shuffle of a large type");
-  uint64_t* slots = spk_emu::Slots();
-  const int lane = spk_emu::Lane();
-  uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof(T));
-  spk_emu::WarpSync();
-  slots[lane] = bits;
-  spk_emu::WarpSync();
-  T r;
-  const uint64_t other = slots[src & 31];
-  std::memcpy(&r, &other, sizeof(T));
-  return r;
+  return spk_emu::Shuffle(v, [src](int) { return src & 31; });
 }
 
 template <typename T>
 inline T __shfl_up_sync(unsigned /*mask*/, T v, int delta) {
-  static_assert(sizeof(T) <= 8, "shuffle of a large type");
-  uint64_t* slots = spk_emu::Slots();
-  const int lane = spk_emu::Lane();
-  uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof(T));
-  spk_emu::WarpSync();
-  slots[lane] = bits;
-  spk_emu::WarpSync();
-  T r;
-  const uint64_t other = slots[lane >= delta ? lane - delta : lane];
-  std::memcpy(&r, &other, sizeof(T));
-  return r;
+  return spk_emu::Shuffle(v, [delta](int lane) { return lane >= delta ? lane - delta : lane; });
 }
 
 // Fibers switch only at barriers, so a plain read-modify-write is atomic here.
