@@ -354,20 +354,18 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   }
   // The steps in program order: kernel launches and transfers (a step the runtime carries out
   // without a kernel, plan.h TransferStep).
-  auto readArgs = [](ArrayAttr attrs, std::vector<rt::StepArg> &out) -> Error {
+  auto readArgs = [](ArrayAttr attrs) {
+    std::vector<rt::StepArg> args;
     for (auto arg : attrs.getAsRange<LaunchArgAttr>())
-      out.push_back(stepArg(arg));
-    return Error::success();
+      args.push_back(stepArg(arg));
+    return args;
   };
+  // The launch and transfer verifiers checked each op against the registry (a known op of the
+  // right execution, its arity and argument kinds).
   for (mlir::Operation &op : program.getBody().front()) {
     if (auto transfer = dyn_cast<TransferOp>(op)) {
       const abi::OpSpec *spec = abi::FindOp(transfer.getOp().str().c_str());
-      if (!spec || spec->kernel())
-        return llvm::createStringError("spark.transfer of op '" + transfer.getOp().str() +
-                                       "', which is no transfer op of the registry");
-      std::vector<rt::StepArg> args;
-      if (Error e = readArgs(transfer.getArgs(), args))
-        return std::move(e);
+      std::vector<rt::StepArg> args = readArgs(transfer.getArgs());
       auto source = transfer->getAttrOfType<mlir::StringAttr>("source");
       plan.steps.push_back(
           rt::TransferStep(spec->id, source ? source.getValue().str() : "", std::move(args)));
@@ -378,11 +376,7 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     if (!launch)
       continue;
     rt::Step step;
-    const abi::OpSpec *spec = abi::FindOp(launch.getOp().str().c_str());
-    if (!spec)
-      return llvm::createStringError("spark.launch of op '" + launch.getOp().str() +
-                                     "', which the op registry (kernel_ops.def) does not know");
-    step.op = spec->id;
+    step.op = abi::FindOp(launch.getOp().str().c_str())->id;
     step.kernel = launch.getKernel().getLeafReference().getValue().str();
     if (auto source = launch->getAttrOfType<mlir::StringAttr>("source"))
       step.source = source.getValue().str();
@@ -391,8 +385,7 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
                  launch.getGridDivisorAttr().getInt()};
     for (int i = 0; i < 3; ++i)
       step.block[i] = launch.getBlock()[i];
-    if (Error e = readArgs(launch.getArgs(), step.args))
-      return std::move(e);
+    step.args = readArgs(launch.getArgs());
     plan.steps.push_back(std::move(step));
   }
   // The programs (plan.h): decode, then ranges of prefill sizes that run the same steps.
