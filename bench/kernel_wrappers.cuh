@@ -80,16 +80,18 @@ SPK_ENTRY(256) check_rope(const act_t* x, const int* pos, act_t* y, int T, int h
                           int rot, float theta, float factor) {
   spark_rope(x, pos, y, T, heads, hd, rot, theta, factor);
 }
-SPK_ENTRY(256) check_kv_write(const act_t* k, const act_t* v, const int* pos, void* kc, void* vc,
-                              int T, int kvh, int hd, int cap, int cache_dtype) {
-  spark_kv_write(k, v, pos, kc, vc, T, kvh, hd, cap, cache_dtype);
+SPK_ENTRY(256) check_kv_write(const act_t* k, const act_t* v, const int* pos, const int* seqs,
+                              const int* table, void* kc, void* vc, int T, int kvh, int hd,
+                              int cap, int cache_dtype) {
+  spark_kv_write(k, v, pos, seqs, table, kc, vc, T, kvh, hd, cap, cache_dtype);
 }
-SPK_ENTRY(128) check_attention(const act_t* q, const int* pos, const void* kc, const void* vc,
-                               act_t* y, float* partials, int T, int qh, int kvh, int hd, int cap,
-                               int window, float scale, int max_splits, int split_rows,
-                               int cache_dtype, const int* last_visible) {
-  spark_attention(q, pos, kc, vc, y, partials, T, qh, kvh, hd, cap, window, scale, max_splits,
-                  split_rows, cache_dtype, last_visible);
+SPK_ENTRY(128) check_attention(const act_t* q, const int* pos, const int* seqs, const int* table,
+                               const void* kc, const void* vc, act_t* y, float* partials, int T,
+                               int qh, int kvh, int hd, int cap, int window, float scale,
+                               int max_splits, int split_rows, int cache_dtype,
+                               const int* last_visible) {
+  spark_attention(q, pos, seqs, table, kc, vc, y, partials, T, qh, kvh, hd, cap, window, scale,
+                  max_splits, split_rows, cache_dtype, last_visible);
 }
 SPK_ENTRY(128) check_attention_merge(const float* partials, act_t* y, int T, int qh, int hd,
                                      int max_splits, int split_rows) {

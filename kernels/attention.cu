@@ -1,9 +1,11 @@
 // KV-cache write and grouped-query attention over the cache.
 //
-// Cache layout: K and V each [capacity, kv_heads, head_dim] of f32 or bf16 (`cache_dtype`,
-// kernel_abi.h); token position p lives in slot p % capacity. spark_kv_write skips tokens with a
-// negative position and rounds to bf16 (nearest even) for a bf16 cache; attention widens cache
-// elements to f32 as it loads them (16-byte f32 or 8-byte bf16 loads per lane).
+// Cache layout: K and V each a pool of blocks of kKvBlockRows slots of [kv_heads, head_dim] f32 or
+// bf16 (`cache_dtype`, kernel_abi.h); token t's position p lives in slot KvSlot(row sequences[t]
+// of the block table, capacity, p) (paged KV cache, kernel_abi.h). spark_kv_write skips tokens
+// with a negative position or an unallocated block and rounds to bf16 (nearest even) for a bf16
+// cache; attention widens cache elements to f32 as it loads them (16-byte f32 or 8-byte bf16
+// loads per lane).
 //
 // spark_attention: one block (128 threads = 4 warps) per (token, query head, split), grid-stride
 // over T * q_heads * s. The query at position p sees keys j in [lo, hi], lo = max(0, p - window + 1)
@@ -79,12 +81,13 @@ struct Layout {
   }
 };
 
-// Attention of one query over `n` keys starting at absolute key index `first` (slot
-// (first + i) % capacity). Writes y (normalised) when `record` is null, else the partial record
+// Attention of one query over `n` keys starting at absolute key position `first` of the sequence
+// whose block-table row is `table_row` (key first + i in slot KvSlot(table_row, capacity,
+// first + i); an unallocated block, which a valid run never reads, as slot 0). Writes y (normalised) when `record` is null, else the partial record
 // o[head_dim], m, l of kernel_abi.h (o = 0, m = 0, l = 0 when n == 0).
 // C: the cache element (float, or unsigned short holding bf16 bits).
 template <int NS, bool kVec, typename C>
-SPK_DEVICE void attend_range(ActIn q, const C* k_cache, const C* v_cache,
+SPK_DEVICE void attend_range(ActIn q, const int* table_row, const C* k_cache, const C* v_cache,
                              int first, int n, int head_dim, int kv_heads, int kvh, int capacity,
                              float scale, ActOut y, float* record, float* s_m, float* s_l,
                              float (*s_o)[kMaxHeadDim]) {
@@ -109,7 +112,8 @@ SPK_DEVICE void attend_range(ActIn q, const C* k_cache, const C* v_cache,
 #pragma unroll
       for (int u = 0; u < kKeys; ++u) {
         const int kk = base + u < n ? base + u : base;  // past the end: reload key `base`
-        const int64_t off = static_cast<int64_t>((first + kk) % capacity) * slot_pitch;
+        const long long slot = spark::abi::KvSlot(table_row, capacity, first + kk);
+        const int64_t off = static_cast<int64_t>(slot < 0 ? 0 : slot) * slot_pitch;
         L::load(kh + off, head_dim, kv[u]);
         L::load(vh + off, head_dim, vv[u]);
       }
@@ -204,9 +208,17 @@ SPK_DEVICE bool aligned_x4(const float* p) { return aligned16(p); }
 SPK_DEVICE bool aligned_x4(const unsigned short* p) { return aligned8(p); }
 
 template <typename C>
-SPK_DEVICE void kv_write(ActIn k, ActIn v, const int* positions, C* k_cache, C* v_cache,
-                         int num_tokens, int kv_heads, int head_dim, int capacity) {
+SPK_DEVICE void kv_write(ActIn k, ActIn v, const int* positions, const int* sequences,
+                         const int* block_table, C* k_cache, C* v_cache, int num_tokens,
+                         int kv_heads, int head_dim, int capacity) {
   const int64_t row = static_cast<int64_t>(kv_heads) * head_dim;
+  const int64_t table_row = capacity / spark::abi::kKvBlockRows;
+  // The slot of token t, -1 when it writes nothing (no position, or no block).
+  const auto slot_of = [&](int64_t t) -> long long {
+    const int pos = ldg_i(positions + t);
+    if (pos < 0) return -1;
+    return spark::abi::KvSlot(block_table + ldg_i(sequences + t) * table_row, capacity, pos);
+  };
   const int64_t start = global_thread(), stride = grid_threads();
   const bool vec = (row % 4) == 0 && k.aligned4() && v.aligned4() && aligned_x4(k_cache) &&
                    aligned_x4(v_cache);
@@ -215,9 +227,9 @@ SPK_DEVICE void kv_write(ActIn k, ActIn v, const int* positions, C* k_cache, C* 
     const int64_t n = static_cast<int64_t>(num_tokens) * r4;
     for (int64_t i = start; i < n; i += stride) {
       const int64_t t = i / r4, c = i % r4;
-      const int pos = ldg_i(positions + t);
-      if (pos < 0) continue;  // not a token position: nothing is written
-      const int64_t dst = static_cast<int64_t>(pos % capacity) * r4 + c;
+      const long long slot = slot_of(t);
+      if (slot < 0) continue;
+      const int64_t dst = static_cast<int64_t>(slot) * r4 + c;
       put4(k_cache, dst, k.ld4(4 * i));
       put4(v_cache, dst, v.ld4(4 * i));
     }
@@ -225,9 +237,9 @@ SPK_DEVICE void kv_write(ActIn k, ActIn v, const int* positions, C* k_cache, C* 
     const int64_t n = static_cast<int64_t>(num_tokens) * row;
     for (int64_t i = start; i < n; i += stride) {
       const int64_t t = i / row, c = i % row;
-      const int pos = ldg_i(positions + t);
-      if (pos < 0) continue;  // not a token position: nothing is written
-      const int64_t dst = static_cast<int64_t>(pos % capacity) * row + c;
+      const long long slot = slot_of(t);
+      if (slot < 0) continue;
+      const int64_t dst = static_cast<int64_t>(slot) * row + c;
       put(k_cache, dst, k[i]);
       put(v_cache, dst, v[i]);
     }
@@ -235,8 +247,8 @@ SPK_DEVICE void kv_write(ActIn k, ActIn v, const int* positions, C* k_cache, C* 
 }
 
 template <typename C>
-SPK_DEVICE void attention(ActIn q, const int* positions, const C* k_cache,
-                          const C* v_cache, ActOut y, float* partials, int num_tokens,
+SPK_DEVICE void attention(ActIn q, const int* positions, const int* sequences,
+                          const int* block_table, const C* k_cache, const C* v_cache, ActOut y, float* partials, int num_tokens,
                           int q_heads, int kv_heads, int head_dim, int capacity, int window,
                           float scale, int max_splits, int split_rows, const int* last_visible,
                           float* s_m, float* s_l, float (*s_o)[kMaxHeadDim]) {
@@ -255,6 +267,8 @@ SPK_DEVICE void attention(ActIn q, const int* positions, const C* k_cache,
     int kvh = h / group;
     if (kvh >= kv_heads) kvh = kv_heads - 1;
     const int p = ldg_i(positions + t);
+    const int* table_row = block_table + static_cast<int64_t>(ldg_i(sequences + t)) *
+                                             (capacity / spark::abi::kKvBlockRows);
     const spark::abi::KeyRange keys = spark::abi::AttentionKeys(
         p, window, last_visible != nullptr ? ldg_i(last_visible + t) : p);
     const int lo = keys.begin;
@@ -262,13 +276,13 @@ SPK_DEVICE void attention(ActIn q, const int* positions, const C* k_cache,
     const int64_t off = th * head_dim;  // q and y: [T, q_heads, head_dim]
     float* record = splits > 1 ? partials + u * record_floats : nullptr;
     if (vec && head_dim <= 256) {
-      attend_range<8, true>(q + off, k_cache, v_cache, lo + range.begin, range.count, head_dim,
+      attend_range<8, true>(q + off, table_row, k_cache, v_cache, lo + range.begin, range.count, head_dim,
                             kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
     } else if (vec && head_dim <= 512) {
-      attend_range<16, true>(q + off, k_cache, v_cache, lo + range.begin, range.count, head_dim,
+      attend_range<16, true>(q + off, table_row, k_cache, v_cache, lo + range.begin, range.count, head_dim,
                              kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
     } else if (head_dim <= kMaxHeadDim) {
-      attend_range<16, false>(q + off, k_cache, v_cache, lo + range.begin, range.count, head_dim,
+      attend_range<16, false>(q + off, table_row, k_cache, v_cache, lo + range.begin, range.count, head_dim,
                               kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
     } else {
       // Unsupported head_dim (the compiler never emits it): a loud NaN result.
@@ -282,24 +296,25 @@ SPK_DEVICE void attention(ActIn q, const int* positions, const C* k_cache,
 }  // namespace spk
 
 // The cache is reinterpreted by cache_dtype (kernel_abi.h); any other value writes nothing.
-SPK_EXPORT void spark_kv_write(const void* k, const void* v, const int* positions, void* k_cache,
+SPK_EXPORT void spark_kv_write(const void* k, const void* v, const int* positions,
+                               const int* sequences, const int* block_table, void* k_cache,
                                void* v_cache, int num_tokens, int kv_heads, int head_dim,
                                int capacity, int cache_dtype) {
   using namespace spk::attn;
   if (num_tokens <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
   if (cache_dtype == spark::abi::kCacheF32) {
-    kv_write({k}, {v}, positions, static_cast<float*>(k_cache), static_cast<float*>(v_cache),
+    kv_write({k}, {v}, positions, sequences, block_table, static_cast<float*>(k_cache), static_cast<float*>(v_cache),
              num_tokens, kv_heads, head_dim, capacity);
   } else if (cache_dtype == spark::abi::kCacheBF16) {
-    kv_write({k}, {v}, positions, static_cast<unsigned short*>(k_cache),
+    kv_write({k}, {v}, positions, sequences, block_table, static_cast<unsigned short*>(k_cache),
              static_cast<unsigned short*>(v_cache), num_tokens, kv_heads, head_dim, capacity);
   }
 }
 
 // An unknown cache_dtype writes NaN to y, and to the partial records when the step splits (so
 // that the merge also yields NaN); the runtime rejects such a plan before launching.
-SPK_EXPORT void spark_attention(const void* q, const int* positions, const void* k_cache,
-                                const void* v_cache, void* y_out, float* partials, int num_tokens,
+SPK_EXPORT void spark_attention(const void* q, const int* positions, const int* sequences,
+                                const int* block_table, const void* k_cache, const void* v_cache, void* y_out, float* partials, int num_tokens,
                                 int q_heads, int kv_heads, int head_dim, int capacity, int window,
                                 float scale, int max_splits, int split_rows, int cache_dtype,
                                 const int* last_visible) {
@@ -310,12 +325,12 @@ SPK_EXPORT void spark_attention(const void* q, const int* positions, const void*
   if (num_tokens <= 0 || q_heads <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
   const spk::ActOut y{y_out};
   if (cache_dtype == spark::abi::kCacheF32) {
-    attention({q}, positions, static_cast<const float*>(k_cache),
+    attention({q}, positions, sequences, block_table, static_cast<const float*>(k_cache),
               static_cast<const float*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
               head_dim, capacity, window, scale, max_splits, split_rows, last_visible, s_m, s_l,
               s_o);
   } else if (cache_dtype == spark::abi::kCacheBF16) {
-    attention({q}, positions, static_cast<const unsigned short*>(k_cache),
+    attention({q}, positions, sequences, block_table, static_cast<const unsigned short*>(k_cache),
               static_cast<const unsigned short*>(v_cache), y, partials, num_tokens, q_heads,
               kv_heads, head_dim, capacity, window, scale, max_splits, split_rows, last_visible,
               s_m, s_l, s_o);

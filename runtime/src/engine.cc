@@ -36,6 +36,10 @@ class SerializedExecutor final : public Executor {
   explicit SerializedExecutor(std::unique_ptr<Executor> inner) : inner_(std::move(inner)) {}
   ~SerializedExecutor() override { ReleaseOwnSequence(); }
 
+  absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return inner_->ReserveSequences(max_length, sequences);
+  }
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
     std::lock_guard<std::mutex> lock(mutex_);
     return inner_->NewSequence(max_length);
@@ -206,6 +210,8 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   }
   if (options.profile) executor->set_profile(std::make_unique<RunProfile>(plan));
   if (!options.dump_dir.empty()) executor = WithStepDump(std::move(executor), options.dump_dir);
+  // The KV cache pool the estimate counted: max_sessions sequences of max_length tokens.
+  SPARK_RETURN_IF_ERROR(executor->ReserveSequences(model->max_length_, model->max_sessions_));
   model->executor_ = std::make_unique<SerializedExecutor>(std::move(executor));
   return model;
 }

@@ -35,6 +35,9 @@ class DumpingExecutor final : public Executor {
   }
   ~DumpingExecutor() override { ReleaseOwnSequence(); }
 
+  absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override {
+    return inner_->ReserveSequences(max_length, sequences);
+  }
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
     return inner_->NewSequence(max_length);
   }
@@ -126,9 +129,13 @@ absl::Status Executor::RunStep(absl::Span<const int32_t> ids,
   return absl::OkStatus();
 }
 
+absl::Status Executor::ReserveSequences(int64_t, int64_t) { return absl::OkStatus(); }
+
 int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tokens) {
-  if (cache.kind == KvKind::kFull) return max_length;
-  return std::min(max_length, cache.window - 1 + max_tokens);
+  const int64_t slots = cache.kind == KvKind::kFull
+                            ? max_length
+                            : std::min(max_length, cache.window - 1 + max_tokens);
+  return (slots + abi::kKvBlockRows - 1) / abi::kKvBlockRows * abi::kKvBlockRows;
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "host_allocation.h"
+#include "kv_block_pool.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/host_kernel_dispatch.h"
 #include "spark/runtime/host_kernels.h"
@@ -35,6 +37,7 @@ class HostExecutor final : public Executor {
       : plan_(plan), weights_(std::move(weights)), kernel_runner_(std::move(kernel_runner)) {}
   ~HostExecutor() override { ReleaseOwnSequence(); }
 
+  absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override;
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override;
   absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
@@ -51,27 +54,35 @@ class HostExecutor final : public Executor {
   }
 
  private:
-  struct KvCache {  // f32 or bf16 elements (KvCacheInfo::dtype), 8-byte aligned
+  struct KvCache {  // the pool of one cache: f32 or bf16 elements (KvCacheInfo::dtype), 8-byte aligned
     std::vector<uint64_t> k;
     std::vector<uint64_t> v;
   };
   class Sequence final : public SequenceState {
    public:
-    Sequence(HostExecutor* executor, int64_t max_length)
-        : SequenceState(executor, max_length), executor(executor) {}
-    ~Sequence() override { executor->allocated_bytes_ -= bytes; }
+    Sequence(HostExecutor* executor, int64_t max_length, SequenceBlocks blocks)
+        : SequenceState(executor, max_length), executor(executor), blocks(std::move(blocks)) {}
+    ~Sequence() override { executor->ReleaseSequence(*this); }
 
     HostExecutor* const executor;
-    std::vector<KvCache> kv_caches;  // by kv cache id
-    uint64_t bytes = 0;              // of the caches
+    SequenceBlocks blocks;  // guarded by executor->pool_mutex_
   };
 
   absl::Status AllocateArena();
-  // The caches of `sequence` become the ones the steps use.
-  void BindSequence(Sequence& sequence);
-  // The bytes `region` names in `sequence`'s memory, after checking `size` of them fit.
-  absl::StatusOr<uint8_t*> RegionData(SequenceState& state, const MemoryRegion& region,
-                                      uint64_t size);
+  void ReleaseSequence(Sequence& sequence);
+  // Allocates the blocks `positions` of `sequence` need and makes its block tables row 0 of the
+  // step's tables (every token of the step is the sequence's).
+  absl::Status BindSequence(Sequence& sequence, absl::Span<const int32_t> positions);
+  // Where the `size` bytes `region` names in `sequence`'s memory lie (one piece for the arena,
+  // one per block for a cache), after checking they fit.
+  struct RegionPiece {
+    uint8_t* data = nullptr;
+    uint64_t offset = 0;  // within the region's bytes
+    uint64_t bytes = 0;
+  };
+  absl::StatusOr<std::vector<RegionPiece>> RegionPieces(SequenceState& state,
+                                                        const MemoryRegion& region,
+                                                        uint64_t size);
   uint8_t* BufferData(int64_t buffer) {
     return reinterpret_cast<uint8_t*>(arena_.data()) + plan_.buffers[buffer].offset;
   }
@@ -99,7 +110,13 @@ class HostExecutor final : public Executor {
   std::vector<std::vector<uint64_t>> aligned_copies_;  // of weights misaligned in the checkpoint
   std::vector<WidenedBuffer> widened_;  // of the step running (bf16 activations only)
   std::vector<uint64_t> arena_;  // arena_bytes, 8-byte aligned; empty until the first sequence
-  ArgBindings bindings_;         // arena and weights; the caches are the running sequence's
+  ArgBindings bindings_;         // arena, weights, the KV pool and the block tables
+  std::mutex pool_mutex_;        // sequences may be released from other threads
+  KvBlockPool pool_;
+  std::vector<KvCache> kv_caches_;             // by kv cache id
+  std::vector<std::vector<int32_t>> tables_;   // by capacity group: [max_tokens, columns]
+  uint64_t pool_bytes_ = 0;
+  int64_t live_sequences_ = 0;
   uint64_t allocated_bytes_ = 0;
   uint64_t peak_allocated_bytes_ = 0;
 };
@@ -130,31 +147,73 @@ absl::Status HostExecutor::AllocateArena() {
   return absl::OkStatus();
 }
 
+absl::Status HostExecutor::ReserveSequences(int64_t max_length, int64_t sequences) {
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  if (live_sequences_ > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the KV cache pool cannot be reserved again while ", live_sequences_,
+        " sequence(s) of it are alive"));
+  }
+  SPARK_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Make(plan_, max_length, sequences));
+  SPARK_RETURN_IF_ERROR(AllocateArena());
+  kv_caches_.clear();
+  tables_.clear();
+  allocated_bytes_ -= pool_bytes_;
+  pool_bytes_ = 0;
+  pool_ = KvBlockPool();
+  std::vector<KvCache> caches(plan_.kv_caches.size());
+  for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
+    const KvCacheInfo& info = plan_.kv_caches[i];
+    const int64_t slots = pool.NumBlocks(pool.GroupOf(static_cast<int64_t>(i))) * abi::kKvBlockRows;
+    const uint64_t part_bytes = info.part_bytes(slots);
+    SPARK_RETURN_IF_ERROR(WithHostAllocation(
+        absl::StrCat("kv cache ", i, " (K and V, ", slots, " slots: ", sequences,
+                     " sequences of ", pool.Capacity(pool.GroupOf(static_cast<int64_t>(i))), ")"),
+        2 * part_bytes, [&] {
+          const size_t words = static_cast<size_t>((part_bytes + 7) / 8);
+          caches[i].k.assign(words, 0);
+          caches[i].v.assign(words, 0);
+        }));
+    pool_bytes_ += (caches[i].k.size() + caches[i].v.size()) * 8;
+  }
+  kv_caches_ = std::move(caches);
+  for (int g = 0; g < pool.num_groups(); ++g) {
+    tables_.emplace_back(static_cast<size_t>(plan_.max_tokens * pool.Columns(g)), -1);
+  }
+  pool_ = std::move(pool);
+  bindings_.k_caches.clear();
+  bindings_.v_caches.clear();
+  bindings_.block_tables.clear();
+  for (size_t i = 0; i < kv_caches_.size(); ++i) {
+    bindings_.k_caches.push_back(AddressOf(kv_caches_[i].k.data()));
+    bindings_.v_caches.push_back(AddressOf(kv_caches_[i].v.data()));
+    bindings_.block_tables.push_back(
+        AddressOf(tables_[static_cast<size_t>(pool_.GroupOf(static_cast<int64_t>(i)))].data()));
+  }
+  bindings_.kv_capacities = pool_.CacheCapacities();
+  allocated_bytes_ += pool_bytes_;
+  peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<SequenceState>> HostExecutor::NewSequence(int64_t max_length) {
   if (max_length < 1 || max_length > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
   }
-  SPARK_RETURN_IF_ERROR(AllocateArena());
-  auto sequence = std::make_unique<Sequence>(this, max_length);
-  sequence->kv_caches.assign(plan_.kv_caches.size(), KvCache());
-  for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
-    const KvCacheInfo& info = plan_.kv_caches[i];
-    const int64_t capacity = KvCapacity(info, max_length, plan_.max_tokens);
-    const uint64_t part_bytes = info.part_bytes(capacity);
-    KvCache& cache = sequence->kv_caches[i];
-    SPARK_RETURN_IF_ERROR(WithHostAllocation(
-        absl::StrCat("kv cache ", i, " (K and V, ", capacity, " slots)"), 2 * part_bytes, [&] {
-          const size_t words = static_cast<size_t>((part_bytes + 7) / 8);
-          cache.k.assign(words, 0);
-          cache.v.assign(words, 0);
-        }));
-    const uint64_t bytes = (cache.k.size() + cache.v.size()) * 8;
-    sequence->bytes += bytes;
-    allocated_bytes_ += bytes;
+  if (!pool_.Reserved() || max_length > pool_.max_length()) {
+    SPARK_RETURN_IF_ERROR(ReserveSequences(max_length, std::max<int64_t>(1, pool_.sequences())));
   }
-  peak_allocated_bytes_ = std::max(peak_allocated_bytes_, allocated_bytes_);
-  return std::unique_ptr<SequenceState>(std::move(sequence));
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  ++live_sequences_;
+  return std::unique_ptr<SequenceState>(
+      std::make_unique<Sequence>(this, max_length, pool_.NewSequence()));
+}
+
+void HostExecutor::ReleaseSequence(Sequence& sequence) {
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  pool_.Release(sequence.blocks);
+  --live_sequences_;
 }
 
 absl::Status HostExecutor::Run(SequenceState& state, const StepCall& call, StepResult* result) {
@@ -164,7 +223,7 @@ absl::Status HostExecutor::Run(SequenceState& state, const StepCall& call, StepR
   const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
   const SoftTokenChunk* soft = call.soft;
   const LogitRows rows = call.rows;
-  BindSequence(sequence);
+  SPARK_RETURN_IF_ERROR(BindSequence(sequence, positions));
   WriteInputs(call);
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
@@ -183,47 +242,59 @@ absl::Status HostExecutor::Run(SequenceState& state, const StepCall& call, StepR
   return absl::OkStatus();
 }
 
-void HostExecutor::BindSequence(Sequence& sequence) {
-  bindings_.k_caches.clear();
-  bindings_.v_caches.clear();
-  bindings_.kv_capacities.clear();
-  for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
-    bindings_.k_caches.push_back(AddressOf(sequence.kv_caches[i].k.data()));
-    bindings_.v_caches.push_back(AddressOf(sequence.kv_caches[i].v.data()));
-    bindings_.kv_capacities.push_back(
-        KvCapacity(plan_.kv_caches[i], sequence.max_length(), plan_.max_tokens));
+absl::Status HostExecutor::BindSequence(Sequence& sequence, absl::Span<const int32_t> positions) {
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  SPARK_RETURN_IF_ERROR(pool_.Grow(sequence.blocks, positions));
+  for (size_t g = 0; g < tables_.size(); ++g) {
+    std::copy(sequence.blocks.tables[g].begin(), sequence.blocks.tables[g].end(),
+              tables_[g].begin());
   }
+  return absl::OkStatus();
 }
 
-absl::StatusOr<uint8_t*> HostExecutor::RegionData(SequenceState& state,
-                                                  const MemoryRegion& region, uint64_t size) {
+absl::StatusOr<std::vector<HostExecutor::RegionPiece>> HostExecutor::RegionPieces(
+    SequenceState& state, const MemoryRegion& region, uint64_t size) {
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
   Sequence& sequence = static_cast<Sequence&>(state);
-  std::vector<int64_t> capacities;
-  for (const KvCacheInfo& cache : plan_.kv_caches) {
-    capacities.push_back(KvCapacity(cache, sequence.max_length(), plan_.max_tokens));
+  SPARK_RETURN_IF_ERROR(CheckMemoryRegion(plan_, pool_.CacheCapacities(), region, size));
+  if (region.kind == MemoryRegion::Kind::kArena) {
+    return std::vector<RegionPiece>{
+        {reinterpret_cast<uint8_t*>(arena_.data()) + region.offset, 0, size}};
   }
-  SPARK_RETURN_IF_ERROR(CheckMemoryRegion(plan_, capacities, region, size));
-  uint8_t* base = reinterpret_cast<uint8_t*>(arena_.data());
-  if (region.kind != MemoryRegion::Kind::kArena) {
-    KvCache& cache = sequence.kv_caches[region.cache];
-    base = reinterpret_cast<uint8_t*>(region.kind == MemoryRegion::Kind::kKCache ? cache.k.data()
-                                                                                 : cache.v.data());
+  KvCache& cache = kv_caches_[static_cast<size_t>(region.cache)];
+  uint8_t* base = reinterpret_cast<uint8_t*>(region.kind == MemoryRegion::Kind::kKCache
+                                                  ? cache.k.data()
+                                                  : cache.v.data());
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  SPARK_ASSIGN_OR_RETURN(
+      const std::vector<PoolPiece> pieces,
+      pool_.MapRange(sequence.blocks, pool_.GroupOf(region.cache),
+                     plan_.kv_caches[static_cast<size_t>(region.cache)].part_bytes(1),
+                     region.offset, size));
+  std::vector<RegionPiece> out;
+  for (const PoolPiece& piece : pieces) {
+    out.push_back({base + piece.pool_offset, piece.offset, piece.bytes});
   }
-  return base + region.offset;
+  return out;
 }
 
 absl::Status HostExecutor::CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
                                         absl::Span<const uint8_t> bytes) {
-  SPARK_ASSIGN_OR_RETURN(uint8_t* data, RegionData(sequence, region, bytes.size()));
-  if (!bytes.empty()) std::memcpy(data, bytes.data(), bytes.size());
+  SPARK_ASSIGN_OR_RETURN(const std::vector<RegionPiece> pieces,
+                         RegionPieces(sequence, region, bytes.size()));
+  for (const RegionPiece& piece : pieces) {
+    std::memcpy(piece.data, bytes.data() + piece.offset, piece.bytes);
+  }
   return absl::OkStatus();
 }
 
 absl::Status HostExecutor::CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
                                           absl::Span<uint8_t> bytes) {
-  SPARK_ASSIGN_OR_RETURN(uint8_t* data, RegionData(sequence, region, bytes.size()));
-  if (!bytes.empty()) std::memcpy(bytes.data(), data, bytes.size());
+  SPARK_ASSIGN_OR_RETURN(const std::vector<RegionPiece> pieces,
+                         RegionPieces(sequence, region, bytes.size()));
+  for (const RegionPiece& piece : pieces) {
+    std::memcpy(bytes.data() + piece.offset, piece.data, piece.bytes);
+  }
   return absl::OkStatus();
 }
 
@@ -231,7 +302,13 @@ absl::Status HostExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
                                       int32_t num_soft_tokens) {
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
   SPARK_RETURN_IF_ERROR(CheckProgramCall(plan_, num_tokens, num_soft_tokens));
-  BindSequence(static_cast<Sequence&>(state));
+  // Every block of the sequence is allocated: the program reads whatever the caches hold.
+  std::vector<int32_t> every_block;
+  for (int64_t p = 0; p < pool_.max_length(); p += abi::kKvBlockRows) {
+    every_block.push_back(static_cast<int32_t>(p));
+  }
+  SPARK_RETURN_IF_ERROR(BindSequence(static_cast<Sequence&>(state), every_block));
+  std::fill_n(reinterpret_cast<int32_t*>(BufferData(plan_.input_sequences)), num_tokens, 0);
   return RunSteps(num_tokens, num_soft_tokens, /*first_position=*/0, LogitRows::kAll);
 }
 
@@ -242,6 +319,9 @@ void HostExecutor::WriteInputs(const StepCall& call) {
   std::memcpy(BufferData(plan_.input_ids), ids.data(), ids.size() * sizeof(int32_t));
   std::memcpy(BufferData(plan_.input_positions), positions.data(),
               positions.size() * sizeof(int32_t));
+  if (plan_.input_sequences >= 0) {  // every token is the sequence's: row 0 of the tables
+    std::fill_n(reinterpret_cast<int32_t*>(BufferData(plan_.input_sequences)), ids.size(), 0);
+  }
   if (plan_.input_last_visible >= 0) {
     const bool blocks = soft != nullptr && !soft->last_visible.empty();
     std::memcpy(BufferData(plan_.input_last_visible),

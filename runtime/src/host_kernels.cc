@@ -268,11 +268,15 @@ void StoreCache(float x, float* dst) { *dst = x; }
 void StoreCache(float x, uint16_t* dst) { *dst = F32ToBf16(x); }
 
 template <typename C>
-void KvWriteAs(const float* k, const float* v, const int32_t* positions, C* k_cache, C* v_cache,
+void KvWriteAs(const float* k, const float* v, const int32_t* positions,
+               const int32_t* sequences, const int32_t* block_table, C* k_cache, C* v_cache,
                int32_t num_tokens, int64_t row, int32_t capacity) {
+  const int64_t table_row = capacity / abi::kKvBlockRows;
   for (int32_t t = 0; t < num_tokens; ++t) {
     if (positions[t] < 0) continue;
-    const int64_t slot = positions[t] % capacity;
+    const int64_t slot =
+        abi::KvSlot(block_table + sequences[t] * table_row, capacity, positions[t]);
+    if (slot < 0) continue;  // no block allocated: nothing is written
     for (int64_t i = 0; i < row; ++i) {
       StoreCache(k[t * row + i], k_cache + slot * row + i);
       StoreCache(v[t * row + i], v_cache + slot * row + i);
@@ -282,16 +286,16 @@ void KvWriteAs(const float* k, const float* v, const int32_t* positions, C* k_ca
 
 }  // namespace
 
-void KvWrite(const float* k, const float* v, const int32_t* positions, void* k_cache,
-             void* v_cache, int32_t num_tokens, int32_t kv_heads, int32_t head_dim,
-             int32_t capacity, int32_t cache_dtype) {
+void KvWrite(const float* k, const float* v, const int32_t* positions, const int32_t* sequences,
+             const int32_t* block_table, void* k_cache, void* v_cache, int32_t num_tokens,
+             int32_t kv_heads, int32_t head_dim, int32_t capacity, int32_t cache_dtype) {
   const int64_t row = static_cast<int64_t>(kv_heads) * head_dim;
   if (cache_dtype == abi::kCacheBF16) {
-    KvWriteAs(k, v, positions, static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache),
-              num_tokens, row, capacity);
+    KvWriteAs(k, v, positions, sequences, block_table, static_cast<uint16_t*>(k_cache),
+              static_cast<uint16_t*>(v_cache), num_tokens, row, capacity);
   } else {
-    KvWriteAs(k, v, positions, static_cast<float*>(k_cache), static_cast<float*>(v_cache),
-              num_tokens, row, capacity);
+    KvWriteAs(k, v, positions, sequences, block_table, static_cast<float*>(k_cache),
+              static_cast<float*>(v_cache), num_tokens, row, capacity);
   }
 }
 
@@ -306,22 +310,27 @@ struct PartialAttention {
 };
 
 template <typename C>
-void AttendRange(const float* qh, const C* k_cache, const C* v_cache, int64_t kv_row,
-                 int64_t kv_offset, int32_t head_dim, int32_t capacity, int64_t first,
-                 int64_t count, float scale, std::vector<double>& scores, PartialAttention& out) {
+void AttendRange(const float* qh, const int32_t* table_row, const C* k_cache, const C* v_cache,
+                 int64_t kv_row, int64_t kv_offset, int32_t head_dim, int32_t capacity,
+                 int64_t first, int64_t count, float scale, std::vector<double>& scores,
+                 PartialAttention& out) {
+  // The slot of key j (an unallocated block, which a valid run never reads: slot 0).
+  const auto slot = [&](int64_t j) {
+    return std::max<int64_t>(0, abi::KvSlot(table_row, capacity, static_cast<int>(j)));
+  };
   out.m = -std::numeric_limits<double>::infinity();
   out.l = 0.0;
   out.o.assign(head_dim, 0.0);
   scores.clear();
   for (int64_t j = first; j < first + count; ++j) {
-    const C* key = k_cache + (j % capacity) * kv_row + kv_offset;
+    const C* key = k_cache + slot(j) * kv_row + kv_offset;
     double dot = 0.0;
     for (int32_t d = 0; d < head_dim; ++d) dot += static_cast<double>(qh[d]) * CacheValue(key[d]);
     scores.push_back(dot * scale);
     out.m = std::max(out.m, scores.back());
   }
   for (int64_t j = first; j < first + count; ++j) {
-    const C* value = v_cache + (j % capacity) * kv_row + kv_offset;
+    const C* value = v_cache + slot(j) * kv_row + kv_offset;
     const double w = std::exp(scores[j - first] - out.m);
     out.l += w;
     for (int32_t d = 0; d < head_dim; ++d) out.o[d] += w * CacheValue(value[d]);
@@ -329,8 +338,8 @@ void AttendRange(const float* qh, const C* k_cache, const C* v_cache, int64_t kv
 }
 
 template <typename C>
-void AttentionAs(const float* q, const int32_t* positions, const C* k_cache, const C* v_cache,
-                 float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
+void AttentionAs(const float* q, const int32_t* positions, const int32_t* sequences,
+                 const int32_t* block_table, const C* k_cache, const C* v_cache, float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
                  int32_t head_dim, int32_t capacity, int32_t window, float scale,
                  int32_t max_splits, int32_t split_rows, const int32_t* last_visible) {
   const int32_t group = q_heads / kv_heads;
@@ -342,6 +351,8 @@ void AttentionAs(const float* q, const int32_t* positions, const C* k_cache, con
   PartialAttention part;
   for (int32_t t = 0; t < num_tokens; ++t) {
     const int32_t p = positions[t];
+    const int32_t* table_row =
+        block_table + static_cast<int64_t>(sequences[t]) * (capacity / abi::kKvBlockRows);
     const abi::KeyRange keys =
         abi::AttentionKeys(p, window, last_visible != nullptr ? last_visible[t] : p);
     const int64_t first = keys.begin;
@@ -351,8 +362,8 @@ void AttentionAs(const float* q, const int32_t* positions, const C* k_cache, con
       const float* qh = q + unit * head_dim;
       const int64_t kv_offset = static_cast<int64_t>(h / group) * head_dim;
       if (splits == 1) {
-        AttendRange(qh, k_cache, v_cache, kv_row, kv_offset, head_dim, capacity, first, n, scale,
-                    scores, part);
+        AttendRange(qh, table_row, k_cache, v_cache, kv_row, kv_offset, head_dim, capacity, first,
+                    n, scale, scores, part);
         float* out = y + unit * head_dim;
         for (int32_t d = 0; d < head_dim; ++d) {
           out[d] = part.l > 0.0 ? static_cast<float>(part.o[d] / part.l) : 0.0f;
@@ -361,7 +372,7 @@ void AttentionAs(const float* q, const int32_t* positions, const C* k_cache, con
       }
       for (int32_t j = 0; j < splits; ++j) {
         const abi::KeyRange range = abi::AttentionSplitRange(static_cast<int>(n), splits, j);
-        AttendRange(qh, k_cache, v_cache, kv_row, kv_offset, head_dim, capacity,
+        AttendRange(qh, table_row, k_cache, v_cache, kv_row, kv_offset, head_dim, capacity,
                     first + range.begin, range.count, scale, scores, part);
         float* rec = partials + (unit * splits + j) * record;
         for (int32_t d = 0; d < head_dim; ++d) rec[d] = static_cast<float>(part.o[d]);
@@ -375,17 +386,17 @@ void AttentionAs(const float* q, const int32_t* positions, const C* k_cache, con
 
 }  // namespace
 
-void Attention(const float* q, const int32_t* positions, const void* k_cache, const void* v_cache,
-               float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
+void Attention(const float* q, const int32_t* positions, const int32_t* sequences,
+               const int32_t* block_table, const void* k_cache, const void* v_cache, float* y, float* partials, int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
                int32_t head_dim, int32_t capacity, int32_t window, float scale,
                int32_t max_splits, int32_t split_rows, int32_t cache_dtype,
                const int32_t* last_visible) {
   if (cache_dtype == abi::kCacheBF16) {
-    AttentionAs(q, positions, static_cast<const uint16_t*>(k_cache),
+    AttentionAs(q, positions, sequences, block_table, static_cast<const uint16_t*>(k_cache),
                 static_cast<const uint16_t*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
                 head_dim, capacity, window, scale, max_splits, split_rows, last_visible);
   } else {
-    AttentionAs(q, positions, static_cast<const float*>(k_cache),
+    AttentionAs(q, positions, sequences, block_table, static_cast<const float*>(k_cache),
                 static_cast<const float*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
                 head_dim, capacity, window, scale, max_splits, split_rows, last_visible);
   }

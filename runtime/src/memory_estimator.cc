@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -206,11 +207,22 @@ absl::Status CheckInputs(const PlanSizes& sizes, const EstimateOptions& options)
   return absl::OkStatus();
 }
 
-// K and V of every cache for `max_length` tokens and `batch` sequences, or nullopt on overflow.
+// K and V of every cache for `max_length` tokens and `batch` sequences (the executors' pool of
+// KV blocks), and the block tables of the capacity groups (i32 [max_tokens, capacity / block]
+// each), or nullopt on overflow.
 absl::optional<uint64_t> KvBytes(const PlanSizes& sizes, int64_t max_length, int64_t batch) {
   uint64_t total = 0;
+  std::vector<int64_t> groups;
   for (const KvCacheInfo& cache : sizes.kv_caches) {
     const int64_t capacity = KvCapacity(cache, max_length, sizes.max_tokens);
+    if (std::find(groups.begin(), groups.end(), capacity) == groups.end()) {
+      groups.push_back(capacity);
+      const absl::optional<uint64_t> table = CheckedShapeBytes(
+          {sizes.max_tokens, capacity / abi::kKvBlockRows}, sizeof(int32_t));
+      const absl::optional<uint64_t> sum = table ? CheckedAdd(total, *table) : absl::nullopt;
+      if (!sum) return absl::nullopt;
+      total = *sum;
+    }
     const absl::optional<uint64_t> bytes =
         CheckedShapeBytes({2, capacity, cache.kv_heads, cache.head_dim, batch},
                           static_cast<uint64_t>(DTypeSize(cache.dtype)));
@@ -230,8 +242,9 @@ std::string KvSource(const PlanSizes& sizes, const EstimateOptions& options) {
   const char* dtype = bf16 == 0 ? "f32" : bf16 == full + sliding ? "bf16" : "f32 or bf16";
   return absl::StrCat(full, " full caches of --max-length ", options.max_length, " slots and ",
                       sliding, " sliding caches of min(max_length, window - 1 + ",
-                      sizes.max_tokens, ") slots; K and V in ", dtype, "; ", options.batch,
-                      options.batch == 1 ? " sequence" : " sequences");
+                      sizes.max_tokens, ") slots, in blocks of ", abi::kKvBlockRows,
+                      " tokens; K and V in ", dtype, "; ", options.batch,
+                      options.batch == 1 ? " sequence" : " sequences", "; block tables");
 }
 
 // The host copy of a step's logits (max_tokens x vocab f32) when every row is asked for

@@ -59,6 +59,12 @@ std::string BrokenRule(const abi::OpSpec& spec, const std::function<int64_t(int)
           return absl::StrCat(a, " must be 0 or 1, found ", i32(rule->a));
         }
         break;
+      case abi::RuleKind::kWholeKvBlocks:
+        if (i32(rule->a) <= 0 || i32(rule->a) % abi::kKvBlockRows != 0) {
+          return absl::StrCat(a, " must be a positive multiple of ", abi::kKvBlockRows,
+                              " (the KV block), found ", i32(rule->a));
+        }
+        break;
       case abi::RuleKind::kLess:
         if (i32(rule->a) >= i32(rule->b)) {
           return absl::StrCat(a, " must be less than ", b, ", found ", i32(rule->a),

@@ -165,6 +165,8 @@ static_assert(static_cast<int>(fb::ArgKind::buffer) == static_cast<int>(ArgRefKi
                   static_cast<int>(fb::ArgKind::v_cache) == static_cast<int>(ArgRefKind::kVCache) &&
                   static_cast<int>(fb::ArgKind::kv_capacity) ==
                       static_cast<int>(ArgRefKind::kKvCapacity) &&
+                  static_cast<int>(fb::ArgKind::kv_block_table) ==
+                      static_cast<int>(ArgRefKind::kKvBlockTable) &&
                   static_cast<int>(fb::ArgKind::null_pointer) ==
                       static_cast<int>(ArgRefKind::kNull) &&
                   static_cast<int>(fb::ArgKind::num_tokens) ==
@@ -406,6 +408,7 @@ Plan PlanFromBuffer(const fb::Plan& in, Errors* errors) {
   plan.soft_indices = in.inputs()->soft_indices();
   plan.input_last_visible = in.inputs()->last_visible();
   plan.input_sampling = in.inputs()->sampling();
+  plan.input_sequences = in.inputs()->sequences();
   plan.output_logits = in.outputs()->logits();
   plan.output_tokens = in.outputs()->tokens();
   plan.buffers = ReadArray<BufferInfo>(*in.buffers(), "buffers", pf::kMaxBuffers, errors,
@@ -702,6 +705,10 @@ absl::Status ValidateEntryPoints(const Plan& plan, absl::string_view origin) {
     SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.last_visible",
                                            plan.input_last_visible, DType::kI32, {}));
   }
+  if (plan.input_sequences >= 0) {
+    SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.sequences",
+                                           plan.input_sequences, DType::kI32, {}));
+  }
   if ((plan.soft_embeddings < 0) != (plan.soft_indices < 0)) {
     return PlanError(origin, "inputs",
                      "soft_embeddings and soft_indices must both be present or both absent");
@@ -726,6 +733,7 @@ abi::ArgKind SlotKindOf(ArgRefKind kind) {
     case ArgRefKind::kWeight:
     case ArgRefKind::kKCache:
     case ArgRefKind::kVCache:
+    case ArgRefKind::kKvBlockTable:
     case ArgRefKind::kNull:
       return abi::ArgKind::kPtr;
     case ArgRefKind::kKvCapacity:
@@ -750,6 +758,7 @@ absl::Status CheckArgTarget(const StepArg& arg, const Plan& plan, absl::string_v
     case ArgRefKind::kKCache:
     case ArgRefKind::kVCache:
     case ArgRefKind::kKvCapacity:
+    case ArgRefKind::kKvBlockTable:
       return CheckId(origin, path, "kv cache", arg.index, plan.kv_caches.size());
     case ArgRefKind::kF32:
       if (std::isfinite(arg.f32)) return absl::OkStatus();
@@ -973,7 +982,8 @@ std::string PlanPayload(const Plan& plan) {
   const auto model = ModelBuffer(b, plan.model);
   const auto inputs =
       fb::CreateInputs(b, plan.input_ids, plan.input_positions, plan.soft_embeddings,
-                       plan.soft_indices, plan.input_last_visible, plan.input_sampling);
+                       plan.soft_indices, plan.input_last_visible, plan.input_sampling,
+                       plan.input_sequences);
   const auto outputs = fb::CreateOutputs(b, plan.output_logits, plan.output_tokens);
   const auto buffers = ArrayBuffer(b, plan.buffers, BufferBuffer);
   const auto weights = ArrayBuffer(b, plan.weights, WeightBuffer);
@@ -1002,6 +1012,7 @@ constexpr ArgKindInfo kArgKinds[] = {
     {ArgRefKind::kKCache, "k_cache", ArgValue::kId},
     {ArgRefKind::kVCache, "v_cache", ArgValue::kId},
     {ArgRefKind::kKvCapacity, "kv_capacity", ArgValue::kId},
+    {ArgRefKind::kKvBlockTable, "kv_block_table", ArgValue::kId},
     {ArgRefKind::kNull, "null", ArgValue::kOne},
     {ArgRefKind::kNumTokens, "num_tokens", ArgValue::kOne},
     {ArgRefKind::kNumSoftTokens, "num_soft_tokens", ArgValue::kOne},
@@ -1063,6 +1074,7 @@ Json InputsJson(const Plan& plan) {
     AddMember(json, "last_visible", JsonInteger(plan.input_last_visible));
   }
   AddMember(json, "sampling", JsonInteger(plan.input_sampling));
+  if (plan.input_sequences >= 0) AddMember(json, "sequences", JsonInteger(plan.input_sequences));
   return json;
 }
 

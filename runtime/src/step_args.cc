@@ -173,6 +173,9 @@ std::vector<ResolvedArg> ResolveStepArgs(const Plan& plan, const Step& step,
         break;
       case ArgRefKind::kNull:
         break;
+      case ArgRefKind::kKvBlockTable:
+        r.address = bindings.block_tables[arg.index];
+        break;
       case ArgRefKind::kKvCapacity:
         r.kind = abi::ArgKind::kI32;
         r.i32 = static_cast<int32_t>(bindings.kv_capacities[arg.index]);

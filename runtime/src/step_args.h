@@ -45,6 +45,7 @@ struct ArgBindings {
   std::vector<uint64_t> k_caches;  // by kv cache id
   std::vector<uint64_t> v_caches;
   std::vector<int64_t> kv_capacities;
+  std::vector<uint64_t> block_tables;  // by kv cache id: its capacity group's table
 };
 
 // One argument, ready to pass: an address (kPtr, 0 for null), an i32 or an f32.

@@ -61,7 +61,11 @@ class StepChecker {
     const std::string broken = BrokenRule(
         spec_,
         [&](int i) -> int64_t {
-          return abi::IsRuntimeValue(spec_.args[i].role) ? 1 : sizes_[i];
+          // (A capacity is whole KV blocks, the executors' KvCapacity.)
+          const abi::Role role = spec_.args[i].role;
+          return role == Role::kKvCapacity ? abi::kKvBlockRows
+                 : abi::IsRuntimeValue(role) ? 1
+                                             : sizes_[i];
         },
         [&](int i) { return step_.args[i].f32; });
     if (broken.empty()) return absl::OkStatus();
@@ -78,6 +82,10 @@ class StepChecker {
         return RequirePlanInput(i, plan_.input_last_visible, "last_visible");
       case Role::kSampling:
         return RequirePlanInput(i, plan_.input_sampling, "sampling");
+      case Role::kSequences:
+        return RequirePlanInput(i, plan_.input_sequences, "sequences");
+      case Role::kKvBlockTable:
+        return absl::OkStatus();  // with the K part (RequireCache)
       case Role::kKCacheRead:
       case Role::kKCacheWrite:
         return RequireCache(i);
@@ -263,13 +271,19 @@ class StepChecker {
     const int v = abi::FindRole(spec_, spec_.args[k].role == Role::kKCacheRead ? Role::kVCacheRead
                                                                                : Role::kVCacheWrite);
     const int c = abi::FindRole(spec_, Role::kKvCapacity);
+    const int t = abi::FindRole(spec_, Role::kKvBlockTable);
     if (step_.args[k].kind != ArgRefKind::kKCache || v < 0 ||
         step_.args[v].kind != ArgRefKind::kVCache) {
       return Error(k, absl::StrCat(spec_.op, " takes a k_cache and a v_cache"));
     }
+    if (t >= 0 && step_.args[t].kind != ArgRefKind::kKvBlockTable) {
+      return Error(t, absl::StrCat(spec_.op, " takes the block table of its kv cache, found ",
+                                   ArgRefKindName(step_.args[t].kind)));
+    }
     const int64_t cache = step_.args[k].index;
-    if (step_.args[v].index != cache || (c >= 0 && step_.args[c].index != cache)) {
-      return Error(v, absl::StrCat("k_cache, v_cache and capacity of ", spec_.op,
+    if (step_.args[v].index != cache || (c >= 0 && step_.args[c].index != cache) ||
+        (t >= 0 && step_.args[t].index != cache)) {
+      return Error(v, absl::StrCat("k_cache, v_cache, capacity and block_table of ", spec_.op,
                                    " must name the same kv cache"));
     }
     const KvCacheInfo& info = plan_.kv_caches[cache];

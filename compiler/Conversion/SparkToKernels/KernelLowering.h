@@ -30,7 +30,10 @@ namespace kernel_lowering {
 
 /// One argument of a launch, as spark.launch spells it (docs/plan-format.md).
 struct Arg {
-  enum Kind { Buffer, Weight, KCache, VCache, KvCapacity, Null, NumTokens, NumSoftTokens, I32, F32 };
+  enum Kind {
+    Buffer, Weight, KCache, VCache, KvCapacity, KvBlockTable, Null, NumTokens, NumSoftTokens,
+    I32, F32
+  };
   Kind kind;
   int64_t index = 0;
   int32_t i32 = 0;
@@ -41,6 +44,7 @@ struct Arg {
   static Arg kCache(int64_t id) { return {KCache, id}; }
   static Arg vCache(int64_t id) { return {VCache, id}; }
   static Arg kvCapacity(int64_t id) { return {KvCapacity, id}; }
+  static Arg kvBlockTable(int64_t id) { return {KvBlockTable, id}; }
   static Arg null() { return {Null}; }
   static Arg numTokens() { return {NumTokens}; }
   static Arg numSoftTokens() { return {NumSoftTokens}; }
@@ -78,6 +82,9 @@ public:
   /// A size literal; one that does not fit the kernels' 32-bit arguments fails the op.
   virtual Arg i32(int64_t value) = 0;
   static Arg f32(const llvm::APFloat &value) { return Arg::f32v(value.convertToFloat()); }
+  /// The program's sequences input (i32 per token: each token's row of the KV block tables),
+  /// made on first use.
+  virtual Arg sequences() = 0;
   /// The id of the spark.kv_cache `name`, or an error on `user`.
   virtual mlir::FailureOr<int64_t> cache(mlir::Operation *user,
                                          mlir::FlatSymbolRefAttr name) = 0;

@@ -54,10 +54,12 @@ LogicalResult lowerAttention(AttentionOp a, KernelLowering &k) {
                                                                          : abi::kCacheF32);
   RankedTensorType q = a.getQuery().getType(), key = a.getKey().getType();
   Arg pos = k.input(a.getPositions());
+  Arg seqs = k.sequences(), table = Arg::kvBlockTable(cache);
   if (!a.getKvShared()) {
     Arg keys = k.input(a.getKey()), values = k.input(a.getValue());
     k.launch(abi::OpId::kKvWrite,
-             {keys, values, pos, Arg::kCache(cache), Arg::vCache(cache), Arg::numTokens(),
+             {keys, values, pos, seqs, table, Arg::kCache(cache), Arg::vCache(cache),
+              Arg::numTokens(),
               k.i32(key.getDimSize(1)), k.i32(key.getDimSize(2)), Arg::kvCapacity(cache),
               cacheDType},
              perToken(rowElements(key), 256), "kv_write");
@@ -68,7 +70,8 @@ LogicalResult lowerAttention(AttentionOp a, KernelLowering &k) {
   const int64_t maxSplits = attentionMaxSplits(qHeads, a.getWindow());
   if (maxSplits <= 1) {
     k.launch(abi::OpId::kAttention,
-             {query, pos, Arg::kCache(cache), Arg::vCache(cache), k.result(a.getResult()),
+             {query, pos, seqs, table, Arg::kCache(cache), Arg::vCache(cache),
+              k.result(a.getResult()),
               Arg::null(), Arg::numTokens(), k.i32(qHeads), k.i32(key.getDimSize(1)),
               k.i32(headDim), Arg::kvCapacity(cache), k.i32(a.getWindow()),
               KernelLowering::f32(a.getScale()), k.i32(1), k.i32(0), cacheDType, lastVisible},
@@ -83,7 +86,8 @@ LogicalResult lowerAttention(AttentionOp a, KernelLowering &k) {
                                         abi::AttentionRecordFloats(static_cast<int>(headDim))});
   Arg y = k.result(a.getResult());
   k.launch(abi::OpId::kAttention,
-           {query, pos, Arg::kCache(cache), Arg::vCache(cache), y, partials, Arg::numTokens(),
+           {query, pos, seqs, table, Arg::kCache(cache), Arg::vCache(cache), y, partials,
+            Arg::numTokens(),
             k.i32(qHeads), k.i32(key.getDimSize(1)), k.i32(headDim), Arg::kvCapacity(cache),
             k.i32(a.getWindow()), KernelLowering::f32(a.getScale()), k.i32(maxSplits),
             k.i32(splitRows), cacheDType, lastVisible},

@@ -113,6 +113,12 @@ public:
   }
   FailureOr<Arg> weight(Value value) override;
   Arg i32(int64_t value) override;
+  Arg sequences() override {
+    auto [it, made] = inputs.try_emplace("sequences", -1);
+    if (made)
+      it->second = newScratch("%sequences", {});
+    return Arg::buffer(it->second);
+  }
   FailureOr<int64_t> cache(Operation *user, FlatSymbolRefAttr name) override;
   KvCacheOp cacheOp(int64_t id) override { return caches[id]; }
   int64_t maxTokens() const override { return tokens; }
@@ -473,6 +479,8 @@ LaunchArgAttr argAttr(MLIRContext *ctx, const Arg &arg) {
   case Arg::KCache: return LaunchArgAttr::get(ctx, LaunchArgKind::k_cache, arg.index);
   case Arg::VCache: return LaunchArgAttr::get(ctx, LaunchArgKind::v_cache, arg.index);
   case Arg::KvCapacity: return LaunchArgAttr::get(ctx, LaunchArgKind::kv_capacity, arg.index);
+  case Arg::KvBlockTable:
+    return LaunchArgAttr::get(ctx, LaunchArgKind::kv_block_table, arg.index);
   case Arg::Null: return LaunchArgAttr::get(ctx, LaunchArgKind::null, 0);
   case Arg::NumTokens: return LaunchArgAttr::get(ctx, LaunchArgKind::num_tokens, 0);
   case Arg::NumSoftTokens: return LaunchArgAttr::get(ctx, LaunchArgKind::num_soft_tokens, 0);
@@ -507,7 +515,7 @@ void Lowering::buildProgram() {
   };
   auto programInputs = ProgramInputsAttr::get(
       ctx, input("ids"), input("positions"), input("soft_embeddings"), input("soft_indices"),
-      input("last_visible"), input("sampling"));
+      input("last_visible"), input("sampling"), input("sequences"));
   // The model facts (absent in hand-written IR; the plan writer then refuses the module).
   auto model = module->getAttrOfType<ModelAttr>("spark.model");
 

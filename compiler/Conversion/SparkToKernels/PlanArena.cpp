@@ -81,7 +81,7 @@ LogicalResult planProgram(ProgramOp program) {
   // The runtime writes the inputs before the first launch and reads the outputs after the last.
   ProgramInputsAttr in = program.getInputs();
   for (int64_t id : {in.getIds(), in.getPositions(), in.getSoftEmbeddings(), in.getSoftIndices(),
-                     in.getLastVisible(), in.getSampling()})
+                     in.getLastVisible(), in.getSampling(), in.getSequences()})
     if (id >= 0 && (failed(touch(id, kBeforeAll)) || failed(touch(id, kAfterAll))))
       return failure();
   for (int64_t id : {program.getOutputs().getLogits(), program.getOutputs().getTokens()})

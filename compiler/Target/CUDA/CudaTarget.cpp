@@ -210,6 +210,7 @@ rt::StepArg stepArg(LaunchArgAttr attr) {
   case LaunchArgKind::k_cache: arg.kind = rt::ArgRefKind::kKCache; break;
   case LaunchArgKind::v_cache: arg.kind = rt::ArgRefKind::kVCache; break;
   case LaunchArgKind::kv_capacity: arg.kind = rt::ArgRefKind::kKvCapacity; break;
+  case LaunchArgKind::kv_block_table: arg.kind = rt::ArgRefKind::kKvBlockTable; break;
   case LaunchArgKind::null: arg.kind = rt::ArgRefKind::kNull; break;
   case LaunchArgKind::num_tokens: arg.kind = rt::ArgRefKind::kNumTokens; break;
   case LaunchArgKind::num_soft_tokens: arg.kind = rt::ArgRefKind::kNumSoftTokens; break;
@@ -296,6 +297,7 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   plan.soft_indices = inputs.getSoftIndices();
   plan.input_last_visible = inputs.getLastVisible();
   plan.input_sampling = inputs.getSampling();
+  plan.input_sequences = inputs.getSequences();
   plan.output_logits = program.getOutputs().getLogits();
   plan.output_tokens = program.getOutputs().getTokens();
   if (Error e = readModelFacts(program.getModelAttr(), logitsWidth(program, plan.output_logits),

@@ -126,7 +126,8 @@ def Spark_LaunchArgAttr : Spark_Attr<"LaunchArg", "arg"> {
   let summary = "one argument of a spark.launch or spark.transfer";
   let description = [{
     In the op's argument order (kernel_ops.def): `buffer N`, `weight N`, `k_cache N`,
-    `v_cache N`, `kv_capacity N` (the id of an arena buffer, a weight or a KV cache),
+    `v_cache N`, `kv_capacity N`, `kv_block_table N` (the id of an arena buffer, a weight or a
+    KV cache: its block table is that of the cache's capacity group, bound by the runtime),
     `null`, `num_tokens`, `num_soft_tokens` (values of the call, filled in by the runtime), or a
     literal `i32 N` / `f32 X` compiled into the kernel entry. In a launch's `args [...]` list the
     `#spark.arg<...>` around each is left out.
@@ -170,7 +171,8 @@ def Spark_ProgramInputsAttr : Spark_Attr<"ProgramInputs", "inputs"> {
   let description = [{
     Buffer ids (-1, left out when printed: no such input): the token `ids`, their
     `positions`, the `soft_embeddings` rows and their `soft_indices` (a multimodal model),
-    `last_visible` (bidirectional image blocks), `sampling` (per-row sampling parameters).
+    `last_visible` (bidirectional image blocks), `sampling` (per-row sampling parameters),
+    `sequences` (each token's row of the KV block tables: the sequence it belongs to).
 
     ```mlir
     #spark.inputs<ids = 0, positions = 1, sampling = 2>
@@ -182,7 +184,8 @@ def Spark_ProgramInputsAttr : Spark_Attr<"ProgramInputs", "inputs"> {
     DefaultValuedParameter<"int64_t", "-1">:$soft_embeddings,
     DefaultValuedParameter<"int64_t", "-1">:$soft_indices,
     DefaultValuedParameter<"int64_t", "-1">:$last_visible,
-    DefaultValuedParameter<"int64_t", "-1">:$sampling
+    DefaultValuedParameter<"int64_t", "-1">:$sampling,
+    DefaultValuedParameter<"int64_t", "-1">:$sequences
   );
   let assemblyFormat = "`<` struct(params) `>`";
 }

@@ -136,8 +136,8 @@ FailureOr<LaunchArgAttr> LaunchArgAttr::parseBody(AsmParser &parser) {
   MLIRContext *ctx = parser.getContext();
   SMLoc loc = parser.getCurrentLocation();
   static constexpr StringLiteral kKinds =
-      "(buffer, weight, k_cache, v_cache, kv_capacity, null, num_tokens, num_soft_tokens, i32, "
-      "f32)";
+      "(buffer, weight, k_cache, v_cache, kv_capacity, kv_block_table, null, num_tokens, "
+      "num_soft_tokens, i32, f32)";
   StringRef keyword;
   if (parser.parseOptionalKeyword(&keyword))
     return parser.emitError(loc, "expected a launch argument kind ") << kKinds;

@@ -20,7 +20,8 @@ def Spark_LaunchArgKind : I32EnumAttr<"LaunchArgKind", "kind of a launch argumen
     I32EnumAttrCase<"k_cache", 2>, I32EnumAttrCase<"v_cache", 3>,
     I32EnumAttrCase<"kv_capacity", 4>, I32EnumAttrCase<"null", 5>,
     I32EnumAttrCase<"num_tokens", 6>, I32EnumAttrCase<"num_soft_tokens", 7>,
-    I32EnumAttrCase<"i32", 8>, I32EnumAttrCase<"f32", 9>]> {
+    I32EnumAttrCase<"i32", 8>, I32EnumAttrCase<"f32", 9>,
+    I32EnumAttrCase<"kv_block_table", 10>]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::spark";
 }

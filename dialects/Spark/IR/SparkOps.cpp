@@ -572,6 +572,7 @@ abi::ArgKind slotKindOf(LaunchArgKind kind) {
   case LaunchArgKind::weight:
   case LaunchArgKind::k_cache:
   case LaunchArgKind::v_cache:
+  case LaunchArgKind::kv_block_table:
   case LaunchArgKind::null:
     return abi::ArgKind::kPtr;
   case LaunchArgKind::kv_capacity:
@@ -631,6 +632,7 @@ LogicalResult ProgramOp::verifyRegions() {
       {"input soft_indices", in.getSoftIndices()},
       {"input last_visible", in.getLastVisible()},
       {"input sampling", in.getSampling()},
+      {"input sequences", in.getSequences()},
       {"output logits", out.getLogits()},
       {"output tokens", out.getTokens()}};
   for (auto [what, id] : io)
@@ -650,7 +652,8 @@ LogicalResult ProgramOp::verifyRegions() {
       case LaunchArgKind::weight: limit = numWeights, what = "weight"; break;
       case LaunchArgKind::k_cache:
       case LaunchArgKind::v_cache:
-      case LaunchArgKind::kv_capacity: limit = numCaches, what = "KV cache"; break;
+      case LaunchArgKind::kv_capacity:
+      case LaunchArgKind::kv_block_table: limit = numCaches, what = "KV cache"; break;
       default: continue;
       }
       if (arg.getValue() >= limit)

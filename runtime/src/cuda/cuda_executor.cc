@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
 #include "spark/runtime/status_macros.h"
+#include "kv_block_pool.h"
 #include "step_args.h"
 
 namespace spark {
@@ -60,6 +62,7 @@ class CudaExecutor final : public Executor {
   // Context, stream, module, kernels, weights.
   absl::Status Init();
 
+  absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override;
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override;
   absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
@@ -85,25 +88,30 @@ class CudaExecutor final : public Executor {
     CUdeviceptr address = 0;
     uint64_t bytes = 0;
   };
-  // One sequence: its KV caches in one allocation, and the decode graph captured for them.
+  // One sequence: the KV blocks it holds in the pool.
   class Sequence final : public SequenceState {
    public:
-    Sequence(CudaExecutor* executor, int64_t max_length)
-        : SequenceState(executor, max_length), executor(executor) {}
+    Sequence(CudaExecutor* executor, int64_t max_length, SequenceBlocks blocks)
+        : SequenceState(executor, max_length), executor(executor), blocks(std::move(blocks)) {}
     ~Sequence() override { executor->ReleaseSequence(this); }
 
     CudaExecutor* const executor;
-    DeviceBlock kv_block;
-    std::vector<uint64_t> k_caches, v_caches;  // device addresses, by kv cache id
-    std::vector<int64_t> kv_capacities;
-    CUgraphExec decode_graph = nullptr;
+    SequenceBlocks blocks;  // guarded by executor->pool_mutex_
   };
   absl::Status AllocateArena();
-  absl::Status AllocateKvCaches(Sequence* sequence);
-  void BindSequence(const Sequence& sequence);
-  // The device address `region` names in `sequence`'s memory, after checking `size` bytes fit.
-  absl::StatusOr<CUdeviceptr> RegionAddress(SequenceState& state, const MemoryRegion& region,
-                                            uint64_t size);
+  // Allocates the blocks `positions` of `sequence` need and copies its block tables into row 0
+  // of the step's tables on the device (every token of the step is the sequence's).
+  absl::Status BindSequence(Sequence& sequence, absl::Span<const int32_t> positions);
+  // Where the `size` bytes `region` names in `sequence`'s memory lie on the device (one piece
+  // for the arena, one per block for a cache), after checking they fit.
+  struct RegionPiece {
+    CUdeviceptr address = 0;
+    uint64_t offset = 0;  // within the region's bytes
+    uint64_t bytes = 0;
+  };
+  absl::StatusOr<std::vector<RegionPiece>> RegionPieces(SequenceState& state,
+                                                        const MemoryRegion& region,
+                                                        uint64_t size);
   void ReleaseSequence(Sequence* sequence);
   // cuMemAlloc / cuMemFree that keep usage_.peak_allocated_bytes.
   absl::Status Allocate(DeviceBlock* block, uint64_t bytes);
@@ -118,6 +126,8 @@ class CudaExecutor final : public Executor {
     return arena_.address + plan_.buffers[buffer].offset;
   }
   absl::Status CopyInputs(const StepCall& call);
+  // The sequences input of a step of `num_tokens` tokens of one sequence: all row 0.
+  absl::Status CopySequences(int32_t num_tokens);
   absl::Status Launch(const ProgramLaunch& launch, int32_t num_soft_tokens);
   // A transfer step (no kernel): the data movement of its op, on the stream.
   absl::Status Transfer(const Step& step, absl::Span<const ResolvedArg> args);
@@ -128,8 +138,8 @@ class CudaExecutor final : public Executor {
   absl::Status RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens, LogitRows rows,
                                int32_t first_position);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
-  absl::Status LaunchDecodeGraph(Sequence* sequence);
-  absl::Status CaptureDecodeGraph(Sequence* sequence);
+  absl::Status LaunchDecodeGraph();
+  absl::Status CaptureDecodeGraph();
 
   const DriverApi* api_;
   const Artifact& artifact_;
@@ -144,8 +154,18 @@ class CudaExecutor final : public Executor {
   std::vector<CUfunction> functions_;  // by step index
   DeviceBlock weight_block_;           // discrete devices: every weight
   std::vector<void*> registered_;      // integrated devices: registered host ranges
-  DeviceBlock arena_;   // allocated with the first sequence, shared by all
-  ArgBindings bindings_;  // arena and weights; the caches are those of the sequence being run
+  DeviceBlock arena_;   // allocated with the KV pool, shared by every sequence
+  ArgBindings bindings_;  // arena, weights, the KV pool and the block tables
+  std::mutex pool_mutex_;  // sequences may be released from other threads
+  KvBlockPool pool_;
+  DeviceBlock kv_block_;  // every cache's pool (K and V), then the block tables of each group
+  std::vector<CUdeviceptr> tables_;  // by capacity group: i32 [max_tokens, columns]
+  std::vector<int32_t> table_staging_;  // the step's table rows on their way to the device
+  std::vector<int32_t> sequences_staging_;  // the step's sequences input likewise
+  int64_t live_sequences_ = 0;
+  // Replays every decode step (one token) of every sequence: its arguments are the arena, the
+  // pool and the tables, the same for all of them.
+  CUgraphExec decode_graph_ = nullptr;
   std::vector<uint8_t> staging_;  // step outputs copied back for the observer, bf16 logits
   std::vector<uint8_t> input_staging_;  // bf16 soft-token rows on their way to the device
   std::vector<uint8_t> sampling_staging_;  // the call's sampling rows on their way to the device
@@ -156,11 +176,13 @@ class CudaExecutor final : public Executor {
 };
 
 CudaExecutor::~CudaExecutor() {
-  ReleaseOwnSequence();  // its caches and graph, while the context and stream exist
+  ReleaseOwnSequence();  // its blocks, while the context and stream exist
   if (context_ == nullptr) return;
   // Teardown cannot report errors; every resource is released best-effort.
   api_->cuCtxSetCurrent(context_);
   if (stream_ != nullptr) api_->cuStreamSynchronize(stream_);
+  if (decode_graph_ != nullptr) api_->cuGraphExecDestroy(decode_graph_);
+  Free(&kv_block_);
   Free(&arena_);
   Free(&weight_block_);
   for (void* pointer : registered_) api_->cuMemHostUnregister(pointer);
@@ -378,36 +400,63 @@ absl::Status CudaExecutor::AllocateArena() {
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::AllocateKvCaches(Sequence* sequence) {
-  std::vector<uint64_t> offsets;  // K then V of each cache
+absl::Status CudaExecutor::ReserveSequences(int64_t max_length, int64_t sequences) {
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  if (live_sequences_ > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the KV cache pool cannot be reserved again while ", live_sequences_,
+        " sequence(s) of it are alive"));
+  }
+  SPARK_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Make(plan_, max_length, sequences));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  SPARK_RETURN_IF_ERROR(AllocateArena());
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
+  Free(&kv_block_);
+  pool_ = KvBlockPool();
+  tables_.clear();
+  // One allocation: K then V of each cache's pool, then each group's table.
+  std::vector<uint64_t> offsets;
   uint64_t total = 0;
-  for (const KvCacheInfo& cache : plan_.kv_caches) {
-    const int64_t capacity = KvCapacity(cache, sequence->max_length(), plan_.max_tokens);
-    const uint64_t bytes = cache.part_bytes(capacity);
+  for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
+    const int64_t slots = pool.NumBlocks(pool.GroupOf(static_cast<int64_t>(i))) * abi::kKvBlockRows;
+    const uint64_t bytes = plan_.kv_caches[i].part_bytes(slots);
     for (int part = 0; part < 2; ++part) {
       offsets.push_back(total);
       total = AlignUp(total + bytes, kPartAlignment);
     }
-    sequence->kv_capacities.push_back(capacity);
   }
-  SPARK_RETURN_IF_ERROR(
-      WithContext(Allocate(&sequence->kv_block, total),
-                  absl::StrCat("allocating the KV caches of a sequence of ",
-                               sequence->max_length(), " tokens (", total, " bytes)")));
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(sequence->kv_block.address, 0, total));
+  std::vector<uint64_t> table_offsets;
+  for (int g = 0; g < pool.num_groups(); ++g) {
+    table_offsets.push_back(total);
+    total = AlignUp(total + static_cast<uint64_t>(plan_.max_tokens * pool.Columns(g)) * 4,
+                    kPartAlignment);
+  }
+  SPARK_RETURN_IF_ERROR(WithContext(
+      Allocate(&kv_block_, total),
+      absl::StrCat("allocating the KV cache pool for ", sequences, " sequence(s) of ", max_length,
+                   " tokens (", total, " bytes)")));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(kv_block_.address, 0, total));
+  bindings_.k_caches.clear();
+  bindings_.v_caches.clear();
+  bindings_.block_tables.clear();
+  for (int g = 0; g < pool.num_groups(); ++g) tables_.push_back(kv_block_.address + table_offsets[g]);
   for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
-    sequence->k_caches.push_back(sequence->kv_block.address + offsets[2 * i]);
-    sequence->v_caches.push_back(sequence->kv_block.address + offsets[2 * i + 1]);
+    bindings_.k_caches.push_back(kv_block_.address + offsets[2 * i]);
+    bindings_.v_caches.push_back(kv_block_.address + offsets[2 * i + 1]);
+    bindings_.block_tables.push_back(tables_[pool.GroupOf(static_cast<int64_t>(i))]);
   }
-  return absl::OkStatus();
+  pool_ = std::move(pool);
+  bindings_.kv_capacities = pool_.CacheCapacities();
+  // A captured graph binds the old pool's addresses.
+  if (decode_graph_ != nullptr) api_->cuGraphExecDestroy(decode_graph_);
+  decode_graph_ = nullptr;
+  return SampleDriverMemory();
 }
 
 void CudaExecutor::ReleaseSequence(Sequence* sequence) {
-  // Teardown cannot report errors: released best-effort, after the work that uses them.
-  api_->cuCtxSetCurrent(context_);
-  api_->cuStreamSynchronize(stream_);
-  if (sequence->decode_graph != nullptr) api_->cuGraphExecDestroy(sequence->decode_graph);
-  Free(&sequence->kv_block);
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  pool_.Release(sequence->blocks);
+  --live_sequences_;
 }
 
 absl::StatusOr<std::unique_ptr<SequenceState>> CudaExecutor::NewSequence(int64_t max_length) {
@@ -415,54 +464,78 @@ absl::StatusOr<std::unique_ptr<SequenceState>> CudaExecutor::NewSequence(int64_t
     return absl::InvalidArgumentError(
         absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
   }
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
-  SPARK_RETURN_IF_ERROR(AllocateArena());
-  auto sequence = std::make_unique<Sequence>(this, max_length);
-  SPARK_RETURN_IF_ERROR(AllocateKvCaches(sequence.get()));
-  SPARK_RETURN_IF_ERROR(SampleDriverMemory());
-  return std::unique_ptr<SequenceState>(std::move(sequence));
-}
-
-void CudaExecutor::BindSequence(const Sequence& sequence) {
-  bindings_.k_caches = sequence.k_caches;
-  bindings_.v_caches = sequence.v_caches;
-  bindings_.kv_capacities = sequence.kv_capacities;
-}
-
-absl::StatusOr<CUdeviceptr> CudaExecutor::RegionAddress(SequenceState& state,
-                                                        const MemoryRegion& region,
-                                                        uint64_t size) {
-  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
-  const Sequence& sequence = static_cast<const Sequence&>(state);
-  SPARK_RETURN_IF_ERROR(CheckMemoryRegion(plan_, sequence.kv_capacities, region, size));
-  switch (region.kind) {
-    case MemoryRegion::Kind::kArena:
-      return arena_.address + region.offset;
-    case MemoryRegion::Kind::kKCache:
-      return sequence.k_caches[region.cache] + region.offset;
-    case MemoryRegion::Kind::kVCache:
-      return sequence.v_caches[region.cache] + region.offset;
+  if (!pool_.Reserved() || max_length > pool_.max_length()) {
+    SPARK_RETURN_IF_ERROR(ReserveSequences(max_length, std::max<int64_t>(1, pool_.sequences())));
   }
-  return absl::InternalError("unknown memory region");
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  ++live_sequences_;
+  return std::unique_ptr<SequenceState>(
+      std::make_unique<Sequence>(this, max_length, pool_.NewSequence()));
+}
+
+absl::Status CudaExecutor::BindSequence(Sequence& sequence, absl::Span<const int32_t> positions) {
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  SPARK_RETURN_IF_ERROR(pool_.Grow(sequence.blocks, positions));
+  // Row 0 of each group's table (the staging buffer lives until Run synchronises the stream).
+  table_staging_.clear();
+  for (const std::vector<int32_t>& table : sequence.blocks.tables) {
+    table_staging_.insert(table_staging_.end(), table.begin(), table.end());
+  }
+  size_t at = 0;
+  for (size_t g = 0; g < tables_.size(); ++g) {
+    const size_t n = sequence.blocks.tables[g].size();
+    SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoDAsync(tables_[g], table_staging_.data() + at,
+                                                           n * 4, stream_));
+    at += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<CudaExecutor::RegionPiece>> CudaExecutor::RegionPieces(
+    SequenceState& state, const MemoryRegion& region, uint64_t size) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
+  Sequence& sequence = static_cast<Sequence&>(state);
+  SPARK_RETURN_IF_ERROR(CheckMemoryRegion(plan_, pool_.CacheCapacities(), region, size));
+  if (region.kind == MemoryRegion::Kind::kArena) {
+    return std::vector<RegionPiece>{{arena_.address + region.offset, 0, size}};
+  }
+  const CUdeviceptr base = region.kind == MemoryRegion::Kind::kKCache
+                               ? bindings_.k_caches[region.cache]
+                               : bindings_.v_caches[region.cache];
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  SPARK_ASSIGN_OR_RETURN(
+      const std::vector<PoolPiece> pieces,
+      pool_.MapRange(sequence.blocks, pool_.GroupOf(region.cache),
+                     plan_.kv_caches[static_cast<size_t>(region.cache)].part_bytes(1),
+                     region.offset, size));
+  std::vector<RegionPiece> out;
+  for (const PoolPiece& piece : pieces) out.push_back({base + piece.pool_offset, piece.offset, piece.bytes});
+  return out;
 }
 
 absl::Status CudaExecutor::CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
                                         absl::Span<const uint8_t> bytes) {
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
-  SPARK_ASSIGN_OR_RETURN(const CUdeviceptr address, RegionAddress(sequence, region, bytes.size()));
-  if (bytes.empty()) return absl::OkStatus();
+  SPARK_ASSIGN_OR_RETURN(const std::vector<RegionPiece> pieces,
+                         RegionPieces(sequence, region, bytes.size()));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoD(address, bytes.data(), bytes.size()));
+  for (const RegionPiece& piece : pieces) {
+    SPARK_CU_RETURN_IF_ERROR(
+        api_, api_->cuMemcpyHtoD(piece.address, bytes.data() + piece.offset, piece.bytes));
+  }
   return absl::OkStatus();
 }
 
 absl::Status CudaExecutor::CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
                                           absl::Span<uint8_t> bytes) {
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
-  SPARK_ASSIGN_OR_RETURN(const CUdeviceptr address, RegionAddress(sequence, region, bytes.size()));
-  if (bytes.empty()) return absl::OkStatus();
+  SPARK_ASSIGN_OR_RETURN(const std::vector<RegionPiece> pieces,
+                         RegionPieces(sequence, region, bytes.size()));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyDtoH(bytes.data(), address, bytes.size()));
+  for (const RegionPiece& piece : pieces) {
+    SPARK_CU_RETURN_IF_ERROR(
+        api_, api_->cuMemcpyDtoH(bytes.data() + piece.offset, piece.address, piece.bytes));
+  }
   return absl::OkStatus();
 }
 
@@ -471,7 +544,13 @@ absl::Status CudaExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
   SPARK_RETURN_IF_ERROR(CheckProgramCall(plan_, num_tokens, num_soft_tokens));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
-  BindSequence(static_cast<Sequence&>(state));
+  // Every block of the sequence is allocated: the program reads whatever the caches hold.
+  std::vector<int32_t> every_block;
+  for (int64_t p = 0; p < pool_.max_length(); p += abi::kKvBlockRows) {
+    every_block.push_back(static_cast<int32_t>(p));
+  }
+  SPARK_RETURN_IF_ERROR(BindSequence(static_cast<Sequence&>(state), every_block));
+  SPARK_RETURN_IF_ERROR(CopySequences(num_tokens));
   SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft_tokens, LogitRows::kAll));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
   return absl::OkStatus();
@@ -491,6 +570,7 @@ absl::Status CudaExecutor::CopyInputs(const StepCall& call) {
   SPARK_CU_RETURN_IF_ERROR(
       api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_positions), positions.data(),
                                     positions.size() * 4, stream_));
+  SPARK_RETURN_IF_ERROR(CopySequences(static_cast<int32_t>(ids.size())));
   if (plan_.input_last_visible >= 0) {
     const bool blocks = soft != nullptr && !soft->last_visible.empty();
     SPARK_CU_RETURN_IF_ERROR(
@@ -515,6 +595,16 @@ absl::Status CudaExecutor::CopyInputs(const StepCall& call) {
   SPARK_CU_RETURN_IF_ERROR(
       api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.soft_indices), soft->indices.data(),
                                     soft->indices.size() * 4, stream_));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::CopySequences(int32_t num_tokens) {
+  if (plan_.input_sequences < 0) return absl::OkStatus();
+  // (The staging buffer lives until Run synchronises the stream.)
+  sequences_staging_.assign(static_cast<size_t>(num_tokens), 0);
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_sequences), sequences_staging_.data(),
+                                    sequences_staging_.size() * 4, stream_));
   return absl::OkStatus();
 }
 
@@ -632,10 +722,10 @@ absl::Status CudaExecutor::ObserveStep(int step_index, int32_t num_tokens) {
   return absl::OkStatus();
 }
 
-// Captures the launches of a one-token step of `sequence`. Every argument is fixed for such a step
-// (the ids and positions are read from the arena, the caches are the sequence's), so the graph is
-// replayed for every decode step of the sequence.
-absl::Status CudaExecutor::CaptureDecodeGraph(Sequence* sequence) {
+// Captures the launches of a one-token step. Every argument is fixed for such a step (the ids,
+// positions and sequences are read from the arena, the block tables from the pool's memory), so
+// the graph is replayed for every decode step of every sequence.
+absl::Status CudaExecutor::CaptureDecodeGraph() {
   SPARK_CU_RETURN_IF_ERROR(api_,
                            api_->cuStreamBeginCapture(stream_, cu::kStreamCaptureModeThreadLocal));
   // The graph serves every decode step of the sequence, whatever logits it asks for.
@@ -647,19 +737,18 @@ absl::Status CudaExecutor::CaptureDecodeGraph(Sequence* sequence) {
     return launched;
   }
   SPARK_CU_RETURN_IF_ERROR(api_, ended);
-  const CUresult instantiated =
-      api_->cuGraphInstantiateWithFlags(&sequence->decode_graph, graph, 0);
+  const CUresult instantiated = api_->cuGraphInstantiateWithFlags(&decode_graph_, graph, 0);
   api_->cuGraphDestroy(graph);
-  if (instantiated != cu::kSuccess) sequence->decode_graph = nullptr;
+  if (instantiated != cu::kSuccess) decode_graph_ = nullptr;
   SPARK_CU_RETURN_IF_ERROR(api_, instantiated);
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::LaunchDecodeGraph(Sequence* sequence) {
-  if (sequence->decode_graph == nullptr) {
-    SPARK_RETURN_IF_ERROR(WithContext(CaptureDecodeGraph(sequence), "capturing the decode graph"));
+absl::Status CudaExecutor::LaunchDecodeGraph() {
+  if (decode_graph_ == nullptr) {
+    SPARK_RETURN_IF_ERROR(WithContext(CaptureDecodeGraph(), "capturing the decode graph"));
   }
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuGraphLaunch(sequence->decode_graph, stream_));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuGraphLaunch(decode_graph_, stream_));
   return absl::OkStatus();
 }
 
@@ -671,7 +760,7 @@ absl::Status CudaExecutor::Run(SequenceState& state, const StepCall& call, StepR
   const SoftTokenChunk* soft = call.soft;
   const LogitRows rows = call.rows;
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
-  BindSequence(sequence);
+  SPARK_RETURN_IF_ERROR(BindSequence(sequence, positions));
   SPARK_RETURN_IF_ERROR(CopyInputs(call));
   const int32_t num_tokens = static_cast<int32_t>(ids.size());
   const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
@@ -682,8 +771,8 @@ absl::Status CudaExecutor::Run(SequenceState& state, const StepCall& call, StepR
   // A step observer sees every row of every step: the logits tail runs on all rows then.
   const LogitRows program_rows = step_observer() ? LogitRows::kAll : rows;
   if (num_tokens == 1 && num_soft == 0 && options_.use_graphs && !step_observer() && !profiling) {
-    may_allocate = sequence.decode_graph == nullptr;
-    SPARK_RETURN_IF_ERROR(LaunchDecodeGraph(&sequence));
+    may_allocate = decode_graph_ == nullptr;
+    SPARK_RETURN_IF_ERROR(LaunchDecodeGraph());
   } else {
     SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft, program_rows));
   }

@@ -5,7 +5,7 @@
 // launches that read it; the attention without it (a full layer) passes null there.
 
 // CHECK: spark.program @forward
-// CHECK-SAME: inputs = #spark.inputs<ids = 0, positions = [[POS:[0-9]+]], last_visible = [[LV:[0-9]+]], sampling = {{[0-9]+}}>
+// CHECK-SAME: inputs = #spark.inputs<ids = 0, positions = [[POS:[0-9]+]], last_visible = [[LV:[0-9]+]], sampling = {{[0-9]+}}, sequences = {{[0-9]+}}>
 // CHECK: spark.launch "attention" {{.*}} buffer [[POS]], {{.*}} buffer [[LV]]] {source = "layers.0.self_attn"}
 // CHECK: spark.launch "attention" {{.*}} buffer [[POS]], {{.*}} null] {source = "layers.1.self_attn"}
 // CHECK: llvm.func @spark_attention({{.*}}, f32, i32, i32, i32, !llvm.ptr)

@@ -16,7 +16,7 @@
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: arena_bytes = {{[1-9][0-9]*}} : i64
 // CHECK-SAME: buffers = [#spark.buffer<name = "%ids", dtype = i32, row_shape = [], offset = 0>, #spark.buffer<name = "%positions", dtype = i32, row_shape = [], offset = {{[0-9]+}}>, #spark.buffer<name = "embedding", dtype = f32, row_shape = [16], offset = {{[0-9]+}}>,
-// CHECK-SAME: inputs = #spark.inputs<ids = 0, positions = 1, sampling = [[SAMPLING:[0-9]+]]>
+// CHECK-SAME: inputs = #spark.inputs<ids = 0, positions = 1, sampling = [[SAMPLING:[0-9]+]], sequences = [[SEQ:[0-9]+]]>
 // CHECK-SAME: max_tokens = 4 : i64
 // CHECK-SAME: outputs = #spark.outputs<logits = [[LOGITS:[0-9]+]], tokens = [[TOKENS:[0-9]+]]>
 // CHECK-SAME: weights = [#spark.weight<name = "model.embed_tokens.weight", dtype = bf16, shape = [32, 16]>, #spark.weight<name = "model.layers.0.input_layernorm.weight", dtype = bf16, shape = [16]>, #spark.weight<name = "model.layers.0.self_attn.q_proj.weight", dtype = bf16, shape = [16, 16]>, #spark.weight<name = "model.layers.0.self_attn.k_proj.weight", dtype = bf16, shape = [8, 16]>, #spark.weight<name = "model.layers.0.self_attn.o_proj.weight", dtype = bf16, shape = [16, 16]>, #spark.weight<name = "model.layers.0.pre_feedforward_layernorm.weight", dtype = bf16, shape = [16]>, #spark.weight<name = "model.layers.0.mlp.gate_proj.weight", dtype = bf16, shape = [32, 16]>, #spark.weight<name = "model.layers.0.mlp.up_proj.weight", dtype = bf16, shape = [32, 16]>, #spark.weight<name = "model.layers.0.mlp.down_proj.weight", dtype = bf16, shape = [16, 32]>, #spark.weight<name = "model.layers.0.layer_scalar", dtype = bf16, shape = [1]>]} {
@@ -28,10 +28,10 @@
 // CHECK-NEXT: spark.launch "rms_norm" @kernels::@spark_rms_norm__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[K]], null, buffer [[V:[0-9]+]], num_tokens, i32 1, i32 8, f32 9.99999997E-7]
 // CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[Q]], buffer 1, buffer [[QR:[0-9]+]], num_tokens, i32 2, i32 8, i32 4, f32 1.000000e+04, f32 1.000000e+00]
 // CHECK-NEXT: spark.launch "rope" @kernels::@spark_rope__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[K]], buffer 1, buffer [[KR:[0-9]+]], num_tokens, i32 1, i32 8, i32 4, f32 1.000000e+04, f32 1.000000e+00]
-// CHECK-NEXT: spark.launch "kv_write" @kernels::@spark_kv_write__{{[a-z0-9_]+}} grid(per_token = 8, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer [[KR]], buffer [[V]], buffer 1, k_cache 0, v_cache 0, num_tokens, i32 1, i32 8, kv_capacity 0, i32 0] {source = "layers.0.self_attn.kv_write"}
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 0, divisor = 1) block [128, 1, 1] args [buffer [[QR]], buffer 1, k_cache 0, v_cache 0, buffer [[O0:[0-9]+]], null, num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 16, f32 1.000000e+00, i32 1, i32 0, i32 0, null] {source = "layers.0.self_attn"}
+// CHECK-NEXT: spark.launch "kv_write" @kernels::@spark_kv_write__{{[a-z0-9_]+}} grid(per_token = 8, fixed = 0, divisor = 256) block [256, 1, 1] args [buffer [[KR]], buffer [[V]], buffer 1, buffer [[SEQ]], kv_block_table 0, k_cache 0, v_cache 0, num_tokens, i32 1, i32 8, kv_capacity 0, i32 0] {source = "layers.0.self_attn.kv_write"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 0, divisor = 1) block [128, 1, 1] args [buffer [[QR]], buffer 1, buffer [[SEQ]], kv_block_table 0, k_cache 0, v_cache 0, buffer [[O0:[0-9]+]], null, num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 16, f32 1.000000e+00, i32 1, i32 0, i32 0, null] {source = "layers.0.self_attn"}
 // The kv_shared attention writes nothing and reuses the entry of the first one.
-// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[QR]], buffer 1, k_cache 0, v_cache 0, buffer [[O1:[0-9]+]], null, num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 16, f32 1.000000e+00, i32 1, i32 0, i32 0, null] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[QR]], buffer 1, buffer [[SEQ]], kv_block_table 0, k_cache 0, v_cache 0, buffer [[O1:[0-9]+]], null, num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 16, f32 1.000000e+00, i32 1, i32 0, i32 0, null] {source = "layers.1.self_attn"}
 // The logits tail (plan.h Step::logits_tail): every launch after the last attention feeds
 // only the logits, row by row, so a step that needs the last row only runs them on it.
 // CHECK-NEXT: spark.launch "add" @kernels::@spark_add__{{[a-z0-9_]+}} grid({{[^)]+}}) block [256, 1, 1] args [buffer [[O0]], buffer [[O1]], buffer [[O:[0-9]+]], num_tokens, i32 16]
@@ -57,8 +57,8 @@
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kernels {
 // CHECK-DAG: llvm.func @spark_rms_norm(!llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, f32)
-// CHECK-DAG: llvm.func @spark_kv_write(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
-// CHECK-DAG: llvm.func @spark_attention(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, f32, i32, i32, i32, !llvm.ptr)
+// CHECK-DAG: llvm.func @spark_kv_write(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32)
+// CHECK-DAG: llvm.func @spark_attention(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i32, i32, i32, i32, i32, i32, f32, i32, i32, i32, !llvm.ptr)
 // CHECK: gpu.func @spark_rms_norm__{{[a-z0-9_]+}}(%[[X:[a-z0-9]+]]: !llvm.ptr, %[[W:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
 // CHECK-DAG: %[[GROUPS:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[COLS:.*]] = llvm.mlir.constant(16 : i32) : i32
@@ -67,13 +67,13 @@
 // CHECK-NEXT: gpu.return
 // CHECK: gpu.func @spark_rms_norm__{{[a-z0-9_]+}}(%{{.*}}) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
 // CHECK: llvm.mlir.constant(8 : i32) : i32
-// CHECK: gpu.func @spark_kv_write__{{[a-z0-9_]+}}(%[[K:[a-z0-9]+]]: !llvm.ptr, %[[V:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
+// CHECK: gpu.func @spark_kv_write__{{[a-z0-9_]+}}(%[[K:[a-z0-9]+]]: !llvm.ptr, %[[V:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[S:[a-z0-9]+]]: !llvm.ptr, %[[BT:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32) kernel attributes {known_block_size = array<i32: 256, 1, 1>} {
 // CHECK-DAG: %[[KVH:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[HD:.*]] = llvm.mlir.constant(8 : i32) : i32
 // CHECK-DAG: %[[DT:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK: llvm.call @spark_kv_write(%[[K]], %[[V]], %[[P]], %[[KC]], %[[VC]], %[[T]], %[[KVH]], %[[HD]], %[[CAP]], %[[DT]])
+// CHECK: llvm.call @spark_kv_write(%[[K]], %[[V]], %[[P]], %[[S]], %[[BT]], %[[KC]], %[[VC]], %[[T]], %[[KVH]], %[[HD]], %[[CAP]], %[[DT]])
 // CHECK-NEXT: gpu.return
-// CHECK: gpu.func @spark_attention__{{[a-z0-9_]+}}(%[[Q:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[PART:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32, %[[LV:[a-z0-9]+]]: !llvm.ptr) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+// CHECK: gpu.func @spark_attention__{{[a-z0-9_]+}}(%[[Q:[a-z0-9]+]]: !llvm.ptr, %[[P:[a-z0-9]+]]: !llvm.ptr, %[[S:[a-z0-9]+]]: !llvm.ptr, %[[BT:[a-z0-9]+]]: !llvm.ptr, %[[KC:[a-z0-9]+]]: !llvm.ptr, %[[VC:[a-z0-9]+]]: !llvm.ptr, %[[Y:[a-z0-9]+]]: !llvm.ptr, %[[PART:[a-z0-9]+]]: !llvm.ptr, %[[T:[a-z0-9]+]]: i32, %[[CAP:[a-z0-9]+]]: i32, %[[LV:[a-z0-9]+]]: !llvm.ptr) kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
 // CHECK-DAG: %[[QH:.*]] = llvm.mlir.constant(2 : i32) : i32
 // CHECK-DAG: %[[KVH:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[HD:.*]] = llvm.mlir.constant(8 : i32) : i32
@@ -82,7 +82,7 @@
 // CHECK-DAG: %[[NOSPLIT:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK-DAG: %[[ROWS:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-DAG: %[[ADT:.*]] = llvm.mlir.constant(0 : i32) : i32
-// CHECK: llvm.call @spark_attention(%[[Q]], %[[P]], %[[KC]], %[[VC]], %[[Y]], %[[PART]], %[[T]], %[[QH]], %[[KVH]], %[[HD]], %[[CAP]], %[[WIN]], %[[SCALE]], %[[NOSPLIT]], %[[ROWS]], %[[ADT]], %[[LV]])
+// CHECK: llvm.call @spark_attention(%[[Q]], %[[P]], %[[S]], %[[BT]], %[[KC]], %[[VC]], %[[Y]], %[[PART]], %[[T]], %[[QH]], %[[KVH]], %[[HD]], %[[CAP]], %[[WIN]], %[[SCALE]], %[[NOSPLIT]], %[[ROWS]], %[[ADT]], %[[LV]])
 // CHECK-NEXT: gpu.return
 // CHECK-NOT: gpu.func @spark_rms_norm__{{[a-z0-9_]+}}
 // CHECK-NOT: gpu.func @spark_attention__{{[a-z0-9_]+}}
@@ -138,9 +138,10 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // CHECK-LABEL: spark.program @forward
 // CHECK-SAME: #spark.buffer<name = "layers.0.self_attn.partials", dtype = f32, row_shape = [16, 2, 12], offset = {{[0-9]+}}>
 // CHECK-SAME: #spark.buffer<name = "layers.1.self_attn.partials", dtype = f32, row_shape = [1, 2, 12], offset = {{[0-9]+}}>
-// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 128, divisor = 1) block [128, 1, 1] args [buffer [[Q:[0-9]+]], buffer 1, k_cache 0, v_cache 0, buffer [[Y0:[0-9]+]], buffer [[P0:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 0, f32 1.000000e+00, i32 64, i32 64, i32 0, null] {source = "layers.0.self_attn"}
+// CHECK-SAME: sequences = [[SEQ:[0-9]+]]>
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 128, divisor = 1) block [128, 1, 1] args [buffer [[Q:[0-9]+]], buffer 1, buffer [[SEQ]], kv_block_table 0, k_cache 0, v_cache 0, buffer [[Y0:[0-9]+]], buffer [[P0:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 0, f32 1.000000e+00, i32 64, i32 64, i32 0, null] {source = "layers.0.self_attn"}
 // CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 0, divisor = 1) block [128, 1, 1] args [buffer [[P0]], buffer [[Y0]], num_tokens, i32 2, i32 8, i32 64, i32 64] {source = "layers.0.self_attn.merge"}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[Q]], buffer 1, k_cache 1, v_cache 1, buffer [[Y1:[0-9]+]], buffer [[P1:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 1, i32 200, f32 1.000000e+00, i32 4, i32 4, i32 0, null] {source = "layers.1.self_attn"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[Q]], buffer 1, buffer [[SEQ]], kv_block_table 1, k_cache 1, v_cache 1, buffer [[Y1:[0-9]+]], buffer [[P1:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 1, i32 200, f32 1.000000e+00, i32 4, i32 4, i32 0, null] {source = "layers.1.self_attn"}
 // CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[P1]], buffer [[Y1]], num_tokens, i32 2, i32 8, i32 4, i32 4] {source = "layers.1.self_attn.merge"}
 // CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} {{.*}} null, num_tokens, i32 2, i32 1, i32 8, kv_capacity 2, i32 64, f32 1.000000e+00, i32 1, i32 0, i32 0, null] {source = "layers.2.self_attn"}
 // CHECK-NOT: attention_merge

@@ -1135,15 +1135,15 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 
 // and KV caches of the module.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
-  // expected-error @+1 {{'spark.launch' op argument 3 names KV cache 0, but there are 0 (spark.kv_cache ops in the module)}}
-  spark.launch "kv_write" @kernels::@spark_kv_write__i1_i4_i0 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer 1, buffer 0, k_cache 0, v_cache 0, num_tokens, i32 1, i32 4, kv_capacity 0, i32 0]
+  // expected-error @+1 {{'spark.launch' op argument 4 names KV cache 0, but there are 0 (spark.kv_cache ops in the module)}}
+  spark.launch "kv_write" @kernels::@spark_kv_write__i1_i4_i0 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, buffer 1, buffer 0, buffer 0, kv_block_table 0, k_cache 0, v_cache 0, num_tokens, i32 1, i32 4, kv_capacity 0, i32 0]
 }
 
 // -----
 
 // An argument is one of the kinds the plan has,
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
-  // expected-error @+1 {{unknown launch argument kind 'tensor' (buffer, weight, k_cache, v_cache, kv_capacity, null, num_tokens, num_soft_tokens, i32, f32)}}
+  // expected-error @+1 {{unknown launch argument kind 'tensor' (buffer, weight, k_cache, v_cache, kv_capacity, kv_block_table, null, num_tokens, num_soft_tokens, i32, f32)}}
   spark.launch "gelu" @kernels::@spark_gelu__i4 grid(per_token = 1, fixed = 0, divisor = 1) block [256, 1, 1] args [buffer 0, tensor 1, num_tokens, i32 4]
 }
 
@@ -1464,6 +1464,6 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
 
 // Each a one-entry dictionary.
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
-  // expected-error @+1 {{expected a launch argument kind (buffer, weight, k_cache, v_cache, kv_capacity, null, num_tokens, num_soft_tokens, i32, f32)}}
+  // expected-error @+1 {{expected a launch argument kind (buffer, weight, k_cache, v_cache, kv_capacity, kv_block_table, null, num_tokens, num_soft_tokens, i32, f32)}}
   spark.transfer "copy" args [buffer 0, buffer 1, num_tokens, 4]
 }

@@ -605,8 +605,8 @@ TEST(KvCapacityTest, FullHoldsMaxLengthSlidingHoldsTheWindowPlusAChunk) {
   KvCacheInfo sliding;
   sliding.kind = KvKind::kSliding;
   sliding.window = 512;
-  EXPECT_EQ(KvCapacity(sliding, 4096, 64), 575);
-  EXPECT_EQ(KvCapacity(sliding, 100, 64), 100);
+  EXPECT_EQ(KvCapacity(sliding, 4096, 64), 576);  // 575 slots, whole blocks
+  EXPECT_EQ(KvCapacity(sliding, 100, 64), 112);
 }
 
 // An integrated GPU reads weights in place unless their bytes sit where the kernels' 16-byte

@@ -19,6 +19,21 @@ using testing_util::ErrorContains;
 
 constexpr float kTol = 1e-5f;
 
+// The KV cache ops' block tables (kernel_abi.h "Paged KV cache"): one sequence (every token's
+// row 0) whose table row is 0, 1, 2, ...: position p lives in slot p % capacity.
+const int32_t* FirstSequence() {
+  static const std::vector<int32_t> zeros(1024, 0);
+  return zeros.data();
+}
+const int32_t* IdentityTable() {
+  static const std::vector<int32_t> table = [] {
+    std::vector<int32_t> t(64);
+    for (int i = 0; i < 64; ++i) t[i] = i;
+    return t;
+  }();
+  return table.data();
+}
+
 std::vector<uint16_t> Bf16(const std::vector<float>& values) {
   std::vector<uint16_t> out;
   for (float v : values) out.push_back(F32ToBf16(v));
@@ -242,12 +257,45 @@ TEST(HostKernelsTest, RopeFactorDividesTheFrequency) {
 
 TEST(HostKernelsTest, KvWriteUsesPositionModuloCapacity) {
   const std::vector<float> k = {1, 2, 3, 4}, v = {5, 6, 7, 8};  // [2 tokens, 1 head, 2]
-  const std::vector<int32_t> pos = {5, 6};
-  std::vector<float> kc(8, 0.0f), vc(8, 0.0f);  // capacity 4
-  host::KvWrite(k.data(), v.data(), pos.data(), kc.data(), vc.data(), 2, 1, 2, 4,
-                abi::kCacheF32);
-  ExpectNear(kc, {0, 0, 1, 2, 3, 4, 0, 0});
-  ExpectNear(vc, {0, 0, 5, 6, 7, 8, 0, 0});
+  const std::vector<int32_t> pos = {16 + 1, 16 + 2};
+  std::vector<float> kc(32, 0.0f), vc(32, 0.0f);  // capacity 16
+  host::KvWrite(k.data(), v.data(), pos.data(), FirstSequence(), IdentityTable(), kc.data(),
+                vc.data(), 2, 1, 2, 16, abi::kCacheF32);
+  std::vector<float> want_k(32, 0.0f), want_v(32, 0.0f);
+  for (int i = 0; i < 4; ++i) want_k[2 + i] = k[i], want_v[2 + i] = v[i];  // slots 1 and 2
+  ExpectNear(kc, want_k);
+  ExpectNear(vc, want_v);
+}
+
+// Tokens of two sequences in one step: each goes to a block of its own sequence's table row;
+// a token whose block is not allocated (-1) writes nothing.
+TEST(HostKernelsTest, KvWriteFollowsEachTokensBlockTableRow) {
+  const int kBlock = abi::kKvBlockRows, capacity = 2 * kBlock;  // 2 table columns per sequence
+  const std::vector<float> k = {1, 2, 3}, v = {4, 5, 6};  // [3 tokens, 1 head, 1]
+  const std::vector<int32_t> pos = {17, 3, 5}, seqs = {0, 1, 1};
+  // Sequence 0 holds blocks {5, 2}; sequence 1 has no block for positions 0..15 yet.
+  const std::vector<int32_t> table = {5, 2, -1, 7};
+  std::vector<float> kc(8 * kBlock, 0.0f), vc(8 * kBlock, 0.0f);
+  host::KvWrite(k.data(), v.data(), pos.data(), seqs.data(), table.data(), kc.data(), vc.data(),
+                3, 1, 1, capacity, abi::kCacheF32);
+  std::vector<float> want_k(8 * kBlock, 0.0f), want_v(8 * kBlock, 0.0f);
+  want_k[2 * kBlock + 1] = 1, want_v[2 * kBlock + 1] = 4;  // position 17: block 2, slot 1
+  ExpectNear(kc, want_k);
+  ExpectNear(vc, want_v);
+}
+
+// Attention reads each token's keys through its own sequence's row: two sequences with the same
+// positions but different blocks see different values.
+TEST(HostKernelsTest, AttentionReadsEachTokensOwnSequence) {
+  const int kBlock = abi::kKvBlockRows;
+  std::vector<float> kc(2 * kBlock, 0.0f), vc(2 * kBlock, 0.0f);
+  for (int s = 0; s < kBlock; ++s) vc[s] = 1.0f, vc[kBlock + s] = 3.0f;  // block 0: 1, block 1: 3
+  const std::vector<float> q = {0, 0};
+  const std::vector<int32_t> pos = {4, 4}, seqs = {1, 0}, table = {0, 1};  // row 0: block 0
+  std::vector<float> y(2);
+  host::Attention(q.data(), pos.data(), seqs.data(), table.data(), kc.data(), vc.data(), y.data(),
+                  nullptr, 2, 1, 1, 1, kBlock, 0, 1.0f, 1, 0, abi::kCacheF32, nullptr);
+  ExpectNear(y, {3, 1});
 }
 
 TEST(HostKernelsTest, KvWriteToABf16CacheRoundsToNearestEven) {
@@ -257,14 +305,14 @@ TEST(HostKernelsTest, KvWriteToABf16CacheRoundsToNearestEven) {
   const float a = 1.0f + std::ldexp(1.0f, -8), b = 1.0f + 3 * std::ldexp(1.0f, -8);
   const float c = 1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -12);
   const std::vector<float> k = {a, b, c, -2.5f}, v = {-a, -b, -c, 1e-3f};  // [1 token, 1, 4]
-  const std::vector<int32_t> pos = {3};
-  std::vector<uint16_t> kc(8, 0xFFFF), vc(8, 0xFFFF);  // capacity 2
-  host::KvWrite(k.data(), v.data(), pos.data(), kc.data(), vc.data(), 1, 1, 4, 2,
-                abi::kCacheBF16);
+  const std::vector<int32_t> pos = {16 + 1};
+  std::vector<uint16_t> kc(64, 0xFFFF), vc(64, 0xFFFF);  // capacity 16
+  host::KvWrite(k.data(), v.data(), pos.data(), FirstSequence(), IdentityTable(), kc.data(),
+                vc.data(), 1, 1, 4, 16, abi::kCacheBF16);
   const std::vector<float> want_k = {1.0f, 1.0f + std::ldexp(1.0f, -6),
                                      1.0f + std::ldexp(1.0f, -7), -2.5f};
   for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(kc[i], 0xFFFF) << "slot 0 is not position 3's";
+    EXPECT_EQ(kc[i], 0xFFFF) << "slot 0 is not position 17's";
     EXPECT_EQ(Bf16ToF32(kc[4 + i]), want_k[i]) << i;
     EXPECT_EQ(Bf16ToF32(vc[4 + i]), i < 3 ? -want_k[i] : Bf16ToF32(F32ToBf16(1e-3f))) << i;
   }
@@ -273,15 +321,15 @@ TEST(HostKernelsTest, KvWriteToABf16CacheRoundsToNearestEven) {
 // Attention over a bf16 cache is attention over an f32 cache holding the bf16-rounded values,
 // split or not.
 TEST(HostKernelsTest, AttentionOverABf16CacheReadsTheRoundedValues) {
-  const int T = 2, q_heads = 2, kv_heads = 1, head_dim = 4, capacity = 40;
+  const int T = 2, q_heads = 2, kv_heads = 1, head_dim = 4, capacity = 48;
   std::vector<float> q(T * q_heads * head_dim), k(capacity * head_dim), v(k.size());
   for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.3f * i);
   for (size_t i = 0; i < k.size(); ++i) k[i] = std::cos(0.13f * i), v[i] = std::sin(0.05f * i);
   std::vector<int32_t> all(capacity);
   for (int i = 0; i < capacity; ++i) all[i] = i;
   std::vector<uint16_t> kb(k.size()), vb(v.size());
-  host::KvWrite(k.data(), v.data(), all.data(), kb.data(), vb.data(), capacity, 1, head_dim,
-                capacity, abi::kCacheBF16);
+  host::KvWrite(k.data(), v.data(), all.data(), FirstSequence(), IdentityTable(), kb.data(),
+                vb.data(), capacity, 1, head_dim, capacity, abi::kCacheBF16);
   std::vector<float> kr(k.size()), vr(v.size());
   for (size_t i = 0; i < k.size(); ++i) kr[i] = Bf16ToF32(kb[i]), vr[i] = Bf16ToF32(vb[i]);
   const std::vector<int32_t> pos = {37, 38};
@@ -291,9 +339,11 @@ TEST(HostKernelsTest, AttentionOverABf16CacheReadsTheRoundedValues) {
     std::vector<float> parts_bf16(parts_f32.size());
     float* pf = max_splits > 1 ? parts_f32.data() : nullptr;
     float* pb = max_splits > 1 ? parts_bf16.data() : nullptr;
-    host::Attention(q.data(), pos.data(), kr.data(), vr.data(), want.data(), pf, T, q_heads,
+    host::Attention(q.data(), pos.data(), FirstSequence(), IdentityTable(), kr.data(), vr.data(),
+                    want.data(), pf, T, q_heads,
                     kv_heads, head_dim, capacity, 0, 0.5f, max_splits, 8, abi::kCacheF32, nullptr);
-    host::Attention(q.data(), pos.data(), kb.data(), vb.data(), got.data(), pb, T, q_heads,
+    host::Attention(q.data(), pos.data(), FirstSequence(), IdentityTable(), kb.data(), vb.data(),
+                    got.data(), pb, T, q_heads,
                     kv_heads, head_dim, capacity, 0, 0.5f, max_splits, 8, abi::kCacheBF16, nullptr);
     if (max_splits > 1) {
       EXPECT_EQ(parts_bf16, parts_f32);
@@ -305,18 +355,19 @@ TEST(HostKernelsTest, AttentionOverABf16CacheReadsTheRoundedValues) {
 }
 
 TEST(RunHostKernelTest, CacheOpsRejectAnUnknownCacheDType) {
-  float x[4] = {1, 2, 3, 4}, cache[4] = {}, y[4];
-  int32_t positions[1] = {0};
+  float x[4] = {1, 2, 3, 4}, cache[64] = {}, y[4];
+  int32_t positions[1] = {0}, sequences[1] = {0}, table[1] = {0};
   const std::vector<HostArg> write = {
-      HostArg::Ptr(x), HostArg::Ptr(x), HostArg::Ptr(positions), HostArg::Ptr(cache),
-      HostArg::Ptr(cache), HostArg::I32(1), HostArg::I32(1), HostArg::I32(4), HostArg::I32(1),
-      HostArg::I32(2)};
+      HostArg::Ptr(x), HostArg::Ptr(x), HostArg::Ptr(positions), HostArg::Ptr(sequences),
+      HostArg::Ptr(table), HostArg::Ptr(cache), HostArg::Ptr(cache), HostArg::I32(1),
+      HostArg::I32(1), HostArg::I32(4), HostArg::I32(16), HostArg::I32(2)};
   EXPECT_TRUE(ErrorContains(RunHostKernel("kv_write", write),
                             "cache_dtype 2 is neither 0 (f32) nor 1 (bf16)"));
   const std::vector<HostArg> attend = {
-      HostArg::Ptr(x), HostArg::Ptr(positions), HostArg::Ptr(cache), HostArg::Ptr(cache),
-      HostArg::Ptr(y), HostArg::Ptr(nullptr), HostArg::I32(1), HostArg::I32(1), HostArg::I32(1),
-      HostArg::I32(4), HostArg::I32(1), HostArg::I32(0), HostArg::F32(1.0f), HostArg::I32(1),
+      HostArg::Ptr(x), HostArg::Ptr(positions), HostArg::Ptr(sequences), HostArg::Ptr(table),
+      HostArg::Ptr(cache), HostArg::Ptr(cache), HostArg::Ptr(y), HostArg::Ptr(nullptr),
+      HostArg::I32(1), HostArg::I32(1), HostArg::I32(1), HostArg::I32(4), HostArg::I32(16),
+      HostArg::I32(0), HostArg::F32(1.0f), HostArg::I32(1),
       HostArg::I32(0), HostArg::I32(7), HostArg::Ptr(nullptr)};
   EXPECT_TRUE(ErrorContains(RunHostKernel("attention", attend),
                             "cache_dtype 7 is neither 0 (f32) nor 1 (bf16)"));
@@ -333,7 +384,8 @@ struct SmallCache {
   std::vector<float> Attend(std::vector<float> q, int position, int window, float scale = 1.0f) {
     const std::vector<int32_t> pos = {position};
     std::vector<float> y(2);
-    host::Attention(q.data(), pos.data(), k.data(), v.data(), y.data(), nullptr, 1, 1, 1, 2, cap,
+    host::Attention(q.data(), pos.data(), FirstSequence(), IdentityTable(), k.data(), v.data(),
+                    y.data(), nullptr, 1, 1, 1, 2, cap,
                     window, scale, 1, 0, abi::kCacheF32, nullptr);
     return y;
   }
@@ -342,13 +394,13 @@ struct SmallCache {
 };
 
 TEST(HostKernelsTest, AttentionWithOneKeyReturnsItsValue) {
-  SmallCache cache(4);
+  SmallCache cache(16);
   cache.Put(0, {0.3f, -2}, {7, -8});
   ExpectNear(cache.Attend({1, 5}, 0, 0), {7, -8});
 }
 
 TEST(HostKernelsTest, AttentionSoftmaxWeightsValuesByScaledScores) {
-  SmallCache cache(4);
+  SmallCache cache(16);
   cache.Put(0, {1, 0}, {1, 0});
   cache.Put(1, {0, 0}, {0, 1});
   // scores 2 * [1, 0]: weights e^2 / (e^2 + 1) and 1 / (e^2 + 1).
@@ -357,7 +409,7 @@ TEST(HostKernelsTest, AttentionSoftmaxWeightsValuesByScaledScores) {
 }
 
 TEST(HostKernelsTest, AttentionIsCausal) {
-  SmallCache cache(4);
+  SmallCache cache(16);
   cache.Put(0, {0, 0}, {1, 1});
   cache.Put(1, {0, 0}, {3, 3});
   cache.Put(2, {0, 0}, {100, 100});  // in the future of position 1
@@ -365,7 +417,7 @@ TEST(HostKernelsTest, AttentionIsCausal) {
 }
 
 TEST(HostKernelsTest, SlidingWindowExcludesOldKeys) {
-  SmallCache cache(4);
+  SmallCache cache(16);
   cache.Put(0, {0, 0}, {100, 100});
   cache.Put(1, {0, 0}, {100, 100});
   cache.Put(2, {0, 0}, {1, 2});
@@ -377,31 +429,33 @@ TEST(HostKernelsTest, SlidingWindowExcludesOldKeys) {
 }
 
 TEST(HostKernelsTest, SlidingWindowReadsRingBufferSlots) {
-  SmallCache cache(3);               // window 2 + 1 new token per step
-  cache.Put(3, {0, 0}, {1, 1});      // slot 0
-  cache.Put(4, {0, 0}, {3, 5});      // slot 1
-  cache.Put(2, {0, 0}, {100, 100});  // slot 2, outside the window of position 4
-  ExpectNear(cache.Attend({1, 1}, 4, 2), {2, 3});
+  SmallCache cache(16);               // one block
+  cache.Put(16, {0, 0}, {1, 1});      // slot 0
+  cache.Put(17, {0, 0}, {3, 5});      // slot 1
+  cache.Put(15, {0, 0}, {100, 100});  // slot 15, outside the window of position 17
+  ExpectNear(cache.Attend({1, 1}, 17, 2), {2, 3});
 }
 
 TEST(HostKernelsTest, AttentionMapsQueryHeadsToKvHeadGroups) {
   // 4 query heads, 2 kv heads, head_dim 1, one cached position: heads 0,1 -> kv 0; 2,3 -> kv 1.
   const std::vector<float> q = {1, 1, 1, 1};
   const std::vector<int32_t> pos = {0};
-  const std::vector<float> kc = {0, 0}, vc = {10, 20};
+  std::vector<float> kc(32, 0.0f), vc(32, 0.0f);  // capacity 16
+  vc[0] = 10, vc[1] = 20;
   std::vector<float> y(4);
-  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, 1, 4, 2, 1, 1, 0,
-                  1.0f, 1, 0, abi::kCacheF32, nullptr);
+  host::Attention(q.data(), pos.data(), FirstSequence(), IdentityTable(), kc.data(), vc.data(),
+                  y.data(), nullptr, 1, 4, 2, 1, 16, 0, 1.0f, 1, 0, abi::kCacheF32, nullptr);
   ExpectNear(y, {10, 10, 20, 20});
 }
 
 TEST(HostKernelsTest, AttentionTokensOfOneStepSeeEachOtherCausally) {
   const std::vector<float> q = {0, 0};  // 2 tokens, 1 head, head_dim 1
   const std::vector<int32_t> pos = {0, 1};
-  const std::vector<float> kc = {0, 0}, vc = {2, 4};
+  std::vector<float> kc(16, 0.0f), vc(16, 0.0f);  // capacity 16
+  vc[0] = 2, vc[1] = 4;
   std::vector<float> y(2);
-  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, 2, 1, 1, 1, 2, 0,
-                  1.0f, 1, 0, abi::kCacheF32, nullptr);
+  host::Attention(q.data(), pos.data(), FirstSequence(), IdentityTable(), kc.data(), vc.data(),
+                  y.data(), nullptr, 2, 1, 1, 1, 16, 0, 1.0f, 1, 0, abi::kCacheF32, nullptr);
   ExpectNear(y, {2, 3});
 }
 
@@ -435,10 +489,11 @@ std::vector<float> AttendWithBlocks(const std::vector<int>& block, int window, b
   for (int t = n - 1; t >= 0; --t) {
     if (block[t] >= 0 && t + 1 < n && block[t + 1] == block[t]) last[t] = last[t + 1];
   }
-  std::vector<float> q(n, 0.0f), kc(n), vc(n), y(n, -1.0f);
+  const int capacity = (n + abi::kKvBlockRows - 1) / abi::kKvBlockRows * abi::kKvBlockRows;
+  std::vector<float> q(n, 0.0f), kc(capacity), vc(capacity), y(n, -1.0f);
   for (int t = 0; t < n; ++t) vc[t] = static_cast<float>(t);
-  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), nullptr, n, 1, 1, 1, n,
-                  window, 1.0f, 1, 0, abi::kCacheF32, with_blocks ? last.data() : nullptr);
+  host::Attention(q.data(), pos.data(), FirstSequence(), IdentityTable(), kc.data(), vc.data(),
+                  y.data(), nullptr, n, 1, 1, 1, capacity, window, 1.0f, 1, 0, abi::kCacheF32, with_blocks ? last.data() : nullptr);
   return y;
 }
 
@@ -511,7 +566,7 @@ TEST(HostKernelsTest, AttentionSplitRangesCoverEveryKeyOnceInWholeWarpSteps) {
 
 // Random q, K, V; attention split into key ranges and merged equals attention in one piece.
 TEST(HostKernelsTest, SplitAttentionMergesToTheUnsplitResult) {
-  const int T = 3, q_heads = 4, kv_heads = 2, head_dim = 8, capacity = 200, window = 0;
+  const int T = 3, q_heads = 4, kv_heads = 2, head_dim = 8, capacity = 208, window = 0;
   const int max_splits = 8, split_rows = 24;  // 24 / 3 tokens: 8 splits each
   ASSERT_EQ(abi::AttentionSplits(T, max_splits, split_rows), 8);
   std::vector<float> q(T * q_heads * head_dim), kc(capacity * kv_heads * head_dim),
@@ -521,9 +576,10 @@ TEST(HostKernelsTest, SplitAttentionMergesToTheUnsplitResult) {
   const std::vector<int32_t> pos = {150, 151, 152};
   std::vector<float> direct(q.size()), merged(q.size(), -7.0f);
   std::vector<float> partials(split_rows * q_heads * abi::AttentionRecordFloats(head_dim), -9.0f);
-  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), direct.data(), nullptr, T, q_heads,
-                  kv_heads, head_dim, capacity, window, 1.0f, 1, 0, abi::kCacheF32, nullptr);
-  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), merged.data(), partials.data(), T,
+  host::Attention(q.data(), pos.data(), FirstSequence(), IdentityTable(), kc.data(), vc.data(),
+                  direct.data(), nullptr, T, q_heads, kv_heads, head_dim, capacity, window, 1.0f, 1, 0, abi::kCacheF32, nullptr);
+  host::Attention(q.data(), pos.data(), FirstSequence(), IdentityTable(), kc.data(), vc.data(),
+                  merged.data(), partials.data(), T,
                   q_heads, kv_heads, head_dim, capacity, window, 1.0f, max_splits, split_rows,
                   abi::kCacheF32, nullptr);
   for (float v : merged) EXPECT_EQ(v, -7.0f);  // split: y is the merge's to write
@@ -534,11 +590,12 @@ TEST(HostKernelsTest, SplitAttentionMergesToTheUnsplitResult) {
 
 TEST(HostKernelsTest, AttentionMergeOfSplitsWithoutKeysIsZero) {
   // Position -1 (not a token): no split has keys, the result is zeros.
-  const std::vector<float> q = {1, 2}, kc = {1, 1}, vc = {3, 4};
+  const std::vector<float> q = {1, 2}, kc(32, 1.0f), vc(32, 3.0f);
   const std::vector<int32_t> pos = {-1};
   std::vector<float> partials(4 * abi::AttentionRecordFloats(2), 5.0f), y = {9, 9};
-  host::Attention(q.data(), pos.data(), kc.data(), vc.data(), y.data(), partials.data(), 1, 1, 1,
-                  2, 1, 0, 1.0f, 4, 4, abi::kCacheF32, nullptr);
+  host::Attention(q.data(), pos.data(), FirstSequence(), IdentityTable(), kc.data(), vc.data(),
+                  y.data(), partials.data(), 1, 1, 1, 2, 16, 0, 1.0f, 4, 4, abi::kCacheF32,
+                  nullptr);
   host::AttentionMerge(partials.data(), y.data(), 1, 1, 2, 4, 4);
   ExpectNear(y, {0, 0});
 }
@@ -743,9 +800,10 @@ TEST(RunHostKernelTest, RejectsInconsistentAttentionHeads) {
   float buf[4] = {};
   int32_t pos = 0;
   const std::vector<HostArg> args = {
-      HostArg::Ptr(buf), HostArg::Ptr(&pos), HostArg::Ptr(buf), HostArg::Ptr(buf),
-      HostArg::Ptr(buf), HostArg::Ptr(nullptr), HostArg::I32(1), HostArg::I32(3),
-      HostArg::I32(2),   HostArg::I32(1),    HostArg::I32(1),   HostArg::I32(0),
+      HostArg::Ptr(buf), HostArg::Ptr(&pos), HostArg::Ptr(&pos), HostArg::Ptr(&pos),
+      HostArg::Ptr(buf), HostArg::Ptr(buf), HostArg::Ptr(buf), HostArg::Ptr(nullptr),
+      HostArg::I32(1),   HostArg::I32(3),    HostArg::I32(2),   HostArg::I32(1),
+      HostArg::I32(16),  HostArg::I32(0),
       HostArg::F32(1),   HostArg::I32(1),    HostArg::I32(0),   HostArg::I32(abi::kCacheF32),
       HostArg::Ptr(nullptr)};
   EXPECT_TRUE(ErrorContains(RunHostKernel("attention", args),

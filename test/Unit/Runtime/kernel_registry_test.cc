@@ -82,7 +82,8 @@ TEST(KernelRegistryTest, ArgumentsAreConsistent) {
       ASSERT_TRUE(rule->a >= 0 && rule->a < spec.num_args) << spec.op;
       EXPECT_EQ(spec.args[rule->a].kind, param ? ArgKind::kF32 : ArgKind::kI32) << spec.op;
       const bool unary = param || rule->kind == RuleKind::kPositive || rule->kind == RuleKind::kEven ||
-                         rule->kind == RuleKind::kMultipleOf16 || rule->kind == RuleKind::kZeroOrOne;
+                         rule->kind == RuleKind::kMultipleOf16 || rule->kind == RuleKind::kZeroOrOne ||
+                         rule->kind == RuleKind::kWholeKvBlocks;
       if (unary) {
         EXPECT_EQ(rule->b, -1) << spec.op;
       } else {
@@ -106,7 +107,7 @@ TEST(KernelRegistryTest, ArgumentsAreConsistent) {
 // The per-op argument indices and C types follow the call order.
 TEST(KernelRegistryTest, IndicesAndTypesFollowTheCallOrder) {
   static_assert(ops::linear::x == 0 && ops::linear::in_features == 5, "");
-  static_assert(ops::attention::last_visible == 16 && ops::attention::kNumArgs == 17, "");
+  static_assert(ops::attention::last_visible == 18 && ops::attention::kNumArgs == 19, "");
   // On the device, activations are void* (f32 or bf16 by the module's precision); the host
   // reference takes them as float*.
   static_assert(std::is_same<ops::linear::Fn,
@@ -115,8 +116,9 @@ TEST(KernelRegistryTest, IndicesAndTypesFollowTheCallOrder) {
   static_assert(std::is_same<ops::linear::HostFn,
                              void(const float*, const unsigned short*, float*, int, int, int)>::value,
                 "");
-  static_assert(std::is_same<ops::kv_write::Fn, void(const void*, const void*, const int*, void*,
-                                                     void*, int, int, int, int, int)>::value,
+  static_assert(std::is_same<ops::kv_write::Fn,
+                             void(const void*, const void*, const int*, const int*, const int*,
+                                  void*, void*, int, int, int, int, int)>::value,
                 "");
   static_assert(std::is_same<ops::moe_combine::Fn, void(const float*, void*, int, int, int)>::value,
                 "");

@@ -188,6 +188,7 @@ inline Plan TestPlan(const std::string& target = "sm_90a") {
   plan.soft_indices = add_buffer("%soft_indices", DType::kI32, {});
   plan.input_sampling = add_buffer("%sampling", DType::kI32, {abi::kSamplingParamWords});
   plan.output_tokens = add_buffer("tokens", DType::kI32, {});
+  plan.input_sequences = add_buffer("%sequences", DType::kI32, {});
   plan.arena_bytes = offset;
   plan.weights.push_back({"model.embed_tokens.weight", DType::kBF16, {16, 4}});
   plan.weights.push_back({"model.norm.weight", DType::kBF16, {4}});
@@ -206,6 +207,8 @@ inline Plan TestPlan(const std::string& target = "sm_90a") {
                                  num_tokens, I32Arg(1), I32Arg(4), F32Arg(1e-6f)}));
   plan.steps.push_back(MakeStep("kv_write", 256,
                                 {BufferArg(k), BufferArg(v), BufferArg(plan.input_positions),
+                                 BufferArg(plan.input_sequences),
+                                 KindArg(ArgRefKind::kKvBlockTable, 1),
                                  KindArg(ArgRefKind::kKCache, 1), KindArg(ArgRefKind::kVCache, 1),
                                  num_tokens, I32Arg(1), I32Arg(4),
                                  KindArg(ArgRefKind::kKvCapacity, 1), I32Arg(::spark::abi::kCacheF32)}));
@@ -216,7 +219,8 @@ inline Plan TestPlan(const std::string& target = "sm_90a") {
   // Attention over the sliding cache (every cache is used by a step: ValidatePlan).
   plan.steps.push_back(
       MakeStep("attention", 128,
-               {BufferArg(k), BufferArg(plan.input_positions), KindArg(ArgRefKind::kKCache, 0),
+               {BufferArg(k), BufferArg(plan.input_positions), BufferArg(plan.input_sequences),
+                KindArg(ArgRefKind::kKvBlockTable, 0), KindArg(ArgRefKind::kKCache, 0),
                 KindArg(ArgRefKind::kVCache, 0), BufferArg(v), KindArg(ArgRefKind::kNull),
                 num_tokens, I32Arg(1), I32Arg(1), I32Arg(4), KindArg(ArgRefKind::kKvCapacity, 0),
                 I32Arg(512), F32Arg(0.5f), I32Arg(1), I32Arg(0), I32Arg(::spark::abi::kCacheF32),

@@ -92,8 +92,9 @@ TEST(MemoryEstimatorTest, Gemma31BAt1024FitsOnDgxSpark) {
   EXPECT_EQ(estimate.components[0].name, "weights");
   EXPECT_EQ(estimate.components[0].bytes, 61'400'000'000u);
   EXPECT_EQ(estimate.components[1].name, "KV cache");
-  // 50 sliding layers x 2 x 1024 x 16 x 256 x 4 + 10 full layers x 2 x 1024 x 4 x 512 x 4.
-  EXPECT_EQ(estimate.components[1].bytes, 50 * 32 * kMiB + 10 * 16 * kMiB);
+  // 50 sliding layers x 2 x 1024 x 16 x 256 x 4 + 10 full layers x 2 x 1024 x 4 x 512 x 4, and
+  // the block table of their one capacity group (1024 slots: 64 blocks) for 64 tokens a step.
+  EXPECT_EQ(estimate.components[1].bytes, 50 * 32 * kMiB + 10 * 16 * kMiB + 64 * 64 * 4);
   EXPECT_EQ(estimate.components[2].name, "activations");
   EXPECT_EQ(estimate.components[3].name, "workspace");
   EXPECT_EQ(estimate.components[3].bytes, 64u * 262144 * 4);
@@ -169,7 +170,10 @@ TEST(MemoryEstimatorTest, Bf16KvCacheHalvesTheCacheAndFits31BFullContextOnDgxSpa
   for (KvCacheInfo& cache : bf16_sizes.kv_caches) cache.dtype = DType::kBF16;
   const MemoryEstimate bf16 = MustEstimate(bf16_sizes, Profile("dgx-spark"), options);
   EXPECT_TRUE(bf16.fits) << FormatEstimateTable(bf16);
-  EXPECT_EQ(bf16.components[1].bytes * 2, f32.components[1].bytes);
+  // K and V halve; the block tables (i32 [64 tokens, 262144 / 16] of the full caches and
+  // [64, 1088 / 16] of the sliding ones) do not.
+  const uint64_t tables = 64 * (262144 / 16) * 4 + 64 * (1088 / 16) * 4;
+  EXPECT_EQ((bf16.components[1].bytes - tables) * 2, f32.components[1].bytes - tables);
   EXPECT_EQ(f32.kv_bytes_as_bf16, bf16.components[1].bytes);
   EXPECT_EQ(bf16.kv_bytes_as_bf16, bf16.components[1].bytes);
   EXPECT_TRUE(absl::StrContains(bf16.components[1].source, "; K and V in bf16; "));
@@ -341,11 +345,15 @@ TEST(MemoryEstimatorTest, KvCacheBytesFollowTheCapacityRule) {
   EstimateOptions options = Options(100);
   options.batch = 2;
   const MemoryEstimate estimate = MustEstimate(sizes, Profile("h200"), options);
-  // K and V x slots x heads x dim x f32 x batch: 100 slots full, min(100, 15 + 8) sliding.
-  EXPECT_EQ(estimate.components[1].bytes, 2u * 100 * 2 * 4 * 4 * 2 + 2u * 23 * 2 * 4 * 4 * 2);
+  // K and V x slots x heads x dim x f32 x batch: 100 slots full, min(100, 15 + 8) sliding, each
+  // rounded up to whole blocks of 16 (112 and 32); the block tables of the two capacity groups:
+  // i32 [max_tokens 8, blocks 7 and 2].
+  EXPECT_EQ(estimate.components[1].bytes,
+            2u * 112 * 2 * 4 * 4 * 2 + 2u * 32 * 2 * 4 * 4 * 2 + 4u * 8 * (7 + 2));
   EXPECT_EQ(estimate.components[1].source,
             "1 full caches of --max-length 100 slots and 1 sliding caches of min(max_length, "
-            "window - 1 + 8) slots; K and V in f32; 2 sequences");
+            "window - 1 + 8) slots, in blocks of 16 tokens; K and V in f32; 2 sequences; block "
+            "tables");
 }
 
 TEST(MemoryEstimatorTest, SizesFromPlan) {
@@ -485,8 +493,8 @@ TEST(FormatTest, EstimateLineAndTable) {
             "  weights                       2.00 GiB  3 plan weights in bf16, copied to device "
             "memory\n"
             "  KV cache                           0 B  0 full caches of --max-length 16 slots and "
-            "0 sliding caches of min(max_length, window - 1 + 1) slots; K and V in f32; 1 "
-            "sequence\n"
+            "0 sliding caches of min(max_length, window - 1 + 1) slots, in blocks of 16 "
+            "tokens; K and V in f32; 1 sequence; block tables\n"
             "  activations                    1.0 MiB  the plan's activation arena (1 tokens per "
             "step)\n"
             "  workspace                        512 B  host copy of a step's logits (1 x 128 f32) "

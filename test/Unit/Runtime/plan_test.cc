@@ -446,7 +446,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 15u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 16u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -821,17 +821,17 @@ TEST(PlanTest, RejectsStepsThatOverrunWhatTheyAreGiven) {
                        "steps[3].args[2]: positions of kv_write must be the plan's positions "
                        "input (buffer 1)"));
   plan = TestPlan();
-  plan.steps[3].args[4] = test::KindArg(ArgRefKind::kVCache, 0);  // K of cache 1, V of cache 0
+  plan.steps[3].args[6] = test::KindArg(ArgRefKind::kVCache, 0);  // K of cache 1, V of cache 0
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "k_cache, v_cache and capacity of kv_write must name the same kv cache"));
+                       "k_cache, v_cache, capacity and block_table of kv_write must name the same kv cache"));
   plan = TestPlan();
   plan.kv_caches[1].head_dim = 8;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "kv_write uses kv rows of 1 x 4, kv cache 1 (kv.layers.1) has 1 x 8"));
   plan = TestPlan();
-  plan.steps[3].args[8] = test::I32Arg(4096);  // a literal capacity instead of the runtime's
+  plan.steps[3].args[10] = test::I32Arg(4096);  // a literal capacity instead of the runtime's
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "steps[3].args[8]: capacity must be the runtime's kv_capacity, found i32"));
+                       "steps[3].args[10]: capacity must be the runtime's kv_capacity, found i32"));
   plan = TestPlan();
   plan.steps[4].args[3] = test::I32Arg(8);  // a literal token count
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
@@ -853,7 +853,9 @@ TEST(PlanTest, AttentionLastVisibleIsThePlansInput) {
     return test::MakeStep(
         "attention", 128,
         {test::BufferArg(4), test::BufferArg(TestPlan().input_positions),
-         test::KindArg(ArgRefKind::kKCache, 1), test::KindArg(ArgRefKind::kVCache, 1),
+         test::BufferArg(TestPlan().input_sequences),
+         test::KindArg(ArgRefKind::kKvBlockTable, 1), test::KindArg(ArgRefKind::kKCache, 1),
+       test::KindArg(ArgRefKind::kVCache, 1),
          test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
          test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1), test::I32Arg(1),
          test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0),
@@ -887,7 +889,9 @@ TEST(PlanTest, ChecksTheAttentionWorkspace) {
     return test::MakeStep(
         "attention", 128,
         {test::BufferArg(4), test::BufferArg(TestPlan().input_positions),
-         test::KindArg(ArgRefKind::kKCache, 1), test::KindArg(ArgRefKind::kVCache, 1),
+         test::BufferArg(TestPlan().input_sequences),
+         test::KindArg(ArgRefKind::kKvBlockTable, 1), test::KindArg(ArgRefKind::kKCache, 1),
+       test::KindArg(ArgRefKind::kVCache, 1),
          test::BufferArg(5), partials, num_tokens, test::I32Arg(1), test::I32Arg(1),
          test::I32Arg(4), test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0),
          test::F32Arg(1.0f), test::I32Arg(max_splits), test::I32Arg(split_rows),
@@ -909,7 +913,7 @@ TEST(PlanTest, ChecksTheAttentionWorkspace) {
   plan = TestPlan();
   test::AddStep(&plan, attention(test::BufferArg(3), 4, 17));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "steps[6].args[5]: attention may write 136 floats of partials, buffer 3 "
+                       "steps[6].args[7]: attention may write 136 floats of partials, buffer 3 "
                        "(%logits) holds 128"));
   plan = TestPlan();
   test::AddStep(&plan, merge(test::BufferArg(3), 4, 17));
@@ -961,7 +965,7 @@ TEST(PlanTest, ChecksTheMoeWorkspace) {
   plan = with_small_buffer(TestPlanOf16Tokens());
   test::AddStep(&plan, combine(test::BufferArg(small)));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "moe_combine uses 4 elements per token of partials, buffer 10 (%small) has "
+                       "moe_combine uses 4 elements per token of partials, buffer 11 (%small) has "
                        "1"));
   plan = TestPlanOf16Tokens();
   test::AddStep(&plan, combine(test::KindArg(ArgRefKind::kNull)));
@@ -979,7 +983,7 @@ TEST(PlanTest, ChecksTheMoeWorkspace) {
   plan = with_small_buffer(TestPlanOf16Tokens());
   test::AddStep(&plan, down(test::BufferArg(small), abi::kMoeGrouped));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "moe_down uses 2 elements per token of partials, buffer 10 (%small) has 1"));
+                       "moe_down uses 2 elements per token of partials, buffer 11 (%small) has 1"));
 }
 
 // The other bounds rules, one rejection each: the argument's kind, and the ops' own limits.
@@ -996,7 +1000,7 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "x of linear must be an activation buffer, found k_cache"));
   plan = TestPlan();
-  plan.steps[3].args[3] = test::BufferArg(2);  // a buffer where the K cache goes
+  plan.steps[3].args[5] = test::BufferArg(2);  // a buffer where the K cache goes
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "kv_write takes a k_cache and a v_cache"));
 
   const StepArg num_tokens = test::KindArg(ArgRefKind::kNumTokens);
@@ -1011,7 +1015,8 @@ TEST(PlanTest, RejectsStepsThatBreakTheirOpsRules) {
   plan = TestPlan();
   test::AddStep(&plan, test::MakeStep(
       "attention", 128,
-      {test::BufferArg(4), positions, test::KindArg(ArgRefKind::kKCache, 1),
+      {test::BufferArg(4), positions, test::BufferArg(TestPlan().input_sequences),
+       test::KindArg(ArgRefKind::kKvBlockTable, 1), test::KindArg(ArgRefKind::kKCache, 1),
        test::KindArg(ArgRefKind::kVCache, 1), test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
        num_tokens, test::I32Arg(3), test::I32Arg(2), test::I32Arg(4),
        test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0), test::F32Arg(1.0f),
@@ -1053,23 +1058,23 @@ TEST(PlanTest, EscapesNamesInMessages) {
 TEST(PlanTest, AttentionWindowMatchesItsCache) {
   Plan plan = TestPlan();
   Step& attention = plan.steps[5];  // over the sliding cache 0
-  attention.args[11] = test::I32Arg(256);
+  attention.args[13] = test::I32Arg(256);
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan steps[5].args[11]: window 256 of attention does not match kv "
+                       "m.cubin: plan steps[5].args[13]: window 256 of attention does not match kv "
                        "cache 0 (kv.layers.0), a sliding cache of window 512"));
-  attention.args[11] = test::I32Arg(0);
+  attention.args[13] = test::I32Arg(0);
   EXPECT_TRUE(
       StatusIs(ParsePlan(plan), kInvalid, "window 0 of attention does not match kv cache 0"));
   plan = TestPlan();
-  for (const int index : {2, 3, 10}) plan.steps[5].args[index].index = 1;  // the full cache
-  plan.steps[5].args[11] = test::I32Arg(512);
+  for (const int index : {3, 4, 5, 12}) plan.steps[5].args[index].index = 1;  // the full cache
+  plan.steps[5].args[13] = test::I32Arg(512);
   plan.kv_caches[0].kind = KvKind::kFull;  // cache 0 stays used: it is not the question here
   plan.kv_caches[0].window = 0;
-  plan.steps[3].args[3].index = plan.steps[3].args[4].index = plan.steps[3].args[8].index = 0;
+  for (const int index : {4, 5, 6, 10}) plan.steps[3].args[index].index = 0;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "steps[5].args[11]: window 512 of attention does not match kv cache 1 "
+                       "steps[5].args[13]: window 512 of attention does not match kv cache 1 "
                        "(kv.layers.1), a full cache (window 0)"));
-  plan.steps[5].args[11] = test::I32Arg(0);
+  plan.steps[5].args[13] = test::I32Arg(0);
   plan.steps[5].kernel = EntryPointOf(plan.steps[5]);
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
 }
@@ -1210,18 +1215,18 @@ TEST(PlanTest, RejectsBadLaunchConfiguration) {
 
 TEST(PlanTest, RejectsOutOfRangeIds) {
   Plan plan = TestPlan();
-  plan.steps[4].args[2] = test::BufferArg(10);
+  plan.steps[4].args[2] = test::BufferArg(11);
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "m.cubin: plan steps[4].args[2]: buffer id 10 is out of range (the plan "
-                       "has 10 buffers)"));
+                       "m.cubin: plan steps[4].args[2]: buffer id 11 is out of range (the plan "
+                       "has 11 buffers)"));
   plan = TestPlan();
   plan.steps[4].args[1] = test::WeightArg(-1);
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
                        "steps[4].args[1]: weight id -1 is out of range (the plan has 2 weights)"));
   plan = TestPlan();
-  plan.steps[3].args[8] = test::KindArg(ArgRefKind::kKvCapacity, 2);
+  plan.steps[3].args[10] = test::KindArg(ArgRefKind::kKvCapacity, 2);
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "steps[3].args[8]: kv cache id 2 is out of range (the plan has 2 kv "
+                       "steps[3].args[10]: kv cache id 2 is out of range (the plan has 2 kv "
                        "caches)"));
   plan = TestPlan();
   plan.output_logits = 99;
@@ -1402,31 +1407,33 @@ TEST(PlanTest, KvCacheDTypeMatchesItsSteps) {
   Plan plan = TestPlan();
   plan.kv_caches[1].dtype = DType::kBF16;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "steps[3].args[9]: cache_dtype 0 of kv_write does not match kv cache 1 "
+                       "steps[3].args[11]: cache_dtype 0 of kv_write does not match kv cache 1 "
                        "(kv.layers.1), bf16 (cache_dtype 1)"));
-  plan.steps[3].args[9] = test::I32Arg(abi::kCacheBF16);
+  plan.steps[3].args[11] = test::I32Arg(abi::kCacheBF16);
   plan.steps[3].kernel = EntryPointOf(plan.steps[3]);
   absl::StatusOr<Plan> parsed = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->kv_caches[1].dtype, DType::kBF16);
   EXPECT_EQ(parsed->kv_caches[1].part_bytes(10), 10u * 1 * 4 * 2);
   EXPECT_EQ(parsed->kv_caches[0].part_bytes(10), 10u * 1 * 4 * 4);
-  plan.steps[3].args[9] = test::I32Arg(2);
+  plan.steps[3].args[11] = test::I32Arg(2);
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "cache_dtype 2 of kv_write does not match"));
-  plan.steps[3].args[9] = test::I32Arg(abi::kCacheBF16);
+  plan.steps[3].args[11] = test::I32Arg(abi::kCacheBF16);
   test::AddStep(&plan, test::MakeStep(
       "attention", 128,
       {test::BufferArg(4), test::BufferArg(plan.input_positions),
-       test::KindArg(ArgRefKind::kKCache, 1), test::KindArg(ArgRefKind::kVCache, 1),
+       test::BufferArg(plan.input_sequences),
+       test::KindArg(ArgRefKind::kKvBlockTable, 1), test::KindArg(ArgRefKind::kKCache, 1),
+       test::KindArg(ArgRefKind::kVCache, 1),
        test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
        test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1), test::I32Arg(1), test::I32Arg(4),
        test::KindArg(ArgRefKind::kKvCapacity, 1), test::I32Arg(0), test::F32Arg(1.0f),
        test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32),
        test::KindArg(ArgRefKind::kNull)}));
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid,
-                       "args[15]: cache_dtype 0 of attention does not match kv cache 1 "
+                       "args[17]: cache_dtype 0 of attention does not match kv cache 1 "
                        "(kv.layers.1), bf16 (cache_dtype 1)"));
-  test::LastAdded(plan).args[15] = test::I32Arg(abi::kCacheBF16);
+  test::LastAdded(plan).args[17] = test::I32Arg(abi::kCacheBF16);
   test::LastAdded(plan).kernel = EntryPointOf(test::LastAdded(plan));
   EXPECT_TRUE(ParsePlan(plan).ok()) << ParsePlan(plan);
   plan = TestPlan();
@@ -1461,8 +1468,8 @@ TEST(PlanTest, KvCapacityFollowsThePlanFormatRule) {
   const KvCacheInfo full{"full", KvKind::kFull, 0, 1, 4};
   const KvCacheInfo sliding{"sliding", KvKind::kSliding, 512, 1, 4};
   EXPECT_EQ(KvCapacity(full, 4096, 64), 4096);
-  EXPECT_EQ(KvCapacity(sliding, 4096, 64), 575);
-  EXPECT_EQ(KvCapacity(sliding, 300, 64), 300);
+  EXPECT_EQ(KvCapacity(sliding, 4096, 64), 576);  // 575 slots, whole blocks
+  EXPECT_EQ(KvCapacity(sliding, 300, 64), 304);
 }
 
 }  // namespace

@@ -147,17 +147,19 @@ TEST_F(SessionTest, APromptThatDivergesGoesBackInAFullCache) {
   EXPECT_EQ(again->tokens, fresh.tokens);
 }
 
-// Sliding window 3, 4 tokens per step: the cache has 3 - 1 + 4 = 6 slots, so going back more
-// than 6 - 3 + 1 = 4 positions would read keys that later positions overwrote.
+// Sliding window 3, 4 tokens per step: the cache needs 3 - 1 + 4 = 6 slots and has one block of
+// 16, so going back more than 16 - 3 + 1 = 14 positions would read keys that later positions
+// overwrote.
 TEST_F(SessionTest, SlidingCachesLimitHowFarBackASessionGoes) {
   const Plan plan = TinyPlan(KvKind::kSliding, 3);
-  EXPECT_EQ(Session::MaxRewind(plan, 32), 4);
-  EXPECT_EQ(Session::MaxRewind(plan, 6), INT64_MAX);  // capacity = max_length: nothing overwritten
+  EXPECT_EQ(Session::MaxRewind(plan, 32), 14);
+  EXPECT_EQ(Session::MaxRewind(plan, 6), INT64_MAX);  // capacity >= max_length: nothing overwritten
   EXPECT_EQ(Session::MaxRewind(TinyPlan(KvKind::kFull, 0), 32), INT64_MAX);
   absl::StatusOr<std::shared_ptr<Model>> model = Open(plan);
   ASSERT_TRUE(model.ok()) << model.status();
-  const std::vector<int32_t> history = {2, 0, 1, 1, 0, 2, 1, 1, 0, 2, 2, 0};
-  for (const int64_t keep : {8, 7}) {  // drops 4 (allowed), then 5 (not)
+  const std::vector<int32_t> history = {2, 0, 1, 1, 0, 2, 1, 1, 0, 2, 2, 0,
+                                        1, 2, 0, 0, 1, 2, 2, 1, 0, 1, 0, 2};
+  for (const int64_t keep : {10, 9}) {  // drops 14 (allowed), then 15 (not)
     std::unique_ptr<Session> session = *(*model)->NewSession();
     ASSERT_TRUE(session->Generate(history, nullptr, Greedy(1)).ok());
     ASSERT_EQ(session->history().size(), history.size());
@@ -165,7 +167,7 @@ TEST_F(SessionTest, SlidingCachesLimitHowFarBackASessionGoes) {
     edited.insert(edited.end(), {3 - history[keep], 1, 0});
     absl::StatusOr<GenerateResult> result = session->Generate(edited, nullptr, Greedy(4, true));
     ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ(result->reused_tokens, keep == 8 ? 8 : 0) << "keep " << keep;
+    EXPECT_EQ(result->reused_tokens, keep == 10 ? 10 : 0) << "keep " << keep;
     session.reset();
     const GenerateResult fresh = Fresh(**model, edited, Greedy(4, true));
     EXPECT_EQ(result->tokens, fresh.tokens) << "keep " << keep;

@@ -87,7 +87,9 @@ TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
   Step attention = test::MakeStep(
       "attention", 128,
       {test::BufferArg(4), test::BufferArg(plan.input_positions),
-       test::KindArg(ArgRefKind::kKCache, 0), test::KindArg(ArgRefKind::kVCache, 0),
+       test::BufferArg(plan.input_sequences),
+       test::KindArg(ArgRefKind::kKvBlockTable, 0), test::KindArg(ArgRefKind::kKCache, 0),
+       test::KindArg(ArgRefKind::kVCache, 0),
        test::BufferArg(5), test::KindArg(ArgRefKind::kNull),
        test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(1), test::I32Arg(1), test::I32Arg(4),
        test::KindArg(ArgRefKind::kKvCapacity, 0), test::I32Arg(3), test::F32Arg(1.0f),
@@ -98,11 +100,11 @@ TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
   EXPECT_EQ(cost.kv_bytes, 2 * (3 + 3) * 4 * 4);
   EXPECT_EQ(cost.flops, 4.0 * (3 + 3) * 1 * 4);
   // Without a window, positions 0 and 1 see 1 and 2 keys.
-  attention.args[11] = test::I32Arg(0);
+  attention.args[13] = test::I32Arg(0);
   cost = EstimateStepCost(plan, attention, 2, 0);
   EXPECT_EQ(cost.kv_bytes, 2 * (1 + 2) * 4 * 4);
   // A bf16 cache: 2 bytes per element.
-  attention.args[15] = test::I32Arg(abi::kCacheBF16);
+  attention.args[17] = test::I32Arg(abi::kCacheBF16);
   cost = EstimateStepCost(plan, attention, 2, 0);
   EXPECT_EQ(cost.kv_bytes, 2 * (1 + 2) * 4 * 2);
 }

@@ -73,6 +73,7 @@ inline Plan TinyPlan(KvKind kind, int window, bool soft_merge = true, bool visio
   };
   plan.input_ids = add_buffer("%ids", DType::kI32, {});
   plan.input_positions = add_buffer("%positions", DType::kI32, {});
+  plan.input_sequences = add_buffer("%sequences", DType::kI32, {});
   if (vision_mask) plan.input_last_visible = add_buffer("%last_visible", DType::kI32, {});
   const int64_t h = add_buffer("%h", DType::kF32, {kHidden});
   const int64_t attn = add_buffer("%attn", DType::kF32, {kHidden});
@@ -98,12 +99,14 @@ inline Plan TinyPlan(KvKind kind, int window, bool soft_merge = true, bool visio
   }
   plan.steps.push_back(
       MakeStep("kv_write", "layers.0.kv",
-               {Buffer(h), Buffer(h), Buffer(plan.input_positions), Cache(ArgRefKind::kKCache),
+               {Buffer(h), Buffer(h), Buffer(plan.input_positions), Buffer(plan.input_sequences),
+                Cache(ArgRefKind::kKvBlockTable), Cache(ArgRefKind::kKCache),
                 Cache(ArgRefKind::kVCache), NumTokens(), I32(1), I32(kHidden),
                 Cache(ArgRefKind::kKvCapacity), I32(abi::kCacheF32)}));
   plan.steps.push_back(MakeStep(
       "attention", "layers.0.attention",
-      {Buffer(h), Buffer(plan.input_positions), Cache(ArgRefKind::kKCache),
+      {Buffer(h), Buffer(plan.input_positions), Buffer(plan.input_sequences),
+       Cache(ArgRefKind::kKvBlockTable), Cache(ArgRefKind::kKCache),
        Cache(ArgRefKind::kVCache), Buffer(attn), Null(), NumTokens(), I32(1), I32(1),
        I32(kHidden), Cache(ArgRefKind::kKvCapacity), I32(kind == KvKind::kSliding ? window : 0),
        F32(0.0f), I32(1), I32(0), I32(abi::kCacheF32),

@@ -88,8 +88,8 @@ uint64_t Hash(const std::string& text, uint64_t seed) {
 
 // ---- The module of a group ----
 struct Binding {
-  enum Kind { kBuffer, kWeight, kKCache, kVCache, kKvCapacity, kNull, kNumTokens, kNumSoftTokens,
-              kI32, kF32 };
+  enum Kind { kBuffer, kWeight, kKCache, kVCache, kKvCapacity, kKvBlockTable, kNull, kNumTokens,
+              kNumSoftTokens, kI32, kF32 };
   Kind kind = kNull;
   int64_t index = 0;
   int64_t i32 = 0;
@@ -129,7 +129,7 @@ struct Module {
   std::vector<WeightSpec> weights;
   std::vector<CacheSpec> caches;
   std::vector<StepSpec> steps;
-  int64_t ids = -1, positions = -1, sampling = -1, last_visible = -1, soft_embeddings = -1,
+  int64_t ids = -1, positions = -1, sequences = -1, sampling = -1, last_visible = -1, soft_embeddings = -1,
           soft_indices = -1, logits = -1, tokens = -1;
   uint64_t arena_bytes = 0;
   int64_t hidden = kLogitsWidth;  // the model's hidden size (the soft rows' width)
@@ -212,6 +212,8 @@ StepSpec BindStep(Module* m, int ci, const OpCase& c, const std::string& op,
     }
     switch (a.role) {
       case Role::kPositions: b = {Binding::kBuffer, m->positions}; break;
+      case Role::kSequences: b = {Binding::kBuffer, m->sequences}; break;
+      case Role::kKvBlockTable: b = {Binding::kKvBlockTable, -1}; break;  // its cache: below
       case Role::kLastVisible: b = {Binding::kBuffer, m->last_visible}; break;
       case Role::kSampling: b = {Binding::kBuffer, m->sampling}; break;
       case Role::kWeight:
@@ -273,6 +275,9 @@ StepSpec BindStep(Module* m, int ci, const OpCase& c, const std::string& op,
     }
     step.args.push_back(b);
   }
+  for (Binding& b : step.args) {
+    if (b.kind == Binding::kKvBlockTable) b.index = cache;
+  }
   return step;
 }
 
@@ -285,6 +290,7 @@ Module BuildModule(const std::string& name, const std::vector<OpCase>& all,
   const OpCase& call = *m.first;
   m.ids = AddBuffer(&m, "%ids", DType::kI32, 1);
   m.positions = AddBuffer(&m, "%positions", DType::kI32, 1);
+  m.sequences = AddBuffer(&m, "%sequences", DType::kI32, 1);
   m.sampling = AddBuffer(&m, "%sampling", DType::kI32, abi::kSamplingParamWords);
   if (call.block_begin >= 0) m.last_visible = AddBuffer(&m, "%last_visible", DType::kI32, 1);
   if (call.soft_rows > 0) {
@@ -331,6 +337,7 @@ std::string ArgText(const Binding& b) {
     case Binding::kKCache: return absl::StrCat("k_cache ", b.index);
     case Binding::kVCache: return absl::StrCat("v_cache ", b.index);
     case Binding::kKvCapacity: return absl::StrCat("kv_capacity ", b.index);
+    case Binding::kKvBlockTable: return absl::StrCat("kv_block_table ", b.index);
     case Binding::kNull: return "null";
     case Binding::kNumTokens: return "num_tokens";
     case Binding::kNumSoftTokens: return "num_soft_tokens";
@@ -387,6 +394,7 @@ std::string ModuleText(const Module& m) {
   input("soft_indices", m.soft_indices);
   input("last_visible", m.last_visible);
   input("sampling", m.sampling);
+  input("sequences", m.sequences);
   out << "  spark.program @forward attributes {"
       << (call.bf16 ? "activation_precision = bf16, " : "") << "arena_bytes = " << m.arena_bytes
       << " : i64, buffers = [" << absl::StrJoin(buffers, ", ") << "], inputs = #spark.inputs<"
@@ -613,7 +621,7 @@ Memory InitialMemory(const Module& m, const std::vector<OpCase>& all, const rt::
     }
   }
   // Each case's inputs (an argument read before any step of the case writes it).
-  std::set<int64_t> filled = {m.ids, m.positions, m.sampling, m.last_visible, m.soft_embeddings,
+  std::set<int64_t> filled = {m.ids, m.positions, m.sequences, m.sampling, m.last_visible, m.soft_embeddings,
                               m.soft_indices, m.logits};
   for (const StepSpec& s : m.steps) {
     if (s.case_index < 0) continue;

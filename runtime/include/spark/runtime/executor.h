@@ -77,7 +77,9 @@ struct StepResult {
 class Executor;
 
 // A place in an executor's memory that a tool reads or writes directly (Executor::CopyToMemory):
-// the activation arena, or the K or V part of one of a sequence's KV caches, from `offset` bytes.
+// the activation arena, or the K or V part of one of a sequence's KV caches, from `offset` bytes
+// (the sequence's view of the cache: its KvCapacity slots in position order modulo the capacity,
+// wherever in the pool their blocks lie; a copy allocates the blocks it touches).
 struct MemoryRegion {
   enum class Kind { kArena, kKCache, kVCache };
   Kind kind = Kind::kArena;
@@ -85,9 +87,9 @@ struct MemoryRegion {
   uint64_t offset = 0;  // bytes from the start of the arena or the cache part
 };
 
-// The memory of one sequence on an executor: its KV caches (and, on the CUDA executor, the decode
-// graph that binds them). Made by Executor::NewSequence; the activation arena is the executor's,
-// shared by its sequences (it holds nothing between steps). Steps of one executor run one at a
+// One sequence on an executor: the KV cache blocks it holds in the executor's pool. Made by
+// Executor::NewSequence; the activation arena is the executor's, shared by its sequences (it
+// holds nothing between steps). Steps of one executor run one at a
 // time: a caller that runs several sequences from several threads serialises the Run calls.
 class SequenceState {
  public:
@@ -109,9 +111,18 @@ class Executor {
  public:
   virtual ~Executor() = default;
 
-  // Allocates the KV caches of a sequence of up to `max_length` tokens (capacities per
-  // KvCapacity), and the shared activation arena on the first call. The weights were bound when
-  // the executor was made. The sequence must not outlive the executor.
+  // Allocates the KV cache pool (kernel_abi.h "Paged KV cache": every cache a pool of blocks of
+  // abi::kKvBlockRows tokens, KvCapacity slots per sequence) for `sequences` sequences of up to
+  // `max_length` tokens, and the activation arena. FAILED_PRECONDITION while a sequence of the
+  // old pool is alive; RESOURCE_EXHAUSTED when the memory cannot be allocated. The default (an
+  // executor without a pool) does nothing.
+  virtual absl::Status ReserveSequences(int64_t max_length, int64_t sequences);
+
+  // A sequence of up to `max_length` tokens (at most the pool's; without a pool yet, the pool is
+  // reserved for one sequence of max_length), holding no KV blocks: each Run allocates the
+  // blocks its positions need from the pool (RESOURCE_EXHAUSTED when it has too few free), and
+  // the sequence returns them when it is destroyed. The weights were bound when the executor
+  // was made. The sequence must not outlive the executor.
   virtual absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) = 0;
 
   // Runs the program of the call's size on `sequence` (the tail as call.rows says) and fills
@@ -127,8 +138,8 @@ class Executor {
   // For tools that drive single steps (test/gpu/op_check: the GPU op check): bytes copied into or
   // out of the arena or a sequence's KV caches (INVALID_ARGUMENT for a range outside them), and
   // RunProgram, which runs the program of a call of `num_tokens` tokens with `num_soft_tokens`
-  // soft rows (the logits tail on every row) on what memory holds: it writes no input and reads
-  // no output. UNIMPLEMENTED unless the executor supports them (the host and CUDA executors do).
+  // soft rows (the logits tail on every row) on what memory holds: it writes no input but the
+  // sequences (every token is `sequence`'s, whose blocks are all allocated) and reads no output. UNIMPLEMENTED unless the executor supports them (the host and CUDA executors do).
   virtual absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
                                     absl::Span<const uint8_t> bytes);
   virtual absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,

@@ -16,9 +16,11 @@
 //   - weights are in checkpoint layout (a Linear weight is [out, in]): bfloat16, or quantized
 //     (NVFP4: packed float4 e2m1 codes with float8 e4m3 block scales and an f32 tensor scale;
 //     FP8: float8 e4m3 with f32 scales; quantized_weights.h decodes them);
-//   - KV caches are [capacity, kv_heads, head_dim] of float32 or bfloat16 (the plan's cache
-//     dtype, passed to kv_write and attention as `cache_dtype`: KvCacheDType below), token
-//     position p lives in slot p % capacity;
+//   - KV caches are pools of blocks of kKvBlockRows rows of [kv_heads, head_dim] float32 or
+//     bfloat16 (the plan's cache dtype, passed to kv_write and attention as `cache_dtype`:
+//     KvCacheDType below); token t of a step belongs to the sequence of row sequences[t] of the
+//     cache's block table, and its position p lives in slot KvSlot(that row, capacity, p) (paged
+//     KV cache, below);
 //   - every device function must be correct for any gridDim.x >= 1 (grid-stride loops over its
 //     work units) and for blockDim.x == kernel.block_size.
 #ifndef SPARK_RUNTIME_KERNEL_ABI_H_
@@ -71,6 +73,8 @@ enum class Role : int {
   kPositions,                  // the plan's positions input (i32 [T])
   kLastVisible,                // null or the plan's last_visible input (i32 [T])
   kSampling,                   // the plan's sampling input (SamplingParams per token row)
+  kSequences,                  // the plan's sequences input (i32 [T]: each token's block-table row)
+  kKvBlockTable,               // the block table of the op's KV cache (paged KV cache, below)
   // i32 values the runtime supplies per step.
   kNumTokens,      // tokens in the step
   kNumSoftTokens,  // soft-token rows in the step
@@ -129,6 +133,7 @@ struct Extent {
     kTotal,      // multiplier x factors elements (a weight)
     kRecords,    // the attention workspace: factors = {split_rows, q_heads, head_dim, max_splits}
     kCacheRows,  // a KV cache part of rows factors = {kv_heads, head_dim}
+    kBlockTable, // the block table of the op's KV cache (KvSlot), bound by the runtime
   };
   Kind kind = kScalar;
   long long multiplier = 1;
@@ -157,6 +162,7 @@ constexpr Extent Records(std::initializer_list<int> f) { return Extent(Extent::k
 constexpr Extent CacheRows(std::initializer_list<int> f) {
   return Extent(Extent::kCacheRows, 1, f);
 }
+constexpr Extent BlockTable() { return Extent(Extent::kBlockTable, 1, {}); }
 
 struct ArgSpec {
   const char* name = nullptr;
@@ -183,6 +189,7 @@ enum class RuleKind : int {
   kMultipleOf16,   // a % 16 == 0 (a dimension quantized in blocks of 16)
   kOneOrEqual,     // a == 1 or a == b (one scale per tensor, or one per row)
   kZeroOrOne,      // a == 0 or a == 1
+  kWholeKvBlocks,  // a > 0 and a % kKvBlockRows == 0 (a KV cache capacity)
 };
 struct Rule {
   RuleKind kind;
@@ -415,6 +422,26 @@ enum KvCacheDType : int {
 // Bytes of one cache element; 0 for a value that is no KvCacheDType.
 constexpr int KvCacheElementBytes(int cache_dtype) {
   return cache_dtype == kCacheF32 ? 4 : cache_dtype == kCacheBF16 ? 2 : 0;
+}
+
+// ---- Paged KV cache ----
+// Every KV cache is a pool of blocks of kKvBlockRows slots; the sequences of a step own blocks
+// of it. The runtime groups the caches by capacity (the slots a sequence may hold in them,
+// KvCapacity in plan.h: a multiple of kKvBlockRows) and keeps, per group, a block table that
+// the kernels read: i32 [rows, capacity / kKvBlockRows], row r listing the blocks of the step's
+// r-th sequence (sequences[t] = r for its tokens), -1 where a block is not allocated. Position
+// p of a sequence lives in block row[(p / kKvBlockRows) % (capacity / kKvBlockRows)], slot
+// p % kKvBlockRows of it: a full cache (capacity >= every position) grows block by block, a
+// sliding cache reuses its ring of capacity / kKvBlockRows blocks. One sequence whose row is
+// 0, 1, 2, ... gives slot p % capacity.
+inline constexpr int kKvBlockRows = 16;
+
+// The slot (row of the pool) of position p >= 0 of the sequence whose block-table row is `row`
+// in a cache group of `capacity` slots per sequence; -1 when its block is not allocated.
+SPARK_ABI_HD inline long long KvSlot(const int* row, int capacity, int p) {
+  const int blocks = capacity / kKvBlockRows;
+  const int block = row[(p / kKvBlockRows) % (blocks > 0 ? blocks : 1)];
+  return block < 0 ? -1 : static_cast<long long>(block) * kKvBlockRows + p % kKvBlockRows;
 }
 
 // ---- Activation precision ----

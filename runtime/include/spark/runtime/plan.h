@@ -77,6 +77,7 @@ enum class ArgRefKind {
   kKCache,          // index = kv cache id (K part)
   kVCache,          // index = kv cache id (V part)
   kKvCapacity,      // index = kv cache id; value = its capacity in slots (i32)
+  kKvBlockTable,    // index = kv cache id; the block table of its capacity group (a pointer)
   kNull,            // a null pointer
   kNumTokens,       // tokens in this step (i32)
   kNumSoftTokens,   // soft-token rows in this step (i32)
@@ -165,6 +166,9 @@ struct Plan {
   int64_t input_last_visible = -1;
   // i32 [T, abi::kSamplingParamWords]: each row's sampling parameters (abi::SamplingParams).
   int64_t input_sampling = -1;
+  // i32 [T]: each token's row of the block tables (kernel_abi.h KvSlot): which sequence of the
+  // step it belongs to. -1 in a plan without attention.
+  int64_t input_sequences = -1;
   int64_t output_logits = -1;    // activation_precision [T, vocab]
   // i32 [T]: each row's next token, which the plan's last step (a `sample` step of the logits
   // tail) draws from its logits row.
@@ -237,12 +241,13 @@ std::string PlanJsonText(const Plan& plan, int indent);
 absl::Status ValidatePlan(const Plan& plan, absl::string_view origin);
 
 // The JSON dump's name of an argument kind: "buffer", "weight", "k_cache", "v_cache",
-// "kv_capacity", "null", "num_tokens", "num_soft_tokens", "i32", "f32".
+// "kv_capacity", "kv_block_table", "null", "num_tokens", "num_soft_tokens", "i32", "f32".
 absl::string_view ArgRefKindName(ArgRefKind kind);
 
-// Capacity in token slots of `cache` for a run of at most `max_length` tokens processed in steps
-// of at most `max_tokens`: max_length for a full cache, min(max_length, window - 1 + max_tokens)
-// for a sliding one (docs/plan-format.md). (Defined with the executors, in executor.cc.)
+// Capacity in token slots of `cache` per sequence for a run of at most `max_length` tokens
+// processed in steps of at most `max_tokens`: max_length for a full cache, min(max_length,
+// window - 1 + max_tokens) for a sliding one (docs/plan-format.md), rounded up to a whole number
+// of blocks (abi::kKvBlockRows). (Defined with the executors, in executor.cc.)
 int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tokens);
 
 }  // namespace rt

@@ -18,7 +18,7 @@ import sys
 
 def arg_of(arg):
     kind = arg["kind"]
-    if kind in ("buffer", "weight", "k_cache", "v_cache", "kv_capacity"):
+    if kind in ("buffer", "weight", "k_cache", "v_cache", "kv_capacity", "kv_block_table"):
         return {kind: arg["index"]}
     if kind == "null_pointer":
         return {"null": 1}

@@ -1,0 +1,141 @@
+#include "kv_block_pool.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "spark/runtime/kernel_abi.h"
+
+namespace spark {
+namespace rt {
+
+int64_t SequenceBlocks::num_blocks() const {
+  int64_t n = 0;
+  for (const std::vector<int32_t>& table : tables) {
+    n += std::count_if(table.begin(), table.end(), [](int32_t b) { return b >= 0; });
+  }
+  return n;
+}
+
+absl::StatusOr<KvBlockPool> KvBlockPool::Make(const Plan& plan, int64_t max_length,
+                                              int64_t sequences) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (max_length < 1 || max_length > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
+  }
+  if (sequences < 1 || sequences > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the number of sequences must be in [1, 2^31), got ", sequences));
+  }
+  KvBlockPool pool;
+  pool.max_length_ = max_length;
+  pool.sequences_ = sequences;
+  for (const KvCacheInfo& cache : plan.kv_caches) {
+    const int64_t capacity = KvCapacity(cache, max_length, plan.max_tokens);
+    auto found = std::find(pool.capacities_.begin(), pool.capacities_.end(), capacity);
+    if (found == pool.capacities_.end()) {
+      pool.capacities_.push_back(capacity);
+      found = pool.capacities_.end() - 1;
+    }
+    pool.group_of_.push_back(static_cast<int>(found - pool.capacities_.begin()));
+  }
+  for (int g = 0; g < pool.num_groups(); ++g) {
+    const int64_t blocks = pool.NumBlocks(g);
+    if (blocks / sequences != pool.Columns(g) || blocks > kMax) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          sequences, " sequences of ", max_length, " tokens need more than 2^31 KV blocks"));
+    }
+    std::vector<int32_t>& free = pool.free_.emplace_back();
+    free.reserve(static_cast<size_t>(blocks));
+    for (int64_t b = blocks - 1; b >= 0; --b) free.push_back(static_cast<int32_t>(b));
+  }
+  return pool;
+}
+
+std::vector<int64_t> KvBlockPool::CacheCapacities() const {
+  std::vector<int64_t> out;
+  for (int group : group_of_) out.push_back(Capacity(group));
+  return out;
+}
+
+SequenceBlocks KvBlockPool::NewSequence() const {
+  SequenceBlocks blocks;
+  for (int g = 0; g < num_groups(); ++g) blocks.tables.emplace_back(Columns(g), -1);
+  return blocks;
+}
+
+absl::Status KvBlockPool::Grow(SequenceBlocks& blocks, absl::Span<const int32_t> positions) {
+  // The table entries the positions need that hold no block yet, per group (each once).
+  std::vector<std::vector<int64_t>> missing(static_cast<size_t>(num_groups()));
+  for (int g = 0; g < num_groups(); ++g) {
+    const std::vector<int32_t>& table = blocks.tables[static_cast<size_t>(g)];
+    std::vector<int64_t>& need = missing[static_cast<size_t>(g)];
+    for (int32_t p : positions) {
+      if (p < 0) continue;
+      const int64_t column = (p / abi::kKvBlockRows) % Columns(g);
+      if (table[static_cast<size_t>(column)] < 0 &&
+          std::find(need.begin(), need.end(), column) == need.end()) {
+        need.push_back(column);
+      }
+    }
+    if (static_cast<int64_t>(need.size()) > FreeBlocks(g)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the KV cache pool has ", FreeBlocks(g), " free blocks of ", abi::kKvBlockRows,
+          " tokens for caches of ", Capacity(g), " slots; the step needs ", need.size()));
+    }
+  }
+  for (int g = 0; g < num_groups(); ++g) {
+    std::vector<int32_t>& table = blocks.tables[static_cast<size_t>(g)];
+    std::vector<int32_t>& free = free_[static_cast<size_t>(g)];
+    for (int64_t column : missing[static_cast<size_t>(g)]) {
+      table[static_cast<size_t>(column)] = free.back();
+      free.pop_back();
+    }
+  }
+  return absl::OkStatus();
+}
+
+void KvBlockPool::Release(SequenceBlocks& blocks) {
+  for (size_t g = 0; g < blocks.tables.size() && g < free_.size(); ++g) {
+    for (int32_t& block : blocks.tables[g]) {
+      if (block >= 0) free_[g].push_back(block);
+      block = -1;
+    }
+  }
+}
+
+absl::StatusOr<std::vector<PoolPiece>> KvBlockPool::MapRange(SequenceBlocks& blocks, int group,
+                                                             uint64_t slot_bytes, uint64_t offset,
+                                                             uint64_t size) {
+  std::vector<PoolPiece> pieces;
+  if (size == 0 || slot_bytes == 0) return pieces;
+  const uint64_t block_bytes = slot_bytes * abi::kKvBlockRows;
+  // Allocate the blocks the range touches (in this group only).
+  std::vector<int32_t>& table = blocks.tables[static_cast<size_t>(group)];
+  std::vector<int32_t>& free = free_[static_cast<size_t>(group)];
+  for (uint64_t column = offset / block_bytes; column * block_bytes < offset + size; ++column) {
+    if (table[column] >= 0) continue;
+    if (free.empty()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the KV cache pool has no free block for caches of ", Capacity(group),
+                       " slots"));
+    }
+    table[column] = free.back();
+    free.pop_back();
+  }
+  for (uint64_t at = offset; at < offset + size;) {
+    const uint64_t column = at / block_bytes, within = at % block_bytes;
+    const uint64_t bytes = std::min(block_bytes - within, offset + size - at);
+    pieces.push_back({static_cast<uint64_t>(table[column]) * block_bytes + within, at - offset,
+                      bytes});
+    at += bytes;
+  }
+  return pieces;
+}
+
+}  // namespace rt
+}  // namespace spark

@@ -1,0 +1,119 @@
+#include "kv_block_pool.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "loader_test_util.h"
+#include "spark/runtime/kernel_abi.h"
+#include "spark/runtime/plan.h"
+
+namespace spark {
+namespace rt {
+namespace {
+
+using test::StatusIs;
+constexpr int kBlock = abi::kKvBlockRows;
+
+// Two full caches and one sliding cache of window 20, 8 tokens per step.
+Plan PoolPlan() {
+  Plan plan;
+  plan.max_tokens = 8;
+  plan.kv_caches.push_back({"full.0", KvKind::kFull, 0, 1, 4});
+  plan.kv_caches.push_back({"sliding", KvKind::kSliding, 20, 1, 4});
+  plan.kv_caches.push_back({"full.1", KvKind::kFull, 0, 2, 8});
+  return plan;
+}
+
+TEST(KvBlockPoolTest, GroupsCachesByCapacityInWholeBlocks) {
+  absl::StatusOr<KvBlockPool> pool = KvBlockPool::Make(PoolPlan(), 100, 3);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_EQ(pool->num_groups(), 2);
+  EXPECT_EQ(pool->GroupOf(0), pool->GroupOf(2));
+  EXPECT_NE(pool->GroupOf(0), pool->GroupOf(1));
+  // Full: 100 slots -> 112 (7 blocks); sliding: min(100, 19 + 8) = 27 -> 32 (2 blocks).
+  EXPECT_EQ(pool->Capacity(pool->GroupOf(0)), 112);
+  EXPECT_EQ(pool->Capacity(pool->GroupOf(1)), 32);
+  EXPECT_EQ(pool->NumBlocks(pool->GroupOf(0)), 3 * 7);
+  EXPECT_EQ(pool->NumBlocks(pool->GroupOf(1)), 3 * 2);
+  EXPECT_EQ(pool->CacheCapacities(), (std::vector<int64_t>{112, 32, 112}));
+  EXPECT_EQ(pool->FreeBlocks(0) + pool->FreeBlocks(1), 3 * 7 + 3 * 2);
+}
+
+TEST(KvBlockPoolTest, FullCachesGrowBlockByBlockAndSlidingOnesReuseTheirRing) {
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2);
+  const int full = pool.GroupOf(0), sliding = pool.GroupOf(1);
+  SequenceBlocks a = pool.NewSequence();
+  EXPECT_EQ(a.num_blocks(), 0);
+  std::vector<int32_t> prompt(20);
+  for (int i = 0; i < 20; ++i) prompt[i] = i;
+  ASSERT_TRUE(pool.Grow(a, prompt).ok());
+  // Positions 0..19: blocks 0 and 1 of each group. A fresh pool hands out blocks 0, 1, ...
+  EXPECT_EQ(a.tables[full], (std::vector<int32_t>{0, 1, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(a.tables[sliding], (std::vector<int32_t>{0, 1}));
+  // Position 40 (block 2): a new block of the full group; the sliding ring (2 blocks) wraps to
+  // its column 0, which it holds already.
+  ASSERT_TRUE(pool.Grow(a, std::vector<int32_t>{40}).ok());
+  EXPECT_EQ(a.tables[full][2], 2);
+  EXPECT_EQ(a.num_blocks(), 3 + 2);
+  EXPECT_EQ(pool.FreeBlocks(full), 2 * 7 - 3);
+  EXPECT_EQ(pool.FreeBlocks(sliding), 2 * 2 - 2);
+  // The slot of a position follows the table (kernel_abi.h KvSlot).
+  EXPECT_EQ(abi::KvSlot(a.tables[full].data(), 112, 40), 2 * kBlock + 8);
+  EXPECT_EQ(abi::KvSlot(a.tables[sliding].data(), 32, 40), 0 * kBlock + 8);
+  EXPECT_EQ(abi::KvSlot(a.tables[full].data(), 112, 60), -1);  // block 3: not allocated
+  pool.Release(a);
+  EXPECT_EQ(a.num_blocks(), 0);
+  EXPECT_EQ(pool.FreeBlocks(full), 2 * 7);
+  EXPECT_EQ(pool.FreeBlocks(sliding), 2 * 2);
+}
+
+TEST(KvBlockPoolTest, AnExhaustedPoolRefusesAndAllocatesNothing) {
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 1);
+  const int full = pool.GroupOf(0);
+  SequenceBlocks a = pool.NewSequence(), b = pool.NewSequence();
+  ASSERT_TRUE(pool.Grow(a, std::vector<int32_t>{0, 16, 32, 48, 64, 80}).ok());  // 6 of 7
+  const absl::Status status = pool.Grow(b, std::vector<int32_t>{0, 16});
+  EXPECT_TRUE(StatusIs(status, absl::StatusCode::kResourceExhausted,
+                       "the KV cache pool has 1 free blocks of 16 tokens for caches of 112 "
+                       "slots; the step needs 2"));
+  EXPECT_EQ(b.num_blocks(), 0);  // not even the sliding group's blocks
+  EXPECT_EQ(pool.FreeBlocks(full), 1);
+  pool.Release(a);
+  EXPECT_TRUE(pool.Grow(b, std::vector<int32_t>{0, 16}).ok());
+}
+
+TEST(KvBlockPoolTest, MapsASequencesByteRangeOntoItsBlocks) {
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2);
+  const int full = pool.GroupOf(0);
+  SequenceBlocks a = pool.NewSequence(), b = pool.NewSequence();
+  ASSERT_TRUE(pool.Grow(a, std::vector<int32_t>{0}).ok());  // a: block 0 of each group
+  ASSERT_TRUE(pool.Grow(b, std::vector<int32_t>{0}).ok());  // b: block 1
+  // 4-byte slots: b's bytes 60..71 are its slots 15 (block 1) and 16, 17 (its second block,
+  // allocated now: block 2).
+  absl::StatusOr<std::vector<PoolPiece>> pieces = pool.MapRange(b, full, 4, 60, 12);
+  ASSERT_TRUE(pieces.ok()) << pieces.status();
+  ASSERT_EQ(pieces->size(), 2u);
+  EXPECT_EQ((*pieces)[0].pool_offset, 1u * kBlock * 4 + 60);
+  EXPECT_EQ((*pieces)[0].offset, 0u);
+  EXPECT_EQ((*pieces)[0].bytes, 4u);
+  EXPECT_EQ((*pieces)[1].pool_offset, 2u * kBlock * 4);
+  EXPECT_EQ((*pieces)[1].offset, 4u);
+  EXPECT_EQ((*pieces)[1].bytes, 8u);
+  EXPECT_EQ(b.tables[full][1], 2);
+}
+
+TEST(KvBlockPoolTest, RejectsSizesOutsideTheI32Range) {
+  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 0, 1).status(),
+                       absl::StatusCode::kInvalidArgument, "max_length must be in [1, 2^31)"));
+  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 100, 0).status(),
+                       absl::StatusCode::kInvalidArgument,
+                       "the number of sequences must be in [1, 2^31)"));
+  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 1 << 30, 1 << 20).status(),
+                       absl::StatusCode::kInvalidArgument, "need more than 2^31 KV blocks"));
+}
+
+}  // namespace
+}  // namespace rt
+}  // namespace spark
