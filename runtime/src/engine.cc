@@ -25,56 +25,11 @@
 #include "spark/runtime/session.h"
 #include "spark/runtime/status_macros.h"
 
+#include "batching_executor.h"
+
 namespace spark {
 namespace rt {
 namespace {
-
-// Forwards to `inner`, one call at a time: the executor's arena and bindings serve one step at a
-// time, whichever session's it is.
-class SerializedExecutor final : public Executor {
- public:
-  explicit SerializedExecutor(std::unique_ptr<Executor> inner) : inner_(std::move(inner)) {}
-  ~SerializedExecutor() override { ReleaseOwnSequence(); }
-
-  absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return inner_->ReserveSequences(max_length, sequences);
-  }
-  absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return inner_->NewSequence(max_length);
-  }
-  absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return inner_->Run(sequence, call, result);
-  }
-  absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
-                            absl::Span<const uint8_t> bytes) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return inner_->CopyToMemory(sequence, region, bytes);
-  }
-  absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
-                              absl::Span<uint8_t> bytes) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return inner_->CopyFromMemory(sequence, region, bytes);
-  }
-  absl::Status RunProgram(SequenceState& sequence, int32_t num_tokens,
-                          int32_t num_soft_tokens) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return inner_->RunProgram(sequence, num_tokens, num_soft_tokens);
-  }
-  std::string name() const override { return inner_->name(); }
-  MemoryUsage memory_usage() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return inner_->memory_usage();
-  }
-  const RunProfile* profile() const override { return inner_->profile(); }
-  Executor& inner() { return *inner_; }
-
- private:
-  std::unique_ptr<Executor> inner_;
-  mutable std::mutex mutex_;
-};
 
 absl::StatusOr<DeviceInfo> FirstDevice() {
   SPARK_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, ListDevices());
@@ -111,6 +66,7 @@ const Artifact& Model::image() const {
 std::string Model::executor_name() const { return executor_->name(); }
 MemoryUsage Model::memory_usage() const { return executor_->memory_usage(); }
 const RunProfile* Model::profile() const { return executor_->profile(); }
+BatchingStats Model::batching_stats() const { return batching_stats_(); }
 
 absl::StatusOr<std::unique_ptr<Session>> Model::NewSession() {
   {
@@ -212,7 +168,11 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   if (!options.dump_dir.empty()) executor = WithStepDump(std::move(executor), options.dump_dir);
   // The KV cache pool the estimate counted: max_sessions sequences of max_length tokens.
   SPARK_RETURN_IF_ERROR(executor->ReserveSequences(model->max_length_, model->max_sessions_));
-  model->executor_ = std::make_unique<SerializedExecutor>(std::move(executor));
+  // Sessions generating from several threads share its steps (continuous batching).
+  auto batching = std::make_unique<BatchingExecutor>(std::move(executor), plan.max_tokens);
+  BatchingExecutor* stats = batching.get();
+  model->batching_stats_ = [stats] { return stats->stats(); };
+  model->executor_ = std::move(batching);
   return model;
 }
 

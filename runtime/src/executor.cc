@@ -42,9 +42,10 @@ class DumpingExecutor final : public Executor {
     return inner_->NewSequence(max_length);
   }
 
-  absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override {
+  absl::Status RunBatch(absl::Span<const SequenceStep> parts,
+                        std::vector<StepResult>* results) override {
     tensors_.clear();
-    const absl::Status run = inner_->Run(sequence, call, result);
+    const absl::Status run = inner_->RunBatch(parts, results);
     // Written even when a step failed: the outputs up to it are what one wants to look at.
     const std::string path = JoinPath(dir_, absl::StrFormat("run%03d.safetensors", calls_++));
     // Never through a file or link already there (the directory may be someone else's).
@@ -130,6 +131,14 @@ absl::Status Executor::RunStep(absl::Span<const int32_t> ids,
 }
 
 absl::Status Executor::ReserveSequences(int64_t, int64_t) { return absl::OkStatus(); }
+
+absl::Status Executor::Run(SequenceState& sequence, const StepCall& call, StepResult* result) {
+  std::vector<StepResult> results;
+  const SequenceStep part{&sequence, call};
+  SPARK_RETURN_IF_ERROR(RunBatch(absl::MakeConstSpan(&part, 1), &results));
+  *result = std::move(results[0]);
+  return absl::OkStatus();
+}
 
 int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tokens) {
   const int64_t slots = cache.kind == KvKind::kFull

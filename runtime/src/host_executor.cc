@@ -39,7 +39,8 @@ class HostExecutor final : public Executor {
 
   absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override;
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
-  absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override;
+  absl::Status RunBatch(absl::Span<const SequenceStep> parts,
+                        std::vector<StepResult>* results) override;
   absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
                             absl::Span<const uint8_t> bytes) override;
   absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
@@ -70,9 +71,9 @@ class HostExecutor final : public Executor {
 
   absl::Status AllocateArena();
   void ReleaseSequence(Sequence& sequence);
-  // Allocates the blocks `positions` of `sequence` need and makes its block tables row 0 of the
-  // step's tables (every token of the step is the sequence's).
-  absl::Status BindSequence(Sequence& sequence, absl::Span<const int32_t> positions);
+  // Allocates the blocks the positions of each part need and makes part r's block tables row r
+  // of the step's tables.
+  absl::Status BindSequences(absl::Span<const SequenceStep> parts);
   // Where the `size` bytes `region` names in `sequence`'s memory lie (one piece for the arena,
   // one per block for a cache), after checking they fit.
   struct RegionPiece {
@@ -86,9 +87,9 @@ class HostExecutor final : public Executor {
   uint8_t* BufferData(int64_t buffer) {
     return reinterpret_cast<uint8_t*>(arena_.data()) + plan_.buffers[buffer].offset;
   }
-  void WriteInputs(const StepCall& call);
+  void WriteInputs(const BatchLayout& layout);
   absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t first_position,
-                        LogitRows rows);
+                        int32_t tail_rows);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
   // bf16 activations (Plan::activation_precision): the host reference computes on f32 buffers
   // (abi::ops::<op>::HostFn). Points the step's activation arguments (kAct) at f32 copies of
@@ -179,6 +180,7 @@ absl::Status HostExecutor::ReserveSequences(int64_t max_length, int64_t sequence
   kv_caches_ = std::move(caches);
   for (int g = 0; g < pool.num_groups(); ++g) {
     tables_.emplace_back(static_cast<size_t>(plan_.max_tokens * pool.Columns(g)), -1);
+    pool_bytes_ += tables_.back().size() * sizeof(int32_t);
   }
   pool_ = std::move(pool);
   bindings_.k_caches.clear();
@@ -216,38 +218,41 @@ void HostExecutor::ReleaseSequence(Sequence& sequence) {
   --live_sequences_;
 }
 
-absl::Status HostExecutor::Run(SequenceState& state, const StepCall& call, StepResult* result) {
-  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
-  Sequence& sequence = static_cast<Sequence&>(state);
-  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, sequence.max_length(), call));
-  const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
-  const SoftTokenChunk* soft = call.soft;
-  const LogitRows rows = call.rows;
-  SPARK_RETURN_IF_ERROR(BindSequence(sequence, positions));
-  WriteInputs(call);
-  const int32_t num_tokens = static_cast<int32_t>(ids.size());
-  const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
+absl::Status HostExecutor::RunBatch(absl::Span<const SequenceStep> parts,
+                                    std::vector<StepResult>* results) {
+  for (const SequenceStep& part : parts) {
+    if (part.sequence != nullptr) SPARK_RETURN_IF_ERROR(CheckOwnSequence(*part.sequence));
+  }
+  SPARK_ASSIGN_OR_RETURN(const BatchLayout layout, LayOutBatch(plan_, parts));
+  SPARK_RETURN_IF_ERROR(BindSequences(parts));
+  WriteInputs(layout);
+  const int32_t num_tokens = layout.num_tokens();
   // A step observer sees every row of every step: the logits tail runs on all rows then.
-  SPARK_RETURN_IF_ERROR(
-      RunSteps(num_tokens, num_soft, positions[0], step_observer() ? LogitRows::kAll : rows));
-  result->token = -1;
-  result->logits.clear();
-  if (rows == LogitRows::kNone) return absl::OkStatus();
-  std::memcpy(&result->token,
-              BufferData(plan_.output_tokens) + static_cast<size_t>(num_tokens - 1) * 4, 4);
-  if (rows != LogitRows::kAll) return absl::OkStatus();
-  result->logits.resize(static_cast<size_t>(num_tokens * plan_.model.vocab_size));
-  ActivationsToF32(BufferData(plan_.output_logits), plan_.activation_precision,
-                   absl::MakeSpan(result->logits));
+  SPARK_RETURN_IF_ERROR(RunSteps(num_tokens, layout.num_soft_tokens(), layout.positions[0],
+                                 step_observer() ? num_tokens : layout.tail_rows));
+  results->assign(parts.size(), StepResult());
+  const int32_t* tokens = reinterpret_cast<const int32_t*>(BufferData(plan_.output_tokens));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (layout.token_row[i] >= 0) (*results)[i].token = tokens[layout.token_row[i]];
+  }
+  if (parts.size() == 1 && parts[0].call.rows == LogitRows::kAll) {
+    std::vector<float>& logits = (*results)[0].logits;
+    logits.resize(static_cast<size_t>(num_tokens * plan_.model.vocab_size));
+    ActivationsToF32(BufferData(plan_.output_logits), plan_.activation_precision,
+                     absl::MakeSpan(logits));
+  }
   return absl::OkStatus();
 }
 
-absl::Status HostExecutor::BindSequence(Sequence& sequence, absl::Span<const int32_t> positions) {
+absl::Status HostExecutor::BindSequences(absl::Span<const SequenceStep> parts) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  SPARK_RETURN_IF_ERROR(pool_.Grow(sequence.blocks, positions));
-  for (size_t g = 0; g < tables_.size(); ++g) {
-    std::copy(sequence.blocks.tables[g].begin(), sequence.blocks.tables[g].end(),
-              tables_[g].begin());
+  for (size_t r = 0; r < parts.size(); ++r) {
+    Sequence& sequence = static_cast<Sequence&>(*parts[r].sequence);
+    SPARK_RETURN_IF_ERROR(pool_.Grow(sequence.blocks, parts[r].call.positions));
+    for (size_t g = 0; g < tables_.size(); ++g) {
+      const std::vector<int32_t>& row = sequence.blocks.tables[g];
+      std::copy(row.begin(), row.end(), tables_[g].begin() + r * row.size());
+    }
   }
   return absl::OkStatus();
 }
@@ -307,41 +312,43 @@ absl::Status HostExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
   for (int64_t p = 0; p < pool_.max_length(); p += abi::kKvBlockRows) {
     every_block.push_back(static_cast<int32_t>(p));
   }
-  SPARK_RETURN_IF_ERROR(BindSequence(static_cast<Sequence&>(state), every_block));
-  std::fill_n(reinterpret_cast<int32_t*>(BufferData(plan_.input_sequences)), num_tokens, 0);
-  return RunSteps(num_tokens, num_soft_tokens, /*first_position=*/0, LogitRows::kAll);
+  SequenceStep part;
+  part.sequence = &state;
+  part.call.positions = every_block;
+  SPARK_RETURN_IF_ERROR(BindSequences(absl::MakeConstSpan(&part, 1)));
+  if (plan_.input_sequences >= 0) {  // every token is the sequence's: row 0 of the tables
+    std::fill_n(reinterpret_cast<int32_t*>(BufferData(plan_.input_sequences)), num_tokens, 0);
+  }
+  return RunSteps(num_tokens, num_soft_tokens, /*first_position=*/0, num_tokens);
 }
 
-void HostExecutor::WriteInputs(const StepCall& call) {
-  const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
-  const SoftTokenChunk* soft = call.soft;
-  WriteSamplingRows(call, BufferData(plan_.input_sampling));
-  std::memcpy(BufferData(plan_.input_ids), ids.data(), ids.size() * sizeof(int32_t));
-  std::memcpy(BufferData(plan_.input_positions), positions.data(),
-              positions.size() * sizeof(int32_t));
-  if (plan_.input_sequences >= 0) {  // every token is the sequence's: row 0 of the tables
-    std::fill_n(reinterpret_cast<int32_t*>(BufferData(plan_.input_sequences)), ids.size(), 0);
+void HostExecutor::WriteInputs(const BatchLayout& layout) {
+  const size_t n = layout.ids.size();
+  std::memcpy(BufferData(plan_.input_sampling), layout.sampling.data(),
+              n * sizeof(abi::SamplingParams));
+  std::memcpy(BufferData(plan_.input_ids), layout.ids.data(), n * sizeof(int32_t));
+  std::memcpy(BufferData(plan_.input_positions), layout.positions.data(), n * sizeof(int32_t));
+  if (plan_.input_sequences >= 0) {
+    std::memcpy(BufferData(plan_.input_sequences), layout.sequences.data(), n * sizeof(int32_t));
   }
   if (plan_.input_last_visible >= 0) {
-    const bool blocks = soft != nullptr && !soft->last_visible.empty();
-    std::memcpy(BufferData(plan_.input_last_visible),
-                blocks ? soft->last_visible.data() : positions.data(),
-                positions.size() * sizeof(int32_t));
+    std::memcpy(BufferData(plan_.input_last_visible), layout.last_visible.data(),
+                n * sizeof(int32_t));
   }
-  if (soft == nullptr || soft->indices.empty()) return;
-  ActivationsFromF32(soft->embeddings, plan_.activation_precision,
+  if (layout.soft_indices.empty()) return;
+  ActivationsFromF32(layout.soft_embeddings, plan_.activation_precision,
                      BufferData(plan_.soft_embeddings));
-  std::memcpy(BufferData(plan_.soft_indices), soft->indices.data(),
-              soft->indices.size() * sizeof(int32_t));
+  std::memcpy(BufferData(plan_.soft_indices), layout.soft_indices.data(),
+              layout.soft_indices.size() * sizeof(int32_t));
 }
 
 absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
-                                    int32_t first_position, LogitRows rows) {
+                                    int32_t first_position, int32_t tail_rows) {
   std::vector<HostArg> args;
   RunProfile* const profile = mutable_profile();
   // The call's program (the decode program for one token), as the CUDA executor runs it; the
   // logits tail on the rows asked for.
-  for (const ProgramLaunch& launch : ProgramFor(plan_, num_tokens, num_soft_tokens, rows)) {
+  for (const ProgramLaunch& launch : ProgramFor(plan_, num_tokens, num_soft_tokens, tail_rows)) {
     const size_t i = static_cast<size_t>(launch.step);
     const Step& step = plan_.steps[i];
     const absl::Time start = profile != nullptr ? absl::Now() : absl::InfinitePast();

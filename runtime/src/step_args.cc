@@ -143,11 +143,92 @@ absl::Status CheckMemoryRegion(const Plan& plan, absl::Span<const int64_t> capac
   return absl::OkStatus();
 }
 
-void WriteSamplingRows(const StepCall& call, void* rows) {
-  uint8_t* out = static_cast<uint8_t*>(rows);
-  for (size_t t = 0; t < call.ids.size(); ++t) {
-    std::memcpy(out + t * sizeof(abi::SamplingParams), &call.sampling, sizeof(call.sampling));
+absl::StatusOr<BatchLayout> LayOutBatch(const Plan& plan, absl::Span<const SequenceStep> parts) {
+  if (parts.empty()) return absl::InvalidArgumentError("a batched step needs at least one call");
+  int64_t tokens = 0, soft_rows = 0;
+  bool blocks = false;  // some part gives last_visible
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const SequenceStep& part = parts[i];
+    if (part.sequence == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("call ", i, " of the step has no sequence"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (parts[j].sequence == part.sequence) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "calls ", j, " and ", i, " of the step are of the same sequence"));
+      }
+    }
+    absl::Status status = CheckStepInputs(plan, part.sequence->max_length(), part.call);
+    if (!status.ok()) {
+      return absl::Status(status.code(), parts.size() == 1
+                                             ? std::string(status.message())
+                                             : absl::StrCat("call ", i, " of the step: ",
+                                                            status.message()));
+    }
+    if (part.call.rows == LogitRows::kAll && parts.size() > 1) {
+      return absl::InvalidArgumentError(
+          "every row's logits (LogitRows::kAll) can only be asked for by a step of one call");
+    }
+    tokens += static_cast<int64_t>(part.call.ids.size());
+    if (part.call.soft != nullptr) {
+      soft_rows += static_cast<int64_t>(part.call.soft->indices.size());
+      blocks |= !part.call.soft->last_visible.empty();
+    }
   }
+  if (tokens > plan.max_tokens || soft_rows > plan.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a step takes 1 to ", plan.max_tokens, " tokens and at most as many soft rows (the plan's "
+        "max_tokens), the calls have ", tokens, " and ", soft_rows));
+  }
+  BatchLayout out;
+  out.token_row.assign(parts.size(), -1);
+  // The row each part's token t goes to: the rows that need logits last (see step_args.h).
+  std::vector<std::vector<int32_t>> row_of(parts.size());
+  int32_t next = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int32_t n = static_cast<int32_t>(parts[i].call.ids.size());
+    const bool sampled = parts[i].call.rows != LogitRows::kNone;
+    for (int32_t t = 0; t < n - (sampled ? 1 : 0); ++t) row_of[i].push_back(next++);
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].call.rows == LogitRows::kNone) continue;
+    out.token_row[i] = next;
+    row_of[i].push_back(next++);
+    ++out.tail_rows;
+  }
+  const size_t T = static_cast<size_t>(tokens);
+  out.ids.resize(T);
+  out.positions.resize(T);
+  out.sequences.resize(T);
+  out.sampling.resize(T);
+  if (blocks || plan.input_last_visible >= 0) out.last_visible.resize(T);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const StepCall& call = parts[i].call;
+    const SoftTokenChunk* soft = call.soft;
+    for (size_t t = 0; t < call.ids.size(); ++t) {
+      const size_t row = static_cast<size_t>(row_of[i][t]);
+      out.ids[row] = call.ids[t];
+      out.positions[row] = call.positions[t];
+      out.sequences[row] = static_cast<int32_t>(i);
+      out.sampling[row] = call.sampling;
+      if (!out.last_visible.empty()) {
+        out.last_visible[row] =
+            soft != nullptr && !soft->last_visible.empty() ? soft->last_visible[t] : call.positions[t];
+      }
+    }
+    if (soft == nullptr) continue;
+    const size_t hidden = static_cast<size_t>(plan.model.hidden_size);
+    for (size_t r = 0; r < soft->indices.size(); ++r) {
+      const int32_t index = soft->indices[r];
+      // Rows outside the call are skipped by the merge: they stay outside the step.
+      const bool inside = index >= 0 && static_cast<size_t>(index) < call.ids.size();
+      out.soft_indices.push_back(inside ? row_of[i][static_cast<size_t>(index)] : -1);
+      out.soft_embeddings.insert(out.soft_embeddings.end(), soft->embeddings.begin() + r * hidden,
+                                 soft->embeddings.begin() + (r + 1) * hidden);
+    }
+  }
+  if (parts.size() == 1 && parts[0].call.rows == LogitRows::kAll) out.tail_rows = next;
+  return out;
 }
 
 std::vector<ResolvedArg> ResolveStepArgs(const Plan& plan, const Step& step,
@@ -265,27 +346,28 @@ std::string DescribeStep(int step_index, const Step& step) {
 }
 
 std::vector<ProgramLaunch> ProgramFor(const Plan& plan, int64_t num_tokens,
-                                      int64_t num_soft_tokens, LogitRows rows) {
+                                      int64_t num_soft_tokens, int64_t tail_rows) {
   const int32_t tokens = static_cast<int32_t>(num_tokens);
   std::vector<ProgramLaunch> launches;
   const Program* program = ProgramOf(plan, num_tokens, num_soft_tokens > 0);
-  if (program == nullptr) return launches;  // a call ValidatePlan's programs do not cover
+  if (program == nullptr || tail_rows < 0 || tail_rows > num_tokens) return launches;
   launches.reserve(program->steps.size());
-  const bool last_row_only = rows == LogitRows::kLast && num_tokens > 1;
   for (const int64_t i : program->steps) {
     const Step& step = plan.steps[i];
-    if (step.logits_tail && (rows == LogitRows::kNone || last_row_only)) continue;
+    if (step.logits_tail && tail_rows < num_tokens) continue;
     launches.push_back(
         {static_cast<int>(i), abi::LaunchBlocks(step.grid, num_tokens), tokens, 0});
   }
-  if (!last_row_only) return launches;
-  // The last row only: the tail steps of a one-token call (the decode program's), on that row.
-  const Program* one = ProgramOf(plan, 1, false);
-  if (one == nullptr) return launches;
-  for (const int64_t i : one->steps) {
+  if (tail_rows == num_tokens || tail_rows == 0) return launches;
+  // The last tail_rows rows only: the tail steps of a call of that many tokens, on those rows.
+  const Program* tail = ProgramOf(plan, tail_rows, false);
+  if (tail == nullptr) return launches;
+  const int32_t rows = static_cast<int32_t>(tail_rows);
+  for (const int64_t i : tail->steps) {
     const Step& step = plan.steps[i];
     if (!step.logits_tail) continue;
-    launches.push_back({static_cast<int>(i), abi::LaunchBlocks(step.grid, 1), 1, tokens - 1});
+    launches.push_back({static_cast<int>(i), abi::LaunchBlocks(step.grid, tail_rows), rows,
+                        tokens - rows});
   }
   return launches;
 }

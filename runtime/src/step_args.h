@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/kernel_abi.h"
@@ -25,6 +26,27 @@ absl::Status CheckBoundWeights(const Plan& plan, absl::Span<const WeightData> we
 // in range (a finite temperature >= 0, top_k >= 0, top_p in (0, 1]).
 absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, const StepCall& call);
 
+// The rows of one batched step (Executor::RunBatch): the parts' tokens reordered so that the rows
+// whose logits are needed come last, one per kLast part in part order (the logits tail runs on
+// the last `tail_rows` rows, ProgramFor), the other tokens before them in their parts' order.
+// Reordering is sound: every op but attention is row-local, attention reads the cache that
+// kv_write filled with every row of the step first, and each row carries its own position and
+// sequence (block-table row = its part's index).
+struct BatchLayout {
+  std::vector<int32_t> ids, positions, sequences, last_visible;  // last_visible: empty if unused
+  std::vector<abi::SamplingParams> sampling;                      // per row
+  std::vector<float> soft_embeddings;  // [soft rows, hidden]
+  std::vector<int32_t> soft_indices;   // the step row each soft row replaces
+  int32_t tail_rows = 0;               // 0 (no kLast part), the kLast parts, or every row (kAll)
+  std::vector<int32_t> token_row;      // per part: the row whose drawn token is its, or -1
+  int32_t num_tokens() const { return static_cast<int32_t>(ids.size()); }
+  int32_t num_soft_tokens() const { return static_cast<int32_t>(soft_indices.size()); }
+};
+
+// Checks every part (CheckStepInputs against its sequence's max_length, sequences distinct, kAll
+// alone, tokens and soft rows together within max_tokens) and lays the step out.
+absl::StatusOr<BatchLayout> LayOutBatch(const Plan& plan, absl::Span<const SequenceStep> parts);
+
 // A call of `num_tokens` tokens with `num_soft_tokens` soft rows is one the plan has a program for
 // (1..max_tokens tokens; soft rows only in a plan with a merge, at most max_tokens of them).
 absl::Status CheckProgramCall(const Plan& plan, int64_t num_tokens, int64_t num_soft_tokens);
@@ -34,9 +56,6 @@ absl::Status CheckProgramCall(const Plan& plan, int64_t num_tokens, int64_t num_
 absl::Status CheckMemoryRegion(const Plan& plan, absl::Span<const int64_t> capacities,
                                const MemoryRegion& region, uint64_t size);
 
-// Writes `call`'s sampling parameters into each of its num_tokens rows of the plan's sampling
-// input at `rows` (kSamplingParamWords words per row).
-void WriteSamplingRows(const StepCall& call, void* rows);
 
 // Device (or host) addresses of everything a step argument can point to.
 struct ArgBindings {
@@ -92,13 +111,13 @@ struct ProgramLaunch {
   int32_t first_row = 0;
 };
 
-// The launches of a call of `num_tokens` tokens and `num_soft_tokens` soft rows that returns the
-// logits rows `rows`: the steps of its program (ProgramOf), each with the blocks of its own token
-// count; the logits tail (Step::logits_tail) on every row for kAll, on the last row for kLast
-// (the one-token program's tail steps, one token), and not at all for kNone. Empty for a call no
-// program covers.
+// The launches of a call of `num_tokens` tokens and `num_soft_tokens` soft rows whose logits tail
+// (Step::logits_tail) runs on its last `tail_rows` rows (0: not at all; num_tokens: every row):
+// the steps of its program (ProgramOf), each with the blocks of its own token count, the tail
+// steps those of the `tail_rows`-token program on those rows. Empty for a call no program
+// covers.
 std::vector<ProgramLaunch> ProgramFor(const Plan& plan, int64_t num_tokens,
-                                      int64_t num_soft_tokens, LogitRows rows);
+                                      int64_t num_soft_tokens, int64_t tail_rows);
 
 }  // namespace rt
 }  // namespace spark

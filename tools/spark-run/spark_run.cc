@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -92,6 +94,7 @@ struct Flags {
   bool estimate = false;
   std::string device_profile = "auto";
   bool list_devices = false;
+  int64_t streams = 0;
   // Which of them the command line gave (the defaults of generation_config.json apply to the
   // others).
   bool given_prompt = false, given_chat = false, given_system = false, given_tokenizer = false;
@@ -417,6 +420,7 @@ absl::StatusOr<std::shared_ptr<Model>> OpenModel(const std::string& artifact) {
   model_options.weights = F().weights;
   model_options.max_length = F().max_length;
   model_options.profile = F().profile;
+  model_options.max_sessions = std::max<int64_t>(1, F().streams);
   if (!F().dump.empty()) {
     SPARK_RETURN_IF_ERROR(MakeDirectory(F().dump));
     model_options.dump_dir = F().dump;
@@ -666,12 +670,147 @@ absl::Status InteractiveCommand(Model& model, RunOptions& options) {
   return absl::OkStatus();
 }
 
+// ---- --streams ----
+
+// Stream i's prompt: the prompt without its last i % 4 tokens (at least one left), so that the
+// streams' prompts differ in length.
+std::vector<int32_t> StreamPrompt(const std::vector<int32_t>& prompt, int64_t i) {
+  const size_t drop = std::min<size_t>(static_cast<size_t>(i % 4), prompt.size() - 1);
+  return std::vector<int32_t>(prompt.begin(), prompt.end() - drop);
+}
+
+struct StreamsRun {
+  std::vector<GenerateResult> results;
+  double seconds = 0.0;          // wall time of the whole run
+  int64_t tokens = 0;            // generated, all streams
+  double mean_token_gap_ms = 0;  // mean time between two tokens of one stream
+};
+
+// Generates every stream's prompt, all at once (concurrent sessions in threads: continuous
+// batching) or one after another.
+absl::StatusOr<StreamsRun> RunStreams(Model& model, const RunOptions& options, bool together) {
+  const int64_t n = F().streams;
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int64_t i = 0; i < n; ++i) {
+    SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, model.NewSession());
+    sessions.push_back(std::move(session));
+  }
+  StreamsRun run;
+  std::vector<absl::StatusOr<GenerateResult>> results(n, absl::UnknownError("not run"));
+  std::vector<double> gaps(n, 0.0);
+  std::vector<int64_t> gap_count(n, 0);
+  const auto generate = [&](int64_t i) {
+    GenerateOptions generate = options.generate;
+    std::chrono::steady_clock::time_point last{};
+    generate.on_token = [&, i](int32_t) {
+      const auto now = std::chrono::steady_clock::now();
+      if (last != std::chrono::steady_clock::time_point{}) {
+        gaps[i] += std::chrono::duration<double, std::milli>(now - last).count();
+        ++gap_count[i];
+      }
+      last = now;
+      return true;
+    };
+    results[i] = sessions[i]->Generate(StreamPrompt(options.prompt, i), nullptr, generate);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  if (together) {
+    std::vector<std::thread> threads;
+    for (int64_t i = 0; i < n; ++i) threads.emplace_back(generate, i);
+    for (std::thread& t : threads) t.join();
+  } else {
+    for (int64_t i = 0; i < n; ++i) generate(i);
+  }
+  run.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double gap_sum = 0.0;
+  int64_t gap_n = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    SPARK_RETURN_IF_ERROR(results[i].status());
+    run.tokens += static_cast<int64_t>(results[i]->tokens.size());
+    run.results.push_back(*std::move(results[i]));
+    gap_sum += gaps[i];
+    gap_n += gap_count[i];
+  }
+  run.mean_token_gap_ms = gap_n > 0 ? gap_sum / static_cast<double>(gap_n) : 0.0;
+  return run;
+}
+
+// --streams N: each stream alone, then all of them at once; the same tokens both ways, and the
+// aggregate rates.
+absl::Status StreamsCommand(Model& model, const RunOptions& options) {
+  const int64_t n = F().streams;
+  SPARK_ASSIGN_OR_RETURN(const StreamsRun alone, RunStreams(model, options, false));
+  const BatchingStats before = model.batching_stats();
+  SPARK_ASSIGN_OR_RETURN(const StreamsRun together, RunStreams(model, options, true));
+  const BatchingStats after = model.batching_stats();
+  int64_t differing = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (alone.results[i].tokens == together.results[i].tokens) continue;
+    ++differing;
+    Note(absl::StrCat("stream ", i, ": alone ", absl::StrJoin(alone.results[i].tokens, " "),
+                      "; together ", absl::StrJoin(together.results[i].tokens, " ")));
+  }
+  const auto rate = [](const StreamsRun& run) {
+    return run.seconds > 0 ? static_cast<double>(run.tokens) / run.seconds : 0.0;
+  };
+  const int64_t steps = after.steps - before.steps, calls = after.calls - before.calls;
+  const int64_t merged = after.merged_steps - before.merged_steps;
+  Note(absl::StrFormat(
+      "streams: %d; one after another: %d tokens in %.3f s (%.1f tokens/s, %.2f ms between "
+      "tokens); all at once: %d tokens in %.3f s (%.1f tokens/s, %.2f ms between tokens of a "
+      "stream), %.2fx; %d steps served %d calls (%d merged, at most %d calls in one)",
+      n, alone.tokens, alone.seconds, rate(alone), alone.mean_token_gap_ms, together.tokens,
+      together.seconds, rate(together), together.mean_token_gap_ms,
+      rate(alone) > 0 ? rate(together) / rate(alone) : 0.0, steps, calls, merged, after.max_calls));
+  if (F().json) {
+    Json out = Json::object();
+    Put(out, "streams", Json(n));
+    Put(out, "device", Json(model.executor_name()));
+    Put(out, "alone", Json::object({{"tokens", alone.tokens},
+                                    {"seconds", alone.seconds},
+                                    {"tokens_per_second", rate(alone)},
+                                    {"ms_between_tokens", alone.mean_token_gap_ms}}));
+    Put(out, "together", Json::object({{"tokens", together.tokens},
+                                       {"seconds", together.seconds},
+                                       {"tokens_per_second", rate(together)},
+                                       {"ms_between_tokens", together.mean_token_gap_ms},
+                                       {"steps", steps},
+                                       {"merged_steps", merged},
+                                       {"max_calls_per_step", after.max_calls}}));
+    Put(out, "differing_streams", Json(differing));
+    Json ids = Json::array();
+    for (const GenerateResult& r : together.results) ids.push_back(Json(r.tokens));
+    Put(out, "ids", std::move(ids));
+    std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  } else {
+    for (const GenerateResult& r : together.results) {
+      std::printf("%s\n", absl::StrJoin(r.tokens, " ").c_str());
+    }
+  }
+  std::fflush(stdout);
+  if (differing > 0) {
+    return absl::InternalError(absl::StrCat(
+        differing, " of ", n, " streams generated other tokens together than alone"));
+  }
+  return absl::OkStatus();
+}
+
 // ---- one generation ----
 
 absl::Status GenerateCommand(const std::string& artifact) {
   SPARK_ASSIGN_OR_RETURN(RunOptions options, ReadRunOptions());
   SPARK_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, OpenModel(artifact));
   if (options.mode == PromptMode::kInteractive) return InteractiveCommand(*model, options);
+  if (F().streams > 0) {
+    if (!F().soft_tokens.empty() || options.generate.collect_logits) {
+      return absl::InvalidArgumentError(
+          "--streams runs token prompts only: leave out --soft-tokens and --logits-out");
+    }
+    SPARK_RETURN_IF_ERROR(ValidatePrompt(model->info(), options.prompt, model->max_length()));
+    SPARK_RETURN_IF_ERROR(CheckRoom(options.prompt.size(), model->max_length()));
+    return StreamsCommand(*model, options);
+  }
   SPARK_RETURN_IF_ERROR(ValidatePrompt(model->info(), options.prompt, model->max_length()));
   SPARK_RETURN_IF_ERROR(CheckRoom(options.prompt.size(), model->max_length()));
   std::optional<SoftTokens> soft;
@@ -848,6 +987,13 @@ int main(int argc, char** argv) {
       ->group(generation);
   app.add_flag("-v", flags.verbose, "print every resolution decision and the memory table")
       ->group(generation);
+  app.add_option("--streams", flags.streams,
+                 "benchmark and check continuous batching: generate the prompt as N streams "
+                 "(stream i without the prompt's last i % 4 tokens), first one after another, "
+                 "then all at once (N sessions in threads, their steps merged); print each "
+                 "stream's ids and both aggregate rates; exit 1 unless every stream's ids are "
+                 "the same both ways")
+      ->type_name("N")->group(generation)->check(CLI::Range(int64_t{1}, int64_t{256}));
   app.add_option("--module-path", flags.module_path,
                  "directory searched first for the image (repeatable, or a comma list)")
       ->group(generation)->allow_extra_args(false)->type_name("DIR")->default_str("");

@@ -64,7 +64,8 @@ class CudaExecutor final : public Executor {
 
   absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override;
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
-  absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) override;
+  absl::Status RunBatch(absl::Span<const SequenceStep> parts,
+                        std::vector<StepResult>* results) override;
   absl::Status CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
                             absl::Span<const uint8_t> bytes) override;
   absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
@@ -99,9 +100,9 @@ class CudaExecutor final : public Executor {
     SequenceBlocks blocks;  // guarded by executor->pool_mutex_
   };
   absl::Status AllocateArena();
-  // Allocates the blocks `positions` of `sequence` need and copies its block tables into row 0
-  // of the step's tables on the device (every token of the step is the sequence's).
-  absl::Status BindSequence(Sequence& sequence, absl::Span<const int32_t> positions);
+  // Allocates the blocks the positions of each part need and copies part r's block tables into
+  // row r of the step's tables on the device.
+  absl::Status BindSequences(absl::Span<const SequenceStep> parts);
   // Where the `size` bytes `region` names in `sequence`'s memory lie on the device (one piece
   // for the arena, one per block for a cache), after checking they fit.
   struct RegionPiece {
@@ -125,21 +126,20 @@ class CudaExecutor final : public Executor {
   CUdeviceptr BufferAddress(int64_t buffer) const {
     return arena_.address + plan_.buffers[buffer].offset;
   }
-  absl::Status CopyInputs(const StepCall& call);
-  // The sequences input of a step of `num_tokens` tokens of one sequence: all row 0.
-  absl::Status CopySequences(int32_t num_tokens);
+  absl::Status CopyInputs(const BatchLayout& layout);
   absl::Status Launch(const ProgramLaunch& launch, int32_t num_soft_tokens);
   // A transfer step (no kernel): the data movement of its op, on the stream.
   absl::Status Transfer(const Step& step, absl::Span<const ResolvedArg> args);
-  // The launches of ProgramFor(plan_, num_tokens, num_soft_tokens, rows).
-  absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens, LogitRows rows);
+  // The launches of ProgramFor(plan_, num_tokens, num_soft_tokens, tail_rows).
+  absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t tail_rows);
   // Profiling: one event before each step and one after the last.
   absl::Status CreateStepEvents();
-  absl::Status RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens, LogitRows rows,
+  absl::Status RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens, int32_t tail_rows,
                                int32_t first_position);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
-  absl::Status LaunchDecodeGraph();
-  absl::Status CaptureDecodeGraph();
+  // A decode step of `num_tokens` sequences (one token each, every row sampled), replayed from
+  // the graph captured for that many on its first use.
+  absl::Status LaunchDecodeGraph(int32_t num_tokens);
 
   const DriverApi* api_;
   const Artifact& artifact_;
@@ -161,14 +161,14 @@ class CudaExecutor final : public Executor {
   DeviceBlock kv_block_;  // every cache's pool (K and V), then the block tables of each group
   std::vector<CUdeviceptr> tables_;  // by capacity group: i32 [max_tokens, columns]
   std::vector<int32_t> table_staging_;  // the step's table rows on their way to the device
-  std::vector<int32_t> sequences_staging_;  // the step's sequences input likewise
+  BatchLayout layout_;  // the step's inputs on their way to the device
+  std::vector<int32_t> tokens_staging_;  // the drawn tokens on their way back
   int64_t live_sequences_ = 0;
-  // Replays every decode step (one token) of every sequence: its arguments are the arena, the
-  // pool and the tables, the same for all of them.
-  CUgraphExec decode_graph_ = nullptr;
+  // Decode steps of 1, 2, ... sequences, by token count: a graph's arguments are the arena, the
+  // pool and the tables, the same for every step of that size.
+  std::map<int32_t, CUgraphExec> decode_graphs_;
   std::vector<uint8_t> staging_;  // step outputs copied back for the observer, bf16 logits
   std::vector<uint8_t> input_staging_;  // bf16 soft-token rows on their way to the device
-  std::vector<uint8_t> sampling_staging_;  // the call's sampling rows on their way to the device
   std::vector<CUevent> step_events_;  // profiling only
   uint64_t allocated_bytes_ = 0;  // now
   size_t used_at_context_ = 0;  // total - free right after the context was created
@@ -181,7 +181,7 @@ CudaExecutor::~CudaExecutor() {
   // Teardown cannot report errors; every resource is released best-effort.
   api_->cuCtxSetCurrent(context_);
   if (stream_ != nullptr) api_->cuStreamSynchronize(stream_);
-  if (decode_graph_ != nullptr) api_->cuGraphExecDestroy(decode_graph_);
+  for (auto& [tokens, graph] : decode_graphs_) api_->cuGraphExecDestroy(graph);
   Free(&kv_block_);
   Free(&arena_);
   Free(&weight_block_);
@@ -448,8 +448,8 @@ absl::Status CudaExecutor::ReserveSequences(int64_t max_length, int64_t sequence
   pool_ = std::move(pool);
   bindings_.kv_capacities = pool_.CacheCapacities();
   // A captured graph binds the old pool's addresses.
-  if (decode_graph_ != nullptr) api_->cuGraphExecDestroy(decode_graph_);
-  decode_graph_ = nullptr;
+  for (auto& [tokens, graph] : decode_graphs_) api_->cuGraphExecDestroy(graph);
+  decode_graphs_.clear();
   return SampleDriverMemory();
 }
 
@@ -473,20 +473,28 @@ absl::StatusOr<std::unique_ptr<SequenceState>> CudaExecutor::NewSequence(int64_t
       std::make_unique<Sequence>(this, max_length, pool_.NewSequence()));
 }
 
-absl::Status CudaExecutor::BindSequence(Sequence& sequence, absl::Span<const int32_t> positions) {
+absl::Status CudaExecutor::BindSequences(absl::Span<const SequenceStep> parts) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  SPARK_RETURN_IF_ERROR(pool_.Grow(sequence.blocks, positions));
-  // Row 0 of each group's table (the staging buffer lives until Run synchronises the stream).
-  table_staging_.clear();
-  for (const std::vector<int32_t>& table : sequence.blocks.tables) {
-    table_staging_.insert(table_staging_.end(), table.begin(), table.end());
+  for (const SequenceStep& part : parts) {
+    SPARK_RETURN_IF_ERROR(
+        pool_.Grow(static_cast<Sequence&>(*part.sequence).blocks, part.call.positions));
   }
-  size_t at = 0;
+  // Each group's rows, one per part (the staging buffer lives until Run synchronises the
+  // stream).
+  table_staging_.clear();
+  std::vector<size_t> starts;
   for (size_t g = 0; g < tables_.size(); ++g) {
-    const size_t n = sequence.blocks.tables[g].size();
-    SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoDAsync(tables_[g], table_staging_.data() + at,
-                                                           n * 4, stream_));
-    at += n;
+    starts.push_back(table_staging_.size());
+    for (const SequenceStep& part : parts) {
+      const std::vector<int32_t>& row = static_cast<Sequence&>(*part.sequence).blocks.tables[g];
+      table_staging_.insert(table_staging_.end(), row.begin(), row.end());
+    }
+  }
+  for (size_t g = 0; g < tables_.size(); ++g) {
+    const size_t end = g + 1 < starts.size() ? starts[g + 1] : table_staging_.size();
+    SPARK_CU_RETURN_IF_ERROR(
+        api_, api_->cuMemcpyHtoDAsync(tables_[g], table_staging_.data() + starts[g],
+                                      (end - starts[g]) * 4, stream_));
   }
   return absl::OkStatus();
 }
@@ -549,63 +557,52 @@ absl::Status CudaExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
   for (int64_t p = 0; p < pool_.max_length(); p += abi::kKvBlockRows) {
     every_block.push_back(static_cast<int32_t>(p));
   }
-  SPARK_RETURN_IF_ERROR(BindSequence(static_cast<Sequence&>(state), every_block));
-  SPARK_RETURN_IF_ERROR(CopySequences(num_tokens));
-  SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft_tokens, LogitRows::kAll));
+  SequenceStep part;
+  part.sequence = &state;
+  part.call.positions = every_block;
+  SPARK_RETURN_IF_ERROR(BindSequences(absl::MakeConstSpan(&part, 1)));
+  if (plan_.input_sequences >= 0) {  // every token is the sequence's: row 0 of the tables
+    layout_.sequences.assign(static_cast<size_t>(num_tokens), 0);
+    SPARK_CU_RETURN_IF_ERROR(
+        api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_sequences),
+                                      layout_.sequences.data(), layout_.sequences.size() * 4,
+                                      stream_));
+  }
+  SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft_tokens, num_tokens));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::CopyInputs(const StepCall& call) {
-  const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
-  const SoftTokenChunk* soft = call.soft;
-  // Every row's sampling parameters (the staging buffer lives until Run synchronises the stream).
-  sampling_staging_.resize(ids.size() * sizeof(abi::SamplingParams));
-  WriteSamplingRows(call, sampling_staging_.data());
-  SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_sampling), sampling_staging_.data(),
-                                    sampling_staging_.size(), stream_));
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_ids), ids.data(),
-                                                         ids.size() * 4, stream_));
-  SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_positions), positions.data(),
-                                    positions.size() * 4, stream_));
-  SPARK_RETURN_IF_ERROR(CopySequences(static_cast<int32_t>(ids.size())));
-  if (plan_.input_last_visible >= 0) {
-    const bool blocks = soft != nullptr && !soft->last_visible.empty();
+absl::Status CudaExecutor::CopyInputs(const BatchLayout& layout) {
+  // (`layout` is layout_, which lives until Run synchronises the stream, as the staging buffers.)
+  const size_t n = layout.ids.size();
+  const auto copy = [&](int64_t buffer, const void* data, size_t bytes) -> absl::Status {
     SPARK_CU_RETURN_IF_ERROR(
-        api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_last_visible),
-                                      blocks ? soft->last_visible.data() : positions.data(),
-                                      positions.size() * 4, stream_));
+        api_, api_->cuMemcpyHtoDAsync(BufferAddress(buffer), data, bytes, stream_));
+    return absl::OkStatus();
+  };
+  SPARK_RETURN_IF_ERROR(
+      copy(plan_.input_sampling, layout.sampling.data(), n * sizeof(abi::SamplingParams)));
+  SPARK_RETURN_IF_ERROR(copy(plan_.input_ids, layout.ids.data(), n * 4));
+  SPARK_RETURN_IF_ERROR(copy(plan_.input_positions, layout.positions.data(), n * 4));
+  if (plan_.input_sequences >= 0) {
+    SPARK_RETURN_IF_ERROR(copy(plan_.input_sequences, layout.sequences.data(), n * 4));
   }
-  if (soft == nullptr || soft->indices.empty()) return absl::OkStatus();
-  // The soft tokens' rows in the plan's activation type (bf16 ones converted on the host; the
-  // staging buffer lives until Run synchronises the stream).
-  const void* embeddings = soft->embeddings.data();
-  uint64_t embedding_bytes = soft->embeddings.size() * 4;
+  if (plan_.input_last_visible >= 0) {
+    SPARK_RETURN_IF_ERROR(copy(plan_.input_last_visible, layout.last_visible.data(), n * 4));
+  }
+  if (layout.soft_indices.empty()) return absl::OkStatus();
+  // The soft tokens' rows in the plan's activation type (bf16 ones converted on the host).
+  const void* embeddings = layout.soft_embeddings.data();
+  uint64_t embedding_bytes = layout.soft_embeddings.size() * 4;
   if (plan_.activation_precision == DType::kBF16) {
-    embedding_bytes = soft->embeddings.size() * 2;
+    embedding_bytes = layout.soft_embeddings.size() * 2;
     input_staging_.resize(embedding_bytes);
-    ActivationsFromF32(soft->embeddings, DType::kBF16, input_staging_.data());
+    ActivationsFromF32(layout.soft_embeddings, DType::kBF16, input_staging_.data());
     embeddings = input_staging_.data();
   }
-  SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.soft_embeddings), embeddings,
-                                    embedding_bytes, stream_));
-  SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.soft_indices), soft->indices.data(),
-                                    soft->indices.size() * 4, stream_));
-  return absl::OkStatus();
-}
-
-absl::Status CudaExecutor::CopySequences(int32_t num_tokens) {
-  if (plan_.input_sequences < 0) return absl::OkStatus();
-  // (The staging buffer lives until Run synchronises the stream.)
-  sequences_staging_.assign(static_cast<size_t>(num_tokens), 0);
-  SPARK_CU_RETURN_IF_ERROR(
-      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_sequences), sequences_staging_.data(),
-                                    sequences_staging_.size() * 4, stream_));
-  return absl::OkStatus();
+  SPARK_RETURN_IF_ERROR(copy(plan_.soft_embeddings, embeddings, embedding_bytes));
+  return copy(plan_.soft_indices, layout.soft_indices.data(), layout.soft_indices.size() * 4);
 }
 
 absl::Status CudaExecutor::Launch(const ProgramLaunch& launch, int32_t num_soft_tokens) {
@@ -672,9 +669,9 @@ absl::Status CudaExecutor::CreateStepEvents() {
 }
 
 absl::Status CudaExecutor::RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens,
-                                           LogitRows rows, int32_t first_position) {
+                                           int32_t tail_rows, int32_t first_position) {
   const std::vector<ProgramLaunch> program =
-      ProgramFor(plan_, num_tokens, num_soft_tokens, rows);
+      ProgramFor(plan_, num_tokens, num_soft_tokens, tail_rows);
   for (size_t k = 0; k < program.size(); ++k) {
     float ms = 0.0f;
     SPARK_CU_RETURN_IF_ERROR(api_,
@@ -686,13 +683,13 @@ absl::Status CudaExecutor::RecordStepTimes(int32_t num_tokens, int32_t num_soft_
 }
 
 absl::Status CudaExecutor::LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens,
-                                       LogitRows rows) {
+                                       int32_t tail_rows) {
   const bool profiling = mutable_profile() != nullptr;
   if (profiling) SPARK_RETURN_IF_ERROR(CreateStepEvents());
   // The call's program (the decode program for one token), each step with the blocks of its
   // tokens; the logits tail on the rows asked for.
   const std::vector<ProgramLaunch> program =
-      ProgramFor(plan_, num_tokens, num_soft_tokens, rows);
+      ProgramFor(plan_, num_tokens, num_soft_tokens, tail_rows);
   for (size_t k = 0; k < program.size(); ++k) {
     const int index = program[k].step;
     const Step& step = plan_.steps[index];
@@ -722,87 +719,88 @@ absl::Status CudaExecutor::ObserveStep(int step_index, int32_t num_tokens) {
   return absl::OkStatus();
 }
 
-// Captures the launches of a one-token step. Every argument is fixed for such a step (the ids,
-// positions and sequences are read from the arena, the block tables from the pool's memory), so
-// the graph is replayed for every decode step of every sequence.
-absl::Status CudaExecutor::CaptureDecodeGraph() {
-  SPARK_CU_RETURN_IF_ERROR(api_,
-                           api_->cuStreamBeginCapture(stream_, cu::kStreamCaptureModeThreadLocal));
-  // The graph serves every decode step of the sequence, whatever logits it asks for.
-  const absl::Status launched = LaunchSteps(1, 0, LogitRows::kLast);
-  CUgraph graph = nullptr;
-  const CUresult ended = api_->cuStreamEndCapture(stream_, &graph);
-  if (!launched.ok()) {
-    if (graph != nullptr) api_->cuGraphDestroy(graph);
-    return launched;
+absl::Status CudaExecutor::LaunchDecodeGraph(int32_t num_tokens) {
+  auto found = decode_graphs_.find(num_tokens);
+  if (found == decode_graphs_.end()) {
+    // Every argument is fixed for such a step (the ids, positions and sequences are read from the
+    // arena, the block tables from the pool's memory), so the graph serves every decode step of
+    // that many sequences, whichever they are.
+    SPARK_CU_RETURN_IF_ERROR(
+        api_, api_->cuStreamBeginCapture(stream_, cu::kStreamCaptureModeThreadLocal));
+    const absl::Status launched = LaunchSteps(num_tokens, 0, num_tokens);
+    CUgraph graph = nullptr;
+    const CUresult ended = api_->cuStreamEndCapture(stream_, &graph);
+    if (!launched.ok()) {
+      if (graph != nullptr) api_->cuGraphDestroy(graph);
+      return WithContext(launched, "capturing the decode graph");
+    }
+    SPARK_CU_RETURN_IF_ERROR(api_, ended);
+    CUgraphExec exec = nullptr;
+    const CUresult instantiated = api_->cuGraphInstantiateWithFlags(&exec, graph, 0);
+    api_->cuGraphDestroy(graph);
+    SPARK_CU_RETURN_IF_ERROR(api_, instantiated);
+    found = decode_graphs_.emplace(num_tokens, exec).first;
   }
-  SPARK_CU_RETURN_IF_ERROR(api_, ended);
-  const CUresult instantiated = api_->cuGraphInstantiateWithFlags(&decode_graph_, graph, 0);
-  api_->cuGraphDestroy(graph);
-  if (instantiated != cu::kSuccess) decode_graph_ = nullptr;
-  SPARK_CU_RETURN_IF_ERROR(api_, instantiated);
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuGraphLaunch(found->second, stream_));
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::LaunchDecodeGraph() {
-  if (decode_graph_ == nullptr) {
-    SPARK_RETURN_IF_ERROR(WithContext(CaptureDecodeGraph(), "capturing the decode graph"));
+absl::Status CudaExecutor::RunBatch(absl::Span<const SequenceStep> parts,
+                                    std::vector<StepResult>* results) {
+  for (const SequenceStep& part : parts) {
+    if (part.sequence != nullptr) SPARK_RETURN_IF_ERROR(CheckOwnSequence(*part.sequence));
   }
-  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuGraphLaunch(decode_graph_, stream_));
-  return absl::OkStatus();
-}
-
-absl::Status CudaExecutor::Run(SequenceState& state, const StepCall& call, StepResult* result) {
-  SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
-  Sequence& sequence = static_cast<Sequence&>(state);
-  SPARK_RETURN_IF_ERROR(CheckStepInputs(plan_, sequence.max_length(), call));
-  const absl::Span<const int32_t> ids = call.ids, positions = call.positions;
-  const SoftTokenChunk* soft = call.soft;
-  const LogitRows rows = call.rows;
+  SPARK_ASSIGN_OR_RETURN(layout_, LayOutBatch(plan_, parts));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
-  SPARK_RETURN_IF_ERROR(BindSequence(sequence, positions));
-  SPARK_RETURN_IF_ERROR(CopyInputs(call));
-  const int32_t num_tokens = static_cast<int32_t>(ids.size());
-  const int32_t num_soft = soft == nullptr ? 0 : static_cast<int32_t>(soft->indices.size());
+  SPARK_RETURN_IF_ERROR(BindSequences(parts));
+  SPARK_RETURN_IF_ERROR(CopyInputs(layout_));
+  const int32_t num_tokens = layout_.num_tokens();
+  const int32_t num_soft = layout_.num_soft_tokens();
   const bool profiling = mutable_profile() != nullptr;
+  const bool all_rows = parts.size() == 1 && parts[0].call.rows == LogitRows::kAll;
   // Replaying a captured decode graph allocates nothing new: the driver's used memory is sampled
-  // after every other step (the first decode step of a sequence captures its graph).
+  // after every other step (the first decode step of each size captures its graph).
   bool may_allocate = true;
   // A step observer sees every row of every step: the logits tail runs on all rows then.
-  const LogitRows program_rows = step_observer() ? LogitRows::kAll : rows;
-  if (num_tokens == 1 && num_soft == 0 && options_.use_graphs && !step_observer() && !profiling) {
-    may_allocate = decode_graph_ == nullptr;
-    SPARK_RETURN_IF_ERROR(LaunchDecodeGraph());
+  const int32_t tail_rows = step_observer() ? num_tokens : layout_.tail_rows;
+  const bool decode = num_soft == 0 && layout_.tail_rows == num_tokens && !all_rows;
+  if (decode && options_.use_graphs && !step_observer() && !profiling) {
+    may_allocate = decode_graphs_.count(num_tokens) == 0;
+    SPARK_RETURN_IF_ERROR(LaunchDecodeGraph(num_tokens));
   } else {
-    SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft, program_rows));
+    SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft, tail_rows));
   }
-  // The token was drawn on the device: 4 bytes cross to the host, and the logits only when
-  // every row is asked for (bf16 ones are converted to f32 on the host).
-  result->token = -1;
-  result->logits.clear();
-  if (rows != LogitRows::kNone) {
+  // The tokens were drawn on the device: 4 bytes a row cross to the host, and the logits only
+  // when every row is asked for (bf16 ones are converted to f32 on the host).
+  results->assign(parts.size(), StepResult());
+  tokens_staging_.assign(static_cast<size_t>(num_tokens), -1);
+  if (layout_.tail_rows > 0) {
     SPARK_CU_RETURN_IF_ERROR(
-        api_, api_->cuMemcpyDtoHAsync(&result->token,
-                                      BufferAddress(plan_.output_tokens) +
-                                          static_cast<uint64_t>(num_tokens - 1) * 4,
-                                      4, stream_));
+        api_, api_->cuMemcpyDtoHAsync(tokens_staging_.data(), BufferAddress(plan_.output_tokens),
+                                      tokens_staging_.size() * 4, stream_));
   }
   const bool bf16 = plan_.activation_precision == DType::kBF16;
-  if (rows == LogitRows::kAll) {
-    result->logits.resize(static_cast<size_t>(num_tokens * plan_.model.vocab_size));
-    const uint64_t bytes = result->logits.size() * (bf16 ? 2 : 4);
+  if (all_rows) {
+    std::vector<float>& logits = (*results)[0].logits;
+    logits.resize(static_cast<size_t>(num_tokens * plan_.model.vocab_size));
+    const uint64_t bytes = logits.size() * (bf16 ? 2 : 4);
     if (bf16) staging_.resize(bytes);
     SPARK_CU_RETURN_IF_ERROR(
-        api_, api_->cuMemcpyDtoHAsync(
-                  bf16 ? static_cast<void*>(staging_.data()) : result->logits.data(),
-                  BufferAddress(plan_.output_logits), bytes, stream_));
+        api_, api_->cuMemcpyDtoHAsync(bf16 ? static_cast<void*>(staging_.data()) : logits.data(),
+                                      BufferAddress(plan_.output_logits), bytes, stream_));
   }
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
-  if (bf16 && rows == LogitRows::kAll) {
-    ActivationsToF32(staging_.data(), DType::kBF16, absl::MakeSpan(result->logits));
+  if (bf16 && all_rows) {
+    ActivationsToF32(staging_.data(), DType::kBF16, absl::MakeSpan((*results)[0].logits));
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (layout_.token_row[i] >= 0) {
+      (*results)[i].token = tokens_staging_[static_cast<size_t>(layout_.token_row[i])];
+    }
   }
   if (profiling) {
-    SPARK_RETURN_IF_ERROR(RecordStepTimes(num_tokens, num_soft, program_rows, positions[0]));
+    SPARK_RETURN_IF_ERROR(
+        RecordStepTimes(num_tokens, num_soft, tail_rows, layout_.positions[0]));
   }
   return may_allocate ? SampleDriverMemory() : absl::OkStatus();
 }

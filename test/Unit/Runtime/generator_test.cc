@@ -50,7 +50,13 @@ class FakeExecutor : public Executor {
     return std::make_unique<SequenceState>(this, max_length);
   }
   MemoryUsage memory_usage() const override { return MemoryUsage(); }
-  absl::Status Run(SequenceState& sequence, const StepCall& step, StepResult* result) override {
+  absl::Status RunBatch(absl::Span<const SequenceStep> parts,
+                        std::vector<StepResult>* results) override {
+    EXPECT_EQ(parts.size(), 1u);  // the generator runs one sequence
+    results->assign(1, StepResult());
+    return RunOne(*parts[0].sequence, parts[0].call, &(*results)[0]);
+  }
+  absl::Status RunOne(SequenceState& sequence, const StepCall& step, StepResult* result) {
     EXPECT_EQ(sequence.owner(), this);
     row_requests.push_back(step.rows);
     samplings.push_back(step.sampling);

@@ -147,6 +147,125 @@ TEST_F(HostExecutorTest, TheLogitsTailRunsOnTheRowsAskedFor) {
   for (int p = 0; p < 3; ++p) ExpectNear(Row(all.logits, p), Expected(ids, p, 0));
 }
 
+// Continuous batching: a step over the tokens of several sequences (prefill chunks that need
+// no logits, last prompt chunks, decode tokens) gives each sequence the tokens it gets alone, and
+// its blocks are its own (the KV pool reserved for three sequences).
+TEST_F(HostExecutorTest, ABatchedStepGivesEachSequenceItsOwnTokens) {
+  plan_ = TinyPlan(KvKind::kFull, 0);
+  absl::StatusOr<std::unique_ptr<Executor>> made = CreateHostExecutor(plan_, Weights());
+  ASSERT_TRUE(made.ok()) << made.status();
+  Executor& executor = **made;
+  ASSERT_TRUE(executor.ReserveSequences(32, 3).ok());
+  const std::vector<std::vector<int32_t>> prompts = {{0, 3, 1}, {2}, {3, 3}};
+  constexpr int kNew = 5;
+  const auto call_of = [](const std::vector<int32_t>& ids, int32_t first, LogitRows rows,
+                          std::vector<int32_t>* positions) {
+    positions->clear();
+    for (size_t t = 0; t < ids.size(); ++t) positions->push_back(first + static_cast<int32_t>(t));
+    StepCall call;
+    call.ids = ids;
+    call.positions = *positions;
+    call.rows = rows;
+    return call;
+  };
+  // Alone: the prompt in one step, then one token a step.
+  std::vector<std::vector<int32_t>> alone(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<SequenceState>> sequence = executor.NewSequence(32);
+    ASSERT_TRUE(sequence.ok()) << sequence.status();
+    std::vector<int32_t> ids = prompts[i], positions;
+    int32_t next = static_cast<int32_t>(ids.size());
+    StepResult result;
+    ASSERT_TRUE(executor.Run(**sequence, call_of(ids, 0, LogitRows::kLast, &positions), &result).ok());
+    while (static_cast<int>(alone[i].size()) < kNew) {
+      alone[i].push_back(result.token);
+      ids = {result.token};
+      ASSERT_TRUE(executor.Run(**sequence, call_of(ids, next++, LogitRows::kLast, &positions),
+                               &result).ok());
+    }
+  }
+  // Batched, the three sequences' steps interleaved.
+  std::vector<std::unique_ptr<SequenceState>> seqs;
+  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(*executor.NewSequence(32));
+  std::vector<std::vector<int32_t>> got(prompts.size());
+  std::vector<int32_t> next(prompts.size(), 0);
+  std::vector<std::vector<int32_t>> ids(prompts.size()), positions(prompts.size());
+  const auto step = [&](std::vector<std::pair<size_t, LogitRows>> who) {
+    std::vector<SequenceStep> parts;
+    for (auto [i, rows] : who) {
+      parts.push_back({seqs[i].get(), call_of(ids[i], next[i], rows, &positions[i])});
+    }
+    std::vector<StepResult> results;
+    const absl::Status status = executor.RunBatch(parts, &results);
+    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_EQ(results.size(), who.size());
+    for (size_t k = 0; k < who.size(); ++k) {
+      const size_t i = who[k].first;
+      next[i] += static_cast<int32_t>(ids[i].size());
+      if (who[k].second == LogitRows::kNone) {
+        EXPECT_EQ(results[k].token, -1);
+        continue;
+      }
+      got[i].push_back(results[k].token);
+      ids[i] = {results[k].token};
+    }
+  };
+  // Step 1: the first two tokens of A's prompt (no logits) and B's prompt.
+  ids[0] = {0, 3};
+  ids[1] = prompts[1];
+  step({{0, LogitRows::kNone}, {1, LogitRows::kLast}});
+  // Step 2: A's last prompt token, C's prompt, B's first decode token: 4 tokens.
+  ids[0] = {1};
+  ids[2] = prompts[2];
+  step({{2, LogitRows::kLast}, {0, LogitRows::kLast}, {1, LogitRows::kLast}});
+  while (got[0].size() < kNew || got[1].size() < kNew || got[2].size() < kNew) {
+    std::vector<std::pair<size_t, LogitRows>> who;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (got[i].size() < kNew) who.push_back({i, LogitRows::kLast});
+    }
+    step(who);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    got[i].resize(kNew);
+    EXPECT_EQ(got[i], alone[i]) << "sequence " << i;
+  }
+}
+
+// What a batched step refuses before running anything.
+TEST_F(HostExecutorTest, ABatchedStepRefusesMalformedCalls) {
+  plan_ = TinyPlan(KvKind::kFull, 0);
+  std::unique_ptr<Executor> executor = *CreateHostExecutor(plan_, Weights());
+  ASSERT_TRUE(executor->ReserveSequences(32, 2).ok());
+  std::unique_ptr<SequenceState> a = *executor->NewSequence(32), b = *executor->NewSequence(32);
+  const std::vector<int32_t> three = {0, 1, 2}, positions = {0, 1, 2};
+  StepCall call;
+  call.ids = three;
+  call.positions = positions;
+  std::vector<StepResult> results;
+  EXPECT_TRUE(ErrorContains(executor->RunBatch({{a.get(), call}, {a.get(), call}}, &results),
+                            "calls 0 and 1 of the step are of the same sequence"));
+  EXPECT_TRUE(ErrorContains(executor->RunBatch({{a.get(), call}, {b.get(), call}}, &results),
+                            "a step takes 1 to 4 tokens and at most as many soft rows (the plan's "
+                            "max_tokens), the calls have 6 and 0"));
+  StepCall all = call;
+  all.ids = absl::MakeSpan(three).subspan(0, 1);
+  all.positions = absl::MakeSpan(positions).subspan(0, 1);
+  all.rows = LogitRows::kAll;
+  EXPECT_TRUE(ErrorContains(executor->RunBatch({{a.get(), all}, {b.get(), all}}, &results),
+                            "can only be asked for by a step of one call"));
+  StepCall one = all;
+  one.rows = LogitRows::kLast;
+  StepCall bad = one;
+  const std::vector<int32_t> out_of_range = {9};
+  bad.ids = out_of_range;
+  EXPECT_TRUE(ErrorContains(executor->RunBatch({{a.get(), one}, {b.get(), bad}}, &results),
+                            "call 1 of the step: token id 9 at step row 0 is outside the "
+                            "vocabulary [0, 4)"));
+  // A third sequence's blocks do not fit a pool reserved for two: refused, nothing lost.
+  EXPECT_TRUE(ErrorContains(executor->ReserveSequences(32, 3),
+                            "cannot be reserved again while 2 sequence(s) of it are alive"));
+}
+
 // The token is drawn on the executor with the call's sampling parameters, and out-of-range
 // parameters are refused before anything runs.
 TEST_F(HostExecutorTest, TheTokenIsDrawnWithTheCallsSamplingParameters) {

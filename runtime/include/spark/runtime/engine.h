@@ -94,6 +94,8 @@ class Model : public std::enable_shared_from_this<Model> {
   std::string executor_name() const;
   MemoryUsage memory_usage() const;
   const RunProfile* profile() const;  // with ModelOptions::profile
+  // How the steps of sessions generating at once were merged (continuous batching).
+  BatchingStats batching_stats() const;
 
   // A session with empty KV caches of max_length() tokens. RESOURCE_EXHAUSTED when
   // max_sessions() sessions are alive, or the caches cannot be allocated.
@@ -112,9 +114,10 @@ class Model : public std::enable_shared_from_this<Model> {
   MemoryEstimate estimate_;
   int64_t max_length_ = 0;
   int64_t max_sessions_ = 1;
-  // Runs one step at a time (a wrapper that locks around each call): sessions of one model may
-  // generate from several threads, their steps taking turns.
+  // Runs one step at a time, merging the calls of sessions that generate from several threads
+  // into batched steps (the runtime's BatchingExecutor).
   std::unique_ptr<Executor> executor_;
+  std::function<BatchingStats()> batching_stats_;
   std::mutex sessions_mutex_;
   int64_t live_sessions_ = 0;
 };

@@ -75,6 +75,22 @@ struct StepResult {
 };
 
 class Executor;
+class SequenceState;
+
+// What a model's continuous batching did so far (Model::batching_stats; the runtime's
+// BatchingExecutor merges the Run calls of concurrent sessions into batched steps).
+struct BatchingStats {
+  int64_t steps = 0;         // steps run (merged or not)
+  int64_t calls = 0;         // Run calls served
+  int64_t merged_steps = 0;  // steps of more than one call
+  int64_t max_calls = 0;     // the most calls one step served
+};
+
+// One sequence's share of a batched step (Executor::RunBatch): its call, as Run takes it.
+struct SequenceStep {
+  SequenceState* sequence = nullptr;
+  StepCall call;
+};
 
 // A place in an executor's memory that a tool reads or writes directly (Executor::CopyToMemory):
 // the activation arena, or the K or V part of one of a sequence's KV caches, from `offset` bytes
@@ -125,9 +141,19 @@ class Executor {
   // was made. The sequence must not outlive the executor.
   virtual absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) = 0;
 
+  // Runs one step over the tokens of several sequences (continuous batching): the calls' tokens
+  // together (1..max_tokens of them, soft rows at most max_tokens), each token attending to its
+  // own sequence's cache, each call ending as its rows say (kNone or kLast; kAll only for a step
+  // of one call) with its own sampling parameters; (*results)[i] is parts[i]'s. Every sequence
+  // at most once and made by this executor; each call is checked as Run checks it. A sequence's
+  // results equal those of the same call run alone (up to the kernels' different paths for
+  // other token counts: docs/design.md).
+  virtual absl::Status RunBatch(absl::Span<const SequenceStep> parts,
+                                std::vector<StepResult>* results) = 0;
+
   // Runs the program of the call's size on `sequence` (the tail as call.rows says) and fills
-  // `result`.
-  virtual absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result) = 0;
+  // `result`: RunBatch of one part.
+  absl::Status Run(SequenceState& sequence, const StepCall& call, StepResult* result);
 
   // One-sequence conveniences (tests, fuzzers): Prepare makes (or remakes, with empty caches)
   // the executor's own sequence; RunStep runs it greedily, returning every logits row.
