@@ -255,17 +255,21 @@ class Bench:
         self.torch, self.model, self.args, self.geom, self.params = torch, model, args, geom, params
         self.vocab = model.config.get_text_config().vocab_size
         self.prompts_drawn = {}  # prompt length -> prompts of that length drawn so far
+        self.batch = 1  # sequences decoded at once (manual decode)
 
     def experts(self):
         return experts_implementation(self.model) if self.params["experts_total"] else "n/a (dense)"
 
-    def prompt(self, n: int):
+    def prompt(self, n: int, batch: int = 1):
         """A fresh prompt of n ids: the k-th one of that length is bench/prompt_ids.py's with seed
-        k (1, 2, ...), the ids bench/run_bench.sh gives spark-run in its round k."""
-        k = self.prompts_drawn.get(n, 0) + 1
-        self.prompts_drawn[n] = k
-        ids = prompt_ids(n, k)
-        return self.torch.tensor([ids], dtype=self.torch.long).to("cuda")
+        k (1, 2, ...), the ids bench/run_bench.sh gives spark-run in its round k; with batch > 1,
+        that many fresh prompts as the rows of one tensor."""
+        rows = []
+        for _ in range(batch):
+            k = self.prompts_drawn.get(n, 0) + 1
+            self.prompts_drawn[n] = k
+            rows.append(prompt_ids(n, k))
+        return self.torch.tensor(rows, dtype=self.torch.long).to("cuda")
 
     def event(self):
         ev = self.torch.cuda.Event(enable_timing=True)
@@ -310,7 +314,7 @@ class Bench:
     def decode_manual(self, context: int):
         """Prefill, then one forward per token on the returned cache -> (round record, experts)."""
         torch, model, args = self.torch, self.model, self.args
-        out = model(input_ids=self.prompt(context), use_cache=True, logits_to_keep=1)
+        out = model(input_ids=self.prompt(context, self.batch), use_cache=True, logits_to_keep=1)
         cache, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
         del out
         with decode_phase(model):
@@ -390,7 +394,8 @@ class Bench:
         weights = (p["body_per_token"] + p["lm_head"] + p["vectors"]) * p["bytes_per_param"]
         kv = kv_bytes_per_token(self.geom, context, p["bytes_per_param"])
         rec.update(rounds=rounds, ms_per_token=ms, ms_per_token_mean=statistics.mean(steps),
-                   ms_per_token_max=max(steps), tokens_per_s=1000.0 / ms, experts_implementation_decode=experts,
+                   ms_per_token_max=max(steps), tokens_per_s=1000.0 / ms, batch=self.batch,
+                   aggregate_tokens_per_s=self.batch * 1000.0 / ms, experts_implementation_decode=experts,
                    est_bytes_per_token={"weights": weights, "kv": kv}, est_GBps=(weights + kv) / (ms * 1e-3) / 1e9)
         if compile_config is not None:
             rec["dynamo"] = dynamo_stats(self.torch)
@@ -464,11 +469,16 @@ def run_measurements(torch, args, bench, record, out):
             from transformers.generation import CompileConfig
         compile_config = CompileConfig(fullgraph=False, dynamic=None, mode=args.compile_mode)
     for c in args.context:
-        for method in ("generate",) if compiled else ("manual", "generate"):
+        runs = [("generate", 1)] if compiled else [("manual", b) for b in args.batch]
+        if not compiled and args.batch == [1]:
+            runs.append(("generate", 1))
+        for method, batch in runs:
             if compiled:
                 cleanup(torch, compiled)  # fresh dynamo state and counters per context
+            bench.batch = batch
             deadline = Deadline(args.compile_timeout, f"decode context {c}") if compiled else None
-            rec = guarded(torch, f"decode context {c} ({method})", {"context": c, "method": method}, compiled,
+            rec = guarded(torch, f"decode context {c} ({method}, batch {batch})",
+                          {"context": c, "method": method, "batch": batch}, compiled,
                           lambda c=c, m=method, d=deadline: bench.decode(c, m, compile_config, d))
             record["decode"].append(rec)
             out.save()
@@ -481,6 +491,11 @@ def main(argv=None):
     ap.add_argument("--context", type=int_list, default="1024,8192", help="decode contexts, comma list ('' = none)")
     ap.add_argument("--prefill", type=int_list, default="512,4096", help="prefill lengths, comma list ('' = none)")
     ap.add_argument("--decode-tokens", type=int, default=64, help="timed tokens per decode round")
+    ap.add_argument("--batch", type=int_list, default="1",
+                    help="comma list: decode this many sequences at once, each in turn (eager manual decode "
+                         "only: a [batch, context] prompt of fresh prompts, then one forward of [batch, 1] per "
+                         "step on the DynamicCache; tokens_per_s stays per sequence, aggregate_tokens_per_s = "
+                         "batch x that)")
     ap.add_argument("--json", type=Path, help="write all figures here (rewritten after every measurement)")
     ap.add_argument("--attn", default="sdpa", help="attn_implementation (default sdpa)")
     ap.add_argument("--experts", help="experts_implementation to load with (default: transformers' default)")
@@ -494,6 +509,8 @@ def main(argv=None):
     ap.add_argument("--compile-warmup", type=int, default=2, help="untimed generate() calls per context (compile)")
     ap.add_argument("--compile-timeout", type=float, default=300.0, help="seconds per compile measurement")
     args = ap.parse_args(argv)
+    if not args.batch or min(args.batch) < 1 or (args.batch != [1] and args.mode != "eager"):
+        ap.error("--batch takes sizes >= 1, and sizes other than 1 only with --mode eager")
     if min(args.prefill_warmup, args.prefill_reps, args.decode_tokens - 1, args.rounds, args.compile_warmup) < 1:
         ap.error("--prefill-warmup, --prefill-reps, --rounds, --compile-warmup must be >= 1, --decode-tokens >= 2")
 

@@ -12,7 +12,8 @@
 // when window > 0 (sliding: `window` keys including itself), else 0 (causal); hi = p, or
 // max(p, last_visible[t]) when last_visible is given (the vision-bidirectional mask of Gemma 4
 // 26B/31B: a soft token also sees the later tokens of its image block). Split over the KV
-// length (flash-decoding, kernel_abi.h): with s = AttentionSplits(T, max_splits, split_rows) > 1,
+// length (flash-decoding, kernel_abi.h): with s = AttentionSplits(T, max_splits, split_rows) > 1
+// (all of max_splits, or 1),
 // each of the s key ranges of a (token, head) is one block that writes an unnormalised partial
 // record (o, m, l) to `partials`, and spark_attention_merge combines the s records into y; a
 // decode step (T = 1) thus runs q_heads * s blocks instead of q_heads. With s == 1 the block

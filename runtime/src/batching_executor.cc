@@ -1,6 +1,7 @@
 #include "batching_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -17,6 +18,9 @@ namespace rt {
 
 // One call waiting for (or served by) a step.
 namespace {
+// How long the next step's leader waits for the sessions of the last step to queue their calls.
+constexpr std::chrono::microseconds kGatherWait{2000};
+
 struct Pending {
   SequenceStep part;
   StepResult result;
@@ -36,6 +40,7 @@ struct BatchingExecutor::State {
   std::deque<Pending*> queue;
   bool busy = false;  // a step (or another call) is running on `inner`
   BatchingStats stats;
+  int64_t last_step_calls = 0;  // how many calls the last step served
 
   // Runs `fn` on `inner` while nothing else does.
   template <typename Fn>
@@ -120,6 +125,7 @@ absl::Status BatchingExecutor::RunBatch(absl::Span<const SequenceStep> parts,
   mine.part = parts[0];
   std::unique_lock<std::mutex> lock(s.mutex);
   s.queue.push_back(&mine);
+  s.changed.notify_all();  // a leader may be gathering the calls of the next step
   while (!mine.done) {
     if (s.busy) {
       s.changed.wait(lock);
@@ -127,7 +133,16 @@ absl::Status BatchingExecutor::RunBatch(absl::Span<const SequenceStep> parts,
     }
     // This thread runs the next step (its own call may be in it or, behind a full step, not).
     s.busy = true;
+    // The sessions of the last step come back for their next token within microseconds (the
+    // generator's work between two steps): wait briefly until as many calls are queued, so that
+    // they share one step instead of alternating between two half-full ones. A session that has
+    // finished costs this wait once.
+    const auto deadline = std::chrono::steady_clock::now() + kGatherWait;
+    while (static_cast<int64_t>(s.queue.size()) < s.last_step_calls &&
+           s.changed.wait_until(lock, deadline) != std::cv_status::timeout) {
+    }
     const std::vector<Pending*> step = s.TakeStep();
+    s.last_step_calls = static_cast<int64_t>(step.size());
     lock.unlock();
     s.RunStep(step);
     lock.lock();

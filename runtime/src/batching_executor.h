@@ -6,7 +6,10 @@
 // The policy: a call arriving while no step runs runs at once (a lone stream pays nothing); calls
 // arriving while a step runs queue, and the next step takes them first-come first-served while
 // their tokens fit the plan's max_tokens (a prefill chunk of max_tokens fills a step alone; the
-// decode tokens queued behind it run in the next one). If a merged step fails, its calls run
+// decode tokens queued behind it run in the next one). The next step's leader first waits up to
+// 2 ms until as many calls are queued as the last step served: the sessions of that step come
+// back within microseconds, and without the wait they would alternate between two half-full
+// steps. If a merged step fails, its calls run
 // again one by one, so that an error is the failing call's alone. Every other call (new
 // sequences, memory copies, RunProgram) runs while no step does.
 #ifndef SPARK_RUNTIME_SRC_BATCHING_EXECUTOR_H_

@@ -39,6 +39,10 @@
 #      --max-tokens 8 one (decode GEMVs only) give the same ids; with --sanitizer, memcheck on the
 #      first. (The full-size expert tiles once read through a null row pointer in the clang
 #      build, which the tiny models' shapes did not show: 2026-12-02.)
+#  12. continuous batching (spark-run --streams 8: each stream alone, then all 8 at once as
+#      concurrent sessions whose steps the runtime merges over the paged KV cache): every stream's
+#      ids the same both ways on the GPU, for tiny-dense, tiny-moe and tiny-e2b, greedy and seeded
+#      sampling; with --sanitizer, memcheck on tiny-dense's run.
 # A check whose inputs are missing prints a SKIP row (not counted as passed or failed).
 # Tolerance: 1e-3 of the row's largest |logit| (the CI host test's bound). Activations are f32 in
 # the default images, on the GPU too; what differs from the host is summation order and the tensor-core GEMM path for
@@ -63,7 +67,7 @@ info() { # name, what, command...: like check, but never counted as a failure
 }
 check() { # name, what, command...
   local name=$1 what=$2; shift 2
-  if out=$("$@" 2>&1); then row "$name" "$what" "PASS  $(echo "$out" | grep -E 'worst|tokens:|JIT|NOT_FOUND|ERROR SUMMARY' | head -3 | tr '\n' ' ')"
+  if out=$("$@" 2>&1); then row "$name" "$what" "PASS  $(echo "$out" | grep -E 'worst|tokens:|JIT|NOT_FOUND|ERROR SUMMARY|streams:' | head -3 | tr '\n' ' ')"
   else row "$name" "$what" "FAIL"; echo "$out" | sed 's/^/    /' | tail -15; fails=$((fails+1)); fi
 }
 KV_BF16_RTOL=5e-2
@@ -282,6 +286,20 @@ if [ -f "$T26.sm_90a.cubin" ] && [ -f "$T26.mt8.sm_90a.cubin" ] && python3 -c "i
   rm -rf $t26q
 else
   row trunc6-26b "grouped tiles at full size" "SKIP  (no $T26 images in $ART, or no torch)"
+fi
+streams_prompt=2,164,436,12,99,7,301,45,88,12,5,77,190,33,61,9,140,2,18,60
+for m in tiny-dense tiny-moe tiny-e2b; do
+  img=$ART/$m.sm_90a.cubin
+  [ -f "$img" ] || { row $m "continuous batching" "SKIP  (no $img)"; continue; }
+  check $m "--streams 8: together = alone" bash -c \
+    "$RUN $img --weights $MODELS/$m --device cuda --max-new-tokens 16 --prompt-ids $streams_prompt --streams 8 2>&1 >/dev/null | tail -1"
+  check $m "--streams 8, sampled: together = alone" bash -c \
+    "$RUN $img --weights $MODELS/$m --device cuda --max-new-tokens 16 --prompt-ids $streams_prompt --streams 8 --temperature 1 --top-k 20 --seed 3 2>&1 >/dev/null | tail -1"
+done
+if [ "$SAN" = "--sanitizer" ] && [ -f "$ART/tiny-dense.sm_90a.cubin" ]; then
+  check tiny-dense "--streams 4: compute-sanitizer memcheck" compute-sanitizer --tool memcheck \
+    --error-exitcode 9 $RUN $ART/tiny-dense.sm_90a.cubin --weights $MODELS/tiny-dense --device cuda \
+    --max-new-tokens 4 --prompt-ids $streams_prompt --streams 4
 fi
 echo "e2e: $fails failed"
 [ $fails -eq 0 ]

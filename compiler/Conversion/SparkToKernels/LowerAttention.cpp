@@ -25,6 +25,10 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int64_t kAttentionTargetBlocks = 256;
 /// Keys below which splitting a sliding window further does not pay.
 constexpr int64_t kMinKeysPerSplit = 64;
+/// Tokens a step may have and still split (all of max_splits, kernel_abi.h AttentionSplits): the
+/// decode tokens of up to this many sequences batched in one step (continuous batching) are each
+/// attended exactly as alone.
+constexpr int64_t kSplitStepTokens = 32;
 
 /// The most key ranges one (token, head) of this attention is split into (1: no split).
 int64_t attentionMaxSplits(int64_t qHeads, int64_t window) {
@@ -79,9 +83,10 @@ LogicalResult lowerAttention(AttentionOp a, KernelLowering &k) {
     return success();
   }
   // Split over the KV length (flash-decoding, kernel_abi.h): the workspace holds splitRows x
-  // qHeads partial records; a step of T tokens uses min(maxSplits, splitRows / T) splits, so
-  // decode (T = 1) uses all of them and a full prefill chunk (T = maxTokens) none.
-  const int64_t splitRows = std::max(k.maxTokens(), maxSplits);
+  // qHeads partial records; a step of T tokens splits into all maxSplits ranges when T x maxSplits
+  // records fit (decode, and batched decode of up to kSplitStepTokens sequences), else not at all.
+  const int64_t splitRows =
+      std::max(k.maxTokens(), maxSplits * std::min(kSplitStepTokens, k.maxTokens()));
   Arg partials = k.scratch("partials", {ceilDiv(splitRows, k.maxTokens()), qHeads,
                                         abi::AttentionRecordFloats(static_cast<int>(headDim))});
   Arg y = k.result(a.getResult());

@@ -436,6 +436,11 @@ absl::Status CudaExecutor::ReserveSequences(int64_t max_length, int64_t sequence
       absl::StrCat("allocating the KV cache pool for ", sequences, " sequence(s) of ", max_length,
                    " tokens (", total, " bytes)")));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(kv_block_.address, 0, total));
+  // cuMemsetD8 runs on the legacy stream, with which stream_ (non-blocking) does not
+  // synchronise: without this wait, the memset of a large pool could still be running when the
+  // first step uploads its block tables and writes its keys, and zero them (the first generation
+  // of a process then read zeros: seen on 31B, 2026-12-03).
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSynchronize());
   bindings_.k_caches.clear();
   bindings_.v_caches.clear();
   bindings_.block_tables.clear();

@@ -133,16 +133,16 @@ func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32
 // Attention over a full cache (or a long window) is split over the KV length: a scratch buffer of
 // partial records (ceil(split_rows / max_tokens) x q_heads x (head_dim + 4) floats per row),
 // attention with max_splits = min(ceil(256 / q_heads), 64; sliding: ceil(window / 64)) and
-// split_rows = max(max_tokens, max_splits), then attention_merge into the result. A short window
+// split_rows = max(max_tokens, max_splits x min(32, max_tokens)), then attention_merge into the result. A short window
 // (64 keys) is not split.
 // CHECK-LABEL: spark.program @forward
-// CHECK-SAME: #spark.buffer<name = "layers.0.self_attn.partials", dtype = f32, row_shape = [16, 2, 12], offset = {{[0-9]+}}>
-// CHECK-SAME: #spark.buffer<name = "layers.1.self_attn.partials", dtype = f32, row_shape = [1, 2, 12], offset = {{[0-9]+}}>
+// CHECK-SAME: #spark.buffer<name = "layers.0.self_attn.partials", dtype = f32, row_shape = [64, 2, 12], offset = {{[0-9]+}}>
+// CHECK-SAME: #spark.buffer<name = "layers.1.self_attn.partials", dtype = f32, row_shape = [4, 2, 12], offset = {{[0-9]+}}>
 // CHECK-SAME: sequences = [[SEQ:[0-9]+]]>
-// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 128, divisor = 1) block [128, 1, 1] args [buffer [[Q:[0-9]+]], buffer 1, buffer [[SEQ]], kv_block_table 0, k_cache 0, v_cache 0, buffer [[Y0:[0-9]+]], buffer [[P0:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 0, f32 1.000000e+00, i32 64, i32 64, i32 0, null] {source = "layers.0.self_attn"}
-// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 0, divisor = 1) block [128, 1, 1] args [buffer [[P0]], buffer [[Y0]], num_tokens, i32 2, i32 8, i32 64, i32 64] {source = "layers.0.self_attn.merge"}
-// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[Q]], buffer 1, buffer [[SEQ]], kv_block_table 1, k_cache 1, v_cache 1, buffer [[Y1:[0-9]+]], buffer [[P1:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 1, i32 200, f32 1.000000e+00, i32 4, i32 4, i32 0, null] {source = "layers.1.self_attn"}
-// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[P1]], buffer [[Y1]], num_tokens, i32 2, i32 8, i32 4, i32 4] {source = "layers.1.self_attn.merge"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 128, divisor = 1) block [128, 1, 1] args [buffer [[Q:[0-9]+]], buffer 1, buffer [[SEQ]], kv_block_table 0, k_cache 0, v_cache 0, buffer [[Y0:[0-9]+]], buffer [[P0:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 0, i32 0, f32 1.000000e+00, i32 64, i32 256, i32 0, null] {source = "layers.0.self_attn"}
+// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid(per_token = 2, fixed = 0, divisor = 1) block [128, 1, 1] args [buffer [[P0]], buffer [[Y0]], num_tokens, i32 2, i32 8, i32 64, i32 256] {source = "layers.0.self_attn.merge"}
+// CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[Q]], buffer 1, buffer [[SEQ]], kv_block_table 1, k_cache 1, v_cache 1, buffer [[Y1:[0-9]+]], buffer [[P1:[0-9]+]], num_tokens, i32 2, i32 1, i32 8, kv_capacity 1, i32 200, f32 1.000000e+00, i32 4, i32 16, i32 0, null] {source = "layers.1.self_attn"}
+// CHECK-NEXT: spark.launch "attention_merge" @kernels::@spark_attention_merge__{{[a-z0-9_]+}} grid({{[^)]+}}) block [128, 1, 1] args [buffer [[P1]], buffer [[Y1]], num_tokens, i32 2, i32 8, i32 4, i32 16] {source = "layers.1.self_attn.merge"}
 // CHECK: spark.launch "attention" @kernels::@spark_attention__{{[a-z0-9_]+}} {{.*}} null, num_tokens, i32 2, i32 1, i32 8, kv_capacity 2, i32 64, f32 1.000000e+00, i32 1, i32 0, i32 0, null] {source = "layers.2.self_attn"}
 // CHECK-NOT: attention_merge
 // CHECK: gpu.module @kernels {

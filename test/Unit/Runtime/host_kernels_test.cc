@@ -540,11 +540,13 @@ TEST(HostKernelsTest, AttentionKeysOfTheMask) {
 
 TEST(HostKernelsTest, AttentionSplitsAsManyAsTheWorkspaceHolds) {
   EXPECT_EQ(abi::AttentionSplits(1, 8, 512), 8);    // decode: all of max_splits
-  EXPECT_EQ(abi::AttentionSplits(100, 8, 512), 5);  // 5 x 100 records fit in 512
+  EXPECT_EQ(abi::AttentionSplits(64, 8, 512), 8);   // 8 x 64 records fit in 512
+  EXPECT_EQ(abi::AttentionSplits(65, 8, 512), 1);   // all or nothing: 8 x 65 do not
   EXPECT_EQ(abi::AttentionSplits(257, 8, 512), 1);  // not two per token: unsplit
   EXPECT_EQ(abi::AttentionSplits(512, 8, 512), 1);
   EXPECT_EQ(abi::AttentionSplits(1, 1, 512), 1);    // max_splits 1: never split
   EXPECT_EQ(abi::AttentionSplits(1, 1000, 5000), abi::kMaxAttentionSplits);
+  EXPECT_EQ(abi::AttentionSplits(100, 1000, 5000), 1);  // 64 x 100 > 5000
   EXPECT_EQ(abi::AttentionSplits(0, 8, 512), 1);
 }
 

@@ -302,8 +302,8 @@ TEST(PlanTest, ProgramsFollowTheMoePathsAndAttentionSplits) {
   for (BufferInfo& buffer : plan.buffers) buffer.offset *= 8;  // rows for 64 tokens
   plan.arena_bytes *= 8;
   const int64_t partials = static_cast<int64_t>(plan.buffers.size());
-  plan.buffers.push_back({"%partials", DType::kF32, {2, 4}, plan.arena_bytes});
-  plan.arena_bytes += 64 * 2 * 4 * 4;
+  plan.buffers.push_back({"%partials", DType::kF32, {4, 4}, plan.arena_bytes});
+  plan.arena_bytes += 64 * 4 * 4 * 4;
   const int64_t indices = static_cast<int64_t>(plan.buffers.size());
   plan.buffers.push_back({"%indices", DType::kI32, {2}, plan.arena_bytes});
   plan.arena_bytes += 64 * 2 * 4;
@@ -320,16 +320,16 @@ TEST(PlanTest, ProgramsFollowTheMoePathsAndAttentionSplits) {
   test::AddStep(&plan, test::MakeStep("moe_combine", 256,
                                       {test::BufferArg(partials), test::BufferArg(2), tokens,
                                        test::I32Arg(4), test::I32Arg(2)}));         // 8
-  // A split attention (max_splits 4, split_rows 64): split for calls of at most 32 tokens.
+  // A split attention (max_splits 4, split_rows 128): split for calls of at most 32 tokens.
   plan.steps[5].args[abi::ops::attention::max_splits] = test::I32Arg(4);
-  plan.steps[5].args[abi::ops::attention::split_rows] = test::I32Arg(64);
+  plan.steps[5].args[abi::ops::attention::split_rows] = test::I32Arg(128);
   plan.steps[5].args[abi::ops::attention::partials] = test::BufferArg(partials);
   plan.steps[5].kernel = EntryPointOf(plan.steps[5]);
   plan.steps.insert(plan.steps.begin() + 6,
                     test::MakeStep("attention_merge", 128,
                                    {test::BufferArg(partials), test::BufferArg(5), tokens,
                                     test::I32Arg(1), test::I32Arg(4), test::I32Arg(4),
-                                    test::I32Arg(64)}));  // 6; the MoE steps are 7, 8, 9;
+                                    test::I32Arg(128)}));  // 6; the MoE steps are 7, 8, 9;
                                                           // sample is 10
   BuildPrograms(&plan);
   std::vector<std::string> names;
@@ -446,7 +446,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 16u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 17u);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),

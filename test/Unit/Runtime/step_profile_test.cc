@@ -61,15 +61,15 @@ TEST(StepRunsTest, FollowsTheRegistrysRules) {
        test::I32Arg(2), test::I32Arg(1)});
   EXPECT_FALSE(StepRuns(combine, abi::kMoeGroupMinTokens - 1, false));
   EXPECT_TRUE(StepRuns(combine, abi::kMoeGroupMinTokens, false));
-  // max_splits 8, split_rows 64: T <= 32 splits (at least 2 per token), T >= 33 does not.
+  // max_splits 8, split_rows 256: T <= 32 splits (all 8 ranges), T >= 33 does not.
   const Step merge = test::MakeStep(
       "attention_merge", 128,
       {test::BufferArg(3), test::BufferArg(2), test::KindArg(ArgRefKind::kNumTokens),
-       test::I32Arg(1), test::I32Arg(4), test::I32Arg(8), test::I32Arg(64)});
+       test::I32Arg(1), test::I32Arg(4), test::I32Arg(8), test::I32Arg(256)});
   EXPECT_TRUE(StepRuns(merge, 1, false));
   EXPECT_TRUE(StepRuns(merge, 32, true));
   EXPECT_FALSE(StepRuns(merge, 33, false));
-  EXPECT_EQ(StepSizeArg(merge, "split_rows", 5), 64);
+  EXPECT_EQ(StepSizeArg(merge, "split_rows", 5), 256);
   EXPECT_EQ(StepSizeArg(merge, "num_tokens", 5), 5);
   EXPECT_EQ(StepSizeArg(merge, "no_such_arg", 5), 0);
   for (const Step& step : TestPlan().steps) {

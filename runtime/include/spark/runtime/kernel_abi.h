@@ -470,13 +470,15 @@ SPARK_ABI_HD constexpr int AttentionRecordFloats(int head_dim) { return head_dim
 // The most splits a step may use (the merge kernel keeps one weight per split in shared memory).
 inline constexpr int kMaxAttentionSplits = 64;
 
-// How many key ranges each (token, query head) of a step of num_tokens tokens is split into:
-// as many as the workspace holds, at most max_splits (and kMaxAttentionSplits).
+// How many key ranges each (token, query head) of a step of num_tokens tokens is split into: all
+// of max_splits (at most kMaxAttentionSplits) when the workspace holds that many for every token,
+// else none. All or nothing, so that a token's attention is summed in the same order in every
+// step that splits: a sequence's decode tokens give the same results alone or batched with other
+// sequences' (continuous batching), and a prefill chunk too once it is past the split limit.
 SPARK_ABI_HD constexpr int AttentionSplits(int num_tokens, int max_splits, int split_rows) {
-  if (num_tokens <= 0 || max_splits <= 1 || split_rows / 2 < num_tokens) return 1;
-  int s = split_rows / num_tokens;
-  if (s > max_splits) s = max_splits;
-  return s > kMaxAttentionSplits ? kMaxAttentionSplits : s;
+  const int s = max_splits > kMaxAttentionSplits ? kMaxAttentionSplits : max_splits;
+  if (num_tokens <= 0 || s <= 1 || static_cast<long long>(s) * num_tokens > split_rows) return 1;
+  return s;
 }
 
 // A range of keys: [begin, begin + count).
