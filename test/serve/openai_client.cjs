@@ -236,6 +236,26 @@ async function main() {
     void expected;
   });
 
+  await pass("32 concurrent requests (8 sessions, steps batched) answer as one at a time", async () => {
+    check(await metric(server.url, "spark_sessions") === 8, "8 sessions (--max-sequences auto)");
+    const ask = (i, stream) => {
+      const m = [...messages.slice(0, -1),
+                 { role: "user", content: messages[messages.length - 1].content + " " + "x".repeat(i % 7) + i }];
+      const params = { model: "tiny-dense", messages: m, max_tokens: 12, temperature: 0 };
+      if (!stream) return client.chat.completions.create(params).then((r) => r.choices[0].message.content);
+      return client.chat.completions.create({ ...params, stream: true }).then(async (s) => {
+        let t = "";
+        for await (const c of s) for (const ch of c.choices) t += ch.delta.content || "";
+        return t;
+      });
+    };
+    const alone = [];
+    for (let i = 0; i < 32; ++i) alone.push(await ask(i, false));
+    check(new Set(alone).size > 1, "the prompts give different answers");
+    const together = await Promise.all(Array.from({ length: 32 }, (_, i) => ask(i, i % 2 === 0)));
+    for (let i = 0; i < 32; ++i) check(together[i] === alone[i], `request ${i}: ${JSON.stringify(together[i])} != ${JSON.stringify(alone[i])}`);
+  });
+
   await pass("SIGTERM during a stream: the stream ends properly, the server exits 0", async () => {
     const stream = await client.chat.completions.create({
       model: "tiny-dense", messages, max_tokens: 400, temperature: 0, stream: true });
@@ -249,7 +269,7 @@ async function main() {
     check(code === 0, `exit code ${code}`);
   });
 
-  const keyed = await startServer(["--api-key", "s3cret", "--max-queue", "1"]);
+  const keyed = await startServer(["--api-key", "s3cret", "--max-queue", "1", "--max-sequences", "1"]);
   await pass("--api-key: 401 without the key, 200 with it; /health stays open", async () => {
     const wrong = new OpenAI({ baseURL: keyed.url + "/v1", apiKey: "nope", maxRetries: 0 });
     await expectError(wrong.models.list(), 401);

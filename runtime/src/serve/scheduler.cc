@@ -69,11 +69,17 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(std::shared_ptr<rt:
                                                              const rt::Tokenizer& tokenizer,
                                                              int64_t max_queue) {
   std::unique_ptr<Scheduler> scheduler(new Scheduler(std::move(model), tokenizer, max_queue));
-  absl::StatusOr<std::unique_ptr<rt::Session>> session = scheduler->model_->NewSession();
-  if (!session.ok()) return session.status();
-  scheduler->session_ = *std::move(session);
-  scheduler->stats_.max_length = scheduler->session_->max_length();
-  scheduler->worker_ = std::thread([s = scheduler.get()] { s->Work(); });
+  const int64_t sessions = std::max<int64_t>(1, scheduler->model_->max_sessions());
+  for (int64_t i = 0; i < sessions; ++i) {
+    absl::StatusOr<std::unique_ptr<rt::Session>> session = scheduler->model_->NewSession();
+    if (!session.ok()) return session.status();
+    scheduler->free_sessions_.push_back(*std::move(session));
+  }
+  scheduler->stats_.max_length = scheduler->model_->max_length();
+  scheduler->stats_.sessions = sessions;
+  for (int64_t i = 0; i < sessions; ++i) {
+    scheduler->workers_.emplace_back([s = scheduler.get()] { s->Work(); });
+  }
   return scheduler;
 }
 
@@ -87,7 +93,9 @@ Scheduler::Scheduler(std::shared_ptr<rt::Model> model, const rt::Tokenizer& toke
 
 Scheduler::~Scheduler() {
   Shutdown();
-  if (worker_.joinable()) worker_.join();
+  for (std::thread& worker : workers_) {
+    if (worker.joinable()) worker.join();
+  }
 }
 
 absl::StatusOr<std::shared_ptr<Job>> Scheduler::Submit(GenerationRequest request) {
@@ -113,7 +121,7 @@ void Scheduler::Shutdown() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return;
     stopping_ = true;
-    if (running_ != nullptr) running_->Cancel();
+    for (const std::shared_ptr<Job>& job : running_) job->Cancel();
     dropped.swap(queue_);
     stats_.queued = 0;
     stats_.finished += static_cast<int64_t>(dropped.size());
@@ -132,28 +140,49 @@ SchedulerStats Scheduler::stats() const {
   return stats_;
 }
 
+std::unique_ptr<rt::Session> Scheduler::TakeSession(const std::vector<int32_t>& prompt) {
+  size_t best = 0, best_shared = 0;
+  for (size_t i = 0; i < free_sessions_.size(); ++i) {
+    const std::vector<int32_t>& history = free_sessions_[i]->history();
+    const size_t n = std::min(history.size(), prompt.size());
+    size_t shared = 0;
+    while (shared < n && history[shared] == prompt[shared]) ++shared;
+    if (shared > best_shared) best = i, best_shared = shared;
+  }
+  std::unique_ptr<rt::Session> session = std::move(free_sessions_[best]);
+  free_sessions_.erase(free_sessions_.begin() + static_cast<std::ptrdiff_t>(best));
+  return session;
+}
+
 void Scheduler::Work() {
   while (true) {
     std::shared_ptr<Job> job;
+    std::unique_ptr<rt::Session> session;
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      // One worker per session: a free session exists whenever this worker waits.
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (stopping_) return;  // Shutdown finished the queued jobs
       job = queue_.front();
       queue_.pop_front();
       --stats_.queued;
-      running_ = job;
-      stats_.running = 1;
+      session = TakeSession(job->request().prompt);
+      running_.push_back(job);
+      stats_.running = static_cast<int64_t>(running_.size());
     }
-    Run(*job);
+    Run(*job, *session);
     std::lock_guard<std::mutex> lock(mutex_);
-    running_.reset();
-    stats_.running = 0;
-    stats_.cache_tokens = static_cast<int64_t>(session_->history().size());
+    running_.erase(std::find(running_.begin(), running_.end(), job));
+    stats_.running = static_cast<int64_t>(running_.size());
+    free_sessions_.push_back(std::move(session));
+    stats_.cache_tokens = 0;
+    for (const std::unique_ptr<rt::Session>& free : free_sessions_) {
+      stats_.cache_tokens += static_cast<int64_t>(free->history().size());
+    }
   }
 }
 
-void Scheduler::Run(Job& job) {
+void Scheduler::Run(Job& job, rt::Session& session) {
   const GenerationRequest& request = job.request();
   Job::Outcome outcome;
   if (job.cancel_flag()->load()) {
@@ -183,7 +212,7 @@ void Scheduler::Run(Job& job) {
       return stream.OnToken(id);
     };
     absl::StatusOr<rt::GenerateResult> result =
-        session_->Generate(request.prompt, nullptr, options);
+        session.Generate(request.prompt, nullptr, options);
     stream.Finish();
     if (!result.ok()) {
       outcome.status = result.status();
@@ -226,10 +255,11 @@ std::string Scheduler::FormatMetrics() const {
   metric("spark_generation_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
   metric("spark_prefix_cache_hit_tokens_total", "counter",
          "Prompt tokens served from the KV cache instead of prefilled.", s.prefill_reused_tokens);
-  metric("spark_kv_cache_tokens", "gauge", "Positions the session's KV cache holds.",
+  metric("spark_kv_cache_tokens", "gauge", "Positions the free sessions' KV caches hold.",
          s.cache_tokens);
-  metric("spark_kv_cache_capacity_tokens", "gauge", "Positions the session's KV cache can hold.",
+  metric("spark_kv_cache_capacity_tokens", "gauge", "Positions one session's KV cache can hold.",
          s.max_length);
+  metric("spark_sessions", "gauge", "Sessions: requests that may generate at once.", s.sessions);
   out += time_to_first_token_.Format("spark_time_to_first_token_seconds",
                                      "From arrival to the first generated token.");
   out += inter_token_latency_.Format("spark_inter_token_latency_seconds",

@@ -1,8 +1,10 @@
-// spark-serve's scheduler: requests (GenerationRequest) wait in a bounded queue and run one at a
-// time, in arrival order, on one Session of the model (so consecutive turns of one chat reuse its
-// KV cache). It knows sessions, not HTTP: the HTTP layer submits a request and reads its Job's
-// events. Continuous batching (issue 22) replaces the loop in Work() without changing this
-// interface.
+// spark-serve's scheduler: requests (GenerationRequest) wait in a bounded queue and run in arrival
+// order on the model's sessions, up to max_sessions() at once: one worker thread per session, and
+// the sessions' steps merged into batched steps by the runtime (continuous batching over the
+// paged KV cache, runtime/src/batching_executor.h). A request takes the free session whose KV
+// cache holds the longest prefix of its prompt (the earlier turns of its chat), which it then does
+// not prefill again. It knows sessions, not HTTP: the HTTP layer submits a request and reads its
+// Job's events.
 #ifndef SPARK_RUNTIME_SRC_SERVE_SCHEDULER_H_
 #define SPARK_RUNTIME_SRC_SERVE_SCHEDULER_H_
 
@@ -93,19 +95,21 @@ class Histogram {
 
 struct SchedulerStats {
   int64_t queued = 0;              // waiting
-  int64_t running = 0;             // 0 or 1
+  int64_t running = 0;             // generating now (at most the model's max_sessions)
   int64_t finished = 0;            // ended (any way) since start
   int64_t cancelled = 0;           // of which cancelled (client gone, shutdown)
   int64_t prompt_tokens = 0;       // of finished requests
   int64_t generated_tokens = 0;
   int64_t prefill_reused_tokens = 0;  // prompt tokens served from the KV cache
-  int64_t cache_tokens = 0;        // positions the session's KV cache holds now
-  int64_t max_length = 0;
+  int64_t cache_tokens = 0;        // positions the free sessions' KV caches hold now
+  int64_t max_length = 0;          // per session
+  int64_t sessions = 0;            // sessions (requests that may run at once)
 };
 
 class Scheduler {
  public:
-  // `model` and `tokenizer` must outlive the scheduler. Makes the session and starts the worker.
+  // `model` and `tokenizer` must outlive the scheduler. Makes model->max_sessions() sessions and
+  // starts a worker for each.
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(std::shared_ptr<rt::Model> model,
                                                            const rt::Tokenizer& tokenizer,
                                                            int64_t max_queue);
@@ -115,8 +119,8 @@ class Scheduler {
   // Shutdown.
   absl::StatusOr<std::shared_ptr<Job>> Submit(GenerationRequest request);
 
-  // Cancels the running request and every queued one (they end with what they have), takes no
-  // new ones, and stops the worker.
+  // Cancels the running requests and every queued one (they end with what they have), takes no
+  // new ones, and stops the workers.
   void Shutdown();
 
   SchedulerStats stats() const;
@@ -126,21 +130,24 @@ class Scheduler {
  private:
   Scheduler(std::shared_ptr<rt::Model> model, const rt::Tokenizer& tokenizer, int64_t max_queue);
   void Work();
-  void Run(Job& job);
+  void Run(Job& job, rt::Session& session);
+  // The free session whose history shares the longest prefix with `prompt` (removed from the
+  // free list). Needs mutex_ and a free session.
+  std::unique_ptr<rt::Session> TakeSession(const std::vector<int32_t>& prompt);
 
   std::shared_ptr<rt::Model> model_;
   const rt::Tokenizer& tokenizer_;
   const int64_t max_queue_;
-  std::unique_ptr<rt::Session> session_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
-  std::shared_ptr<Job> running_;
+  std::vector<std::unique_ptr<rt::Session>> free_sessions_;
+  std::vector<std::shared_ptr<Job>> running_;
   bool stopping_ = false;
   SchedulerStats stats_;
   Histogram time_to_first_token_;
   Histogram inter_token_latency_;
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace serve
