@@ -117,7 +117,6 @@ class HostExecutor final : public Executor {
   std::vector<KvCache> kv_caches_;             // by kv cache id
   std::vector<std::vector<int32_t>> tables_;   // by capacity group: [max_tokens, columns]
   uint64_t pool_bytes_ = 0;
-  int64_t live_sequences_ = 0;
   uint64_t allocated_bytes_ = 0;
   uint64_t peak_allocated_bytes_ = 0;
 };
@@ -150,11 +149,7 @@ absl::Status HostExecutor::AllocateArena() {
 
 absl::Status HostExecutor::ReserveSequences(int64_t max_length, int64_t sequences) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  if (live_sequences_ > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the KV cache pool cannot be reserved again while ", live_sequences_,
-        " sequence(s) of it are alive"));
-  }
+  SPARK_RETURN_IF_ERROR(pool_.CheckNoLiveSequences());
   SPARK_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Make(plan_, max_length, sequences));
   SPARK_RETURN_IF_ERROR(AllocateArena());
   kv_caches_.clear();
@@ -199,15 +194,11 @@ absl::Status HostExecutor::ReserveSequences(int64_t max_length, int64_t sequence
 }
 
 absl::StatusOr<std::unique_ptr<SequenceState>> HostExecutor::NewSequence(int64_t max_length) {
-  if (max_length < 1 || max_length > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
-  }
-  if (!pool_.Reserved() || max_length > pool_.max_length()) {
+  SPARK_ASSIGN_OR_RETURN(const bool reserve, pool_.NeedsReserve(max_length));
+  if (reserve) {
     SPARK_RETURN_IF_ERROR(ReserveSequences(max_length, std::max<int64_t>(1, pool_.sequences())));
   }
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  ++live_sequences_;
   return std::unique_ptr<SequenceState>(
       std::make_unique<Sequence>(this, max_length, pool_.NewSequence()));
 }
@@ -215,7 +206,6 @@ absl::StatusOr<std::unique_ptr<SequenceState>> HostExecutor::NewSequence(int64_t
 void HostExecutor::ReleaseSequence(Sequence& sequence) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
   pool_.Release(sequence.blocks);
-  --live_sequences_;
 }
 
 absl::Status HostExecutor::RunBatch(absl::Span<const SequenceStep> parts,
@@ -308,10 +298,7 @@ absl::Status HostExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
   SPARK_RETURN_IF_ERROR(CheckProgramCall(plan_, num_tokens, num_soft_tokens));
   // Every block of the sequence is allocated: the program reads whatever the caches hold.
-  std::vector<int32_t> every_block;
-  for (int64_t p = 0; p < pool_.max_length(); p += abi::kKvBlockRows) {
-    every_block.push_back(static_cast<int32_t>(p));
-  }
+  const std::vector<int32_t> every_block = pool_.EveryBlockPosition();
   SequenceStep part;
   part.sequence = &state;
   part.call.positions = every_block;

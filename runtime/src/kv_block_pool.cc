@@ -62,7 +62,30 @@ std::vector<int64_t> KvBlockPool::CacheCapacities() const {
   return out;
 }
 
-SequenceBlocks KvBlockPool::NewSequence() const {
+absl::StatusOr<bool> KvBlockPool::NeedsReserve(int64_t max_length) const {
+  if (max_length < 1 || max_length > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
+  }
+  return !Reserved() || max_length > max_length_;
+}
+
+std::vector<int32_t> KvBlockPool::EveryBlockPosition() const {
+  std::vector<int32_t> positions;
+  for (int64_t p = 0; p < max_length_; p += abi::kKvBlockRows) {
+    positions.push_back(static_cast<int32_t>(p));
+  }
+  return positions;
+}
+
+absl::Status KvBlockPool::CheckNoLiveSequences() const {
+  if (live_ == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the KV cache pool cannot be reserved again while ", live_, " sequence(s) of it are alive"));
+}
+
+SequenceBlocks KvBlockPool::NewSequence() {
+  ++live_;
   SequenceBlocks blocks;
   for (int g = 0; g < num_groups(); ++g) blocks.tables.emplace_back(Columns(g), -1);
   return blocks;
@@ -100,6 +123,7 @@ absl::Status KvBlockPool::Grow(SequenceBlocks& blocks, absl::Span<const int32_t>
 }
 
 void KvBlockPool::Release(SequenceBlocks& blocks) {
+  if (live_ > 0) --live_;
   for (size_t g = 0; g < blocks.tables.size() && g < free_.size(); ++g) {
     for (int32_t& block : blocks.tables[g]) {
       if (block >= 0) free_[g].push_back(block);

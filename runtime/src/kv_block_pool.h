@@ -56,12 +56,22 @@ class KvBlockPool {
   // Capacity(GroupOf(cache)) for every cache of the plan, by cache id.
   std::vector<int64_t> CacheCapacities() const;
 
-  // A sequence holding no blocks.
-  SequenceBlocks NewSequence() const;
+  // A sequence holding no blocks; the pool counts it live until Release.
+  SequenceBlocks NewSequence();
+  // FAILED_PRECONDITION while a sequence of this pool is live: a new pool (Make) would take the
+  // memory its blocks are in.
+  absl::Status CheckNoLiveSequences() const;
+  // Whether an executor must (re)reserve the pool before a sequence of `max_length` tokens: none
+  // is reserved, or for shorter sequences. INVALID_ARGUMENT outside [1, 2^31).
+  absl::StatusOr<bool> NeedsReserve(int64_t max_length) const;
+  // The first position of every block a sequence of max_length() tokens may hold (Grow with it
+  // allocates them all: RunProgram runs on whatever the caches hold).
+  std::vector<int32_t> EveryBlockPosition() const;
   // Allocates, in every group, the blocks that positions (those >= 0) of `blocks`' sequence
   // live in. RESOURCE_EXHAUSTED, allocating nothing, when a group has too few free blocks.
   absl::Status Grow(SequenceBlocks& blocks, absl::Span<const int32_t> positions);
-  // Returns every block of `blocks` to the pool (the tables become all -1).
+  // Returns every block of `blocks` to the pool (the tables become all -1); the sequence is no
+  // longer live.
   void Release(SequenceBlocks& blocks);
 
   // Where `size` bytes from byte `offset` of the sequence's view of a cache part (its
@@ -75,6 +85,7 @@ class KvBlockPool {
  private:
   int64_t max_length_ = 0;
   int64_t sequences_ = 0;
+  int64_t live_ = 0;  // sequences made by NewSequence and not released
   std::vector<int> group_of_;        // by kv cache id
   std::vector<int64_t> capacities_;  // by group
   std::vector<std::vector<int32_t>> free_;  // by group: free block ids (allocated from the back)

@@ -163,7 +163,6 @@ class CudaExecutor final : public Executor {
   std::vector<int32_t> table_staging_;  // the step's table rows on their way to the device
   BatchLayout layout_;  // the step's inputs on their way to the device
   std::vector<int32_t> tokens_staging_;  // the drawn tokens on their way back
-  int64_t live_sequences_ = 0;
   // Decode steps of 1, 2, ... sequences, by token count: a graph's arguments are the arena, the
   // pool and the tables, the same for every step of that size.
   std::map<int32_t, CUgraphExec> decode_graphs_;
@@ -402,11 +401,7 @@ absl::Status CudaExecutor::AllocateArena() {
 
 absl::Status CudaExecutor::ReserveSequences(int64_t max_length, int64_t sequences) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  if (live_sequences_ > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the KV cache pool cannot be reserved again while ", live_sequences_,
-        " sequence(s) of it are alive"));
-  }
+  SPARK_RETURN_IF_ERROR(pool_.CheckNoLiveSequences());
   SPARK_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Make(plan_, max_length, sequences));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
   SPARK_RETURN_IF_ERROR(AllocateArena());
@@ -461,19 +456,14 @@ absl::Status CudaExecutor::ReserveSequences(int64_t max_length, int64_t sequence
 void CudaExecutor::ReleaseSequence(Sequence* sequence) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
   pool_.Release(sequence->blocks);
-  --live_sequences_;
 }
 
 absl::StatusOr<std::unique_ptr<SequenceState>> CudaExecutor::NewSequence(int64_t max_length) {
-  if (max_length < 1 || max_length > INT32_MAX) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
-  }
-  if (!pool_.Reserved() || max_length > pool_.max_length()) {
+  SPARK_ASSIGN_OR_RETURN(const bool reserve, pool_.NeedsReserve(max_length));
+  if (reserve) {
     SPARK_RETURN_IF_ERROR(ReserveSequences(max_length, std::max<int64_t>(1, pool_.sequences())));
   }
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  ++live_sequences_;
   return std::unique_ptr<SequenceState>(
       std::make_unique<Sequence>(this, max_length, pool_.NewSequence()));
 }
@@ -558,10 +548,7 @@ absl::Status CudaExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
   SPARK_RETURN_IF_ERROR(CheckProgramCall(plan_, num_tokens, num_soft_tokens));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
   // Every block of the sequence is allocated: the program reads whatever the caches hold.
-  std::vector<int32_t> every_block;
-  for (int64_t p = 0; p < pool_.max_length(); p += abi::kKvBlockRows) {
-    every_block.push_back(static_cast<int32_t>(p));
-  }
+  const std::vector<int32_t> every_block = pool_.EveryBlockPosition();
   SequenceStep part;
   part.sequence = &state;
   part.call.positions = every_block;

@@ -104,6 +104,18 @@ TEST(KvBlockPoolTest, MapsASequencesByteRangeOntoItsBlocks) {
   EXPECT_EQ(b.tables[full][1], 2);
 }
 
+TEST(KvBlockPoolTest, SaysWhenASequenceNeedsThePoolReservedAgain) {
+  KvBlockPool none;
+  EXPECT_TRUE(*none.NeedsReserve(100));
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2);
+  EXPECT_FALSE(*pool.NeedsReserve(100));
+  EXPECT_FALSE(*pool.NeedsReserve(1));
+  EXPECT_TRUE(*pool.NeedsReserve(101));
+  EXPECT_TRUE(StatusIs(pool.NeedsReserve(0).status(), absl::StatusCode::kInvalidArgument,
+                       "max_length must be in [1, 2^31), got 0"));
+  EXPECT_EQ(pool.EveryBlockPosition(), (std::vector<int32_t>{0, 16, 32, 48, 64, 80, 96}));
+}
+
 TEST(KvBlockPoolTest, RejectsSizesOutsideTheI32Range) {
   EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 0, 1).status(),
                        absl::StatusCode::kInvalidArgument, "max_length must be in [1, 2^31)"));
