@@ -57,23 +57,21 @@ struct BatchingExecutor::State {
   }
 
   // The calls of the next step, from the front of the queue: first come, first served, while
-  // their tokens and soft rows fit max_tokens; a call that asks for every row's logits alone.
+  // their tokens and soft rows fit max_tokens.
   std::vector<Pending*> TakeStep() {
     std::vector<Pending*> step;
     int64_t tokens = 0, soft_rows = 0;
     while (!queue.empty()) {
       Pending* next = queue.front();
       const int64_t n = static_cast<int64_t>(next->part.call.ids.size());
-      const bool alone = next->part.call.rows == LogitRows::kAll;
-      if (!step.empty() && (alone || tokens + n > max_tokens ||
-                            soft_rows + next->soft_rows() > max_tokens)) {
+      if (!step.empty() &&
+          (tokens + n > max_tokens || soft_rows + next->soft_rows() > max_tokens)) {
         break;
       }
       step.push_back(next);
       queue.pop_front();
       tokens += n;
       soft_rows += next->soft_rows();
-      if (alone) break;
     }
     return step;
   }

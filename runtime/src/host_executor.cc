@@ -225,11 +225,11 @@ absl::Status HostExecutor::RunBatch(absl::Span<const SequenceStep> parts,
   for (size_t i = 0; i < parts.size(); ++i) {
     if (layout.token_row[i] >= 0) (*results)[i].token = tokens[layout.token_row[i]];
   }
-  if (parts.size() == 1 && parts[0].call.rows == LogitRows::kAll) {
-    std::vector<float>& logits = (*results)[0].logits;
-    logits.resize(static_cast<size_t>(num_tokens * plan_.model.vocab_size));
+  if (layout.all_rows) {
+    std::vector<float> logits(static_cast<size_t>(num_tokens * plan_.model.vocab_size));
     ActivationsToF32(BufferData(plan_.output_logits), plan_.activation_precision,
                      absl::MakeSpan(logits));
+    GatherLogitRows(layout, parts, logits, plan_.model.vocab_size, results);
   }
   return absl::OkStatus();
 }

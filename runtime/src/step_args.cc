@@ -111,6 +111,21 @@ absl::Status CheckStepInputs(const Plan& plan, int64_t max_length, const StepCal
   return absl::OkStatus();
 }
 
+void GatherLogitRows(const BatchLayout& layout, absl::Span<const SequenceStep> parts,
+                     absl::Span<const float> logits, int64_t vocab,
+                     std::vector<StepResult>* results) {
+  const size_t width = static_cast<size_t>(vocab);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].call.rows != LogitRows::kAll) continue;
+    std::vector<float>& out = (*results)[i].logits;
+    out.clear();
+    for (int32_t row : layout.rows_of[i]) {
+      const auto first = logits.begin() + static_cast<size_t>(row) * width;
+      out.insert(out.end(), first, first + width);
+    }
+  }
+}
+
 absl::Status CheckProgramCall(const Plan& plan, int64_t num_tokens, int64_t num_soft_tokens) {
   if (num_tokens < 1 || num_tokens > plan.max_tokens || num_soft_tokens < 0 ||
       num_soft_tokens > plan.max_tokens ||
@@ -165,10 +180,6 @@ absl::StatusOr<BatchLayout> LayOutBatch(const Plan& plan, absl::Span<const Seque
                                              : absl::StrCat("call ", i, " of the step: ",
                                                             status.message()));
     }
-    if (part.call.rows == LogitRows::kAll && parts.size() > 1) {
-      return absl::InvalidArgumentError(
-          "every row's logits (LogitRows::kAll) can only be asked for by a step of one call");
-    }
     tokens += static_cast<int64_t>(part.call.ids.size());
     if (part.call.soft != nullptr) {
       soft_rows += static_cast<int64_t>(part.call.soft->indices.size());
@@ -183,7 +194,8 @@ absl::StatusOr<BatchLayout> LayOutBatch(const Plan& plan, absl::Span<const Seque
   BatchLayout out;
   out.token_row.assign(parts.size(), -1);
   // The row each part's token t goes to: the rows that need logits last (see step_args.h).
-  std::vector<std::vector<int32_t>> row_of(parts.size());
+  std::vector<std::vector<int32_t>>& row_of = out.rows_of;
+  row_of.resize(parts.size());
   int32_t next = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const int32_t n = static_cast<int32_t>(parts[i].call.ids.size());
@@ -227,7 +239,8 @@ absl::StatusOr<BatchLayout> LayOutBatch(const Plan& plan, absl::Span<const Seque
                                  soft->embeddings.begin() + (r + 1) * hidden);
     }
   }
-  if (parts.size() == 1 && parts[0].call.rows == LogitRows::kAll) out.tail_rows = next;
+  for (const SequenceStep& part : parts) out.all_rows |= part.call.rows == LogitRows::kAll;
+  if (out.all_rows) out.tail_rows = next;
   return out;
 }
 

@@ -37,15 +37,23 @@ struct BatchLayout {
   std::vector<abi::SamplingParams> sampling;                      // per row
   std::vector<float> soft_embeddings;  // [soft rows, hidden]
   std::vector<int32_t> soft_indices;   // the step row each soft row replaces
-  int32_t tail_rows = 0;               // 0 (no kLast part), the kLast parts, or every row (kAll)
+  int32_t tail_rows = 0;               // 0 (no part draws), the drawing parts, every row (all_rows)
+  bool all_rows = false;               // a part asks for every row's logits (LogitRows::kAll)
   std::vector<int32_t> token_row;      // per part: the row whose drawn token is its, or -1
+  std::vector<std::vector<int32_t>> rows_of;  // per part: the row of each of its tokens
   int32_t num_tokens() const { return static_cast<int32_t>(ids.size()); }
   int32_t num_soft_tokens() const { return static_cast<int32_t>(soft_indices.size()); }
 };
 
-// Checks every part (CheckStepInputs against its sequence's max_length, sequences distinct, kAll
-// alone, tokens and soft rows together within max_tokens) and lays the step out.
+// Checks every part (CheckStepInputs against its sequence's max_length, sequences distinct,
+// tokens and soft rows together within max_tokens) and lays the step out.
 absl::StatusOr<BatchLayout> LayOutBatch(const Plan& plan, absl::Span<const SequenceStep> parts);
+
+// Each kAll part's logits, its tokens' rows of `logits` (every row of the step, [T, vocab] f32)
+// in its token order, into its result.
+void GatherLogitRows(const BatchLayout& layout, absl::Span<const SequenceStep> parts,
+                     absl::Span<const float> logits, int64_t vocab,
+                     std::vector<StepResult>* results);
 
 // A call of `num_tokens` tokens with `num_soft_tokens` soft rows is one the plan has a program for
 // (1..max_tokens tokens; soft rows only in a plan with a merge, at most max_tokens of them).

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -95,6 +96,7 @@ struct Flags {
   std::string device_profile = "auto";
   bool list_devices = false;
   int64_t streams = 0;
+  double compare_logits = 0.0;  // with --streams: > 0 compares the logits rows at this tolerance
   // Which of them the command line gave (the defaults of generation_config.json apply to the
   // others).
   bool given_prompt = false, given_chat = false, given_system = false, given_tokenizer = false;
@@ -701,6 +703,7 @@ absl::StatusOr<StreamsRun> RunStreams(Model& model, const RunOptions& options, b
   std::vector<int64_t> gap_count(n, 0);
   const auto generate = [&](int64_t i) {
     GenerateOptions generate = options.generate;
+    generate.collect_logits = F().compare_logits > 0;
     std::chrono::steady_clock::time_point last{};
     generate.on_token = [&, i](int32_t) {
       const auto now = std::chrono::steady_clock::now();
@@ -736,20 +739,91 @@ absl::StatusOr<StreamsRun> RunStreams(Model& model, const RunOptions& options, b
   return run;
 }
 
-// --streams N: each stream alone, then all of them at once; the same tokens both ways, and the
-// aggregate rates.
+// --compare-logits: a stream's rows together against alone, over the rows both runs computed
+// from the same inputs (every prompt row, then up to the first token the runs drew differently).
+// The largest |difference| relative to the row's largest |logit| alone; and, where the ids differ,
+// whether the first differing draw was a near-tie alone (the two ids' logits within
+// 2 x rtol x the row's largest |logit|), which a difference within rtol may flip.
+struct LogitsComparison {
+  double worst = 0.0;
+  int64_t rows = 0;
+  bool diverged_at_near_tie = true;
+};
+LogitsComparison CompareStreamLogits(const GenerateResult& alone, const GenerateResult& together,
+                                     int64_t prompt_length, int64_t vocab, double rtol) {
+  LogitsComparison out;
+  size_t first = 0;  // the first generated token the runs drew differently
+  while (first < alone.tokens.size() && first < together.tokens.size() &&
+         alone.tokens[first] == together.tokens[first]) {
+    ++first;
+  }
+  const bool diverged = first < alone.tokens.size() || first < together.tokens.size();
+  // Row prompt_length - 1 + k produced token k; rows up to the divergent token's are comparable.
+  out.rows = std::min<int64_t>({alone.logits_rows, together.logits_rows,
+                                prompt_length + static_cast<int64_t>(first)});
+  for (int64_t r = 0; r < out.rows; ++r) {
+    const float* a = alone.logits.data() + r * vocab;
+    const float* b = together.logits.data() + r * vocab;
+    double scale = 0.0, diff = 0.0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      scale = std::max(scale, static_cast<double>(std::fabs(a[v])));
+      diff = std::max(diff, static_cast<double>(std::fabs(a[v] - b[v])));
+    }
+    out.worst = std::max(out.worst, scale > 0 ? diff / scale : diff);
+  }
+  if (diverged && first < alone.tokens.size() && first < together.tokens.size()) {
+    const int64_t r = prompt_length - 1 + static_cast<int64_t>(first);
+    if (r < alone.logits_rows) {
+      const float* a = alone.logits.data() + r * vocab;
+      double scale = 0.0;
+      for (int64_t v = 0; v < vocab; ++v) scale = std::max(scale, static_cast<double>(std::fabs(a[v])));
+      const double margin = std::fabs(a[alone.tokens[first]] - a[together.tokens[first]]);
+      out.diverged_at_near_tie = margin <= 2.0 * rtol * scale;
+    }
+  }
+  return out;
+}
+
+// --streams N: each stream alone, then all of them at once; the same tokens both ways (or, with
+// --compare-logits, logits within the tolerance and ids that differ only past a near-tie), and
+// the aggregate rates.
 absl::Status StreamsCommand(Model& model, const RunOptions& options) {
   const int64_t n = F().streams;
+  const double rtol = F().compare_logits;
   SPARK_ASSIGN_OR_RETURN(const StreamsRun alone, RunStreams(model, options, false));
   const BatchingStats before = model.batching_stats();
   SPARK_ASSIGN_OR_RETURN(const StreamsRun together, RunStreams(model, options, true));
   const BatchingStats after = model.batching_stats();
-  int64_t differing = 0;
+  int64_t differing = 0, failing = 0;
+  double worst = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    if (alone.results[i].tokens == together.results[i].tokens) continue;
+    const bool same = alone.results[i].tokens == together.results[i].tokens;
+    if (rtol > 0) {
+      const LogitsComparison c = CompareStreamLogits(
+          alone.results[i], together.results[i],
+          static_cast<int64_t>(StreamPrompt(options.prompt, i).size()), model.info().vocab_size,
+          rtol);
+      worst = std::max(worst, c.worst);
+      const bool ok = c.worst <= rtol && (same || c.diverged_at_near_tie);
+      if (!ok) ++failing;
+      if (!same || !ok) {
+        Note(absl::StrFormat("stream %d: logits rows 0..%d within %.3e of alone (tolerance %.1e)%s",
+                             i, c.rows - 1, c.worst, rtol,
+                             same ? "" : c.diverged_at_near_tie
+                                             ? "; ids differ past a near-tie"
+                                             : "; ids differ where alone had a clear margin"));
+      }
+    }
+    if (same) continue;
     ++differing;
+    if (rtol > 0) continue;
     Note(absl::StrCat("stream ", i, ": alone ", absl::StrJoin(alone.results[i].tokens, " "),
                       "; together ", absl::StrJoin(together.results[i].tokens, " ")));
+  }
+  if (rtol > 0) {
+    Note(absl::StrFormat("logits: worst row-relative difference together against alone %.3e "
+                         "(tolerance %.1e); %d of %d streams fail",
+                         worst, rtol, failing, n));
   }
   const auto rate = [](const StreamsRun& run) {
     return run.seconds > 0 ? static_cast<double>(run.tokens) / run.seconds : 0.0;
@@ -779,6 +853,11 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
                                        {"merged_steps", merged},
                                        {"max_calls_per_step", after.max_calls}}));
     Put(out, "differing_streams", Json(differing));
+    if (rtol > 0) {
+      Put(out, "logits", Json::object({{"tolerance", rtol},
+                                       {"worst_row_relative", worst},
+                                       {"failing_streams", failing}}));
+    }
     Json ids = Json::array();
     for (const GenerateResult& r : together.results) ids.push_back(Json(r.tokens));
     Put(out, "ids", std::move(ids));
@@ -789,6 +868,12 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
     }
   }
   std::fflush(stdout);
+  if (rtol > 0) {
+    if (failing == 0) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat(failing, " of ", n,
+                                            " streams' logits differ beyond --compare-logits ",
+                                            rtol, " (or their ids past a clear margin)"));
+  }
   if (differing > 0) {
     return absl::InternalError(absl::StrCat(
         differing, " of ", n, " streams generated other tokens together than alone"));
@@ -994,6 +1079,11 @@ int main(int argc, char** argv) {
                  "stream's ids and both aggregate rates; exit 1 unless every stream's ids are "
                  "the same both ways")
       ->type_name("N")->group(generation)->check(CLI::Range(int64_t{1}, int64_t{256}));
+  app.add_option("--compare-logits", flags.compare_logits,
+                 "with --streams: compare every logits row of the two runs instead of the ids "
+                 "alone: pass when each row is within RTOL of the row's largest |logit| and the "
+                 "ids differ, if at all, only past a near-tie (two candidates within 2 x RTOL)")
+      ->type_name("RTOL")->group(generation)->check(CLI::Range(0.0, 1.0));
   app.add_option("--module-path", flags.module_path,
                  "directory searched first for the image (repeatable, or a comma list)")
       ->group(generation)->allow_extra_args(false)->type_name("DIR")->default_str("");

@@ -749,7 +749,7 @@ absl::Status CudaExecutor::RunBatch(absl::Span<const SequenceStep> parts,
   const int32_t num_tokens = layout_.num_tokens();
   const int32_t num_soft = layout_.num_soft_tokens();
   const bool profiling = mutable_profile() != nullptr;
-  const bool all_rows = parts.size() == 1 && parts[0].call.rows == LogitRows::kAll;
+  const bool all_rows = layout_.all_rows;
   // Replaying a captured decode graph allocates nothing new: the driver's used memory is sampled
   // after every other step (the first decode step of each size captures its graph).
   bool may_allocate = true;
@@ -772,8 +772,8 @@ absl::Status CudaExecutor::RunBatch(absl::Span<const SequenceStep> parts,
                                       tokens_staging_.size() * 4, stream_));
   }
   const bool bf16 = plan_.activation_precision == DType::kBF16;
+  std::vector<float> logits;  // every row's, when a part asks for its rows'
   if (all_rows) {
-    std::vector<float>& logits = (*results)[0].logits;
     logits.resize(static_cast<size_t>(num_tokens * plan_.model.vocab_size));
     const uint64_t bytes = logits.size() * (bf16 ? 2 : 4);
     if (bf16) staging_.resize(bytes);
@@ -782,8 +782,9 @@ absl::Status CudaExecutor::RunBatch(absl::Span<const SequenceStep> parts,
                                       BufferAddress(plan_.output_logits), bytes, stream_));
   }
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
-  if (bf16 && all_rows) {
-    ActivationsToF32(staging_.data(), DType::kBF16, absl::MakeSpan((*results)[0].logits));
+  if (all_rows) {
+    if (bf16) ActivationsToF32(staging_.data(), DType::kBF16, absl::MakeSpan(logits));
+    GatherLogitRows(layout_, parts, logits, plan_.model.vocab_size, results);
   }
   for (size_t i = 0; i < parts.size(); ++i) {
     if (layout_.token_row[i] >= 0) {

@@ -231,6 +231,38 @@ TEST_F(HostExecutorTest, ABatchedStepGivesEachSequenceItsOwnTokens) {
   }
 }
 
+// Calls that ask for every row's logits (LogitRows::kAll) in one batched step get their own rows,
+// as alone.
+TEST_F(HostExecutorTest, ABatchedStepGivesEachCallItsOwnLogitsRows) {
+  plan_ = TinyPlan(KvKind::kFull, 0);
+  std::unique_ptr<Executor> executor = *CreateHostExecutor(plan_, Weights());
+  ASSERT_TRUE(executor->ReserveSequences(32, 4).ok());
+  const std::vector<int32_t> pa = {3, 0}, pb = {1, 2}, positions = {0, 1};
+  const auto call_of = [&](const std::vector<int32_t>& ids, LogitRows rows) {
+    StepCall call;
+    call.ids = ids;
+    call.positions = positions;
+    call.rows = rows;
+    return call;
+  };
+  std::vector<std::vector<float>> alone;
+  for (const std::vector<int32_t>* p : {&pa, &pb}) {
+    std::unique_ptr<SequenceState> s = *executor->NewSequence(32);
+    StepResult r;
+    ASSERT_TRUE(executor->Run(*s, call_of(*p, LogitRows::kAll), &r).ok());
+    alone.push_back(r.logits);
+  }
+  std::unique_ptr<SequenceState> a = *executor->NewSequence(32), b = *executor->NewSequence(32);
+  std::vector<StepResult> results;
+  // b's rows come after a's; a draws its token (its last row moves to the end of the step).
+  ASSERT_TRUE(executor->RunBatch({{a.get(), call_of(pa, LogitRows::kAll)},
+                                  {b.get(), call_of(pb, LogitRows::kAll)}},
+                                 &results).ok());
+  EXPECT_EQ(results[0].logits, alone[0]);
+  EXPECT_EQ(results[1].logits, alone[1]);
+  EXPECT_NE(alone[0], alone[1]);
+}
+
 // What a batched step refuses before running anything.
 TEST_F(HostExecutorTest, ABatchedStepRefusesMalformedCalls) {
   plan_ = TinyPlan(KvKind::kFull, 0);
@@ -247,14 +279,9 @@ TEST_F(HostExecutorTest, ABatchedStepRefusesMalformedCalls) {
   EXPECT_TRUE(ErrorContains(executor->RunBatch({{a.get(), call}, {b.get(), call}}, &results),
                             "a step takes 1 to 4 tokens and at most as many soft rows (the plan's "
                             "max_tokens), the calls have 6 and 0"));
-  StepCall all = call;
-  all.ids = absl::MakeSpan(three).subspan(0, 1);
-  all.positions = absl::MakeSpan(positions).subspan(0, 1);
-  all.rows = LogitRows::kAll;
-  EXPECT_TRUE(ErrorContains(executor->RunBatch({{a.get(), all}, {b.get(), all}}, &results),
-                            "can only be asked for by a step of one call"));
-  StepCall one = all;
-  one.rows = LogitRows::kLast;
+  StepCall one = call;
+  one.ids = absl::MakeSpan(three).subspan(0, 1);
+  one.positions = absl::MakeSpan(positions).subspan(0, 1);
   StepCall bad = one;
   const std::vector<int32_t> out_of_range = {9};
   bad.ids = out_of_range;

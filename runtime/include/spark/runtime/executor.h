@@ -143,8 +143,9 @@ class Executor {
 
   // Runs one step over the tokens of several sequences (continuous batching): the calls' tokens
   // together (1..max_tokens of them, soft rows at most max_tokens), each token attending to its
-  // own sequence's cache, each call ending as its rows say (kNone or kLast; kAll only for a step
-  // of one call) with its own sampling parameters; (*results)[i] is parts[i]'s. Every sequence
+  // own sequence's cache, each call ending as its rows say (a kAll call gets its own rows'
+  // logits; the tail then runs on every row of the step) with its own sampling parameters;
+  // (*results)[i] is parts[i]'s. Every sequence
   // at most once and made by this executor; each call is checked as Run checks it. A sequence's
   // results equal those of the same call run alone (up to the kernels' different paths for
   // other token counts: docs/design.md).
