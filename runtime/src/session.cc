@@ -32,7 +32,8 @@ int64_t Session::MaxRewind(const Plan& plan, int64_t max_length) {
   for (const KvCacheInfo& cache : plan.kv_caches) {
     const int64_t capacity = KvCapacity(cache, max_length, plan.max_tokens);
     if (cache.kind != KvKind::kSliding || capacity >= max_length) continue;
-    // Slot = position % capacity. Resuming at position p after positions up to L were written:
+    // Position p lives in ring slot p % capacity of its sequence (its blocks: kernel_abi.h KvSlot).
+    // Resuming at position p after positions up to L were written:
     // the writes of (p, L] destroyed positions (p - C, L - C], and p needs p - W + 1 .. p - 1,
     // so L - p <= C - W, i.e. at most C - W + 1 positions of history dropped.
     limit = std::min(limit, capacity - cache.window + 1);

@@ -309,7 +309,7 @@ void Rope(std::vector<OpCase>* cases) {
 }
 
 void KvAndAttention(std::vector<OpCase>* cases, bool quick) {
-  // kv_write: the cache's slots of positions p % capacity (a sliding cache wraps).
+  // kv_write: the slots of positions p % capacity of the sequence's blocks (a sliding cache wraps).
   for (const auto& [t, kvh, hd, window, pos0, length, bf16] :
        {std::tuple{1, 1, 256, 512, 1000, 1001, false}, std::tuple{37, 1, 256, 512, 530, 567, false},
         std::tuple{37, 8, 256, 1024, 1040, 1077, false}, std::tuple{37, 2, 512, 0, 0, 4096, false},
