@@ -96,9 +96,10 @@ void Model::SessionEnded() {
 // ---- Engine ----
 
 absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& options) const {
-  if (options.max_sessions < 1) {
+  if (options.max_sessions < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("max_sessions must be at least 1, got ", options.max_sessions));
+        absl::StrCat("max_sessions must be at least 1 (or 0: as many as fit), got ",
+                     options.max_sessions));
   }
   // Checked here, not only when resolving: DeviceMode::kAuto falls back to the host on a
   // resolution error, which would turn this mistake into a notice.
@@ -145,6 +146,15 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   estimate_options.max_length = model->max_length_;
   estimate_options.batch = options.max_sessions;
   estimate_options.utilization = options_.device_memory_utilization;
+  if (options.max_sessions == 0) {
+    SPARK_ASSIGN_OR_RETURN(const int64_t fitting,
+                           MaxFittingBatch(SizesFromPlan(plan), memory, estimate_options,
+                                           kAutoSessions));
+    model->max_sessions_ = estimate_options.batch = std::max<int64_t>(1, fitting);
+    Notice(absl::StrCat("sessions: ", model->max_sessions_, " of ", model->max_length_,
+                        " tokens (the most, up to ", kAutoSessions,
+                        ", whose KV caches the memory estimate fits)"));
+  }
   SPARK_ASSIGN_OR_RETURN(model->estimate_, Estimate(SizesFromPlan(plan), memory, estimate_options));
   if (options_.on_estimate) options_.on_estimate(model->estimate_);
   SPARK_RETURN_IF_ERROR(CheckFits(model->estimate_));

@@ -690,5 +690,22 @@ std::string FormatMemoryComparison(const MemoryComparison& comparison) {
   return out;
 }
 
+absl::StatusOr<int64_t> MaxFittingBatch(const PlanSizes& sizes, const DeviceMemory& device,
+                                        EstimateOptions options, int64_t limit) {
+  // Memory grows with the batch: the largest fitting one by bisection over [0, limit].
+  int64_t lo = 0, hi = std::max<int64_t>(limit, 0);
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    options.batch = mid;
+    SPARK_ASSIGN_OR_RETURN(const MemoryEstimate estimate, Estimate(sizes, device, options));
+    if (estimate.fits) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 }  // namespace rt
 }  // namespace spark

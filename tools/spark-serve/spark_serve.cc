@@ -53,7 +53,7 @@ struct Flags {
   std::string api_key;
   int64_t max_length = 0;
   int64_t max_queue = 64;
-  int64_t max_sequences = 0;  // 0: the most of 8, 4, 2, 1 that the memory estimate allows
+  int64_t max_sequences = 0;  // 0: the most (up to rt::kAutoSessions) the memory estimate fits
   std::string device = "auto";
   double device_memory_utilization = 0.9;
   std::vector<std::string> module_path;
@@ -173,26 +173,10 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   }
   model_options.weights = flags.weights;
   model_options.max_length = flags.max_length;
-  // Requests that generate at once (continuous batching): --max-sequences, or the most of 8, 4,
-  // 2, 1 sequences of --max-length whose KV caches the memory estimate fits (the estimate
-  // refuses before any weight is loaded).
-  const std::vector<int64_t> tries =
-      flags.max_sequences > 0 ? std::vector<int64_t>{flags.max_sequences}
-                              : std::vector<int64_t>{8, 4, 2, 1};
-  for (size_t i = 0; i < tries.size(); ++i) {
-    model_options.max_sessions = tries[i];
-    absl::StatusOr<std::shared_ptr<rt::Model>> model =
-        rt::Engine(engine_options).OpenModel(model_options);
-    if (model.ok()) {
-      loaded.model = *std::move(model);
-      break;
-    }
-    if (!absl::IsResourceExhausted(model.status()) || i + 1 == tries.size()) {
-      return model.status();
-    }
-    Note(absl::StrCat("the KV caches of ", tries[i], " sequences do not fit the memory estimate; "
-                      "trying ", tries[i + 1]));
-  }
+  // Requests that generate at once (continuous batching): --max-sequences, or 0: the most, up to
+  // rt::kAutoSessions, whose KV caches the memory estimate fits (the engine says how many).
+  model_options.max_sessions = flags.max_sequences;
+  SPARK_ASSIGN_OR_RETURN(loaded.model, rt::Engine(engine_options).OpenModel(model_options));
   SPARK_ASSIGN_OR_RETURN(loaded.scheduler,
                          serve::Scheduler::Create(loaded.model, *loaded.tokenizer, flags.max_queue));
   return loaded;
@@ -317,8 +301,8 @@ int main(int argc, char** argv) {
                  "requests that may wait; more get 503")
       ->capture_default_str();
   app.add_option("--max-sequences", flags.max_sequences,
-                 "requests that generate at once, their steps batched (0: the most of 8, 4, 2, "
-                 "1 whose KV caches the memory estimate fits)")
+                 "requests that generate at once, their steps batched (0: the most, up to 32, "
+                 "whose KV caches the memory estimate fits)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
   app.add_option("--device", flags.device, "auto, cuda or host")->capture_default_str();
   app.add_option("--device-memory-utilization", flags.device_memory_utilization,

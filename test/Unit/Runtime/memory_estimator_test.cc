@@ -337,6 +337,23 @@ TEST(MemoryEstimatorTest, DiscreteRefusalMentionsMemoryHeldByOthers) {
                        "(nvidia-smi lists them)"));
 }
 
+// The most sequences that fit: 31B at 4096 tokens on a DGX Spark; the next one does not.
+TEST(MemoryEstimatorTest, MaxFittingBatchIsTheLargestThatFits) {
+  const DeviceMemory spark = Profile("dgx-spark");
+  EstimateOptions options = Options(4096);
+  absl::StatusOr<int64_t> n = MaxFittingBatch(Gemma31B(), spark, options, 32);
+  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_GE(*n, 1);
+  ASSERT_LT(*n, 32);
+  options.batch = *n;
+  EXPECT_TRUE(MustEstimate(Gemma31B(), spark, options).fits);
+  options.batch = *n + 1;
+  EXPECT_FALSE(MustEstimate(Gemma31B(), spark, options).fits);
+  // Capped by the limit, and 0 when not even one sequence fits.
+  EXPECT_EQ(*MaxFittingBatch(Gemma31B(), spark, Options(1024), 1), 1);
+  EXPECT_EQ(*MaxFittingBatch(Gemma31B(), Profile("l4"), Options(1024), 32), 0);
+}
+
 TEST(MemoryEstimatorTest, KvCacheBytesFollowTheCapacityRule) {
   PlanSizes sizes;
   sizes.max_tokens = 8;

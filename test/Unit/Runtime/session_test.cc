@@ -257,9 +257,22 @@ TEST_F(SessionTest, SoftTokensAreNeverReusedFromTheCache) {
   EXPECT_EQ(with_soft->reused_tokens, 0);
 }
 
+// max_sessions 0: as many sessions as the memory estimate fits, up to kAutoSessions (the tiny
+// model on the host: all of them).
+TEST_F(SessionTest, ZeroSessionsOpensAsManyAsFit) {
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0), 32, 0);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->max_sessions(), kAutoSessions);
+  EXPECT_EQ((*model)->estimate().options.batch, kAutoSessions);
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int64_t i = 0; i < kAutoSessions; ++i) sessions.push_back(*(*model)->NewSession());
+  EXPECT_TRUE(ErrorContains((*model)->NewSession().status(), "sessions at once"));
+}
+
 TEST_F(SessionTest, OpenModelRefusesBadOptions) {
   Plan plan = TinyPlan(KvKind::kFull, 0);
-  EXPECT_TRUE(ErrorContains(Open(plan, 32, 0).status(), "max_sessions must be at least 1, got 0"));
+  EXPECT_TRUE(ErrorContains(Open(plan, 32, -1).status(),
+                            "max_sessions must be at least 1 (or 0: as many as fit), got -1"));
   EXPECT_TRUE(ErrorContains(Open(plan, 65).status(),
                             "max length 65 exceeds the model's max_position_embeddings 64"));
   EngineOptions engine_options;

@@ -62,13 +62,18 @@ struct EngineOptions {
   std::function<void(const MemoryEstimate& estimate)> on_estimate;
 };
 
+// The most sessions ModelOptions::max_sessions = 0 opens a model for (the most decode tokens of
+// one step whose attention still splits over the KV length: docs/plan-format.md).
+inline constexpr int64_t kAutoSessions = 32;
+
 struct ModelOptions {
   std::string artifact;  // the compiled model named by the user (model.cubin)
   std::string weights;   // checkpoint directory or .safetensors file
   // Tokens per session (prompt and output); 0: min(4096, the model's max_position_embeddings).
   int64_t max_length = 0;
   // Sessions that may hold KV caches at once: the estimate counts this many (NewSession refuses
-  // more).
+  // more); sessions generating at once share batched steps. 0: the most, up to kAutoSessions,
+  // whose KV caches the memory estimate fits (1 when none does: the estimate then refuses it).
   int64_t max_sessions = 1;
   bool profile = false;  // time every step (RunProfile; CUDA launches without a graph)
   std::string dump_dir;  // when set: every step's outputs to DIR/runNNN.safetensors (must exist)

@@ -176,6 +176,11 @@ struct MemoryEstimate {
 absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemory& device,
                                         const EstimateOptions& options);
 
+// The most sequences (options.batch), from 1 to `limit`, whose estimate fits; 0 when not even one
+// does. Errors as Estimate's.
+absl::StatusOr<int64_t> MaxFittingBatch(const PlanSizes& sizes, const DeviceMemory& device,
+                                        EstimateOptions options, int64_t limit);
+
 // The estimate next to a measurement: the executor's own allocations against the components it
 // allocates (activations, KV cache, and the weights when it copies them to the device), and the
 // driver's growth since the context was created against the whole estimate less the context
