@@ -5,7 +5,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -16,11 +15,11 @@
 namespace spark {
 namespace rt {
 
-// One call waiting for (or served by) a step.
 namespace {
 // How long the next step's leader waits for the sessions of the last step to queue their calls.
 constexpr std::chrono::microseconds kGatherWait{2000};
 
+// One call waiting for (or served by) a step.
 struct Pending {
   SequenceStep part;
   StepResult result;
@@ -182,7 +181,9 @@ const RunProfile* BatchingExecutor::profile() const { return state_->inner->prof
 
 BatchingStats BatchingExecutor::stats() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->stats;
+  BatchingStats stats = state_->stats;
+  stats.queued = static_cast<int64_t>(state_->queue.size());
+  return stats;
 }
 
 }  // namespace rt

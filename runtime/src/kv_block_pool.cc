@@ -8,9 +8,21 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "spark/runtime/kernel_abi.h"
+#include "spark/runtime/status_macros.h"
 
 namespace spark {
 namespace rt {
+namespace {
+
+absl::Status CheckMaxLength(int64_t max_length) {
+  if (max_length >= 1 && max_length <= std::numeric_limits<int32_t>::max()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
+}
+
+}  // namespace
 
 int64_t SequenceBlocks::num_blocks() const {
   int64_t n = 0;
@@ -23,10 +35,7 @@ int64_t SequenceBlocks::num_blocks() const {
 absl::StatusOr<KvBlockPool> KvBlockPool::Make(const Plan& plan, int64_t max_length,
                                               int64_t sequences) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (max_length < 1 || max_length > kMax) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
-  }
+  SPARK_RETURN_IF_ERROR(CheckMaxLength(max_length));
   if (sequences < 1 || sequences > kMax) {
     return absl::InvalidArgumentError(
         absl::StrCat("the number of sequences must be in [1, 2^31), got ", sequences));
@@ -63,10 +72,7 @@ std::vector<int64_t> KvBlockPool::CacheCapacities() const {
 }
 
 absl::StatusOr<bool> KvBlockPool::NeedsReserve(int64_t max_length) const {
-  if (max_length < 1 || max_length > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_length must be in [1, 2^31), got ", max_length));
-  }
+  SPARK_RETURN_IF_ERROR(CheckMaxLength(max_length));
   return !Reserved() || max_length > max_length_;
 }
 

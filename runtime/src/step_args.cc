@@ -161,7 +161,6 @@ absl::Status CheckMemoryRegion(const Plan& plan, absl::Span<const int64_t> capac
 absl::StatusOr<BatchLayout> LayOutBatch(const Plan& plan, absl::Span<const SequenceStep> parts) {
   if (parts.empty()) return absl::InvalidArgumentError("a batched step needs at least one call");
   int64_t tokens = 0, soft_rows = 0;
-  bool blocks = false;  // some part gives last_visible
   for (size_t i = 0; i < parts.size(); ++i) {
     const SequenceStep& part = parts[i];
     if (part.sequence == nullptr) {
@@ -183,7 +182,6 @@ absl::StatusOr<BatchLayout> LayOutBatch(const Plan& plan, absl::Span<const Seque
     tokens += static_cast<int64_t>(part.call.ids.size());
     if (part.call.soft != nullptr) {
       soft_rows += static_cast<int64_t>(part.call.soft->indices.size());
-      blocks |= !part.call.soft->last_visible.empty();
     }
   }
   if (tokens > plan.max_tokens || soft_rows > plan.max_tokens) {
@@ -213,7 +211,8 @@ absl::StatusOr<BatchLayout> LayOutBatch(const Plan& plan, absl::Span<const Seque
   out.positions.resize(T);
   out.sequences.resize(T);
   out.sampling.resize(T);
-  if (blocks || plan.input_last_visible >= 0) out.last_visible.resize(T);
+  // (CheckStepInputs refuses last_visible values for a plan without that input.)
+  if (plan.input_last_visible >= 0) out.last_visible.resize(T);
   for (size_t i = 0; i < parts.size(); ++i) {
     const StepCall& call = parts[i].call;
     const SoftTokenChunk* soft = call.soft;

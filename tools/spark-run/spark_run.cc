@@ -887,11 +887,7 @@ absl::Status GenerateCommand(const std::string& artifact) {
   SPARK_ASSIGN_OR_RETURN(RunOptions options, ReadRunOptions());
   SPARK_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, OpenModel(artifact));
   if (options.mode == PromptMode::kInteractive) return InteractiveCommand(*model, options);
-  if (F().streams > 0) {
-    if (!F().soft_tokens.empty() || options.generate.collect_logits) {
-      return absl::InvalidArgumentError(
-          "--streams runs token prompts only: leave out --soft-tokens and --logits-out");
-    }
+  if (F().streams > 0) {  // (the command line refuses --soft-tokens and --logits-out with it)
     SPARK_RETURN_IF_ERROR(ValidatePrompt(model->info(), options.prompt, model->max_length()));
     SPARK_RETURN_IF_ERROR(CheckRoom(options.prompt.size(), model->max_length()));
     return StreamsCommand(*model, options);
@@ -1110,7 +1106,7 @@ int main(int argc, char** argv) {
       "--weights", "--prompt-ids", "--prompt", "--chat", "--interactive", "--system",
       "--enable-thinking", "--hide-thinking", "--tokenizer", "--stop", "--max-new-tokens",
       "--device", "--temperature", "--top-k", "--top-p", "--seed", "--soft-tokens",
-      "--logits-out", "--dump", "--profile", "--json"};
+      "--logits-out", "--dump", "--profile", "--json", "--streams", "--compare-logits"};
   const auto exclude = [&](CLI::Option* mode, const std::vector<std::string>& names) {
     for (const std::string& name : names) mode->excludes(app.get_option(name));
   };
@@ -1128,6 +1124,11 @@ int main(int argc, char** argv) {
   // Each mode's own options mean nothing without it.
   app.get_option("--device-cc")->needs(explain);
   app.get_option("--device-profile")->needs(estimate);
+  // --streams runs token prompts as N sessions: no chat on the terminal, no soft tokens, no
+  // every-row logits file; --compare-logits is its check.
+  CLI::Option* streams = app.get_option("--streams");
+  exclude(streams, {"--interactive", "--soft-tokens", "--logits-out"});
+  app.get_option("--compare-logits")->needs(streams);
   std::vector<std::string> args = spark::rt::DashedFlagNames(argc, argv);
   std::vector<char*> c_args;
   for (std::string& arg : args) c_args.push_back(&arg[0]);

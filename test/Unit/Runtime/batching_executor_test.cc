@@ -93,7 +93,8 @@ Outcome RunConcurrently(BatchingExecutor& batching, RecordingExecutor& inner,
   while (!inner.entered) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::vector<std::thread> others;
   for (int i = 0; i < n; ++i) others.emplace_back([&, i] { run(i, ids[i]); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all of them queue
+  // All of them queue behind the blocked first step.
+  while (batching.stats().queued < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   inner.Release();
   first.join();
   for (std::thread& t : others) t.join();

@@ -84,6 +84,7 @@ struct BatchingStats {
   int64_t calls = 0;         // Run calls served
   int64_t merged_steps = 0;  // steps of more than one call
   int64_t max_calls = 0;     // the most calls one step served
+  int64_t queued = 0;        // calls waiting for a step now
 };
 
 // One sequence's share of a batched step (Executor::RunBatch): its call, as Run takes it.
