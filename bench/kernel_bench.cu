@@ -1,6 +1,7 @@
 // Per-kernel timings of the kernel library on a CUDA GPU, at the shapes of the released models:
 // the dense GEMM (spark_linear, tensor-core path, 31B projections at a 512-token prefill chunk),
-// the decode GEMV (spark_linear at 1 token), the quantized linears (spark_linear_nvfp4 /
+// the decode GEMV (spark_linear at 1 token, and at 2-32 tokens: decode steps of several
+// sequences), the quantized linears (spark_linear_nvfp4 /
 // spark_linear_fp8, W4A16 / W8A16, the same shapes: bytes are the weights' real bytes, 0.5625 and
 // 1 per weight) and the grouped MoE experts (spark_moe_gate_up /
 // spark_moe_down at a 512-token chunk of 26B-A4B, random top-8 routing; then the experts in
@@ -346,8 +347,13 @@ int main(int argc, char** argv) {
     BenchLinear(T, 5376, 21504, "31B mlp down", rng, f);
     BenchLinear(T, 8192, 5376, "31B q", rng, f);
   }
+  // Decode steps of several sequences (continuous batching): weights read once per step.
+  for (int T : {2, 4, 8, 16, 32}) {
+    BenchLinear(T, 21504, 5376, "31B mlp up", rng, f);
+    BenchLinear(T, 5376, 21504, "31B mlp down", rng, f);
+  }
   // The same projections quantized (W4A16 / W8A16), decode first: the bandwidth figure.
-  for (int T : {1, 512}) {
+  for (int T : {1, 8, 512}) {
     BenchQuantizedLinear(T, 21504, 5376, "31B mlp up", rng, f);
     BenchQuantizedLinear(T, 5376, 21504, "31B mlp down", rng, f);
   }

@@ -5,27 +5,31 @@
 // registers (W4A16 / W8A16): the GEMV reads only their bytes (0.5625 and 1 per weight), the
 // tiles convert them to bf16 on the way to shared memory.
 //
-// Three paths, chosen per call:
-//   1. num_tokens >= kMmaMinTokens, vector-friendly sizes (below), 16-byte aligned x and w,
-//      blockDim.x == 256: tensor-core tiles with `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32`
-//      (sm_80+, including sm_121a; mma_tile.cuh). A block computes a 64-token x 128-row tile of
-//      y, K in steps of 32 through two shared-memory stages (fragments by ldmatrix; the loads of
-//      the next steps overlap the MMAs). bf16 weights go to shared memory by cp.async; quantized
-//      ones through registers, as code x block scale in bf16 (exact), the tensor or row scale
-//      applied to the accumulators. f32 activations are split into two bf16 terms, x = hi + lo,
-//      both multiplied with the (exact) bf16 weights: relative error ~2^-17 per product instead
-//      of 2^-9 for a plain bf16 cast, at 2x the MMA work; bf16 activations go to shared memory
-//      by cp.async as they are and take one MMA per product.
-//   2. otherwise, vector-friendly and aligned: decode GEMV, a warp per output row or, for the
+// Four paths, chosen per call:
+//   1. 2 <= num_tokens <= kSmallBatchMaxTokens (decode steps of several sequences),
+//      vector-friendly sizes (below), 16-byte aligned x and w, blockDim.x == 256: the
+//      small-batch GEMV on tensor cores (below): 16 output rows per block, its warps splitting
+//      the input dimension; each weight read once per step, each activation once per 16 rows.
+//   2. more tokens, the same conditions: tensor-core tiles with
+//      `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+, including sm_121a; mma_tile.cuh).
+//      A block computes a 64-token x 128-row tile of y, K in steps of 32 through two
+//      shared-memory stages (fragments by ldmatrix; the loads of the next steps overlap the
+//      MMAs). bf16 weights go to shared memory by cp.async; quantized ones through registers, as
+//      code x block scale in bf16 (exact), the tensor or row scale applied to the accumulators.
+//      f32 activations are split into two bf16 terms, x = hi + lo, both multiplied with the
+//      (exact) bf16 weights: relative error ~2^-17 per product instead of 2^-9 for a plain bf16
+//      cast, at 2x the MMA work; bf16 activations go to shared memory by cp.async as they are and
+//      take one MMA per product.
+//   3. otherwise, vector-friendly and aligned: decode GEMV, a warp per output row or, for the
 //      quantized formats at one or two tokens, per 2-4 rows (grid-stride over rows; each
 //      activation load serves all of them), 16-byte weight loads (8 per lane issued together:
 //      8 bf16, 32 NVFP4 codes or 16 FP8 elements each), up to 8 tokens per pass so that a weight
 //      row is read from memory once per 8 tokens; warp-shuffle reduction.
-//   3. otherwise: the same warp-per-row scheme with scalar loads.
+//   4. otherwise: the same warp-per-row scheme with scalar loads.
 // Vector-friendly: in % 8 == 0 (bf16), in % 32 == 0 (NVFP4: 16 bytes of codes, two block
 // scales), in % 16 == 0 (FP8).
 // Grid: any size; a good launch is ceil(out/8) blocks for decode and
-// ceil(T/64) * ceil(out/128) (or more) for prefill -- both paths grid-stride.
+// ceil(T/64) * ceil(out/128) (or more) for prefill -- every path grid-strides.
 #include "common.cuh"
 #include "mma_tile.cuh"
 #include "weight_formats.cuh"
@@ -36,6 +40,7 @@ namespace {
 
 constexpr int kMmaMinTokens = 16;
 constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane (decode GEMV)
+constexpr int kSmallBatchMaxTokens = 16;  // past it the tiles are faster (H200, 31B shapes)
 
 // ---- weight formats: weight_formats.cuh ----
 using weights::Bf16Weights;
@@ -201,11 +206,176 @@ SPK_DEVICE void gemv_dispatch(ActIn x, const W& w, ActOut y, int T, int out, int
     gemv<8, kVec>(x, w, y, T, out, in);
 }
 
+// ---- small-batch GEMV on tensor cores (decode steps of several sequences) ----
+//
+// The warp-per-row GEMV loads every activation once per output row: at 8 tokens those loads,
+// not the weights, bound it (a 31B decode step of 8 tokens took 4.8x one token's time on the
+// H200). Here a block of 8 warps takes 16 output rows for all tokens: its warps split the input
+// dimension, and each multiplies its part on tensor cores with the 16 weight rows as the A
+// operand of mma.m16n8k16 and 8 tokens as the B operand (NT such n-tiles), so that every weight
+// is read from memory once per step and every activation once per 16 rows.
+// A dot product does not care in which order k runs, so a fragment need not hold consecutive k:
+// lane (g, q) (g = lane / 4, q = lane % 4) loads chunk q of a quad of chunks, of weight rows g
+// and g + 8 and of token g, the loads the GEMV makes (16 bytes of each row per lane, a quad
+// covering 64 contiguous bytes), and its k-step s takes elements 4s .. 4s + 3 of those chunks,
+// the same elements in its A words (k slots 2q, 2q + 1 and 2q + 8, 2q + 9) as in its B words.
+// Weights become bf16 exactly (bf16 as they are, NVFP4 code x block scale, FP8 elements: at most
+// 6 significant bits); f32 activations are split into hi + lo bf16 terms (two MMAs, as the
+// tiles do: ~2^-17 relative error per product), bf16 activations take one. The 8 warps' partial
+// tiles are summed in shared memory in warp order (deterministic), the row scale applied last.
+
+constexpr int kSmallBatchWarps = 8;   // warps of a block, splitting the input dimension
+constexpr int kSmallBatchUnroll = 4;  // chunk quads a warp loads before multiplying
+
+// The 8 weights of group g of a loaded chunk as 4 bf16x2 words (element order, lower k in the low
+// half), in units of 1 / kDecodedUnit with the group's scale applied: exact in bf16.
+SPK_DEVICE void weight_words(const Bf16Weights&, const uint4& raw, int, float, uint32_t out[4]) {
+  out[0] = raw.x;
+  out[1] = raw.y;
+  out[2] = raw.z;
+  out[3] = raw.w;
+}
+template <class W>
+SPK_DEVICE void weight_words(const W& w, const uint4& raw, int g, float scale, uint32_t out[4]) {
+  float f[8];
+  w.decode8(raw, g, f);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out[i] = pack_bf16x2(f[2 * i] * scale, f[2 * i + 1] * scale);
+}
+
+// Activations i .. i + 7 as 4 bf16x2 words: hi (and, for f32 storage, lo = x - hi); zeros when
+// !real.
+SPK_DEVICE void activation_words(ActIn x, int64_t i, bool real, uint32_t hi[4], uint32_t lo[4]) {
+  if (!real) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) hi[j] = lo[j] = 0u;
+  } else if (act_bf16()) {
+    const uint4 v = ldg_u4(x.bf16() + i);
+    hi[0] = v.x;
+    hi[1] = v.y;
+    hi[2] = v.z;
+    hi[3] = v.w;
+  } else {
+    const float4 a = ldg_f4(x.f32() + i), b = ldg_f4(x.f32() + i + 4);
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      hi[j] = pack_bf16x2(v[2 * j], v[2 * j + 1]);
+      lo[j] = pack_bf16x2(v[2 * j] - bf16lo_to_f32(hi[j]), v[2 * j + 1] - bf16hi_to_f32(hi[j]));
+    }
+  }
+}
+
+// This warp's part of rows r0 .. r0 + 15 x tokens 0 .. 8 NT - 1 (C fragments: acc[nt]), in units
+// of 1 / kDecodedUnit without the row scale. Rows at or past `out` read the last row and are not
+// stored; tokens at or past T and chunks past the end are zeros (the MMAs still run: mma.sync
+// needs every lane).
+template <int NT, class W>
+SPK_DEVICE void small_batch_part(ActIn x, const W& w, int T, int64_t r0, int out, int in,
+                                 float (&acc)[NT][4]) {
+  constexpr int kSetsPerGroup = W::kChunk / W::kGroups / 8;
+  constexpr int kStride = kSmallBatchWarps * 4;  // chunks between a warp's quads
+  const int lane = lane_id(), g = lane >> 2, q = lane & 3;
+  const int64_t rows[2] = {r0 + g < out ? r0 + g : out - 1, r0 + g + 8 < out ? r0 + g + 8 : out - 1};
+  const int chunks = in / W::kChunk;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+  for (int base = warp_id() * 4; base < chunks; base += kStride * kSmallBatchUnroll) {
+    uint4 raw[kSmallBatchUnroll][2];
+#pragma unroll
+    for (int u = 0; u < kSmallBatchUnroll; ++u) {
+      const int c = base + u * kStride + q;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        raw[u][h] = c < chunks ? w.load(rows[h], c) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < kSmallBatchUnroll; ++u) {
+      if (base + u * kStride >= chunks) break;  // warp-uniform: no lane of the quad is real
+      const int c = base + u * kStride + q;
+      const bool real = c < chunks;
+      float scale[2][W::kGroups];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int grp = 0; grp < W::kGroups; ++grp) scale[h][grp] = 1.0f;
+        if (real) w.group_scales(rows[h], c, scale[h]);
+      }
+#pragma unroll
+      for (int set = 0; set < W::kChunk / 8; ++set) {
+        uint32_t a_words[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          weight_words(w, raw[u][h], set, scale[h][set / kSetsPerGroup], a_words[h]);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int t = nt * 8 + g;
+          uint32_t hi[4], lo[4];
+          activation_words(x, static_cast<int64_t>(t) * in + static_cast<int64_t>(c) * W::kChunk +
+                                  set * 8,
+                           real && t < T, hi, lo);
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const uint32_t a[4] = {a_words[0][2 * s], a_words[1][2 * s], a_words[0][2 * s + 1],
+                                   a_words[1][2 * s + 1]};
+            if (!act_bf16()) mma_bf16_16816(acc[nt], a, lo[2 * s], lo[2 * s + 1]);
+            mma_bf16_16816(acc[nt], a, hi[2 * s], hi[2 * s + 1]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The whole op on the small-batch path (2 <= T <= 8 NT), 16-row tiles grid-stride; `red` is
+// shared memory for kSmallBatchWarps x NT x 128 floats.
+template <int NT, class W>
+SPK_DEVICE void small_batch(ActIn x, const W& w, ActOut y, int T, int out, int in, float* red) {
+  constexpr int kTileFloats = NT * 4 * 32;  // one warp's fragments
+  const int64_t tiles = (static_cast<int64_t>(out) + 15) / 16;
+  const int lane = lane_id(), warp = warp_id();
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t r0 = tile * 16;
+    float acc[NT][4];
+    small_batch_part<NT>(x, w, T, r0, out, in, acc);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) red[warp * kTileFloats + (nt * 4 + e) * 32 + lane] = acc[nt][e];
+    __syncthreads();
+    for (int i = static_cast<int>(threadIdx.x); i < kTileFloats; i += blockDim.x) {
+      float sum = 0.0f;
+      for (int k = 0; k < kSmallBatchWarps; ++k) sum += red[k * kTileFloats + i];
+      // Fragment element e of lane l: row g (+ 8 for e >= 2), token 2q + (e & 1) of its n-tile.
+      const int l = i & 31, e = (i >> 5) & 3, nt = i >> 7;
+      const int64_t row = r0 + (l >> 2) + (e >= 2 ? 8 : 0);
+      const int t = nt * 8 + 2 * (l & 3) + (e & 1);
+      if (row < out && t < T) {
+        y[static_cast<int64_t>(t) * out + row] = sum * (w.row_scale(row) * W::kDecodedUnit);
+      }
+    }
+    __syncthreads();  // red is rewritten by the next tile
+  }
+}
+
+template <class W>
+SPK_DEVICE void small_batch_dispatch(ActIn x, const W& w, ActOut y, int T, int out, int in,
+                                     mma::Smem& smem) {
+  static_assert(kSmallBatchWarps * 2 * 128 * sizeof(float) <= sizeof(mma::Smem), "shared");
+  float* red = reinterpret_cast<float*>(&smem);
+  static_assert(kSmallBatchMaxTokens <= 16, "n-tiles");
+  if (T <= 8)
+    small_batch<1>(x, w, y, T, out, in, red);
+  else
+    small_batch<2>(x, w, y, T, out, in, red);
+}
+
 // ---- tensor-core tiles (prefill): mma_tile.cuh ----
 
 template <class W>
-SPK_DEVICE void gemm_mma(ActIn x, const W& w, ActOut y, int T, int out, int in) {
-  __shared__ __align__(16) mma::Smem smem;
+SPK_DEVICE void gemm_mma(ActIn x, const W& w, ActOut y, int T, int out, int in, mma::Smem& smem) {
   const int mt = (T + mma::kBM - 1) / mma::kBM;
   const int nt = (out + mma::kBN - 1) / mma::kBN;
   for (int64_t tile = blockIdx.x; tile < static_cast<int64_t>(mt) * nt; tile += gridDim.x) {
@@ -239,8 +409,12 @@ SPK_DEVICE void run(const void* x_in, const W& w, void* y_out, int num_tokens, i
   }
   // 8-element activation loads (16 bytes of bf16, two of 16 of f32) and 16-byte weight loads.
   const bool vec = w.vector_ok() && aligned16(x_in);
-  if (vec && num_tokens >= kMmaMinTokens && blockDim.x == 256) {
-    gemm_mma(x, w, y, num_tokens, out_features, in_features);
+  // Both tensor-core paths use this block's shared memory (the small batch for its partial sums).
+  __shared__ __align__(16) mma::Smem smem;
+  if (vec && num_tokens >= 2 && num_tokens <= kSmallBatchMaxTokens && blockDim.x == 256) {
+    small_batch_dispatch(x, w, y, num_tokens, out_features, in_features, smem);
+  } else if (vec && num_tokens >= kMmaMinTokens && blockDim.x == 256) {
+    gemm_mma(x, w, y, num_tokens, out_features, in_features, smem);
   } else if (vec) {
     gemv_dispatch<true>(x, w, y, num_tokens, out_features, in_features);
   } else {

@@ -3,9 +3,11 @@
 // RUN: not spark-opt %s --spark-lower-to-kernels="max-tokens=4 activation-precision=f16" --spark-plan-arena 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: spark-compile %s --target sm_90a --activation-precision bf16 --emit llvm -o - | FileCheck %s --check-prefix=LLVM
 // RUN: spark-compile %s --target sm_90a --emit ptx -o - | FileCheck %s --check-prefix=PTX-F32
-// The tensor-core tile of the linear entry, in the PTX for sm_121a (the DGX Spark): f32
-// activations take two MMAs per product (hi + lo) and reach shared memory through registers;
-// bf16 ones take one MMA per product and go to shared memory by cp.async, like the weights.
+// The tensor-core paths of the linear entry, in the PTX for sm_121a (the DGX Spark): f32
+// activations take two MMAs per product (hi + lo) and reach the tile's shared memory through
+// registers; bf16 ones take one MMA per product and go to shared memory by cp.async, like the
+// weights. MMA counts: the tile's (f32 32, bf16 16) and the small-batch GEMV's (f32 16, bf16 12:
+// its hi + lo pairs and n-tiles, as clang unrolls them).
 // RUN: spark-compile %s --target sm_121a --emit ptx -o %t.f32.ptx
 // RUN: grep -c "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" %t.f32.ptx | FileCheck %s --check-prefix=MMA-F32
 // RUN: grep -c "cp.async.cg.shared.global" %t.f32.ptx | FileCheck %s --check-prefix=CPASYNC-F32
@@ -38,8 +40,8 @@
 
 // PTX-F32: .visible .global .align 4 .u32 spark_activation_precision;
 
-// MMA-F32: {{^}}32{{$}}
-// MMA-BF16: {{^}}16{{$}}
+// MMA-F32: {{^}}48{{$}}
+// MMA-BF16: {{^}}28{{$}}
 // CPASYNC-F32: {{^}}1{{$}}
 // CPASYNC-BF16: {{^}}2{{$}}
 

@@ -213,6 +213,16 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
     Add(cases, linear("linear", t, out, in), t == 1 || t == 37);
   }
   Add(cases, Misaligned(linear("linear", 37, 1536, 1536), {"x", "y"}), false);
+  // The small-batch tensor-core GEMV (2 .. 32 tokens): one, two and four n-tiles, partial ones,
+  // row counts not a multiple of 16, input sizes that end inside a warp's chunk quads.
+  for (const auto& [t, out, in] :
+       {std::tuple{8, 1027, 2816}, std::tuple{9, 2048, 1536}, std::tuple{32, 520, 704},
+        std::tuple{17, 1536, 5376}, std::tuple{4, 33, 8}, std::tuple{31, 100, 1000}}) {
+    Add(cases, linear("linear", t, out, in), t == 8);
+  }
+  for (const auto& [t, out, in] : {std::tuple{8, 1027, 2816}, std::tuple{20, 520, 704}}) {
+    Add(cases, Bf16(linear("linear", t, out, in)), false);
+  }
   if (!quick) Add(cases, linear("linear", 1, 262144, 1536), false);  // the tied LM head
   // bf16 activations: the decode GEMV at one and two tokens (odd row counts) and the tiles.
   for (const auto& [t, out, in] : {std::tuple{1, 2048, 1536}, std::tuple{1, 1027, 1536},
@@ -227,9 +237,11 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
         std::tuple{1, 1027, 1536, false}, std::tuple{2, 1025, 2816, false},
         std::tuple{1, 1027, 1536, true},  std::tuple{37, 2048, 1536, false},
         std::tuple{100, 520, 704, false}, std::tuple{24, 128, 16, false},
-        std::tuple{1, 1024, 2816, true},  std::tuple{37, 2048, 1536, true}}) {
+        std::tuple{1, 1024, 2816, true},  std::tuple{37, 2048, 1536, true},
+        std::tuple{8, 1027, 2816, false}, std::tuple{13, 520, 704, true},
+        std::tuple{32, 2048, 1536, false}}) {
     OpCase c = linear("linear_nvfp4", t, out, in);
-    Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 37));
+    Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 8 || t == 37));
   }
   // FP8 (W8A16): per-tensor and per-row scales.
   for (const auto& [t, out, in, per_row, bf16] :
@@ -237,15 +249,16 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
         std::tuple{37, 2048, 1536, false, false}, std::tuple{1, 1023, 2816, true, false},
         std::tuple{40, 512, 1536, true, false},   std::tuple{40, 300, 2112, true, false},
         std::tuple{24, 96, 16, false, false},     std::tuple{7, 64, 24, false, false},
-        std::tuple{37, 1024, 1536, true, true}}) {
+        std::tuple{37, 1024, 1536, true, true},   std::tuple{8, 1023, 2816, true, false},
+        std::tuple{24, 520, 704, false, true}}) {
     OpCase c = linear("linear_fp8", t, out, in);
     c.ints["scale_count"] = per_row ? out : 1;
     c.label += per_row ? " per-row" : " per-tensor";
     Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 37));
   }
   // FP8 NaN codes (0x7f, 0xff) in the weights: the output rows they reach are NaN on both sides,
-  // through the GEMV (1 token) and the tiles (37).
-  for (const int t : {1, 37}) {
+  // through the GEMV (1 token), the small batch (5) and the tiles (37).
+  for (const int t : {1, 5, 37}) {
     OpCase c = linear("linear_fp8", t, 1023, 2816);
     c.ints["scale_count"] = 1023;
     c.nan_codes = true;
