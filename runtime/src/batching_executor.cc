@@ -104,8 +104,15 @@ BatchingExecutor::BatchingExecutor(std::unique_ptr<Executor> inner, int64_t max_
 
 BatchingExecutor::~BatchingExecutor() { ReleaseOwnSequence(); }
 
-absl::Status BatchingExecutor::ReserveSequences(int64_t max_length, int64_t sequences) {
-  return state_->Exclusive([&] { return state_->inner->ReserveSequences(max_length, sequences); });
+absl::Status BatchingExecutor::ReserveSequences(int64_t max_length, int64_t sequences,
+                                                int64_t full_length_sequences) {
+  return state_->Exclusive([&] {
+    return state_->inner->ReserveSequences(max_length, sequences, full_length_sequences);
+  });
+}
+
+absl::StatusOr<int64_t> BatchingExecutor::DropKv(SequenceState& sequence) {
+  return state_->Exclusive([&] { return state_->inner->DropKv(sequence); });
 }
 
 absl::StatusOr<std::unique_ptr<SequenceState>> BatchingExecutor::NewSequence(int64_t max_length) {

@@ -1,6 +1,8 @@
 #include "spark/runtime/engine.h"
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -88,9 +90,72 @@ absl::StatusOr<std::unique_ptr<Session>> Model::NewSession() {
   return std::unique_ptr<Session>(new Session(shared_from_this(), *std::move(sequence)));
 }
 
+void Model::SessionEnding(Session& session) {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  idle_.remove(&session);
+}
+
 void Model::SessionEnded() {
   std::lock_guard<std::mutex> lock(sessions_mutex_);
   --live_sessions_;
+  ++kv_epoch_;  // its blocks are free
+  kv_changed_.notify_all();
+}
+
+void Model::GenerationStarts(Session& session) {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  idle_.remove(&session);
+  ++running_;
+}
+
+void Model::GenerationEnds(Session& session, const std::function<void()>& update) {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  update();
+  --running_;
+  idle_.push_back(&session);
+  ++kv_epoch_;
+  kv_changed_.notify_all();
+}
+
+absl::StatusOr<bool> Model::MakeRoomForKv(Session& session, const GenerateOptions& options) {
+  std::unique_lock<std::mutex> lock(sessions_mutex_);
+  // The least recently used idle session that holds blocks gives them up.
+  while (!idle_.empty()) {
+    Session* idle = idle_.front();
+    idle_.pop_front();  // back when its next generation ends
+    SPARK_ASSIGN_OR_RETURN(const int64_t dropped, executor_->DropKv(*idle->sequence_));
+    idle->history_.clear();
+    idle->history_has_soft_tokens_ = false;
+    if (dropped > 0) {
+      ++kv_pool_stats_.evicted;
+      return false;
+    }
+  }
+  // None: this session gives up its own and waits for a generation to end or give up blocks.
+  SPARK_ASSIGN_OR_RETURN(const int64_t dropped, executor_->DropKv(*session.sequence_));
+  if (dropped > 0) {
+    ++kv_pool_stats_.preempted;
+    ++kv_epoch_;
+    kv_changed_.notify_all();
+  }
+  const uint64_t seen = kv_epoch_;
+  const auto cancelled = [&] {
+    return (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) ||
+           (options.session_cancel != nullptr &&
+            options.session_cancel->load(std::memory_order_relaxed));
+  };
+  ++waiting_;
+  // (Cancel flags are set without a notification: look at them every 50 ms.)
+  while (!(kv_epoch_ != seen || !idle_.empty() || running_ == waiting_ || cancelled())) {
+    kv_changed_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  --waiting_;
+  return true;
+}
+
+Model::KvPoolStats Model::kv_pool_stats() const {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  return kv_pool_stats_;
 }
 
 // ---- Engine ----
@@ -100,6 +165,13 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
     return absl::InvalidArgumentError(
         absl::StrCat("max_sessions must be at least 1 (or 0: as many as fit), got ",
                      options.max_sessions));
+  }
+  const int64_t sessions_at_most = options.max_sessions > 0 ? options.max_sessions : kAutoSessions;
+  if (options.kv_pool_sessions < kKvPoolFit || options.kv_pool_sessions > sessions_at_most) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the KV cache pool's full-length sessions must be 0 (every session's), ", kKvPoolFit,
+        " (as many as fit) or in [1, ", sessions_at_most, "] (the sessions), got ",
+        options.kv_pool_sessions));
   }
   // Checked here, not only when resolving: DeviceMode::kAuto falls back to the host on a
   // resolution error, which would turn this mistake into a notice.
@@ -146,7 +218,7 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   estimate_options.max_length = model->max_length_;
   estimate_options.batch = options.max_sessions;
   estimate_options.utilization = options_.device_memory_utilization;
-  if (options.max_sessions == 0) {
+  if (options.max_sessions == 0 && options.kv_pool_sessions == 0) {
     SPARK_ASSIGN_OR_RETURN(const int64_t fitting,
                            MaxFittingBatch(SizesFromPlan(plan), memory, estimate_options,
                                            kAutoSessions));
@@ -154,6 +226,29 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
     Notice(absl::StrCat("sessions: ", model->max_sessions_, " of ", model->max_length_,
                         " tokens (the most, up to ", kAutoSessions,
                         ", whose KV caches the memory estimate fits)"));
+  } else if (options.max_sessions == 0) {
+    model->max_sessions_ = kAutoSessions;
+  }
+  // The pool: every session's full-length caches, or fewer (overcommitted; the sliding caches'
+  // rings are there for every session).
+  estimate_options.sessions = model->max_sessions_;
+  model->kv_pool_sessions_ = model->max_sessions_;
+  if (options.kv_pool_sessions == kKvPoolFit) {
+    SPARK_ASSIGN_OR_RETURN(const int64_t fitting,
+                           MaxFittingBatch(SizesFromPlan(plan), memory, estimate_options,
+                                           model->max_sessions_));
+    model->kv_pool_sessions_ = std::max<int64_t>(1, fitting);
+  } else if (options.kv_pool_sessions > 0) {
+    model->kv_pool_sessions_ = options.kv_pool_sessions;
+  }
+  estimate_options.batch = model->kv_pool_sessions_;
+  if (model->kv_pool_sessions_ < model->max_sessions_) {
+    Notice(absl::StrCat(
+        "sessions: ", model->max_sessions_, " of ", model->max_length_, " tokens, sharing a KV "
+        "cache pool that holds ", model->kv_pool_sessions_, " at full length",
+        options.kv_pool_sessions == kKvPoolFit ? " (the most the memory estimate fits)" : "",
+        ": a generation that finds no free block takes an idle session's, or waits and is "
+        "recomputed"));
   }
   SPARK_ASSIGN_OR_RETURN(model->estimate_, Estimate(SizesFromPlan(plan), memory, estimate_options));
   if (options_.on_estimate) options_.on_estimate(model->estimate_);
@@ -176,8 +271,10 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   }
   if (options.profile) executor->set_profile(std::make_unique<RunProfile>(plan));
   if (!options.dump_dir.empty()) executor = WithStepDump(std::move(executor), options.dump_dir);
-  // The KV cache pool the estimate counted: max_sessions sequences of max_length tokens.
-  SPARK_RETURN_IF_ERROR(executor->ReserveSequences(model->max_length_, model->max_sessions_));
+  // The KV cache pool the estimate counted: max_sessions sequences of max_length tokens, the full
+  // caches for kv_pool_sessions of them.
+  SPARK_RETURN_IF_ERROR(executor->ReserveSequences(model->max_length_, model->max_sessions_,
+                                                   model->kv_pool_sessions_));
   // Sessions generating from several threads share its steps (continuous batching).
   auto batching = std::make_unique<BatchingExecutor>(std::move(executor), plan.max_tokens);
   BatchingExecutor* stats = batching.get();

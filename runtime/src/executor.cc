@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -35,9 +36,11 @@ class DumpingExecutor final : public Executor {
   }
   ~DumpingExecutor() override { ReleaseOwnSequence(); }
 
-  absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override {
-    return inner_->ReserveSequences(max_length, sequences);
+  absl::Status ReserveSequences(int64_t max_length, int64_t sequences,
+                                int64_t full_length_sequences) override {
+    return inner_->ReserveSequences(max_length, sequences, full_length_sequences);
   }
+  absl::StatusOr<int64_t> DropKv(SequenceState& sequence) override { return inner_->DropKv(sequence); }
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
     return inner_->NewSequence(max_length);
   }
@@ -130,7 +133,23 @@ absl::Status Executor::RunStep(absl::Span<const int32_t> ids,
   return absl::OkStatus();
 }
 
-absl::Status Executor::ReserveSequences(int64_t, int64_t) { return absl::OkStatus(); }
+absl::Status Executor::ReserveSequences(int64_t, int64_t, int64_t) { return absl::OkStatus(); }
+absl::StatusOr<int64_t> Executor::DropKv(SequenceState&) { return 0; }
+
+namespace {
+constexpr absl::string_view kKvPoolExhaustedPayload = "spark.kv_pool_exhausted";
+}  // namespace
+
+absl::Status KvPoolExhausted(absl::string_view message) {
+  absl::Status status = absl::ResourceExhaustedError(message);
+  status.SetPayload(kKvPoolExhaustedPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsKvPoolExhausted(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) &&
+         status.GetPayload(kKvPoolExhaustedPayload).has_value();
+}
 
 absl::Status Executor::Run(SequenceState& sequence, const StepCall& call, StepResult* result) {
   std::vector<StepResult> results;

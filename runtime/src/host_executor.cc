@@ -37,7 +37,9 @@ class HostExecutor final : public Executor {
       : plan_(plan), weights_(std::move(weights)), kernel_runner_(std::move(kernel_runner)) {}
   ~HostExecutor() override { ReleaseOwnSequence(); }
 
-  absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override;
+  absl::Status ReserveSequences(int64_t max_length, int64_t sequences,
+                                int64_t full_length_sequences) override;
+  absl::StatusOr<int64_t> DropKv(SequenceState& sequence) override;
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status RunBatch(absl::Span<const SequenceStep> parts,
                         std::vector<StepResult>* results) override;
@@ -147,10 +149,12 @@ absl::Status HostExecutor::AllocateArena() {
   return absl::OkStatus();
 }
 
-absl::Status HostExecutor::ReserveSequences(int64_t max_length, int64_t sequences) {
+absl::Status HostExecutor::ReserveSequences(int64_t max_length, int64_t sequences,
+                                            int64_t full_length_sequences) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
   SPARK_RETURN_IF_ERROR(pool_.CheckNoLiveSequences());
-  SPARK_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Make(plan_, max_length, sequences));
+  SPARK_ASSIGN_OR_RETURN(KvBlockPool pool,
+                         KvBlockPool::Make(plan_, max_length, sequences, full_length_sequences));
   SPARK_RETURN_IF_ERROR(AllocateArena());
   kv_caches_.clear();
   tables_.clear();
@@ -163,8 +167,8 @@ absl::Status HostExecutor::ReserveSequences(int64_t max_length, int64_t sequence
     const int64_t slots = pool.NumBlocks(pool.GroupOf(static_cast<int64_t>(i))) * abi::kKvBlockRows;
     const uint64_t part_bytes = info.part_bytes(slots);
     SPARK_RETURN_IF_ERROR(WithHostAllocation(
-        absl::StrCat("kv cache ", i, " (K and V, ", slots, " slots: ", sequences,
-                     " sequences of ", pool.Capacity(pool.GroupOf(static_cast<int64_t>(i))), ")"),
+        absl::StrCat("kv cache ", i, " (K and V, ", slots, " slots in blocks of ",
+                     abi::kKvBlockRows, ")"),
         2 * part_bytes, [&] {
           const size_t words = static_cast<size_t>((part_bytes + 7) / 8);
           caches[i].k.assign(words, 0);
@@ -196,7 +200,9 @@ absl::Status HostExecutor::ReserveSequences(int64_t max_length, int64_t sequence
 absl::StatusOr<std::unique_ptr<SequenceState>> HostExecutor::NewSequence(int64_t max_length) {
   SPARK_ASSIGN_OR_RETURN(const bool reserve, pool_.NeedsReserve(max_length));
   if (reserve) {
-    SPARK_RETURN_IF_ERROR(ReserveSequences(max_length, std::max<int64_t>(1, pool_.sequences())));
+    const int64_t sequences = std::max<int64_t>(1, pool_.sequences());
+    SPARK_RETURN_IF_ERROR(ReserveSequences(
+        max_length, sequences, std::clamp<int64_t>(pool_.full_length_sequences(), 1, sequences)));
   }
   std::lock_guard<std::mutex> lock(pool_mutex_);
   return std::unique_ptr<SequenceState>(
@@ -206,6 +212,27 @@ absl::StatusOr<std::unique_ptr<SequenceState>> HostExecutor::NewSequence(int64_t
 void HostExecutor::ReleaseSequence(Sequence& sequence) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
   pool_.Release(sequence.blocks);
+}
+
+absl::StatusOr<int64_t> HostExecutor::DropKv(SequenceState& sequence) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(sequence));
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  SequenceBlocks& blocks = static_cast<Sequence&>(sequence).blocks;
+  // The dropped blocks' keys and values become NaN (all bits set), so that a step reading a
+  // position its sequence no longer holds shows in its logits instead of finding the old bytes
+  // still there (a block given back is often the next one handed out).
+  for (size_t i = 0; i < kv_caches_.size(); ++i) {
+    const uint64_t block_bytes = plan_.kv_caches[i].part_bytes(abi::kKvBlockRows);
+    const int group = pool_.GroupOf(static_cast<int64_t>(i));
+    for (const int32_t block : blocks.tables[static_cast<size_t>(group)]) {
+      if (block < 0) continue;
+      for (std::vector<uint64_t>* part : {&kv_caches_[i].k, &kv_caches_[i].v}) {
+        std::memset(reinterpret_cast<uint8_t*>(part->data()) + block * block_bytes, 0xff,
+                    block_bytes);
+      }
+    }
+  }
+  return pool_.Drop(blocks);
 }
 
 absl::Status HostExecutor::RunBatch(absl::Span<const SequenceStep> parts,

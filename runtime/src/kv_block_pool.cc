@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "spark/runtime/executor.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/status_macros.h"
 
@@ -33,16 +34,22 @@ int64_t SequenceBlocks::num_blocks() const {
 }
 
 absl::StatusOr<KvBlockPool> KvBlockPool::Make(const Plan& plan, int64_t max_length,
-                                              int64_t sequences) {
+                                              int64_t sequences, int64_t full_length_sequences) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   SPARK_RETURN_IF_ERROR(CheckMaxLength(max_length));
   if (sequences < 1 || sequences > kMax) {
     return absl::InvalidArgumentError(
         absl::StrCat("the number of sequences must be in [1, 2^31), got ", sequences));
   }
+  if (full_length_sequences < 1 || full_length_sequences > sequences) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the KV cache pool must hold from 1 to ", sequences,
+                     " full-length sequences, got ", full_length_sequences));
+  }
   KvBlockPool pool;
   pool.max_length_ = max_length;
   pool.sequences_ = sequences;
+  pool.full_length_sequences_ = full_length_sequences;
   for (const KvCacheInfo& cache : plan.kv_caches) {
     const int64_t capacity = KvCapacity(cache, max_length, plan.max_tokens);
     auto found = std::find(pool.capacities_.begin(), pool.capacities_.end(), capacity);
@@ -52,9 +59,12 @@ absl::StatusOr<KvBlockPool> KvBlockPool::Make(const Plan& plan, int64_t max_leng
     }
     pool.group_of_.push_back(static_cast<int>(found - pool.capacities_.begin()));
   }
+  const int64_t largest = *std::max_element(pool.capacities_.begin(), pool.capacities_.end());
   for (int g = 0; g < pool.num_groups(); ++g) {
-    const int64_t blocks = pool.NumBlocks(g);
-    if (blocks / sequences != pool.Columns(g) || blocks > kMax) {
+    const int64_t holders = pool.Capacity(g) == largest ? full_length_sequences : sequences;
+    const int64_t blocks = pool.Columns(g) * holders;
+    pool.num_blocks_.push_back(blocks);
+    if (blocks / holders != pool.Columns(g) || blocks > kMax) {
       return absl::InvalidArgumentError(absl::StrCat(
           sequences, " sequences of ", max_length, " tokens need more than 2^31 KV blocks"));
     }
@@ -112,7 +122,7 @@ absl::Status KvBlockPool::Grow(SequenceBlocks& blocks, absl::Span<const int32_t>
       }
     }
     if (static_cast<int64_t>(need.size()) > FreeBlocks(g)) {
-      return absl::ResourceExhaustedError(absl::StrCat(
+      return KvPoolExhausted(absl::StrCat(
           "the KV cache pool has ", FreeBlocks(g), " free blocks of ", abi::kKvBlockRows,
           " tokens for caches of ", Capacity(g), " slots; the step needs ", need.size()));
     }
@@ -130,12 +140,21 @@ absl::Status KvBlockPool::Grow(SequenceBlocks& blocks, absl::Span<const int32_t>
 
 void KvBlockPool::Release(SequenceBlocks& blocks) {
   if (live_ > 0) --live_;
+  Drop(blocks);
+}
+
+int64_t KvBlockPool::Drop(SequenceBlocks& blocks) {
+  int64_t dropped = 0;
   for (size_t g = 0; g < blocks.tables.size() && g < free_.size(); ++g) {
     for (int32_t& block : blocks.tables[g]) {
-      if (block >= 0) free_[g].push_back(block);
+      if (block >= 0) {
+        free_[g].push_back(block);
+        ++dropped;
+      }
       block = -1;
     }
   }
+  return dropped;
 }
 
 absl::StatusOr<std::vector<PoolPiece>> KvBlockPool::MapRange(SequenceBlocks& blocks, int group,
@@ -150,9 +169,8 @@ absl::StatusOr<std::vector<PoolPiece>> KvBlockPool::MapRange(SequenceBlocks& blo
   for (uint64_t column = offset / block_bytes; column * block_bytes < offset + size; ++column) {
     if (table[column] >= 0) continue;
     if (free.empty()) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the KV cache pool has no free block for caches of ", Capacity(group),
-                       " slots"));
+      return KvPoolExhausted(absl::StrCat("the KV cache pool has no free block for caches of ",
+                                          Capacity(group), " slots"));
     }
     table[column] = free.back();
     free.pop_back();

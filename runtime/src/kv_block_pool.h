@@ -36,20 +36,27 @@ class KvBlockPool {
   // No pool: Reserved() is false.
   KvBlockPool() = default;
 
-  // A pool for `sequences` sequences of up to `max_length` tokens of `plan`: the plan's caches
-  // grouped by their capacity (KvCapacity: slots per sequence, whole blocks), each group with
-  // sequences x Columns(group) blocks, all free. INVALID_ARGUMENT for max_length or sequences
-  // outside [1, 2^31) or a pool whose block ids leave i32.
-  static absl::StatusOr<KvBlockPool> Make(const Plan& plan, int64_t max_length, int64_t sequences);
+  // A pool for `sequences` live sequences of up to `max_length` tokens of `plan`: the plan's
+  // caches grouped by their capacity (KvCapacity: slots per sequence, whole blocks), all blocks
+  // free. The groups of the largest capacity (the full caches: what grows with max_length) hold
+  // `full_length_sequences` x Columns(group) blocks, the others (sliding-window rings) sequences x
+  // Columns(group). With full_length_sequences < sequences the pool is overcommitted: Grow fails
+  // (KvPoolExhausted) when the live sequences together need more blocks than it has, and callers
+  // free blocks (Drop) and recompute (session.cc). INVALID_ARGUMENT for max_length or sequences
+  // outside [1, 2^31), full_length_sequences outside [1, sequences], or block ids past i32.
+  static absl::StatusOr<KvBlockPool> Make(const Plan& plan, int64_t max_length, int64_t sequences,
+                                          int64_t full_length_sequences);
 
   bool Reserved() const { return sequences_ > 0; }
   int64_t max_length() const { return max_length_; }
   int64_t sequences() const { return sequences_; }
+  int64_t full_length_sequences() const { return full_length_sequences_; }
+  bool Overcommitted() const { return full_length_sequences_ < sequences_; }
   int num_groups() const { return static_cast<int>(capacities_.size()); }
   int GroupOf(int64_t cache) const { return group_of_[static_cast<size_t>(cache)]; }
   int64_t Capacity(int group) const { return capacities_[static_cast<size_t>(group)]; }
   int64_t Columns(int group) const { return Capacity(group) / abi::kKvBlockRows; }
-  int64_t NumBlocks(int group) const { return Columns(group) * sequences_; }
+  int64_t NumBlocks(int group) const { return num_blocks_[static_cast<size_t>(group)]; }
   int64_t FreeBlocks(int group) const {
     return static_cast<int64_t>(free_[static_cast<size_t>(group)].size());
   }
@@ -68,11 +75,15 @@ class KvBlockPool {
   // allocates them all: RunProgram runs on whatever the caches hold).
   std::vector<int32_t> EveryBlockPosition() const;
   // Allocates, in every group, the blocks that positions (those >= 0) of `blocks`' sequence
-  // live in. RESOURCE_EXHAUSTED, allocating nothing, when a group has too few free blocks.
+  // live in. KvPoolExhausted (RESOURCE_EXHAUSTED), allocating nothing, when a group has too few
+  // free blocks.
   absl::Status Grow(SequenceBlocks& blocks, absl::Span<const int32_t> positions);
   // Returns every block of `blocks` to the pool (the tables become all -1); the sequence is no
   // longer live.
   void Release(SequenceBlocks& blocks);
+  // Returns every block of `blocks` to the pool, how many; the sequence stays live (what its
+  // caches held is gone: it grows again from nothing).
+  int64_t Drop(SequenceBlocks& blocks);
 
   // Where `size` bytes from byte `offset` of the sequence's view of a cache part (its
   // Capacity(group) slots of `slot_bytes` each, in position order modulo the capacity) lie in
@@ -85,6 +96,8 @@ class KvBlockPool {
  private:
   int64_t max_length_ = 0;
   int64_t sequences_ = 0;
+  int64_t full_length_sequences_ = 0;
+  std::vector<int64_t> num_blocks_;  // by group
   int64_t live_ = 0;  // sequences made by NewSequence and not released
   std::vector<int> group_of_;        // by kv cache id
   std::vector<int64_t> capacities_;  // by group

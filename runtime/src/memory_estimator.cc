@@ -186,6 +186,10 @@ absl::Status CheckInputs(const PlanSizes& sizes, const EstimateOptions& options)
     return absl::InvalidArgumentError(
         absl::StrCat("the batch must be at least 1, found ", options.batch));
   }
+  if (options.sessions < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the number of sessions must be at least 0, found ", options.sessions));
+  }
   if (!(options.utilization > 0.0 && options.utilization <= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--device-memory-utilization must be in (0, 1], found ", options.utilization));
@@ -207,14 +211,21 @@ absl::Status CheckInputs(const PlanSizes& sizes, const EstimateOptions& options)
   return absl::OkStatus();
 }
 
-// K and V of every cache for `max_length` tokens and `batch` sequences (the executors' pool of
-// KV blocks), and the block tables of the capacity groups (i32 [max_tokens, capacity / block]
-// each), or nullopt on overflow.
-absl::optional<uint64_t> KvBytes(const PlanSizes& sizes, int64_t max_length, int64_t batch) {
+// K and V of every cache for `max_length` tokens (the executors' pool of KV blocks, as
+// KvBlockPool::Make sizes it: the caches of the largest capacity for `batch` sequences, the others
+// for max(batch, sessions)), and the block tables of the capacity groups (i32 [max_tokens,
+// capacity / block] each), or nullopt on overflow.
+absl::optional<uint64_t> KvBytes(const PlanSizes& sizes, int64_t max_length, int64_t batch,
+                                 int64_t sessions) {
   uint64_t total = 0;
   std::vector<int64_t> groups;
+  int64_t largest = 0;
+  for (const KvCacheInfo& cache : sizes.kv_caches) {
+    largest = std::max(largest, KvCapacity(cache, max_length, sizes.max_tokens));
+  }
   for (const KvCacheInfo& cache : sizes.kv_caches) {
     const int64_t capacity = KvCapacity(cache, max_length, sizes.max_tokens);
+    const int64_t holders = capacity == largest ? batch : std::max(batch, sessions);
     if (std::find(groups.begin(), groups.end(), capacity) == groups.end()) {
       groups.push_back(capacity);
       const absl::optional<uint64_t> table = CheckedShapeBytes(
@@ -224,7 +235,7 @@ absl::optional<uint64_t> KvBytes(const PlanSizes& sizes, int64_t max_length, int
       total = *sum;
     }
     const absl::optional<uint64_t> bytes =
-        CheckedShapeBytes({2, capacity, cache.kv_heads, cache.head_dim, batch},
+        CheckedShapeBytes({2, capacity, cache.kv_heads, cache.head_dim, holders},
                           static_cast<uint64_t>(DTypeSize(cache.dtype)));
     const absl::optional<uint64_t> sum = bytes ? CheckedAdd(total, *bytes) : absl::nullopt;
     if (!sum) return absl::nullopt;
@@ -244,7 +255,11 @@ std::string KvSource(const PlanSizes& sizes, const EstimateOptions& options) {
                       sliding, " sliding caches of min(max_length, window - 1 + ",
                       sizes.max_tokens, ") slots, in blocks of ", abi::kKvBlockRows,
                       " tokens; K and V in ", dtype, "; ", options.batch,
-                      options.batch == 1 ? " sequence" : " sequences", "; block tables");
+                      options.batch == 1 ? " sequence" : " sequences",
+                      options.sessions > options.batch
+                          ? absl::StrCat(" (sliding caches: ", options.sessions, ")")
+                          : "",
+                      "; block tables");
 }
 
 // The host copy of a step's logits (max_tokens x vocab f32) when every row is asked for
@@ -310,7 +325,7 @@ uint64_t Sum(const std::vector<MemoryComponent>& components) {
 int64_t MaxFittingLength(const PlanSizes& sizes, const EstimateOptions& options, uint64_t fixed,
                          uint64_t budget) {
   const auto fits = [&](int64_t length) {
-    const absl::optional<uint64_t> kv = KvBytes(sizes, length, options.batch);
+    const absl::optional<uint64_t> kv = KvBytes(sizes, length, options.batch, options.sessions);
     return kv && SaturatingAdd(fixed, *kv) <= budget;
   };
   if (!fits(1)) return 0;
@@ -575,7 +590,8 @@ PlanSizes SizesFromPlan(const Plan& plan) {
 absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemory& device,
                                         const EstimateOptions& options) {
   SPARK_RETURN_IF_ERROR(CheckInputs(sizes, options));
-  const absl::optional<uint64_t> kv = KvBytes(sizes, options.max_length, options.batch);
+  const absl::optional<uint64_t> kv =
+      KvBytes(sizes, options.max_length, options.batch, options.sessions);
   const absl::optional<uint64_t> workspace = WorkspaceBytes(sizes);
   if (!kv || !workspace) {
     return absl::InvalidArgumentError(
@@ -596,7 +612,8 @@ absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemo
   estimate.max_fitting_length = MaxFittingLength(sizes, options, fixed, estimate.budget.bytes);
   PlanSizes as_bf16 = sizes;
   for (KvCacheInfo& cache : as_bf16.kv_caches) cache.dtype = DType::kBF16;
-  estimate.kv_bytes_as_bf16 = KvBytes(as_bf16, options.max_length, options.batch).value_or(*kv);
+  estimate.kv_bytes_as_bf16 =
+      KvBytes(as_bf16, options.max_length, options.batch, options.sessions).value_or(*kv);
   estimate.quantized_weights = HasQuantizedWeights(sizes);
   estimate.host_available = device.integrated ? device.host.mem_available : 0;
   estimate.device_in_use =

@@ -42,7 +42,9 @@
 #  12. continuous batching (spark-run --streams 8: each stream alone, then all 8 at once as
 #      concurrent sessions whose steps the runtime merges over the paged KV cache): every stream's
 #      ids the same both ways on the GPU, for tiny-dense, tiny-moe and tiny-e2b, greedy and seeded
-#      sampling; with --sanitizer, memcheck on tiny-dense's run.
+#      sampling; every logits row within 1e-3 (--compare-logits); the same ids with a KV pool
+#      that holds one stream at full length (--kv-pool-sequences 1: streams evicted, preempted and
+#      recomputed); with --sanitizer, memcheck on tiny-dense's run.
 # A check whose inputs are missing prints a SKIP row (not counted as passed or failed).
 # Tolerance: 1e-3 of the row's largest |logit| (the CI host test's bound). Activations are f32 in
 # the default images, on the GPU too; what differs from the host is summation order and the tensor-core GEMM path for
@@ -295,6 +297,10 @@ for m in tiny-dense tiny-moe tiny-e2b; do
     "$RUN $img --weights $MODELS/$m --device cuda --max-new-tokens 16 --prompt-ids $streams_prompt --streams 8 2>&1 >/dev/null | tail -1"
   check $m "--streams 8, sampled: together = alone" bash -c \
     "$RUN $img --weights $MODELS/$m --device cuda --max-new-tokens 16 --prompt-ids $streams_prompt --streams 8 --temperature 1 --top-k 20 --seed 3 2>&1 >/dev/null | tail -1"
+  check $m "--streams 8: logits together within 1e-3 of alone" bash -c \
+    "$RUN $img --weights $MODELS/$m --device cuda --max-new-tokens 16 --prompt-ids $streams_prompt --streams 8 --compare-logits 1e-3 2>&1 >/dev/null | tail -2 | tr '\n' ' '"
+  check $m "--streams 8 --kv-pool-sequences 1 (preemption): together = alone" bash -c \
+    "$RUN $img --weights $MODELS/$m --device cuda --max-new-tokens 16 --max-length 64 --prompt-ids $streams_prompt --streams 8 --kv-pool-sequences 1 2>&1 >/dev/null | tail -1"
 done
 if [ "$SAN" = "--sanitizer" ] && [ -f "$ART/tiny-dense.sm_90a.cubin" ]; then
   check tiny-dense "--streams 4: compute-sanitizer memcheck" compute-sanitizer --tool memcheck \

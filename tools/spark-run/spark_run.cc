@@ -97,6 +97,7 @@ struct Flags {
   bool list_devices = false;
   int64_t streams = 0;
   double compare_logits = 0.0;  // with --streams: > 0 compares the logits rows at this tolerance
+  int64_t kv_pool_sequences = 0;  // with --streams: the pool's full-length sessions (0: all)
   // Which of them the command line gave (the defaults of generation_config.json apply to the
   // others).
   bool given_prompt = false, given_chat = false, given_system = false, given_tokenizer = false;
@@ -423,6 +424,7 @@ absl::StatusOr<std::shared_ptr<Model>> OpenModel(const std::string& artifact) {
   model_options.max_length = F().max_length;
   model_options.profile = F().profile;
   model_options.max_sessions = std::max<int64_t>(1, F().streams);
+  model_options.kv_pool_sessions = F().kv_pool_sequences;
   if (!F().dump.empty()) {
     SPARK_RETURN_IF_ERROR(MakeDirectory(F().dump));
     model_options.dump_dir = F().dump;
@@ -746,6 +748,8 @@ absl::StatusOr<StreamsRun> RunStreams(Model& model, const RunOptions& options, b
 // 2 x rtol x the row's largest |logit|), which a difference within rtol may flip.
 struct LogitsComparison {
   double worst = 0.0;
+  int64_t worst_row = 0;
+  double worst_prompt = 0.0;  // over the prompt's rows (prefill)
   int64_t rows = 0;
   bool diverged_at_near_tie = true;
 };
@@ -769,7 +773,12 @@ LogitsComparison CompareStreamLogits(const GenerateResult& alone, const Generate
       scale = std::max(scale, static_cast<double>(std::fabs(a[v])));
       diff = std::max(diff, static_cast<double>(std::fabs(a[v] - b[v])));
     }
-    out.worst = std::max(out.worst, scale > 0 ? diff / scale : diff);
+    const double relative = scale > 0 ? diff / scale : diff;
+    if (relative > out.worst) {
+      out.worst = relative;
+      out.worst_row = r;
+    }
+    if (r < prompt_length) out.worst_prompt = std::max(out.worst_prompt, relative);
   }
   if (diverged && first < alone.tokens.size() && first < together.tokens.size()) {
     const int64_t r = prompt_length - 1 + static_cast<int64_t>(first);
@@ -807,8 +816,9 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
       const bool ok = c.worst <= rtol && (same || c.diverged_at_near_tie);
       if (!ok) ++failing;
       if (!same || !ok) {
-        Note(absl::StrFormat("stream %d: logits rows 0..%d within %.3e of alone (tolerance %.1e)%s",
-                             i, c.rows - 1, c.worst, rtol,
+        Note(absl::StrFormat("stream %d: logits rows 0..%d within %.3e of alone (worst: row "
+                             "%d; prompt rows within %.3e; tolerance %.1e)%s",
+                             i, c.rows - 1, c.worst, c.worst_row, c.worst_prompt, rtol,
                              same ? "" : c.diverged_at_near_tie
                                              ? "; ids differ past a near-tie"
                                              : "; ids differ where alone had a clear margin"));
@@ -833,10 +843,15 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
   Note(absl::StrFormat(
       "streams: %d; one after another: %d tokens in %.3f s (%.1f tokens/s, %.2f ms between "
       "tokens); all at once: %d tokens in %.3f s (%.1f tokens/s, %.2f ms between tokens of a "
-      "stream), %.2fx; %d steps served %d calls (%d merged, at most %d calls in one)",
+      "stream), %.2fx; %d steps served %d calls (%d merged, at most %d calls in one)%s",
       n, alone.tokens, alone.seconds, rate(alone), alone.mean_token_gap_ms, together.tokens,
       together.seconds, rate(together), together.mean_token_gap_ms,
-      rate(alone) > 0 ? rate(together) / rate(alone) : 0.0, steps, calls, merged, after.max_calls));
+      rate(alone) > 0 ? rate(together) / rate(alone) : 0.0, steps, calls, merged, after.max_calls,
+      model.kv_pool_sessions() < model.max_sessions()
+          ? absl::StrFormat("; KV pool of %d full-length streams: %d evicted, %d preempted",
+                            model.kv_pool_sessions(), model.kv_pool_stats().evicted,
+                            model.kv_pool_stats().preempted)
+          : std::string()));
   if (F().json) {
     Json out = Json::object();
     Put(out, "streams", Json(n));
@@ -852,6 +867,9 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
                                        {"steps", steps},
                                        {"merged_steps", merged},
                                        {"max_calls_per_step", after.max_calls}}));
+    Put(out, "kv_pool", Json::object({{"full_length_streams", model.kv_pool_sessions()},
+                                      {"evicted", model.kv_pool_stats().evicted},
+                                      {"preempted", model.kv_pool_stats().preempted}}));
     Put(out, "differing_streams", Json(differing));
     if (rtol > 0) {
       Put(out, "logits", Json::object({{"tolerance", rtol},
@@ -1080,6 +1098,11 @@ int main(int argc, char** argv) {
                  "alone: pass when each row is within RTOL of the row's largest |logit| and the "
                  "ids differ, if at all, only past a near-tie (two candidates within 2 x RTOL)")
       ->type_name("RTOL")->group(generation)->check(CLI::Range(0.0, 1.0));
+  app.add_option("--kv-pool-sequences", flags.kv_pool_sequences,
+                 "with --streams: a KV cache pool that holds only N of the streams at full "
+                 "length (an overcommitted pool: streams that find no free block evict an idle "
+                 "stream's caches or are preempted and recomputed); the check is the same")
+      ->type_name("N")->group(generation)->check(CLI::Range(int64_t{1}, int64_t{256}));
   app.add_option("--module-path", flags.module_path,
                  "directory searched first for the image (repeatable, or a comma list)")
       ->group(generation)->allow_extra_args(false)->type_name("DIR")->default_str("");
@@ -1129,6 +1152,7 @@ int main(int argc, char** argv) {
   CLI::Option* streams = app.get_option("--streams");
   exclude(streams, {"--interactive", "--soft-tokens", "--logits-out"});
   app.get_option("--compare-logits")->needs(streams);
+  app.get_option("--kv-pool-sequences")->needs(streams);
   std::vector<std::string> args = spark::rt::DashedFlagNames(argc, argv);
   std::vector<char*> c_args;
   for (std::string& arg : args) c_args.push_back(&arg[0]);

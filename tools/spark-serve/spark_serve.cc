@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "artifact_cache.h"
@@ -54,6 +55,7 @@ struct Flags {
   int64_t max_length = 0;
   int64_t max_queue = 64;
   int64_t max_sequences = 0;  // 0: the most (up to rt::kAutoSessions) the memory estimate fits
+  std::string kv_pool_sequences = "all";  // all, fit or N: the pool's full-length sessions
   std::string device = "auto";
   double device_memory_utilization = 0.9;
   std::vector<std::string> module_path;
@@ -87,6 +89,16 @@ struct Loaded {
 
 // MODEL given as a checkpoint directory: the artifact compiled for the device (or, on the host,
 // PTX and its plan, which need no ptxas), from the cache or by spark-import and spark-compile.
+// --kv-pool-sequences: all, fit or a count in [1, 256], as ModelOptions::kv_pool_sessions.
+absl::StatusOr<int64_t> KvPoolSessions(const std::string& value) {
+  if (value == "all") return 0;
+  if (value == "fit") return rt::kKvPoolFit;
+  int64_t n = 0;
+  if (absl::SimpleAtoi(value, &n) && n >= 1 && n <= 256) return n;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--kv-pool-sequences must be all, fit or a number from 1 to 256, got '", value, "'"));
+}
+
 absl::StatusOr<std::string> ArtifactFor(const Flags& flags, rt::DeviceMode mode) {
   std::string target = "compute_90";
   if (mode != rt::DeviceMode::kHost) {
@@ -176,6 +188,7 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   // Requests that generate at once (continuous batching): --max-sequences, or 0: the most, up to
   // rt::kAutoSessions, whose KV caches the memory estimate fits (the engine says how many).
   model_options.max_sessions = flags.max_sequences;
+  SPARK_ASSIGN_OR_RETURN(model_options.kv_pool_sessions, KvPoolSessions(flags.kv_pool_sequences));
   SPARK_ASSIGN_OR_RETURN(loaded.model, rt::Engine(engine_options).OpenModel(model_options));
   SPARK_ASSIGN_OR_RETURN(loaded.scheduler,
                          serve::Scheduler::Create(loaded.model, *loaded.tokenizer, flags.max_queue));
@@ -304,6 +317,13 @@ int main(int argc, char** argv) {
                  "requests that generate at once, their steps batched (0: the most, up to 32, "
                  "whose KV caches the memory estimate fits)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
+  app.add_option("--kv-pool-sequences", flags.kv_pool_sequences,
+                 "requests whose KV caches the pool holds at full length: all (every one of "
+                 "--max-sequences; refused when they do not fit), fit (the most the memory "
+                 "estimate fits; with --max-sequences 0, 32 requests share them) or N. Fewer than "
+                 "--max-sequences overcommits the pool: a request that finds no free block takes "
+                 "an idle session's, or waits and is recomputed; none fails for it")
+      ->capture_default_str()->type_name("all|fit|N");
   app.add_option("--device", flags.device, "auto, cuda or host")->capture_default_str();
   app.add_option("--device-memory-utilization", flags.device_memory_utilization,
                  "fraction of the memory pool the model may use")->capture_default_str();

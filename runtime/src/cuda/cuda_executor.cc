@@ -62,7 +62,9 @@ class CudaExecutor final : public Executor {
   // Context, stream, module, kernels, weights.
   absl::Status Init();
 
-  absl::Status ReserveSequences(int64_t max_length, int64_t sequences) override;
+  absl::Status ReserveSequences(int64_t max_length, int64_t sequences,
+                                int64_t full_length_sequences) override;
+  absl::StatusOr<int64_t> DropKv(SequenceState& sequence) override;
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status RunBatch(absl::Span<const SequenceStep> parts,
                         std::vector<StepResult>* results) override;
@@ -399,10 +401,12 @@ absl::Status CudaExecutor::AllocateArena() {
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::ReserveSequences(int64_t max_length, int64_t sequences) {
+absl::Status CudaExecutor::ReserveSequences(int64_t max_length, int64_t sequences,
+                                            int64_t full_length_sequences) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
   SPARK_RETURN_IF_ERROR(pool_.CheckNoLiveSequences());
-  SPARK_ASSIGN_OR_RETURN(KvBlockPool pool, KvBlockPool::Make(plan_, max_length, sequences));
+  SPARK_ASSIGN_OR_RETURN(KvBlockPool pool,
+                         KvBlockPool::Make(plan_, max_length, sequences, full_length_sequences));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
   SPARK_RETURN_IF_ERROR(AllocateArena());
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
@@ -429,7 +433,7 @@ absl::Status CudaExecutor::ReserveSequences(int64_t max_length, int64_t sequence
   SPARK_RETURN_IF_ERROR(WithContext(
       Allocate(&kv_block_, total),
       absl::StrCat("allocating the KV cache pool for ", sequences, " sequence(s) of ", max_length,
-                   " tokens (", total, " bytes)")));
+                   " tokens (", full_length_sequences, " at full length; ", total, " bytes)")));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemsetD8(kv_block_.address, 0, total));
   // cuMemsetD8 runs on the legacy stream, with which stream_ (non-blocking) does not
   // synchronise: without this wait, the memset of a large pool could still be running when the
@@ -458,10 +462,20 @@ void CudaExecutor::ReleaseSequence(Sequence* sequence) {
   pool_.Release(sequence->blocks);
 }
 
+absl::StatusOr<int64_t> CudaExecutor::DropKv(SequenceState& sequence) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(sequence));
+  // Bookkeeping only: the blocks' bytes are overwritten by whichever sequence takes them next,
+  // in a later step on the same stream.
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  return pool_.Drop(static_cast<Sequence&>(sequence).blocks);
+}
+
 absl::StatusOr<std::unique_ptr<SequenceState>> CudaExecutor::NewSequence(int64_t max_length) {
   SPARK_ASSIGN_OR_RETURN(const bool reserve, pool_.NeedsReserve(max_length));
   if (reserve) {
-    SPARK_RETURN_IF_ERROR(ReserveSequences(max_length, std::max<int64_t>(1, pool_.sequences())));
+    const int64_t sequences = std::max<int64_t>(1, pool_.sequences());
+    SPARK_RETURN_IF_ERROR(ReserveSequences(
+        max_length, sequences, std::clamp<int64_t>(pool_.full_length_sequences(), 1, sequences)));
   }
   std::lock_guard<std::mutex> lock(pool_mutex_);
   return std::unique_ptr<SequenceState>(

@@ -260,6 +260,16 @@ std::string Scheduler::FormatMetrics() const {
   metric("spark_kv_cache_capacity_tokens", "gauge", "Positions one session's KV cache can hold.",
          s.max_length);
   metric("spark_sessions", "gauge", "Sessions: requests that may generate at once.", s.sessions);
+  metric("spark_kv_pool_full_length_sessions", "gauge",
+         "Sessions the KV cache pool holds at full length (fewer than spark_sessions: "
+         "overcommitted).",
+         model_->kv_pool_sessions());
+  const rt::Model::KvPoolStats pool = model_->kv_pool_stats();
+  metric("spark_kv_pool_evictions_total", "counter",
+         "Idle sessions whose KV caches another request took (overcommitted pool).", pool.evicted);
+  metric("spark_kv_pool_preemptions_total", "counter",
+         "Requests that gave up their KV blocks, waited and were recomputed (overcommitted pool).",
+         pool.preempted);
   out += time_to_first_token_.Format("spark_time_to_first_token_seconds",
                                      "From arrival to the first generated token.");
   out += inter_token_latency_.Format("spark_inter_token_latency_seconds",

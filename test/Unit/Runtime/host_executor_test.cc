@@ -155,7 +155,7 @@ TEST_F(HostExecutorTest, ABatchedStepGivesEachSequenceItsOwnTokens) {
   absl::StatusOr<std::unique_ptr<Executor>> made = CreateHostExecutor(plan_, Weights());
   ASSERT_TRUE(made.ok()) << made.status();
   Executor& executor = **made;
-  ASSERT_TRUE(executor.ReserveSequences(32, 3).ok());
+  ASSERT_TRUE(executor.ReserveSequences(32, 3, 3).ok());
   const std::vector<std::vector<int32_t>> prompts = {{0, 3, 1}, {2}, {3, 3}};
   constexpr int kNew = 5;
   const auto call_of = [](const std::vector<int32_t>& ids, int32_t first, LogitRows rows,
@@ -236,7 +236,7 @@ TEST_F(HostExecutorTest, ABatchedStepGivesEachSequenceItsOwnTokens) {
 TEST_F(HostExecutorTest, ABatchedStepGivesEachCallItsOwnLogitsRows) {
   plan_ = TinyPlan(KvKind::kFull, 0);
   std::unique_ptr<Executor> executor = *CreateHostExecutor(plan_, Weights());
-  ASSERT_TRUE(executor->ReserveSequences(32, 4).ok());
+  ASSERT_TRUE(executor->ReserveSequences(32, 4, 4).ok());
   const std::vector<int32_t> pa = {3, 0}, pb = {1, 2}, positions = {0, 1};
   const auto call_of = [&](const std::vector<int32_t>& ids, LogitRows rows) {
     StepCall call;
@@ -267,7 +267,7 @@ TEST_F(HostExecutorTest, ABatchedStepGivesEachCallItsOwnLogitsRows) {
 TEST_F(HostExecutorTest, ABatchedStepRefusesMalformedCalls) {
   plan_ = TinyPlan(KvKind::kFull, 0);
   std::unique_ptr<Executor> executor = *CreateHostExecutor(plan_, Weights());
-  ASSERT_TRUE(executor->ReserveSequences(32, 2).ok());
+  ASSERT_TRUE(executor->ReserveSequences(32, 2, 2).ok());
   std::unique_ptr<SequenceState> a = *executor->NewSequence(32), b = *executor->NewSequence(32);
   const std::vector<int32_t> three = {0, 1, 2}, positions = {0, 1, 2};
   StepCall call;
@@ -289,7 +289,7 @@ TEST_F(HostExecutorTest, ABatchedStepRefusesMalformedCalls) {
                             "call 1 of the step: token id 9 at step row 0 is outside the "
                             "vocabulary [0, 4)"));
   // A third sequence's blocks do not fit a pool reserved for two: refused, nothing lost.
-  EXPECT_TRUE(ErrorContains(executor->ReserveSequences(32, 3),
+  EXPECT_TRUE(ErrorContains(executor->ReserveSequences(32, 3, 3),
                             "cannot be reserved again while 2 sequence(s) of it are alive"));
 }
 

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "loader_test_util.h"
+#include "spark/runtime/executor.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan.h"
 
@@ -27,7 +28,7 @@ Plan PoolPlan() {
 }
 
 TEST(KvBlockPoolTest, GroupsCachesByCapacityInWholeBlocks) {
-  absl::StatusOr<KvBlockPool> pool = KvBlockPool::Make(PoolPlan(), 100, 3);
+  absl::StatusOr<KvBlockPool> pool = KvBlockPool::Make(PoolPlan(), 100, 3, 3);
   ASSERT_TRUE(pool.ok()) << pool.status();
   ASSERT_EQ(pool->num_groups(), 2);
   EXPECT_EQ(pool->GroupOf(0), pool->GroupOf(2));
@@ -42,7 +43,7 @@ TEST(KvBlockPoolTest, GroupsCachesByCapacityInWholeBlocks) {
 }
 
 TEST(KvBlockPoolTest, FullCachesGrowBlockByBlockAndSlidingOnesReuseTheirRing) {
-  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2);
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2, 2);
   const int full = pool.GroupOf(0), sliding = pool.GroupOf(1);
   SequenceBlocks a = pool.NewSequence();
   EXPECT_EQ(a.num_blocks(), 0);
@@ -70,7 +71,7 @@ TEST(KvBlockPoolTest, FullCachesGrowBlockByBlockAndSlidingOnesReuseTheirRing) {
 }
 
 TEST(KvBlockPoolTest, AnExhaustedPoolRefusesAndAllocatesNothing) {
-  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 1);
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 1, 1);
   const int full = pool.GroupOf(0);
   SequenceBlocks a = pool.NewSequence(), b = pool.NewSequence();
   ASSERT_TRUE(pool.Grow(a, std::vector<int32_t>{0, 16, 32, 48, 64, 80}).ok());  // 6 of 7
@@ -78,14 +79,49 @@ TEST(KvBlockPoolTest, AnExhaustedPoolRefusesAndAllocatesNothing) {
   EXPECT_TRUE(StatusIs(status, absl::StatusCode::kResourceExhausted,
                        "the KV cache pool has 1 free blocks of 16 tokens for caches of 112 "
                        "slots; the step needs 2"));
+  EXPECT_TRUE(IsKvPoolExhausted(status));
+  EXPECT_FALSE(IsKvPoolExhausted(absl::ResourceExhaustedError("out of memory")));
   EXPECT_EQ(b.num_blocks(), 0);  // not even the sliding group's blocks
   EXPECT_EQ(pool.FreeBlocks(full), 1);
   pool.Release(a);
   EXPECT_TRUE(pool.Grow(b, std::vector<int32_t>{0, 16}).ok());
 }
 
+TEST(KvBlockPoolTest, AnOvercommittedPoolHoldsFewerFullCachesThanSequences) {
+  // 3 live sequences, the full caches' blocks for 1 of them; every sliding ring is there.
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 3, 1);
+  const int full = pool.GroupOf(0), sliding = pool.GroupOf(1);
+  EXPECT_TRUE(pool.Overcommitted());
+  EXPECT_EQ(pool.NumBlocks(full), 7);
+  EXPECT_EQ(pool.NumBlocks(sliding), 3 * 2);
+  SequenceBlocks a = pool.NewSequence(), b = pool.NewSequence(), c = pool.NewSequence();
+  ASSERT_TRUE(pool.Grow(a, std::vector<int32_t>{0, 16, 32}).ok());
+  ASSERT_TRUE(pool.Grow(b, std::vector<int32_t>{0, 16, 32, 48}).ok());
+  const absl::Status status = pool.Grow(c, std::vector<int32_t>{0});
+  EXPECT_TRUE(IsKvPoolExhausted(status)) << status;
+  // Dropping b's blocks lets c grow; b stays live, holding nothing.
+  EXPECT_EQ(pool.Drop(b), 4 + 2);
+  EXPECT_EQ(b.num_blocks(), 0);
+  EXPECT_EQ(pool.Drop(b), 0);
+  EXPECT_EQ(pool.FreeBlocks(full), 4);
+  EXPECT_EQ(pool.FreeBlocks(sliding), 3 * 2 - 2);
+  EXPECT_TRUE(pool.Grow(c, std::vector<int32_t>{0, 16}).ok());
+  EXPECT_FALSE(pool.CheckNoLiveSequences().ok());
+  pool.Release(a);
+  pool.Release(b);
+  pool.Release(c);
+  EXPECT_TRUE(pool.CheckNoLiveSequences().ok());
+  EXPECT_EQ(pool.FreeBlocks(full), 7);
+  EXPECT_FALSE(KvBlockPool::Make(PoolPlan(), 100, 3, 3)->Overcommitted());
+  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 100, 3, 0).status(),
+                       absl::StatusCode::kInvalidArgument,
+                       "the KV cache pool must hold from 1 to 3 full-length sequences, got 0"));
+  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 100, 3, 4).status(),
+                       absl::StatusCode::kInvalidArgument, "got 4"));
+}
+
 TEST(KvBlockPoolTest, MapsASequencesByteRangeOntoItsBlocks) {
-  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2);
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2, 2);
   const int full = pool.GroupOf(0);
   SequenceBlocks a = pool.NewSequence(), b = pool.NewSequence();
   ASSERT_TRUE(pool.Grow(a, std::vector<int32_t>{0}).ok());  // a: block 0 of each group
@@ -107,7 +143,7 @@ TEST(KvBlockPoolTest, MapsASequencesByteRangeOntoItsBlocks) {
 TEST(KvBlockPoolTest, SaysWhenASequenceNeedsThePoolReservedAgain) {
   KvBlockPool none;
   EXPECT_TRUE(*none.NeedsReserve(100));
-  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2);
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2, 2);
   EXPECT_FALSE(*pool.NeedsReserve(100));
   EXPECT_FALSE(*pool.NeedsReserve(1));
   EXPECT_TRUE(*pool.NeedsReserve(101));
@@ -117,12 +153,12 @@ TEST(KvBlockPoolTest, SaysWhenASequenceNeedsThePoolReservedAgain) {
 }
 
 TEST(KvBlockPoolTest, RejectsSizesOutsideTheI32Range) {
-  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 0, 1).status(),
+  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 0, 1, 1).status(),
                        absl::StatusCode::kInvalidArgument, "max_length must be in [1, 2^31)"));
-  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 100, 0).status(),
+  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 100, 0, 1).status(),
                        absl::StatusCode::kInvalidArgument,
                        "the number of sequences must be in [1, 2^31)"));
-  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 1 << 30, 1 << 20).status(),
+  EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 1 << 30, 1 << 20, 1 << 20).status(),
                        absl::StatusCode::kInvalidArgument, "need more than 2^31 KV blocks"));
 }
 

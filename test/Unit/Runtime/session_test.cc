@@ -4,14 +4,18 @@
 // window limit on going back), cancellation, several sessions of one model.
 #include "spark/runtime/session.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "loader_test_util.h"
 #include "runtime_test_util.h"
@@ -34,7 +38,8 @@ class SessionTest : public ::testing::Test {
   // Writes `plan` as dir/tiny.compute_90.ptx + .plan and the embedding table as a checkpoint,
   // and opens it on the host.
   absl::StatusOr<std::shared_ptr<Model>> Open(Plan plan, int64_t max_length = 32,
-                                              int64_t max_sessions = 2) {
+                                              int64_t max_sessions = 2,
+                                              int64_t kv_pool_sessions = 0) {
     plan.target = "compute_90";
     const std::string artifact = temp_.Write("tiny.compute_90.ptx", "// no kernels: host only\n");
     temp_.Write("tiny.compute_90.plan", SerializePlanSection(plan));
@@ -58,6 +63,7 @@ class SessionTest : public ::testing::Test {
     options.weights = weights;
     options.max_length = max_length;
     options.max_sessions = max_sessions;
+    options.kv_pool_sessions = kv_pool_sessions;
     return Engine(engine_options).OpenModel(options);
   }
 
@@ -267,12 +273,115 @@ TEST_F(SessionTest, ZeroSessionsOpensAsManyAsFit) {
   std::vector<std::unique_ptr<Session>> sessions;
   for (int64_t i = 0; i < kAutoSessions; ++i) sessions.push_back(*(*model)->NewSession());
   EXPECT_TRUE(ErrorContains((*model)->NewSession().status(), "sessions at once"));
+  // kKvPoolFit: kAutoSessions sessions, the pool as large as the estimate fits (here: all).
+  sessions.clear();
+  absl::StatusOr<std::shared_ptr<Model>> fit = Open(TinyPlan(KvKind::kFull, 0), 32, 0, kKvPoolFit);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ((*fit)->max_sessions(), kAutoSessions);
+  EXPECT_EQ((*fit)->kv_pool_sessions(), kAutoSessions);
+}
+
+// An overcommitted pool: the full caches' blocks for 1 session at full length (32 tokens: 2
+// blocks) shared by 2 and then 4 sessions generating together. Each session waits at its first
+// token until all have one (at most 200 ms), so that they hold blocks at once: then the pool runs
+// out as they grow, and a session that finds no free block evicts an idle session's caches or
+// gives up its own, waits and is recomputed. Every one still generates what it generates alone,
+// logits included.
+TEST_F(SessionTest, AnOvercommittedPoolPreemptsAndRecomputesSessions) {
+  const std::vector<std::vector<int32_t>> prompts = {
+      {2, 0, 1, 1, 0, 2, 1}, {2, 1, 1, 0}, {2, 0, 0, 1, 2, 2, 1, 0, 1, 1, 2}, {2, 2, 1}};
+  // (Without logits a resumed generation goes on from what its caches hold; with them, from the
+  // first position whose row was lost with the failed call.)
+  for (const bool logits : {false, true}) {
+  for (const KvKind kind : {KvKind::kFull, KvKind::kSliding}) {
+    for (const size_t n : {size_t{2}, size_t{4}}) {
+      SCOPED_TRACE(absl::StrCat(kind == KvKind::kFull ? "full" : "sliding", ", ", n, " sessions",
+                                logits ? ", logits" : ""));
+      absl::StatusOr<std::shared_ptr<Model>> model =
+          Open(TinyPlan(kind, kind == KvKind::kFull ? 0 : 6), 32, 4, 1);
+      ASSERT_TRUE(model.ok()) << model.status();
+      EXPECT_EQ((*model)->max_sessions(), 4);
+      EXPECT_EQ((*model)->kv_pool_sessions(), 1);
+      EXPECT_EQ((*model)->estimate().options.batch, 1);
+      EXPECT_EQ((*model)->estimate().options.sessions, 4);
+      std::vector<std::unique_ptr<Session>> sessions;
+      for (size_t i = 0; i < n; ++i) sessions.push_back(*(*model)->NewSession());
+      std::mutex mutex;
+      std::condition_variable all_started;
+      size_t started = 0;
+      const auto first_token = [&] {
+        std::unique_lock<std::mutex> lock(mutex);
+        if (++started == n) all_started.notify_all();
+        all_started.wait_for(lock, std::chrono::milliseconds(200), [&] { return started >= n; });
+      };
+      std::vector<absl::StatusOr<GenerateResult>> together(n);
+      std::vector<std::thread> threads;
+      for (size_t i = 0; i < n; ++i) {
+        threads.emplace_back([&, i] {
+          GenerateOptions options = Greedy(18, logits);
+          bool first = true;
+          options.on_token = [&](int32_t) {
+            if (first) first_token();
+            first = false;
+            return true;
+          };
+          together[i] = sessions[i]->Generate(prompts[i], nullptr, options);
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      const Model::KvPoolStats stats = (*model)->kv_pool_stats();
+      if (kind == KvKind::kFull) EXPECT_GE(stats.preempted, 1);
+      EXPECT_GT(stats.preempted + stats.evicted, 0);
+      sessions.clear();
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(together[i].ok()) << together[i].status();
+        const GenerateResult alone = Fresh(**model, prompts[i], Greedy(18, logits));
+        EXPECT_EQ(together[i]->tokens, alone.tokens) << "session " << i;
+        EXPECT_EQ(together[i]->reused_tokens, 0);
+        EXPECT_EQ(together[i]->cached_tokens, alone.cached_tokens);
+        ASSERT_EQ(together[i]->logits_rows, alone.logits_rows);
+        for (size_t j = 0; j < alone.logits.size(); ++j) {
+          ASSERT_NEAR(together[i]->logits[j], alone.logits[j], 1e-5) << "session " << i << " " << j;
+        }
+      }
+    }
+  }
+  }
+}
+
+// The least recently used idle session gives its blocks up first: it forgets what its caches
+// held (its next generation prefills everything) and generates as before.
+TEST_F(SessionTest, AnOvercommittedPoolEvictsIdleSessionsFirst) {
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0), 32, 3, 1);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::unique_ptr<Session> a = *(*model)->NewSession();
+  std::unique_ptr<Session> b = *(*model)->NewSession();
+  const std::vector<int32_t> pa = {2, 0, 1, 1, 0}, pb = {2, 1, 0, 0, 1, 2, 2, 1, 0, 1, 1, 2, 0, 1};
+  ASSERT_TRUE(a->Generate(pa, nullptr, Greedy(4)).ok());
+  EXPECT_EQ(a->history().size(), pa.size() + 3);
+  // b needs both blocks of the pool: a's go.
+  absl::StatusOr<GenerateResult> rb = b->Generate(pb, nullptr, Greedy(12));
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_TRUE(a->history().empty());
+  EXPECT_EQ((*model)->kv_pool_stats().evicted, 1);
+  EXPECT_EQ((*model)->kv_pool_stats().preempted, 0);
+  absl::StatusOr<GenerateResult> again = a->Generate(pa, nullptr, Greedy(4));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->reused_tokens, 0);
+  a.reset();
+  b.reset();
+  EXPECT_EQ(again->tokens, Fresh(**model, pa, Greedy(4)).tokens);
+  EXPECT_EQ(rb->tokens, Fresh(**model, pb, Greedy(12)).tokens);
 }
 
 TEST_F(SessionTest, OpenModelRefusesBadOptions) {
   Plan plan = TinyPlan(KvKind::kFull, 0);
   EXPECT_TRUE(ErrorContains(Open(plan, 32, -1).status(),
                             "max_sessions must be at least 1 (or 0: as many as fit), got -1"));
+  EXPECT_TRUE(ErrorContains(Open(plan, 32, 2, 3).status(),
+                            "the KV cache pool's full-length sessions must be 0 (every session's), "
+                            "-1 (as many as fit) or in [1, 2] (the sessions), got 3"));
+  EXPECT_TRUE(ErrorContains(Open(plan, 32, 2, -2).status(), "got -2"));
   EXPECT_TRUE(ErrorContains(Open(plan, 65).status(),
                             "max length 65 exceeds the model's max_position_embeddings 64"));
   EngineOptions engine_options;

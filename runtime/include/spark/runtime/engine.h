@@ -10,8 +10,10 @@
 #ifndef SPARK_RUNTIME_ENGINE_H_
 #define SPARK_RUNTIME_ENGINE_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,6 +36,7 @@ namespace rt {
 class Checkpoint;
 class Model;
 class Session;
+struct GenerateOptions;
 
 // Where a model runs. kAuto: the first CUDA device when the driver loads, a device exists and the
 // resolver finds an image for it; otherwise the host, with a notice saying why.
@@ -65,6 +68,8 @@ struct EngineOptions {
 // The most sessions ModelOptions::max_sessions = 0 opens a model for (the most decode tokens of
 // one step whose attention still splits over the KV length: docs/plan-format.md).
 inline constexpr int64_t kAutoSessions = 32;
+// ModelOptions::kv_pool_sessions: as many full-length sessions as the memory estimate fits.
+inline constexpr int64_t kKvPoolFit = -1;
 
 struct ModelOptions {
   std::string artifact;  // the compiled model named by the user (model.cubin)
@@ -73,8 +78,17 @@ struct ModelOptions {
   int64_t max_length = 0;
   // Sessions that may hold KV caches at once: the estimate counts this many (NewSession refuses
   // more); sessions generating at once share batched steps. 0: the most, up to kAutoSessions,
-  // whose KV caches the memory estimate fits (1 when none does: the estimate then refuses it).
+  // whose KV caches the memory estimate fits (1 when none does: the estimate then refuses it);
+  // with kv_pool_sessions = kKvPoolFit, kAutoSessions.
   int64_t max_sessions = 1;
+  // How many sessions' full-length KV caches the pool holds (Executor::ReserveSequences): 0, every
+  // session's (the estimate refuses what does not fit); kKvPoolFit, the most, up to max_sessions,
+  // that the memory estimate fits (at least 1); N in [1, max_sessions], N. With fewer than
+  // max_sessions the pool is overcommitted: sessions take blocks as they grow, and a session whose
+  // step finds none free takes those of the least recently used idle session (which forgets what
+  // it held), or else gives up its own, waits for another generation to end and recomputes what
+  // it had (Session::Generate): no request fails for want of blocks.
+  int64_t kv_pool_sessions = 0;
   bool profile = false;  // time every step (RunProfile; CUDA launches without a graph)
   std::string dump_dir;  // when set: every step's outputs to DIR/runNNN.safetensors (must exist)
 };
@@ -96,6 +110,16 @@ class Model : public std::enable_shared_from_this<Model> {
   const MemoryEstimate& estimate() const { return estimate_; }
   int64_t max_length() const { return max_length_; }
   int64_t max_sessions() const { return max_sessions_; }
+  // Sessions whose full-length KV caches the pool holds (ModelOptions::kv_pool_sessions): below
+  // max_sessions() when the pool is overcommitted.
+  int64_t kv_pool_sessions() const { return kv_pool_sessions_; }
+  // Sessions that gave up KV blocks so far (overcommitted pool): idle ones evicted, running ones
+  // preempted (and recomputed).
+  struct KvPoolStats {
+    int64_t evicted = 0;
+    int64_t preempted = 0;
+  };
+  KvPoolStats kv_pool_stats() const;
   std::string executor_name() const;
   MemoryUsage memory_usage() const;
   const RunProfile* profile() const;  // with ModelOptions::profile
@@ -110,7 +134,21 @@ class Model : public std::enable_shared_from_this<Model> {
   friend class Engine;
   friend class Session;
   Model() = default;
+  // A session's life and generations, for the overcommitted pool (under sessions_mutex_).
+  // Ending: `session` is no longer evictable (before it frees its caches); Ended: it is gone.
+  void SessionEnding(Session& session);
   void SessionEnded();
+  // Starting: `session` is running (no longer evictable): its history is its thread's.
+  void GenerationStarts(Session& session);
+  // Ended: `update` (the session's new history) runs under the lock, then `session` is idle,
+  // evictable, the least recently used last.
+  void GenerationEnds(Session& session, const std::function<void()>& update);
+  // A step of running `session` found too few free KV blocks: drops the blocks of the least
+  // recently used idle session holding any (which forgets its history) and returns false; when
+  // none does, drops `session`'s own blocks, waits until another generation ends or gives up
+  // blocks (or only waiting ones run, or `options` or the session is cancelled) and returns true:
+  // `session`'s caches hold nothing now.
+  absl::StatusOr<bool> MakeRoomForKv(Session& session, const GenerateOptions& options);
 
   std::unique_ptr<Artifact> artifact_;
   std::unique_ptr<Resolution> resolution_;
@@ -123,8 +161,15 @@ class Model : public std::enable_shared_from_this<Model> {
   // into batched steps (the runtime's BatchingExecutor).
   std::unique_ptr<Executor> executor_;
   std::function<BatchingStats()> batching_stats_;
-  std::mutex sessions_mutex_;
+  int64_t kv_pool_sessions_ = 1;
+  mutable std::mutex sessions_mutex_;
   int64_t live_sessions_ = 0;
+  std::condition_variable kv_changed_;
+  std::list<Session*> idle_;  // idle sessions, least recently used first
+  int64_t running_ = 0;       // sessions in Generate
+  int64_t waiting_ = 0;       // of which waiting for KV blocks (MakeRoomForKv)
+  uint64_t kv_epoch_ = 0;     // counts generations ended and blocks given up
+  KvPoolStats kv_pool_stats_;
 };
 
 class Engine {

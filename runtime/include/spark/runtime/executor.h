@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/memory_usage.h"
@@ -124,20 +125,34 @@ class SequenceState {
   int64_t max_length_;
 };
 
+// The error of a step whose sequences need more KV blocks than the pool has free (an
+// overcommitted pool: Executor::ReserveSequences): RESOURCE_EXHAUSTED, marked so that
+// IsKvPoolExhausted tells it from other exhaustion (memory that cannot be allocated).
+absl::Status KvPoolExhausted(absl::string_view message);
+bool IsKvPoolExhausted(const absl::Status& status);
+
 class Executor {
  public:
   virtual ~Executor() = default;
 
   // Allocates the KV cache pool (kernel_abi.h "Paged KV cache": every cache a pool of blocks of
-  // abi::kKvBlockRows tokens, KvCapacity slots per sequence) for `sequences` sequences of up to
-  // `max_length` tokens, and the activation arena. FAILED_PRECONDITION while a sequence of the
-  // old pool is alive; RESOURCE_EXHAUSTED when the memory cannot be allocated. The default (an
-  // executor without a pool) does nothing.
-  virtual absl::Status ReserveSequences(int64_t max_length, int64_t sequences);
+  // abi::kKvBlockRows tokens, KvCapacity slots per sequence) for `sequences` live sequences of up
+  // to `max_length` tokens, the full caches' blocks for `full_length_sequences` of them (1 ..
+  // sequences; fewer than `sequences` overcommits the pool: a step fails with KvPoolExhausted when
+  // the live sequences together need more, see DropKv), and the activation arena.
+  // FAILED_PRECONDITION while a sequence of the old pool is alive; RESOURCE_EXHAUSTED when the
+  // memory cannot be allocated. The default (an executor without a pool) does nothing.
+  virtual absl::Status ReserveSequences(int64_t max_length, int64_t sequences,
+                                        int64_t full_length_sequences);
+
+  // Returns every KV block `sequence` holds to the pool: what its caches held is gone, and its
+  // next steps allocate blocks again from position 0 (a preempted or evicted sequence, which is
+  // then recomputed). How many blocks were returned; the default (no pool) returns 0.
+  virtual absl::StatusOr<int64_t> DropKv(SequenceState& sequence);
 
   // A sequence of up to `max_length` tokens (at most the pool's; without a pool yet, the pool is
   // reserved for one sequence of max_length), holding no KV blocks: each Run allocates the
-  // blocks its positions need from the pool (RESOURCE_EXHAUSTED when it has too few free), and
+  // blocks its positions need from the pool (KvPoolExhausted when it has too few free), and
   // the sequence returns them when it is destroyed. The weights were bound when the executor
   // was made. The sequence must not outlive the executor.
   virtual absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) = 0;

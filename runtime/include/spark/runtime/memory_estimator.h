@@ -128,7 +128,11 @@ PlanSizes SizesFromPlan(const Plan& plan);
 
 struct EstimateOptions {
   int64_t max_length = 0;    // --max-length: tokens per sequence, prompt and output
-  int64_t batch = 1;         // sequences held at once
+  int64_t batch = 1;         // sequences held at once at full length (the full caches' blocks)
+  // Live sequences (sessions; 0: batch): the sliding caches' rings are held for each of them, the
+  // full caches' blocks for `batch` full-length sequences (an overcommitted pool when more:
+  // Executor::ReserveSequences).
+  int64_t sessions = 0;
   double utilization = 1.0;  // --device-memory-utilization, in (0, 1]
   bool use_swap = false;     // integrated GPUs: count free swap in the pool
 };

@@ -2,7 +2,9 @@
 // caches and the ids they hold. Generate streams tokens (GenerateOptions::on_token) and reuses the
 // caches for the prompt prefix they already hold, so a chat's next turn prefills only what is new;
 // Cancel, from any thread or a signal handler, ends the running generation after its current step.
-// Several sessions of one model may run from several threads: their steps take turns.
+// Several sessions of one model may run from several threads: their steps are merged into batched
+// steps; with an overcommitted KV pool (ModelOptions::kv_pool_sessions) a generation that finds
+// no free block evicts an idle session's caches or is preempted and recomputed, never failed.
 #ifndef SPARK_RUNTIME_SESSION_H_
 #define SPARK_RUNTIME_SESSION_H_
 
@@ -41,10 +43,12 @@ class Session {
   void Cancel() { cancel_.store(true, std::memory_order_relaxed); }
 
   // Forgets what the caches hold: the next Generate prefills its whole prompt.
-  void Reset() { history_.clear(); }
+  void Reset();
 
-  // The ids whose keys and values the caches hold, positions 0.. in order.
-  const std::vector<int32_t>& history() const { return history_; }
+  // The ids whose keys and values the caches hold, positions 0.. in order (a copy: with an
+  // overcommitted KV pool, another session's generation may evict an idle session's caches,
+  // which then hold nothing).
+  std::vector<int32_t> history() const;
   int64_t max_length() const;
   const Model& model() const { return *model_; }
 
@@ -58,9 +62,17 @@ class Session {
  private:
   friend class Model;
   Session(std::shared_ptr<Model> model, std::unique_ptr<SequenceState> sequence);
+  // rt::Generate from the cached prefix `reuse`, resumed after each step that found too few free
+  // KV blocks (an overcommitted pool) once Model::MakeRoomForKv made room: from what the caches
+  // still hold, or from position 0 when this session's own blocks were given up.
+  absl::StatusOr<GenerateResult> GenerateResuming(absl::Span<const int32_t> prompt,
+                                                  const SoftTokens* soft,
+                                                  const GenerateOptions& options, int64_t reuse);
 
   std::shared_ptr<Model> model_;
   std::unique_ptr<SequenceState> sequence_;
+  // Guarded by the model's sessions_mutex_ while the session is idle (another session may evict
+  // it then); the generating thread's while it runs.
   std::vector<int32_t> history_;
   bool history_has_soft_tokens_ = false;
   std::atomic<bool> cancel_{false};
