@@ -59,7 +59,8 @@ absl::StatusOr<KvBlockPool> KvBlockPool::Make(const Plan& plan, int64_t max_leng
     }
     pool.group_of_.push_back(static_cast<int>(found - pool.capacities_.begin()));
   }
-  const int64_t largest = *std::max_element(pool.capacities_.begin(), pool.capacities_.end());
+  int64_t largest = 0;  // (a plan without KV caches has no groups)
+  for (const int64_t capacity : pool.capacities_) largest = std::max(largest, capacity);
   for (int g = 0; g < pool.num_groups(); ++g) {
     const int64_t holders = pool.Capacity(g) == largest ? full_length_sequences : sequences;
     const int64_t blocks = pool.Columns(g) * holders;

@@ -152,6 +152,17 @@ TEST(KvBlockPoolTest, SaysWhenASequenceNeedsThePoolReservedAgain) {
   EXPECT_EQ(pool.EveryBlockPosition(), (std::vector<int32_t>{0, 16, 32, 48, 64, 80, 96}));
 }
 
+TEST(KvBlockPoolTest, APlanWithoutKvCachesHasNoGroups) {
+  Plan plan;
+  plan.max_tokens = 8;
+  absl::StatusOr<KvBlockPool> pool = KvBlockPool::Make(plan, 100, 3, 1);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_EQ(pool->num_groups(), 0);
+  SequenceBlocks a = pool->NewSequence();
+  EXPECT_TRUE(pool->Grow(a, std::vector<int32_t>{0, 50}).ok());
+  EXPECT_EQ(pool->Drop(a), 0);
+}
+
 TEST(KvBlockPoolTest, RejectsSizesOutsideTheI32Range) {
   EXPECT_TRUE(StatusIs(KvBlockPool::Make(PoolPlan(), 0, 1, 1).status(),
                        absl::StatusCode::kInvalidArgument, "max_length must be in [1, 2^31)"));
