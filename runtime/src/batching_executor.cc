@@ -55,20 +55,22 @@ struct BatchingExecutor::State {
     return result;
   }
 
-  // The calls of the next step, from the front of the queue: first come, first served, while
-  // their tokens and soft rows fit max_tokens.
+  // The calls of the next step: the first queued, then every later one, in arrival order, whose
+  // tokens and soft rows still fit max_tokens (a call that does not fit leaves room for the
+  // decode tokens behind it; it is first, and taken, in the next step).
   std::vector<Pending*> TakeStep() {
     std::vector<Pending*> step;
     int64_t tokens = 0, soft_rows = 0;
-    while (!queue.empty()) {
-      Pending* next = queue.front();
+    for (auto it = queue.begin(); it != queue.end();) {
+      Pending* next = *it;
       const int64_t n = static_cast<int64_t>(next->part.call.ids.size());
       if (!step.empty() &&
           (tokens + n > max_tokens || soft_rows + next->soft_rows() > max_tokens)) {
-        break;
+        ++it;
+        continue;
       }
       step.push_back(next);
-      queue.pop_front();
+      it = queue.erase(it);
       tokens += n;
       soft_rows += next->soft_rows();
     }
@@ -154,6 +156,11 @@ absl::Status BatchingExecutor::RunBatch(absl::Span<const SequenceStep> parts,
     ++s.stats.steps;
     s.stats.calls += static_cast<int64_t>(step.size());
     if (step.size() > 1) ++s.stats.merged_steps;
+    const auto is_decode = [](const Pending* p) { return p->part.call.ids.size() == 1; };
+    if (std::any_of(step.begin(), step.end(), is_decode) &&
+        !std::all_of(step.begin(), step.end(), is_decode)) {
+      ++s.stats.mixed_steps;
+    }
     s.stats.max_calls = std::max<int64_t>(s.stats.max_calls, static_cast<int64_t>(step.size()));
     s.busy = false;
     s.changed.notify_all();

@@ -153,6 +153,11 @@ absl::StatusOr<bool> Model::MakeRoomForKv(Session& session, const GenerateOption
   return true;
 }
 
+int64_t Model::generating_sessions() const {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  return running_;
+}
+
 Model::KvPoolStats Model::kv_pool_stats() const {
   std::lock_guard<std::mutex> lock(sessions_mutex_);
   return kv_pool_stats_;

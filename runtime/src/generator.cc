@@ -190,9 +190,23 @@ absl::Status Generation::Prefill(absl::Span<const int32_t> prompt, const SoftTok
   if (soft != nullptr && plan_.input_last_visible >= 0) {
     last_visible = LastVisiblePositions(length, *soft);
   }
-  SPARK_ASSIGN_OR_RETURN(const std::vector<PrefillChunk> chunks,
-                         PlanPrefillChunks(length, plan_.max_tokens, last_visible));
-  for (size_t c = 0; c < chunks.size(); ++c) {
+  // The chunks: planned up front (image blocks kept whole), or sized one at a time as
+  // options_.prefill_chunk_tokens says.
+  const bool sized_per_chunk = options_.prefill_chunk_tokens && last_visible.empty();
+  std::vector<PrefillChunk> chunks;
+  if (!sized_per_chunk) {
+    SPARK_ASSIGN_OR_RETURN(chunks, PlanPrefillChunks(length, plan_.max_tokens, last_visible));
+  }
+  for (size_t c = 0;; ++c) {
+    if (sized_per_chunk) {
+      const int64_t begin = chunks.empty() ? 0 : chunks.back().end;
+      if (begin >= length) break;
+      const int64_t size =
+          std::clamp<int64_t>(options_.prefill_chunk_tokens(), 1, plan_.max_tokens);
+      chunks.push_back({begin, std::min(begin + size, length)});
+    } else if (c >= chunks.size()) {
+      break;
+    }
     if (Cancelled()) {
       result_.cancelled = true;
       break;
@@ -207,7 +221,7 @@ absl::Status Generation::Prefill(absl::Span<const int32_t> prompt, const SoftTok
     }
     SPARK_RETURN_IF_ERROR(Run(rest.subspan(chunk.begin, count), cached + chunk.begin,
                               rows.indices.empty() ? nullptr : &soft_chunk,
-                              /*sample=*/c + 1 == chunks.size()));
+                              /*sample=*/chunk.end == length));
   }
   result_.prefill_tokens = result_.cached_tokens - cached;
   result_.prefill_seconds = absl::ToDoubleSeconds(absl::Now() - start);

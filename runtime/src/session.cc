@@ -125,6 +125,15 @@ absl::StatusOr<GenerateResult> Session::GenerateResuming(absl::Span<const int32_
   GenerateOptions run = options;
   run.cached_prefix = reuse;
   run.session_cancel = &cancel_;
+  if (!run.prefill_chunk_tokens) {
+    // Room beside each prompt chunk for one decode token of every other generating session (at
+    // least half the step stays the chunk's, for prefill throughput).
+    const int64_t max_tokens = plan.max_tokens;
+    run.prefill_chunk_tokens = [this, max_tokens] {
+      const int64_t others = model_->generating_sessions() - 1;
+      return std::max(max_tokens - others, (max_tokens + 1) / 2);
+    };
+  }
   run.on_token = [&](int32_t id) {
     generated.push_back(id);
     return !options.on_token || options.on_token(id);

@@ -866,6 +866,7 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
                                        {"ms_between_tokens", together.mean_token_gap_ms},
                                        {"steps", steps},
                                        {"merged_steps", merged},
+                                       {"mixed_steps", after.mixed_steps - before.mixed_steps},
                                        {"max_calls_per_step", after.max_calls}}));
     Put(out, "kv_pool", Json::object({{"full_length_streams", model.kv_pool_sessions()},
                                       {"evicted", model.kv_pool_stats().evicted},

@@ -4,6 +4,7 @@
 // window limit on going back), cancellation, several sessions of one model.
 #include "spark/runtime/session.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -347,6 +348,48 @@ TEST_F(SessionTest, AnOvercommittedPoolPreemptsAndRecomputesSessions) {
     }
   }
   }
+}
+
+// A prompt prefilled while another session generates is cut into chunks that leave room in each
+// step for the other's decode token (max_tokens 4: chunks of 3, so that the batched steps can
+// mix the two instead of the prompt's chunks holding the other's tokens up). Here a waits at its
+// first token until b is done, so b's calls are its own: 24 prompt tokens in 8 chunks (6 at full
+// steps) and 3 decode steps. Both generate what they generate alone.
+TEST_F(SessionTest, PromptChunksLeaveRoomForOtherSessionsDecodeTokens) {
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0), 64, 3);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::unique_ptr<Session> a = *(*model)->NewSession();
+  std::unique_ptr<Session> b = *(*model)->NewSession();
+  const std::vector<int32_t> pa = {2, 0, 1}, pb = {2, 1, 0, 0, 1, 2, 2, 1, 0, 1, 1, 2,
+                                                   0, 1, 2, 2, 0, 1, 0, 2, 1, 1, 0, 2};
+  std::atomic<bool> a_waiting{false}, b_done{false};
+  GenerateOptions decode = Greedy(12);
+  decode.on_token = [&](int32_t) {
+    if (!a_waiting.exchange(true)) {
+      while (!b_done) std::this_thread::yield();
+    }
+    return true;
+  };
+  absl::StatusOr<GenerateResult> ra;
+  std::thread ta([&] { ra = a->Generate(pa, nullptr, decode); });
+  while (!a_waiting) std::this_thread::yield();
+  EXPECT_EQ((*model)->generating_sessions(), 1);
+  const int64_t calls_before = (*model)->batching_stats().calls;
+  absl::StatusOr<GenerateResult> rb = b->Generate(pb, nullptr, Greedy(4));
+  const int64_t b_calls = (*model)->batching_stats().calls - calls_before;
+  b_done = true;
+  ta.join();
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ(b_calls, 8 + 3);
+  // Alone, the prompt takes whole steps: 6 chunks.
+  const int64_t calls_alone = (*model)->batching_stats().calls;
+  const GenerateResult alone = Fresh(**model, pb, Greedy(4));
+  EXPECT_EQ((*model)->batching_stats().calls - calls_alone, 6 + 3);
+  EXPECT_EQ(rb->tokens, alone.tokens);
+  a.reset();
+  b.reset();
+  EXPECT_EQ(ra->tokens, Fresh(**model, pa, Greedy(12)).tokens);
 }
 
 // The least recently used idle session gives its blocks up first: it forgets what its caches

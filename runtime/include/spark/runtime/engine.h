@@ -120,6 +120,8 @@ class Model : public std::enable_shared_from_this<Model> {
     int64_t preempted = 0;
   };
   KvPoolStats kv_pool_stats() const;
+  // Sessions in Generate now.
+  int64_t generating_sessions() const;
   std::string executor_name() const;
   MemoryUsage memory_usage() const;
   const RunProfile* profile() const;  // with ModelOptions::profile

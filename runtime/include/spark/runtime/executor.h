@@ -85,6 +85,7 @@ struct BatchingStats {
   int64_t calls = 0;         // Run calls served
   int64_t merged_steps = 0;  // steps of more than one call
   int64_t max_calls = 0;     // the most calls one step served
+  int64_t mixed_steps = 0;   // steps that held a prefill chunk and other sequences' decode tokens
   int64_t queued = 0;        // calls waiting for a step now
 };
 

@@ -84,6 +84,12 @@ struct GenerateOptions {
   const std::atomic<bool>* cancel = nullptr;
   // The same, set by Session::Generate to its Cancel flag (callers leave it null).
   const std::atomic<bool>* session_cancel = nullptr;
+  // When set, called before each prefill chunk: the most prompt tokens it may take (clamped to
+  // [1, the plan's max_tokens]); Session::Generate leaves room beside the chunk for the decode
+  // tokens of the model's other generating sessions, so that a long prompt does not hold up their
+  // tokens (the steps are merged: batching_executor.h). Unset: max_tokens. Prompts whose soft
+  // tokens form bidirectional image blocks are chunked at max_tokens (a block is one step).
+  std::function<int64_t()> prefill_chunk_tokens;
   // Prompt positions [0, cached_prefix) whose keys and values the sequence already holds (from an
   // earlier generation with the same ids there): they are not prefilled again. At most
   // prompt.size() - 1 (the last prompt token is always run, for its logits).
