@@ -247,13 +247,18 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
     model->kv_pool_sessions_ = options.kv_pool_sessions;
   }
   estimate_options.batch = model->kv_pool_sessions_;
-  if (model->kv_pool_sessions_ < model->max_sessions_) {
+  if (model->kv_pool_sessions_ < model->max_sessions_ || options.kv_pool_sessions == kKvPoolFit) {
     Notice(absl::StrCat(
         "sessions: ", model->max_sessions_, " of ", model->max_length_, " tokens, sharing a KV "
         "cache pool that holds ", model->kv_pool_sessions_, " at full length",
-        options.kv_pool_sessions == kKvPoolFit ? " (the most the memory estimate fits)" : "",
-        ": a generation that finds no free block takes an idle session's, or waits and is "
-        "recomputed"));
+        options.kv_pool_sessions == kKvPoolFit
+            ? absl::StrCat(" (the most, up to ", model->max_sessions_,
+                           ", the memory estimate fits)")
+            : "",
+        model->kv_pool_sessions_ < model->max_sessions_
+            ? ": a generation that finds no free block takes an idle session's, or waits and is "
+              "recomputed"
+            : ""));
   }
   SPARK_ASSIGN_OR_RETURN(model->estimate_, Estimate(SizesFromPlan(plan), memory, estimate_options));
   if (options_.on_estimate) options_.on_estimate(model->estimate_);

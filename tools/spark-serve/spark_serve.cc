@@ -54,8 +54,8 @@ struct Flags {
   std::string api_key;
   int64_t max_length = 0;
   int64_t max_queue = 64;
-  int64_t max_sequences = 0;  // 0: the most (up to rt::kAutoSessions) the memory estimate fits
-  std::string kv_pool_sequences = "all";  // all, fit or N: the pool's full-length sessions
+  int64_t max_sequences = 0;  // 0: rt::kAutoSessions (all: the most, up to it, that fit)
+  std::string kv_pool_sequences = "fit";  // all, fit or N: the pool's full-length sessions
   std::string device = "auto";
   double device_memory_utilization = 0.9;
   std::vector<std::string> module_path;
@@ -185,8 +185,9 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   }
   model_options.weights = flags.weights;
   model_options.max_length = flags.max_length;
-  // Requests that generate at once (continuous batching): --max-sequences, or 0: the most, up to
-  // rt::kAutoSessions, whose KV caches the memory estimate fits (the engine says how many).
+  // Requests that generate at once (continuous batching): --max-sequences, or 0: rt::kAutoSessions
+  // (with --kv-pool-sequences all: the most, up to it, whose KV caches the memory estimate fits);
+  // the pool holds --kv-pool-sequences of them at full length (the engine says how many).
   model_options.max_sessions = flags.max_sequences;
   SPARK_ASSIGN_OR_RETURN(model_options.kv_pool_sessions, KvPoolSessions(flags.kv_pool_sequences));
   SPARK_ASSIGN_OR_RETURN(loaded.model, rt::Engine(engine_options).OpenModel(model_options));
@@ -314,8 +315,9 @@ int main(int argc, char** argv) {
                  "requests that may wait; more get 503")
       ->capture_default_str();
   app.add_option("--max-sequences", flags.max_sequences,
-                 "requests that generate at once, their steps batched (0: the most, up to 32, "
-                 "whose KV caches the memory estimate fits)")
+                 "requests that generate at once, their steps batched (0: 32; with "
+                 "--kv-pool-sequences all, the most, up to 32, whose KV caches the memory "
+                 "estimate fits)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
   app.add_option("--kv-pool-sequences", flags.kv_pool_sequences,
                  "requests whose KV caches the pool holds at full length: all (every one of "
