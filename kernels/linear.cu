@@ -38,7 +38,6 @@ namespace spk {
 namespace linear {
 namespace {
 
-constexpr int kMmaMinTokens = 16;
 constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane (decode GEMV)
 constexpr int kSmallBatchMaxTokens = 16;  // past it the tiles are faster (H200, 31B shapes)
 
@@ -419,7 +418,7 @@ SPK_DEVICE void run(const void* x_in, const W& w, void* y_out, int num_tokens, i
   __shared__ __align__(16) mma::Smem smem;
   if (vec && num_tokens >= 2 && num_tokens <= kSmallBatchMaxTokens && blockDim.x == 256) {
     small_batch_dispatch(x, w, y, num_tokens, out_features, in_features, smem);
-  } else if (vec && num_tokens >= kMmaMinTokens && blockDim.x == 256) {
+  } else if (vec && num_tokens > kSmallBatchMaxTokens && blockDim.x == 256) {
     gemm_mma(x, w, y, num_tokens, out_features, in_features, smem);
   } else if (vec) {
     gemv_dispatch<true>(x, w, y, num_tokens, out_features, in_features);

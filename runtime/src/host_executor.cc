@@ -200,9 +200,9 @@ absl::Status HostExecutor::ReserveSequences(int64_t max_length, int64_t sequence
 absl::StatusOr<std::unique_ptr<SequenceState>> HostExecutor::NewSequence(int64_t max_length) {
   SPARK_ASSIGN_OR_RETURN(const bool reserve, pool_.NeedsReserve(max_length));
   if (reserve) {
-    const int64_t sequences = std::max<int64_t>(1, pool_.sequences());
-    SPARK_RETURN_IF_ERROR(ReserveSequences(
-        max_length, sequences, std::clamp<int64_t>(pool_.full_length_sequences(), 1, sequences)));
+    // Again for longer sequences, as many as before (one when none was reserved).
+    SPARK_RETURN_IF_ERROR(ReserveSequences(max_length, std::max<int64_t>(1, pool_.sequences()),
+                                           std::max<int64_t>(1, pool_.full_length_sequences())));
   }
   std::lock_guard<std::mutex> lock(pool_mutex_);
   return std::unique_ptr<SequenceState>(

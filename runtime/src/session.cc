@@ -167,11 +167,8 @@ absl::StatusOr<GenerateResult> Session::GenerateResuming(absl::Span<const int32_
     ids.assign(prompt.begin(), prompt.end());
     ids.insert(ids.end(), generated.begin(), generated.end());
     run.cached_prefix = std::min<int64_t>(held, static_cast<int64_t>(ids.size()) - 1);
+    // (At least 1: a call that sampled its last token ends without another step.)
     run.max_new_tokens = options.max_new_tokens - static_cast<int64_t>(generated.size());
-    if (run.max_new_tokens < 1) {  // (the call ends after its last sample: not reached)
-      total.tokens = std::move(generated);
-      return total;
-    }
   }
 }
 

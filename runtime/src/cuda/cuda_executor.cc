@@ -473,9 +473,9 @@ absl::StatusOr<int64_t> CudaExecutor::DropKv(SequenceState& sequence) {
 absl::StatusOr<std::unique_ptr<SequenceState>> CudaExecutor::NewSequence(int64_t max_length) {
   SPARK_ASSIGN_OR_RETURN(const bool reserve, pool_.NeedsReserve(max_length));
   if (reserve) {
-    const int64_t sequences = std::max<int64_t>(1, pool_.sequences());
-    SPARK_RETURN_IF_ERROR(ReserveSequences(
-        max_length, sequences, std::clamp<int64_t>(pool_.full_length_sequences(), 1, sequences)));
+    // Again for longer sequences, as many as before (one when none was reserved).
+    SPARK_RETURN_IF_ERROR(ReserveSequences(max_length, std::max<int64_t>(1, pool_.sequences()),
+                                           std::max<int64_t>(1, pool_.full_length_sequences())));
   }
   std::lock_guard<std::mutex> lock(pool_mutex_);
   return std::unique_ptr<SequenceState>(
