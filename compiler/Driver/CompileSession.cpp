@@ -194,6 +194,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
   } else {
     KernelPipelineOptions kernel;
     kernel.maxTokens = options.maxTokens;
+    kernel.imageMaxPatches = options.maxImageTokens * 9;
     kernel.kvCacheDType = options.kvCacheDType;
     kernel.activationPrecision = options.activationPrecision;
     if (failed(runPipeline(module, options, "kernel pipeline",

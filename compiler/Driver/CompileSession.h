@@ -19,6 +19,9 @@ struct CompileOptions {
   std::vector<std::string> targets{"sm_121a"};
   EmitKind emit = EmitKind::Cubin;
   int64_t maxTokens = 64;
+  /// The largest soft-token budget of one image the image encoder takes (--max-image-tokens; its
+  /// buffers hold 9 patches per soft token). Unused for a model without a vision tower.
+  int64_t maxImageTokens = 280;
   std::string kvCacheDType;  // "f32", "bf16", or empty: as the module declares (f32)
   std::string activationPrecision = "f32";  // "f32" or "bf16" (kernel_abi.h ActivationPrecision)
   std::string output = "model.cubin";

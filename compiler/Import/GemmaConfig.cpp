@@ -334,6 +334,70 @@ private:
 
 } // namespace
 
+/// Reads `vision_config` (transformers' Gemma4VisionConfig; its defaults where a field is
+/// absent, the sizes required).
+Expected<VisionConfig> readVisionConfig(const json::Object &object, StringRef origin) {
+  FieldReader reader(object, origin, "vision_config");
+  VisionConfig v;
+#define SPARK_READ_VISION(expr, out)                                                           \
+  if (auto value = (expr))                                                                     \
+    out = *value;                                                                              \
+  else                                                                                         \
+    return value.takeError()
+  SPARK_READ_VISION(reader.positive("hidden_size"), v.hiddenSize);
+  SPARK_READ_VISION(reader.positive("intermediate_size"), v.intermediateSize);
+  SPARK_READ_VISION(reader.positive("num_hidden_layers"), v.numLayers);
+  SPARK_READ_VISION(reader.positive("num_attention_heads"), v.numHeads);
+  SPARK_READ_VISION(reader.positive("num_key_value_heads", v.numHeads), v.numKvHeads);
+  SPARK_READ_VISION(reader.positive("head_dim", v.hiddenSize / v.numHeads), v.headDim);
+  SPARK_READ_VISION(reader.positive("patch_size", 16), v.patchSize);
+  SPARK_READ_VISION(reader.positive("pooling_kernel_size", 3), v.poolingKernel);
+  SPARK_READ_VISION(reader.positive("position_embedding_size", 10240), v.positionEmbeddingSize);
+  SPARK_READ_VISION(reader.number("rms_norm_eps", 1e-6), v.rmsNormEps);
+  SPARK_READ_VISION(reader.boolean("standardize", false), v.standardize);
+  SPARK_READ_VISION(reader.boolean("use_clipped_linears", false), v.clippedLinears);
+  if (const json::Object *rope = object.getObject("rope_parameters")) {
+    FieldReader ropeReader(*rope, origin, "vision_config.rope_parameters");
+    std::string type = ropeReader.string("rope_type").value_or("default");
+    if (type != "default" && type != "axial")
+      return reader.error("vision_config.rope_parameters.rope_type '" + type +
+                          "' is not supported (expected 'axial' or 'default': the 2-D RoPE of "
+                          "Gemma 4's vision tower)");
+    SPARK_READ_VISION(ropeReader.number("rope_theta", 100.0), v.ropeTheta);
+  }
+  reader.markUsed("rope_parameters");
+#undef SPARK_READ_VISION
+  std::string activation = reader.string("hidden_activation").value_or("gelu_pytorch_tanh");
+  if (activation != "gelu_pytorch_tanh")
+    return reader.error("vision_config.hidden_activation '" + activation +
+                        "' is not supported (Gemma 4's vision tower uses gelu_pytorch_tanh)");
+  if (v.patchSize != 16)
+    return reader.error(formatv("vision_config.patch_size {0} is not supported: Spark's image "
+                                "preprocessing cuts 16x16 patches, as Gemma 4's processor does",
+                                v.patchSize));
+  if (v.poolingKernel != 3)
+    return reader.error(formatv("vision_config.pooling_kernel_size {0} is not supported: Spark's "
+                                "image preprocessing pools 3x3 patches into one soft token, as "
+                                "Gemma 4's processor does",
+                                v.poolingKernel));
+  if (v.numHeads % v.numKvHeads != 0)
+    return reader.error(formatv("vision_config.num_attention_heads ({0}) is not a multiple of "
+                                "num_key_value_heads ({1})",
+                                v.numHeads, v.numKvHeads));
+  if (v.headDim % 4 != 0)
+    return reader.error(formatv("vision_config.head_dim {0} is not a multiple of 4 (the 2-D RoPE "
+                                "rotates two halves of rotate-half pairs)",
+                                v.headDim));
+  if (!(v.ropeTheta > 0) || !(v.rmsNormEps >= 0))
+    return reader.error("vision_config needs a positive rope_theta and a non-negative "
+                        "rms_norm_eps");
+  if (v.numHeads * v.headDim > std::numeric_limits<int32_t>::max() ||
+      v.positionEmbeddingSize * v.hiddenSize * 2 > std::numeric_limits<int32_t>::max())
+    return reader.error("vision_config sizes do not fit the kernels' 32-bit sizes (the config "
+                        "is damaged)");
+  return v;
+}
+
 Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
   ConfigStructureCheck structure;
   nlohmann::json::sax_parse(source.begin(), source.end(), &structure);
@@ -493,6 +557,25 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
   }
   if (config.softTokenIds.size() > 3)
     config.softTokenIds.resize(3);
+  // The image placeholder and its begin/end markers (the processor's expansion of each image).
+  for (auto [k, out] : {std::pair<StringRef, int64_t *>{"image_token_id", &config.imageTokenId},
+                        {"boi_token_id", &config.boiTokenId},
+                        {"eoi_token_id", &config.eoiTokenId}}) {
+    SPARK_READ(idsFrom(k), ids);
+    if (ids.size() == 1 && ids[0] >= 0 && ids[0] < config.vocabSize)
+      *out = ids[0];
+  }
+  if (const json::Value *vision = top->get("vision_config");
+      textObject != top && vision && vision->kind() != json::Value::Null) {
+    const json::Object *visionObject = vision->getAsObject();
+    if (!visionObject)
+      return topReader.error("vision_config must be an object or null");
+    SPARK_READ(readVisionConfig(*visionObject, origin), config.vision);
+    if (config.imageTokenId < 0 || config.boiTokenId < 0 || config.eoiTokenId < 0)
+      return topReader.error("a vision_config needs image_token_id, boi_token_id and "
+                             "eoi_token_id in the vocabulary (each image is expanded to "
+                             "boi + image tokens + eoi)");
+  }
 
   // Consistency.
   if (config.numKvSharedLayers < 0 || config.numKvSharedLayers >= config.numLayers)

@@ -44,6 +44,24 @@ struct LayerConfig {
   int64_t rotatedPairs = 0;   // RoPE pairs that rotate
 };
 
+/// The vision tower of a multimodal checkpoint (config.json `vision_config`, transformers'
+/// Gemma4VisionConfig) and the multimodal embedder after it.
+struct VisionConfig {
+  int64_t hiddenSize = 0;
+  int64_t intermediateSize = 0;
+  int64_t numLayers = 0;
+  int64_t numHeads = 0;
+  int64_t numKvHeads = 0;
+  int64_t headDim = 0;
+  int64_t patchSize = 16;
+  int64_t poolingKernel = 3;
+  int64_t positionEmbeddingSize = 10240;
+  double ropeTheta = 100.0;
+  double rmsNormEps = 1e-6;
+  bool standardize = false;    // std_bias / std_scale after pooling (26B, 31B)
+  bool clippedLinears = false; // input/output clamps around each linear (E2B, E4B)
+};
+
 struct GemmaConfig {
   std::string path;             // the config.json it came from
   std::string architecture;     // Gemma4ForConditionalGeneration or Gemma4ForCausalLM
@@ -73,6 +91,12 @@ struct GemmaConfig {
   std::vector<int64_t> eosTokenIds;
   std::vector<int64_t> softTokenIds; // image / audio / video placeholders, when the config names them
   bool bidirectionalVision = false;
+  /// The vision tower, when the config has a vision_config (images in: the encode_image
+  /// function), and the ids of the image's placeholder and its begin/end markers (-1: none).
+  std::optional<VisionConfig> vision;
+  int64_t imageTokenId = -1;
+  int64_t boiTokenId = -1;
+  int64_t eoiTokenId = -1;
   RopeConfig slidingRope, fullRope;
   std::vector<LayerConfig> layers;
   /// The weights' quantization (config.json quantization_config or hf_quant_config.json);

@@ -141,6 +141,11 @@ private:
   Value moe(Value mlpOut, Value residual, const std::string &p);
   void declareCaches(ModuleOp module);
   ModelAttr modelAttr();
+  /// The vision tower and the multimodal embedder as `func.func @encode_image`.
+  void buildImageEncoder(ModuleOp module);
+  /// A linear of the vision tower (`module`.linear.weight), between the clamps of its
+  /// `input_min`/`input_max` and `output_min`/`output_max` scalars when the config clips.
+  Value visionLinear(Value x, const std::string &module, const std::string &name, int64_t out);
 
   const GemmaConfig &c;
   const ImportOptions &options;
@@ -148,6 +153,8 @@ private:
   OpBuilder b;
   Location fileLoc = UnknownLoc::get(ctx);
   Value positions;
+  /// Whether the module gets the vision tower (@encode_image).
+  bool encoder = false;
   /// The entry's last_visible input (vision-bidirectional models only), else null.
   Value lastVisible;
   /// K/V values of each non-shared layer, for the layers that share them.
@@ -244,7 +251,119 @@ void GraphBuilder::declareCaches(ModuleOp module) {
 ModelAttr GraphBuilder::modelAttr() {
   return ModelAttr::get(b.getContext(), c.variant(), c.architecture, c.vocabSize, c.hiddenSize,
                         c.numLayers, c.maxPositionEmbeddings, c.eosTokenIds, c.bosTokenId,
-                        c.padTokenId, c.softTokenIds, c.weightPrefix, c.bidirectionalVision);
+                        c.padTokenId, c.softTokenIds, c.weightPrefix, c.bidirectionalVision,
+                        // The image ids are the image encoder's: a model without one takes no
+                        // images (precomputed soft tokens need no ids).
+                        encoder ? c.imageTokenId : -1, encoder ? c.boiTokenId : -1,
+                        encoder ? c.eoiTokenId : -1);
+}
+
+Value GraphBuilder::visionLinear(Value x, const std::string &module, const std::string &name,
+                                 int64_t out) {
+  const int64_t in = cast<RankedTensorType>(x.getType()).getDimSize(1);
+  auto clamp = [&](Value v, const char *low, const char *high, const char *what) -> Value {
+    auto bound = [&](const char *suffix) {
+      return tensor(module + "." + suffix, name + "." + what, shapeOf(module + "." + suffix, {}),
+                    b.getBF16Type());
+    };
+    return ClampOp::create(b, loc(name + "." + what), v.getType(), v, bound(low), bound(high));
+  };
+  if (c.vision->clippedLinears)
+    x = clamp(x, "input_min", "input_max", "clamp_input");
+  Value y = LinearOp::create(b, loc(name), act({out}), x,
+                             tensor(module + ".linear.weight", name, {out, in}, b.getBF16Type()));
+  if (c.vision->clippedLinears)
+    y = clamp(y, "output_min", "output_max", "clamp_output");
+  return y;
+}
+
+// transformers' Gemma4VisionModel + Gemma4MultimodalEmbedder on the real patches of one image:
+// patch embedding of 2 (x - 0.5), the 2-D position table, the encoder layers (bidirectional
+// attention with q/k/v norms and axial RoPE, GELU-gated MLP, sandwich norms), 3x3 pooling by
+// position times sqrt(hidden), standardize, then the embedder's weight-less RMSNorm and the
+// projection to the text hidden size. Its rows past T / 9 are zero (pool_by_position).
+void GraphBuilder::buildImageEncoder(ModuleOp module) {
+  const VisionConfig &v = *c.vision;
+  const std::string tower = "model.vision_tower.";
+  const int64_t H = v.hiddenSize, nh = v.numHeads, nkv = v.numKvHeads, d = v.headDim;
+  const int64_t patchValues = 3 * v.patchSize * v.patchSize;
+  b.setInsertionPointToEnd(module.getBody());
+  auto positionsType = RankedTensorType::get({ShapedType::kDynamic, 2}, b.getI32Type());
+  auto fn = func::FuncOp::create(
+      b, loc("encode_image"), "encode_image",
+      b.getFunctionType({act({patchValues}), positionsType}, {act({c.hiddenSize})}));
+  fn.setArgAttr(0, "spark.input", b.getStringAttr("pixel_patches"));
+  fn.setArgAttr(1, "spark.input", b.getStringAttr("patch_positions"));
+  Block *body = fn.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  Value pixels = body->getArgument(0), pos = body->getArgument(1);
+  auto norm = [&](Value x, Value w, const Twine &name) -> Value {
+    return RmsNormOp::create(b, loc(name), x.getType(), x, w, b.getF32FloatAttr(v.rmsNormEps));
+  };
+  auto visionWeight = [&](const std::string &name, ArrayRef<int64_t> shape) {
+    return tensor(tower + name, "vision_tower." + name, shape, b.getBF16Type());
+  };
+
+  Value x = ShiftScaleOp::create(b, loc("vision_tower.patch_embedder.normalize"), pixels,
+                                 b.getF32FloatAttr(0.5f), b.getF32FloatAttr(2.0f));
+  Value h = LinearOp::create(
+      b, loc("vision_tower.patch_embedder.input_proj"), act({H}), x,
+      visionWeight("patch_embedder.input_proj.weight", {H, patchValues}));
+  h = PatchPositionEmbeddingOp::create(
+      b, loc("vision_tower.patch_embedder.position_embedding"), h.getType(), h, pos,
+      visionWeight("patch_embedder.position_embedding_table", {2, v.positionEmbeddingSize, H}));
+  for (int64_t i = 0; i < v.numLayers; ++i) {
+    const std::string p = formatv("encoder.layers.{0}.", i).str();
+    const std::string name = "vision_tower." + p;
+    Value a = norm(h, visionWeight(p + "input_layernorm.weight", {H}), name + "input_layernorm");
+    auto heads = [&](const char *proj, int64_t n) {
+      return reshape(visionLinear(a, tower + p + "self_attn." + proj, name + "self_attn." + proj,
+                                  n * d),
+                     {n, d}, name + "self_attn." + proj + ".reshape");
+    };
+    auto rope2d = [&](Value t, const char *what) -> Value {
+      return Rope2dOp::create(b, loc(name + "self_attn." + what), t.getType(), t, pos,
+                              b.getF32FloatAttr(v.ropeTheta));
+    };
+    Value q = rope2d(norm(heads("q_proj", nh), visionWeight(p + "self_attn.q_norm.weight", {d}),
+                          name + "self_attn.q_norm"),
+                     "q_rope");
+    Value k = rope2d(norm(heads("k_proj", nkv), visionWeight(p + "self_attn.k_norm.weight", {d}),
+                          name + "self_attn.k_norm"),
+                     "k_rope");
+    Value val = norm(heads("v_proj", nkv), Value(), name + "self_attn.v_norm");
+    Value o = BidirectionalAttentionOp::create(b, loc(name + "self_attn.attention"), q.getType(),
+                                               q, k, val, b.getF32FloatAttr(1.0f));
+    o = reshape(o, {nh * d}, name + "self_attn.attention.reshape");
+    o = visionLinear(o, tower + p + "self_attn.o_proj", name + "self_attn.o_proj", H);
+    o = norm(o, visionWeight(p + "post_attention_layernorm.weight", {H}),
+             name + "post_attention_layernorm");
+    h = AddOp::create(b, loc(name + "attention_residual"), h, o);
+    Value m = norm(h, visionWeight(p + "pre_feedforward_layernorm.weight", {H}),
+                   name + "pre_feedforward_layernorm");
+    Value gate = visionLinear(m, tower + p + "mlp.gate_proj", name + "mlp.gate_proj",
+                              v.intermediateSize);
+    Value up = visionLinear(m, tower + p + "mlp.up_proj", name + "mlp.up_proj",
+                            v.intermediateSize);
+    m = GeluMulOp::create(b, loc(name + "mlp.gelu_mul"), gate, up);
+    m = visionLinear(m, tower + p + "mlp.down_proj", name + "mlp.down_proj", H);
+    m = norm(m, visionWeight(p + "post_feedforward_layernorm.weight", {H}),
+             name + "post_feedforward_layernorm");
+    h = AddOp::create(b, loc(name + "mlp_residual"), h, m);
+  }
+  h = PoolByPositionOp::create(b, loc("vision_tower.pooler"), h.getType(), h, pos,
+                               b.getI64IntegerAttr(v.poolingKernel),
+                               b.getF32FloatAttr(static_cast<float>(
+                                   std::sqrt(static_cast<double>(H)))));
+  if (v.standardize)
+    h = StandardizeOp::create(b, loc("vision_tower.standardize"), h.getType(), h,
+                              visionWeight("std_bias", {H}), visionWeight("std_scale", {H}));
+  h = norm(h, Value(), "embed_vision.embedding_pre_projection_norm");
+  h = LinearOp::create(b, loc("embed_vision.embedding_projection"), act({c.hiddenSize}), h,
+                       tensor("model.embed_vision.embedding_projection.weight",
+                              "embed_vision.embedding_projection", {c.hiddenSize, H},
+                              b.getBF16Type()));
+  func::ReturnOp::create(b, loc("encode_image.return"), h);
 }
 
 Value GraphBuilder::embed(Value ids) {
@@ -489,6 +608,7 @@ Value GraphBuilder::layer(Value h, const LayerConfig &l, Value pleInputs) {
 OwningOpRef<ModuleOp> GraphBuilder::build() {
   fileLoc = FileLineColLoc::get(ctx, c.path, 1, 1);
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  encoder = importsVisionTower(c, options);
   (*module)->setAttr("spark.model", modelAttr());
   declareCaches(*module);
 
@@ -536,10 +656,19 @@ OwningOpRef<ModuleOp> GraphBuilder::build() {
     logits = SoftcapOp::create(b, loc("final_logit_softcap"), logits,
                                b.getF32FloatAttr(*c.finalLogitSoftcapping));
   func::ReturnOp::create(b, loc("return"), logits);
+  if (encoder)
+    buildImageEncoder(*module);
   return module;
 }
 
 } // namespace
+
+bool importsVisionTower(const GemmaConfig &config, const ImportOptions &options) {
+  if (!config.vision || !options.vision)
+    return false;
+  return !options.checkpoint ||
+         options.checkpoint->Find("model.vision_tower.patch_embedder.input_proj.weight");
+}
 
 llvm::Expected<OwningOpRef<ModuleOp>> importGemma(const GemmaConfig &config,
                                             const ImportOptions &options, MLIRContext *context) {
@@ -628,6 +757,16 @@ void printSummary(const GemmaConfig &c, ModuleOp module, llvm::raw_ostream &os) 
   if (c.bidirectionalVision)
     os << "vision:     bidirectional within each image on sliding layers "
           "(use_bidirectional_attention \"vision\"); full layers and decode causal\n";
+  if (c.vision && module.lookupSymbol<func::FuncOp>("encode_image")) {
+    const VisionConfig &v = *c.vision;
+    os << llvm::formatv("images:     vision tower (@encode_image) hidden {0}, {1} layers, {2} "
+                        "heads x {3}, mlp {4}{5}{6}; 16x16 patches pooled 3x3 into soft tokens "
+                        "(ids: image {7}, boi {8}, eoi {9})\n",
+                        v.hiddenSize, v.numLayers, v.numHeads, v.headDim, v.intermediateSize,
+                        v.standardize ? ", standardize" : "",
+                        v.clippedLinears ? ", clipped linears" : "", c.imageTokenId, c.boiTokenId,
+                        c.eoiTokenId);
+  }
   os << "layer  type     heads  kv  head_dim  rope_pairs  k=v  kv_cache     mlp\n";
   for (const LayerConfig &l : c.layers) {
     std::string cache = l.kvShared ? llvm::formatv("<- layer {0}", l.kvSource).str()

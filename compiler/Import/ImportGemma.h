@@ -22,10 +22,16 @@ struct ImportOptions {
   /// linear per expert); without them the config decides (its exclude list; experts fused
   /// unless the config quantizes them).
   const rt::Checkpoint *checkpoint = nullptr;
+  /// Import the vision tower of a config with a vision_config as `func.func @encode_image`
+  /// (spark-import --no-vision turns it off). With checkpoint headers, a checkpoint without the
+  /// vision tower's tensors (a text-only extraction) gets no encoder either, and a note says so.
+  bool vision = true;
 };
 
 /// Builds the module: spark.kv_cache declarations, `func.func @forward` (ids, positions,
-/// soft-token embeddings and their indices -> logits), and the `spark.model` attribute. Fails
+/// soft-token embeddings and their indices -> logits), for a multimodal config the vision tower
+/// as `func.func @encode_image` (one image's pixel patches and their positions -> its soft
+/// tokens), and the `spark.model` attribute. Fails
 /// for a quantized module Spark cannot run quantized (the MoE router or experts; an NVFP4
 /// linear whose input width is not a multiple of 16), naming it.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> importGemma(const GemmaConfig &config,
@@ -35,6 +41,10 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> importGemma(const GemmaConfig 
 /// Checks every spark.weight of `module` against the safetensors checkpoint in `dir` (`opened`,
 /// when the caller has opened it already): present, same shape, same dtype. The error names the
 /// tensor, the expected and the found.
+/// Whether importGemma will build the vision tower for `config` (a vision_config, vision on,
+/// and the tower's tensors in the checkpoint when its headers are given).
+bool importsVisionTower(const GemmaConfig &config, const ImportOptions &options);
+
 llvm::Error checkWeightsAgainstCheckpoint(mlir::ModuleOp module, llvm::StringRef dir,
                                           const rt::Checkpoint *opened = nullptr);
 

@@ -28,6 +28,7 @@ void spark::buildGraphPipeline(OpPassManager &pm) {
 void spark::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {
   SparkLowerToKernelsPassOptions lowerOptions;
   lowerOptions.maxTokens = options.maxTokens;
+  lowerOptions.imageMaxPatches = options.imageMaxPatches;
   lowerOptions.kvCacheDType = options.kvCacheDType;
   lowerOptions.activationPrecision = options.activationPrecision;
   pm.addPass(createSparkLowerToKernelsPass(lowerOptions));
@@ -55,6 +56,7 @@ void spark::buildSparkCompilePipeline(OpPassManager &pm,
   buildGraphPipeline(pm);
   KernelPipelineOptions kernel;
   kernel.maxTokens = options.maxTokens;
+  kernel.imageMaxPatches = options.imageMaxPatches;
   kernel.kvCacheDType = options.kvCacheDType;
   kernel.activationPrecision = options.activationPrecision;
   buildKernelPipeline(pm, kernel);

@@ -22,6 +22,11 @@ struct KernelPipelineOptions : mlir::PassPipelineOptions<KernelPipelineOptions> 
   Option<int64_t> maxTokens{*this, "max-tokens",
                             llvm::cl::desc("Most tokens one step (prefill chunk) processes"),
                             llvm::cl::init(64)};
+  Option<int64_t> imageMaxPatches{
+      *this, "image-max-patches",
+      llvm::cl::desc("Most patches of one image the image encoder program takes (9 per soft "
+                     "token)"),
+      llvm::cl::init(2520)};
   Option<std::string> kvCacheDType{
       *this, "kv-cache-dtype",
       llvm::cl::desc("Element type of every KV cache: f32 or bf16 (empty: as the module says)"),
@@ -51,6 +56,11 @@ struct CompilePipelineOptions : mlir::PassPipelineOptions<CompilePipelineOptions
   Option<int64_t> maxTokens{*this, "max-tokens",
                             llvm::cl::desc("Most tokens one step (prefill chunk) processes"),
                             llvm::cl::init(64)};
+  Option<int64_t> imageMaxPatches{
+      *this, "image-max-patches",
+      llvm::cl::desc("Most patches of one image the image encoder program takes (9 per soft "
+                     "token)"),
+      llvm::cl::init(2520)};
   Option<std::string> kvCacheDType{
       *this, "kv-cache-dtype",
       llvm::cl::desc("Element type of every KV cache: f32 or bf16 (empty: as the module says)"),

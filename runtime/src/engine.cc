@@ -163,6 +163,23 @@ Model::KvPoolStats Model::kv_pool_stats() const {
   return kv_pool_stats_;
 }
 
+int64_t Model::max_image_patches() const {
+  return plan().image_encoder ? plan().image_encoder->max_tokens : 0;
+}
+
+absl::StatusOr<std::vector<float>> Model::EncodeImage(
+    absl::Span<const float> pixel_patches, absl::Span<const int32_t> patch_positions) const {
+  if (image_encoder_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        artifact_->path, " has no image encoder, so the model takes no images: it was imported "
+        "without a vision tower (a config without vision_config, a checkpoint without "
+        "model.vision_tower.* tensors, or spark-import --no-vision); import a multimodal "
+        "checkpoint with its vision tower and compile it again"));
+  }
+  std::lock_guard<std::mutex> lock(image_encoder_mutex_);
+  return image_encoder_->EncodeImage(pixel_patches, patch_positions);
+}
+
 // ---- Engine ----
 
 absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& options) const {
@@ -212,6 +229,9 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   }
   const Plan& plan = model->plan();
   SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, *model->checkpoint_));
+  if (plan.image_encoder) {
+    SPARK_RETURN_IF_ERROR(CheckPlanWeights(*plan.image_encoder, *model->checkpoint_));
+  }
   if (options_.on_placed) options_.on_placed(*model);
 
   // Memory: the estimate for max_sessions sequences of max_length tokens, refused when it does
@@ -278,6 +298,26 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
     SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights,
                            BindWeights(plan, *model->checkpoint_));
     SPARK_ASSIGN_OR_RETURN(executor, CreateHostExecutor(plan, std::move(weights)));
+  }
+  // The image encoder: a plan and weights of its own, run by an executor of its own on the same
+  // device (its kernels are in the same image).
+  if (plan.image_encoder) {
+    const Plan& encoder_plan = *plan.image_encoder;
+    if (model->on_cuda()) {
+      CudaExecutorOptions cuda;
+      cuda.device = model->device_;
+      cuda.use_graphs = false;
+      cuda.on_notice = options_.on_notice;
+      cuda.on_progress = options_.on_progress;
+      cuda.plan = &encoder_plan;
+      SPARK_ASSIGN_OR_RETURN(model->image_encoder_,
+                             CreateCudaExecutor(model->image(), *model->checkpoint_, cuda));
+    } else {
+      SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights,
+                             BindWeights(encoder_plan, *model->checkpoint_));
+      SPARK_ASSIGN_OR_RETURN(model->image_encoder_,
+                             CreateHostExecutor(encoder_plan, std::move(weights)));
+    }
   }
   if (options.profile) executor->set_profile(std::make_unique<RunProfile>(plan));
   if (!options.dump_dir.empty()) executor = WithStepDump(std::move(executor), options.dump_dir);

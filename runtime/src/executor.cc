@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -107,6 +108,48 @@ absl::Status Executor::CopyFromMemory(SequenceState&, const MemoryRegion&, absl:
 }
 absl::Status Executor::RunProgram(SequenceState&, int32_t, int32_t) {
   return absl::UnimplementedError(absl::StrCat(name(), " executor: no direct program runs"));
+}
+
+absl::StatusOr<std::vector<float>> Executor::EncodeImage(absl::Span<const float>,
+                                                         absl::Span<const int32_t>) {
+  return absl::UnimplementedError(absl::StrCat(name(), " executor: no image encoder"));
+}
+
+absl::Status CheckImageEncoderCall(const Plan& plan, absl::Span<const float> pixel_patches,
+                                   absl::Span<const int32_t> patch_positions) {
+  if (!plan.is_image_encoder()) {
+    return absl::FailedPreconditionError("this executor's plan is not an image encoder");
+  }
+  const int64_t pooled = int64_t{9};  // 3 x 3 patches per soft token (image.h)
+  const int64_t patches = static_cast<int64_t>(patch_positions.size() / 2);
+  if (patch_positions.size() % 2 != 0 ||
+      static_cast<int64_t>(pixel_patches.size()) != patches * kPixelPatchValues) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an image's pixel patches (", pixel_patches.size(), " values) and positions (",
+        patch_positions.size(), " values) do not describe the same patches (", kPixelPatchValues,
+        " values and 2 coordinates each)"));
+  }
+  if (patches < pooled || patches % pooled != 0 || patches > plan.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an image of ", patches, " patches: the image encoder takes a multiple of ", pooled,
+        " from ", pooled, " to ", plan.max_tokens, " (", plan.max_tokens / pooled,
+        " soft tokens, spark-compile --max-image-tokens)"));
+  }
+  int64_t table_size = std::numeric_limits<int64_t>::max();
+  for (const Step& step : plan.steps) {
+    if (step.op == abi::OpId::kPatchPositionEmbedding) {
+      table_size = std::min(table_size,
+                            StepSizeArg(step, abi::ops::patch_position_embedding::table_size, 0));
+    }
+  }
+  for (size_t i = 0; i < patch_positions.size(); ++i) {
+    if (patch_positions[i] < 0 || patch_positions[i] >= table_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "patch ", i / 2, " has ", i % 2 == 0 ? "x" : "y", " = ", patch_positions[i],
+          ", outside the vision tower's position table [0, ", table_size, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Executor::Prepare(int64_t max_length) {

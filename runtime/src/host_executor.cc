@@ -49,6 +49,8 @@ class HostExecutor final : public Executor {
                               absl::Span<uint8_t> bytes) override;
   absl::Status RunProgram(SequenceState& sequence, int32_t num_tokens,
                           int32_t num_soft_tokens) override;
+  absl::StatusOr<std::vector<float>> EncodeImage(
+      absl::Span<const float> pixel_patches, absl::Span<const int32_t> patch_positions) override;
   std::string name() const override { return "host"; }
   MemoryUsage memory_usage() const override {
     MemoryUsage usage;
@@ -334,6 +336,23 @@ absl::Status HostExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
     std::fill_n(reinterpret_cast<int32_t*>(BufferData(plan_.input_sequences)), num_tokens, 0);
   }
   return RunSteps(num_tokens, num_soft_tokens, /*first_position=*/0, num_tokens);
+}
+
+absl::StatusOr<std::vector<float>> HostExecutor::EncodeImage(
+    absl::Span<const float> pixel_patches, absl::Span<const int32_t> patch_positions) {
+  SPARK_RETURN_IF_ERROR(CheckImageEncoderCall(plan_, pixel_patches, patch_positions));
+  SPARK_RETURN_IF_ERROR(AllocateArena());
+  const int32_t patches = static_cast<int32_t>(patch_positions.size() / 2);
+  ActivationsFromF32(pixel_patches, plan_.activation_precision,
+                     BufferData(plan_.input_pixel_patches));
+  std::memcpy(BufferData(plan_.input_patch_positions), patch_positions.data(),
+              patch_positions.size() * sizeof(int32_t));
+  SPARK_RETURN_IF_ERROR(RunSteps(patches, /*num_soft_tokens=*/0, /*first_position=*/0,
+                                 /*tail_rows=*/0));
+  std::vector<float> embeddings(static_cast<size_t>(patches / 9 * plan_.model.hidden_size));
+  ActivationsToF32(BufferData(plan_.output_embeddings), plan_.activation_precision,
+                   absl::MakeSpan(embeddings));
+  return embeddings;
 }
 
 void HostExecutor::WriteInputs(const BatchLayout& layout) {

@@ -658,6 +658,126 @@ void Copy(const float* x, float* y, int32_t num_tokens, int32_t cols) {
   std::memmove(y, x, static_cast<int64_t>(num_tokens) * cols * sizeof(float));
 }
 
+// ---- The vision tower ----
+
+void ShiftScale(const float* x, float* y, int32_t num_tokens, int32_t cols, float shift,
+                float scale) {
+  Unary(x, y, static_cast<int64_t>(num_tokens) * cols,
+        [shift, scale](float v) { return (v - shift) * scale; });
+}
+
+void PatchPositionEmbedding(const float* x, const int32_t* positions, const uint16_t* table,
+                            float* y, int32_t num_tokens, int32_t dim, int32_t table_size) {
+  const int64_t plane = static_cast<int64_t>(table_size) * dim;
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const int32_t px = positions[2 * static_cast<int64_t>(t)];
+    const int32_t py = positions[2 * static_cast<int64_t>(t) + 1];
+    const bool has_x = px >= 0 && px < table_size, has_y = py >= 0 && py < table_size;
+    const uint16_t* row_x = table + static_cast<int64_t>(has_x ? px : 0) * dim;
+    const uint16_t* row_y = table + plane + static_cast<int64_t>(has_y ? py : 0) * dim;
+    const int64_t base = static_cast<int64_t>(t) * dim;
+    for (int32_t c = 0; c < dim; ++c) {
+      const float ex = has_x ? Bf16ToF32(row_x[c]) : 0.0f;
+      const float ey = has_y ? Bf16ToF32(row_y[c]) : 0.0f;
+      y[base + c] = x[base + c] + (ex + ey);
+    }
+  }
+}
+
+void Clamp(const float* x, const uint16_t* lo, const uint16_t* hi, float* y, int32_t num_tokens,
+           int32_t cols) {
+  const float low = Bf16ToF32(lo[0]), high = Bf16ToF32(hi[0]);
+  Unary(x, y, static_cast<int64_t>(num_tokens) * cols,
+        [low, high](float v) { return v < low ? low : (v > high ? high : v); });
+}
+
+void Rope2d(const float* x, const int32_t* positions, float* y, int32_t num_tokens, int32_t heads,
+            int32_t head_dim, float theta) {
+  // Each half of the head (n channels) is rotate-half RoPE over n with its own coordinate; as
+  // transformers builds it, inv_freq = 1 / theta^(2c / n) in f32 and the angle the f32 product.
+  const int32_t n = head_dim / 2, quarter = head_dim / 4;
+  std::vector<float> inv_freq(quarter);
+  for (int32_t c = 0; c < quarter; ++c) {
+    inv_freq[c] = 1.0f / std::pow(theta, static_cast<float>(2 * c) / static_cast<float>(n));
+  }
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    for (int32_t half = 0; half < 2; ++half) {
+      const float coordinate = static_cast<float>(positions[2 * static_cast<int64_t>(t) + half]);
+      for (int32_t h = 0; h < heads; ++h) {
+        const int64_t base = (static_cast<int64_t>(t) * heads + h) * head_dim + half * n;
+        for (int32_t c = 0; c < quarter; ++c) {
+          const float angle = coordinate * inv_freq[c];
+          const float cs = static_cast<float>(std::cos(static_cast<double>(angle)));
+          const float sn = static_cast<float>(std::sin(static_cast<double>(angle)));
+          const float a = x[base + c], b = x[base + c + quarter];
+          y[base + c] = a * cs - b * sn;
+          y[base + c + quarter] = b * cs + a * sn;
+        }
+      }
+    }
+  }
+}
+
+void BidirectionalAttention(const float* q, const float* k, const float* v, float* y,
+                            int32_t num_tokens, int32_t q_heads, int32_t kv_heads,
+                            int32_t head_dim, float scale) {
+  const int32_t group = q_heads / kv_heads;
+  std::vector<double> scores(static_cast<size_t>(num_tokens));
+  std::vector<double> out(static_cast<size_t>(head_dim));
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    for (int32_t h = 0; h < q_heads; ++h) {
+      const float* qrow = q + (static_cast<int64_t>(t) * q_heads + h) * head_dim;
+      const int32_t kvh = h / group;
+      for (int32_t j = 0; j < num_tokens; ++j) {
+        const float* krow = k + (static_cast<int64_t>(j) * kv_heads + kvh) * head_dim;
+        double dot = 0.0;
+        for (int32_t d = 0; d < head_dim; ++d) dot += static_cast<double>(qrow[d]) * krow[d];
+        scores[j] = static_cast<double>(static_cast<float>(dot) * scale);
+      }
+      SoftmaxInPlace(scores);
+      std::fill(out.begin(), out.end(), 0.0);
+      for (int32_t j = 0; j < num_tokens; ++j) {
+        const float* vrow = v + (static_cast<int64_t>(j) * kv_heads + kvh) * head_dim;
+        for (int32_t d = 0; d < head_dim; ++d) out[d] += scores[j] * vrow[d];
+      }
+      float* yrow = y + (static_cast<int64_t>(t) * q_heads + h) * head_dim;
+      for (int32_t d = 0; d < head_dim; ++d) yrow[d] = static_cast<float>(out[d]);
+    }
+  }
+}
+
+void PoolByPosition(const float* x, const int32_t* positions, float* y, int32_t num_tokens,
+                    int32_t cols, int32_t kernel_size, float scale) {
+  int32_t width = 0;
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    width = std::max(width, positions[2 * static_cast<int64_t>(t)] + 1);
+  }
+  const int32_t row_width = width / kernel_size;
+  const float weight = 1.0f / static_cast<float>(kernel_size * kernel_size);
+  std::vector<float> sum(static_cast<size_t>(num_tokens) * cols, 0.0f);
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const int32_t px = positions[2 * static_cast<int64_t>(t)];
+    const int32_t py = positions[2 * static_cast<int64_t>(t) + 1];
+    if (px < 0 || py < 0) continue;
+    const int64_t row = px / kernel_size + static_cast<int64_t>(row_width) * (py / kernel_size);
+    if (row >= num_tokens) continue;
+    for (int32_t c = 0; c < cols; ++c) {
+      sum[row * cols + c] += x[static_cast<int64_t>(t) * cols + c] * weight;
+    }
+  }
+  for (size_t i = 0; i < sum.size(); ++i) y[i] = sum[i] * scale;
+}
+
+void Standardize(const float* x, const uint16_t* bias, const uint16_t* scale, float* y,
+                 int32_t num_tokens, int32_t cols) {
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    const int64_t base = static_cast<int64_t>(t) * cols;
+    for (int32_t c = 0; c < cols; ++c) {
+      y[base + c] = (x[base + c] - Bf16ToF32(bias[c])) * Bf16ToF32(scale[c]);
+    }
+  }
+}
+
 namespace {
 
 // One row of sample (kernel_ops.def): the same selection as kernels/sample.cu, written

@@ -301,10 +301,23 @@ std::vector<MemoryComponent> FixedComponents(const PlanSizes& sizes, const Devic
                          " (counted once)")
           : absl::StrCat(sizes.num_weights, " plan weights ", WeightTypes(sizes),
                          ", copied to device memory");
+  const std::string vision_weights =
+      sizes.image_encoder_weight_bytes == 0
+          ? std::string()
+          : absl::StrCat("; ", FormatBytes(sizes.image_encoder_weight_bytes),
+                         " of them the vision tower's");
+  const std::string vision_arena =
+      sizes.image_max_patches == 0
+          ? std::string()
+          : absl::StrCat(", and the image encoder's (", FormatBytes(sizes.image_encoder_arena_bytes),
+                         ", one image of up to ", sizes.image_max_patches, " patches)");
   return {
-      {MemoryComponentKind::kWeights, "weights", sizes.weight_bytes, weights_source},
-      {MemoryComponentKind::kActivations, "activations", sizes.arena_bytes,
-       absl::StrCat("the plan's activation arena (", sizes.max_tokens, " tokens per step)")},
+      {MemoryComponentKind::kWeights, "weights", sizes.weight_bytes,
+       weights_source + vision_weights},
+      {MemoryComponentKind::kActivations, "activations",
+       SaturatingAdd(sizes.arena_bytes, sizes.image_encoder_arena_bytes),
+       absl::StrCat("the plan's activation arena (", sizes.max_tokens, " tokens per step)",
+                    vision_arena)},
       {MemoryComponentKind::kWorkspace, "workspace", workspace,
        absl::StrCat("host copy of a step's logits (", sizes.max_tokens, " x ", sizes.vocab_size,
                     " f32) for --logits-out; tokens are sampled on the device")},
@@ -565,17 +578,30 @@ std::vector<std::string> DeviceProfileNames() {
 PlanSizes SizesFromPlan(const Plan& plan) {
   PlanSizes sizes;
   sizes.model = plan.model.variant;
-  for (const WeightInfo& weight : plan.weights) {
-    sizes.weight_bytes = SaturatingAdd(sizes.weight_bytes, weight.num_bytes());
-    if (!weight.parts.empty() || weight.transform != WeightTransform::kNone) {
-      sizes.assembled_weight_bytes = SaturatingAdd(sizes.assembled_weight_bytes, weight.num_bytes());
+  // The text plan's weights and, for a multimodal model, its image encoder's.
+  std::vector<const WeightInfo*> weights;
+  for (const WeightInfo& weight : plan.weights) weights.push_back(&weight);
+  if (plan.image_encoder) {
+    for (const WeightInfo& weight : plan.image_encoder->weights) {
+      weights.push_back(&weight);
+      sizes.image_encoder_weight_bytes =
+          SaturatingAdd(sizes.image_encoder_weight_bytes, weight.num_bytes());
+    }
+    sizes.image_encoder_arena_bytes = plan.image_encoder->arena_bytes;
+    sizes.image_max_patches = plan.image_encoder->max_tokens;
+  }
+  for (const WeightInfo* weight : weights) {
+    sizes.weight_bytes = SaturatingAdd(sizes.weight_bytes, weight->num_bytes());
+    if (!weight->parts.empty() || weight->transform != WeightTransform::kNone) {
+      sizes.assembled_weight_bytes =
+          SaturatingAdd(sizes.assembled_weight_bytes, weight->num_bytes());
     }
   }
-  sizes.num_weights = static_cast<int64_t>(plan.weights.size());
+  sizes.num_weights = static_cast<int64_t>(weights.size());
   for (const DType dtype : kAllDTypes) {
     uint64_t bytes = 0;
-    for (const WeightInfo& weight : plan.weights) {
-      if (weight.dtype == dtype) bytes = SaturatingAdd(bytes, weight.num_bytes());
+    for (const WeightInfo* weight : weights) {
+      if (weight->dtype == dtype) bytes = SaturatingAdd(bytes, weight->num_bytes());
     }
     if (bytes > 0) sizes.weight_bytes_by_dtype.emplace_back(dtype, bytes);
   }

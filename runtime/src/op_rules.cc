@@ -48,6 +48,11 @@ std::string BrokenRule(const abi::OpSpec& spec, const std::function<int64_t(int)
           return absl::StrCat(a, " must be a multiple of 16, found ", i32(rule->a));
         }
         break;
+      case abi::RuleKind::kMultipleOf4:
+        if (i32(rule->a) % 4 != 0) {
+          return absl::StrCat(a, " must be a multiple of 4, found ", i32(rule->a));
+        }
+        break;
       case abi::RuleKind::kOneOrEqual:
         if (i32(rule->a) != 1 && i32(rule->a) != i32(rule->b)) {
           return absl::StrCat(a, " must be 1 or ", b, " = ", i32(rule->b), ", found ",

@@ -244,6 +244,9 @@ ModelInfo ReadModel(const fb::Model& in) {
   model.pad_token_id = in.pad_token_id();
   model.soft_token_ids = Longs(in.soft_token_ids());
   model.weight_prefix = Str(in.weight_prefix());
+  model.image_token_id = in.image_token_id();
+  model.boi_token_id = in.boi_token_id();
+  model.eoi_token_id = in.eoi_token_id();
   return model;
 }
 
@@ -409,8 +412,11 @@ Plan PlanFromBuffer(const fb::Plan& in, Errors* errors) {
   plan.input_last_visible = in.inputs()->last_visible();
   plan.input_sampling = in.inputs()->sampling();
   plan.input_sequences = in.inputs()->sequences();
+  plan.input_pixel_patches = in.inputs()->pixel_patches();
+  plan.input_patch_positions = in.inputs()->patch_positions();
   plan.output_logits = in.outputs()->logits();
   plan.output_tokens = in.outputs()->tokens();
+  plan.output_embeddings = in.outputs()->embeddings();
   plan.buffers = ReadArray<BufferInfo>(*in.buffers(), "buffers", pf::kMaxBuffers, errors,
                                        ReadBuffer);
   plan.weights = ReadArray<WeightInfo>(*in.weights(), "weights", pf::kMaxWeights, errors,
@@ -420,6 +426,9 @@ Plan PlanFromBuffer(const fb::Plan& in, Errors* errors) {
   plan.steps = ReadArray<Step>(*in.steps(), "steps", pf::kMaxSteps, errors, ReadStep);
   plan.programs = ReadArray<Program>(*in.programs(), "programs", pf::kMaxPrograms, errors,
                                      ReadProgram);
+  if (in.image_encoder() != nullptr) {
+    plan.image_encoder = std::make_shared<const Plan>(PlanFromBuffer(*in.image_encoder(), errors));
+  }
   return plan;
 }
 
@@ -544,6 +553,12 @@ absl::Status ValidateModel(const ModelInfo& model, absl::string_view origin) {
       CheckTokenIds(origin, "model.eos_token_ids", model.eos_token_ids, model.vocab_size));
   SPARK_RETURN_IF_ERROR(CheckRange(origin, "model.bos_token_id", model.bos_token_id, 0, last));
   SPARK_RETURN_IF_ERROR(CheckRange(origin, "model.pad_token_id", model.pad_token_id, 0, last));
+  for (const auto& [path, id] : {std::pair<const char*, int64_t>{"model.image_token_id",
+                                                                 model.image_token_id},
+                                 {"model.boi_token_id", model.boi_token_id},
+                                 {"model.eoi_token_id", model.eoi_token_id}}) {
+    SPARK_RETURN_IF_ERROR(CheckRange(origin, path, id, -1, last));
+  }
   return CheckTokenIds(origin, "model.soft_token_ids", model.soft_token_ids, model.vocab_size);
 }
 
@@ -688,7 +703,48 @@ absl::Status CheckEntryBuffer(const Plan& plan, absl::string_view origin, absl::
   return absl::OkStatus();
 }
 
+// An image encoder's entry points: the pixel patches and their positions in, the embeddings out;
+// none of a text plan's.
+absl::Status ValidateEncoderEntryPoints(const Plan& plan, absl::string_view origin) {
+  for (const auto& [path, id] :
+       {std::pair<const char*, int64_t>{"inputs.ids", plan.input_ids},
+        {"inputs.positions", plan.input_positions},
+        {"inputs.soft_embeddings", plan.soft_embeddings},
+        {"inputs.soft_indices", plan.soft_indices},
+        {"inputs.last_visible", plan.input_last_visible},
+        {"inputs.sampling", plan.input_sampling},
+        {"inputs.sequences", plan.input_sequences},
+        {"outputs.logits", plan.output_logits},
+        {"outputs.tokens", plan.output_tokens}}) {
+    if (id != -1) {
+      return PlanError(origin, path,
+                       absl::StrCat("expected -1 in an image encoder plan, found ", id));
+    }
+  }
+  if (!plan.kv_caches.empty()) {
+    return PlanError(origin, "kv_caches", "an image encoder plan has no KV caches");
+  }
+  if (plan.image_encoder) {
+    return PlanError(origin, "image_encoder", "an image encoder plan has no image encoder");
+  }
+  SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.pixel_patches",
+                                         plan.input_pixel_patches, plan.activation_precision,
+                                         {kPixelPatchValues}));
+  SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.patch_positions",
+                                         plan.input_patch_positions, DType::kI32, {2}));
+  return CheckEntryBuffer(plan, origin, "outputs.embeddings", plan.output_embeddings,
+                          plan.activation_precision, {plan.model.hidden_size});
+}
+
 absl::Status ValidateEntryPoints(const Plan& plan, absl::string_view origin) {
+  if (plan.is_image_encoder()) return ValidateEncoderEntryPoints(plan, origin);
+  for (const auto& [path, id] :
+       {std::pair<const char*, int64_t>{"inputs.patch_positions", plan.input_patch_positions},
+        {"outputs.embeddings", plan.output_embeddings}}) {
+    if (id != -1) {
+      return PlanError(origin, path, absl::StrCat("expected -1 in a text plan, found ", id));
+    }
+  }
   SPARK_RETURN_IF_ERROR(
       CheckEntryBuffer(plan, origin, "inputs.ids", plan.input_ids, DType::kI32, {}));
   SPARK_RETURN_IF_ERROR(CheckEntryBuffer(plan, origin, "inputs.positions", plan.input_positions,
@@ -910,7 +966,8 @@ Offset<fb::Model> ModelBuffer(FlatBufferBuilder& b, const ModelInfo& model) {
                          model.vocab_size, model.hidden_size, model.num_layers,
                          model.max_position_embeddings, b.CreateVector(model.eos_token_ids),
                          model.bos_token_id, model.pad_token_id,
-                         b.CreateVector(model.soft_token_ids), b.CreateString(model.weight_prefix));
+                         b.CreateVector(model.soft_token_ids), b.CreateString(model.weight_prefix),
+                         model.image_token_id, model.boi_token_id, model.eoi_token_id);
 }
 
 Offset<fb::Buffer> BufferBuffer(FlatBufferBuilder& b, const BufferInfo& buffer) {
@@ -975,25 +1032,32 @@ Offset<flatbuffers::Vector<Offset<Element>>> ArrayBuffer(
 
 // The plan as a FlatBuffers buffer (plan.fbs). Every field is written, defaults too, so that a
 // dump with flatc shows the whole plan.
-std::string PlanPayload(const Plan& plan) {
-  FlatBufferBuilder b(64 << 10);
-  b.ForceDefaults(true);
+Offset<fb::Plan> PlanTable(FlatBufferBuilder& b, const Plan& plan) {
+  const auto image_encoder =
+      plan.image_encoder ? PlanTable(b, *plan.image_encoder) : Offset<fb::Plan>();
   const auto target = b.CreateString(plan.target);
   const auto model = ModelBuffer(b, plan.model);
   const auto inputs =
       fb::CreateInputs(b, plan.input_ids, plan.input_positions, plan.soft_embeddings,
                        plan.soft_indices, plan.input_last_visible, plan.input_sampling,
-                       plan.input_sequences);
-  const auto outputs = fb::CreateOutputs(b, plan.output_logits, plan.output_tokens);
+                       plan.input_sequences, plan.input_pixel_patches,
+                       plan.input_patch_positions);
+  const auto outputs =
+      fb::CreateOutputs(b, plan.output_logits, plan.output_tokens, plan.output_embeddings);
   const auto buffers = ArrayBuffer(b, plan.buffers, BufferBuffer);
   const auto weights = ArrayBuffer(b, plan.weights, WeightBuffer);
   const auto kv_caches = ArrayBuffer(b, plan.kv_caches, KvCacheBuffer);
   const auto steps = ArrayBuffer(b, plan.steps, StepBuffer);
   const auto programs = ArrayBuffer(b, plan.programs, ProgramBuffer);
-  fb::FinishPlanBuffer(
-      b, fb::CreatePlan(b, target, plan.max_tokens, plan.arena_bytes,
+  return fb::CreatePlan(b, target, plan.max_tokens, plan.arena_bytes,
                         static_cast<fb::DType>(plan.activation_precision), model, inputs, outputs,
-                        buffers, weights, kv_caches, steps, programs));
+                        buffers, weights, kv_caches, steps, programs, image_encoder);
+}
+
+std::string PlanPayload(const Plan& plan) {
+  FlatBufferBuilder b(64 << 10);
+  b.ForceDefaults(true);
+  fb::FinishPlanBuffer(b, PlanTable(b, plan));
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
 }
 
@@ -1061,11 +1125,21 @@ Json ModelJson(const ModelInfo& model) {
   AddMember(json, "pad_token_id", JsonInteger(model.pad_token_id));
   AddMember(json, "soft_token_ids", IntArrayJson(model.soft_token_ids));
   AddMember(json, "weight_prefix", Json(model.weight_prefix));
+  if (model.image_token_id >= 0) {
+    AddMember(json, "image_token_id", JsonInteger(model.image_token_id));
+    AddMember(json, "boi_token_id", JsonInteger(model.boi_token_id));
+    AddMember(json, "eoi_token_id", JsonInteger(model.eoi_token_id));
+  }
   return json;
 }
 
 Json InputsJson(const Plan& plan) {
   Json json = Json::object();
+  if (plan.is_image_encoder()) {
+    AddMember(json, "pixel_patches", JsonInteger(plan.input_pixel_patches));
+    AddMember(json, "patch_positions", JsonInteger(plan.input_patch_positions));
+    return json;
+  }
   AddMember(json, "ids", JsonInteger(plan.input_ids));
   AddMember(json, "positions", JsonInteger(plan.input_positions));
   if (plan.soft_embeddings >= 0) AddMember(json, "soft_embeddings", JsonInteger(plan.soft_embeddings));
@@ -1183,14 +1257,19 @@ Json PlanJson(const Plan& plan) {
   AddMember(json, "model", ModelJson(plan.model));
   AddMember(json, "inputs", InputsJson(plan));
   Json outputs = Json::object();
-  AddMember(outputs, "logits", JsonInteger(plan.output_logits));
-  AddMember(outputs, "tokens", JsonInteger(plan.output_tokens));
+  if (plan.is_image_encoder()) {
+    AddMember(outputs, "embeddings", JsonInteger(plan.output_embeddings));
+  } else {
+    AddMember(outputs, "logits", JsonInteger(plan.output_logits));
+    AddMember(outputs, "tokens", JsonInteger(plan.output_tokens));
+  }
   AddMember(json, "outputs", std::move(outputs));
   AddMember(json, "buffers", ArrayJson(plan.buffers, BufferJson));
   AddMember(json, "weights", ArrayJson(plan.weights, WeightJson));
   AddMember(json, "kv_caches", ArrayJson(plan.kv_caches, KvCacheJson));
   AddMember(json, "steps", ArrayJson(plan.steps, StepJson));
   AddMember(json, "programs", ArrayJson(plan.programs, ProgramJson));
+  if (plan.image_encoder) AddMember(json, "image_encoder", PlanJson(*plan.image_encoder));
   return json;
 }
 
@@ -1435,10 +1514,27 @@ absl::Status ValidatePlan(const Plan& plan, absl::string_view origin) {
     SPARK_RETURN_IF_ERROR(ValidateStep(plan.steps[i], i, plan, origin));
   }
   SPARK_RETURN_IF_ERROR(ValidateLogitsTail(plan, origin));
-  SPARK_RETURN_IF_ERROR(ValidateSampling(plan, origin));
+  if (!plan.is_image_encoder()) SPARK_RETURN_IF_ERROR(ValidateSampling(plan, origin));
   SPARK_RETURN_IF_ERROR(ValidateKvCachesUsed(plan, origin));
-  // Last: the programs are checked against steps already known to be valid.
-  return ValidatePrograms(plan, origin);
+  // The programs are checked against steps already known to be valid.
+  SPARK_RETURN_IF_ERROR(ValidatePrograms(plan, origin));
+  if (!plan.image_encoder) return absl::OkStatus();
+  const Plan& encoder = *plan.image_encoder;
+  if (!encoder.is_image_encoder()) {
+    return PlanError(origin, "image_encoder",
+                     "expected an image encoder plan (inputs.pixel_patches), found a text plan");
+  }
+  if (encoder.target != plan.target || encoder.activation_precision != plan.activation_precision) {
+    return PlanError(origin, "image_encoder",
+                     "expected the target and activation precision of the text plan");
+  }
+  if (plan.model.image_token_id < 0 || plan.model.boi_token_id < 0 ||
+      plan.model.eoi_token_id < 0 || plan.soft_embeddings < 0) {
+    return PlanError(origin, "image_encoder",
+                     "a plan with an image encoder needs model.image_token_id, boi_token_id, "
+                     "eoi_token_id and the soft-token inputs");
+  }
+  return ValidatePlan(encoder, absl::StrCat(origin, " (image encoder)"));
 }
 
 namespace {

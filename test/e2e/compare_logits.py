@@ -4,7 +4,7 @@ tools/reference/make_tiny_models.py. Pure Python (no numpy), so it runs in CI.
 
   compare_logits.py SPARK.safetensors GOLDEN.safetensors [--golden-tensor logits] [--rtol 1e-3]
                     [--tokens "1 2 3" | --tokens-file IDS.txt] [--golden-ids greedy_ids]
-                    [--margin-aware]
+                    [--margin-aware] [--spark-first-row K]
 
 For every row r of the golden tensor: max|spark - golden| / max|golden| <= rtol (a row-relative
 error). Prints the worst row, and the first failing row with its top-1 tokens, and exits 1 on
@@ -46,6 +46,9 @@ def main():
     tokens.add_argument("--tokens", help="space-separated ids spark-run printed")
     tokens.add_argument("--tokens-file", help="file with the space-separated ids spark-run printed")
     ap.add_argument("--golden-ids", default="greedy_ids")
+    ap.add_argument("--spark-first-row", type=int, default=0,
+                    help="the spark row golden row 0 is compared with (golden greedy_logits that "
+                         "hold only the generated steps' rows: the prompt length - 1)")
     ap.add_argument("--margin-aware", action="store_true",
                     help="compare ids only up to the first step with a golden margin below rtol")
     args = ap.parse_args()
@@ -58,7 +61,8 @@ def main():
     s_shape, s = spark["logits"]
     g_shape, g = golden[args.golden_tensor]
     rows, vocab = g_shape
-    if s_shape[1] != vocab or s_shape[0] < rows:
+    off = args.spark_first_row
+    if s_shape[1] != vocab or s_shape[0] < rows + off:
         print(f"FAIL: spark logits {s_shape} cannot cover golden {args.golden_tensor} {g_shape}")
         return 1
     ids = want = None
@@ -95,7 +99,7 @@ def main():
     worst, worst_row, first_bad = 0.0, -1, None
     for r in range(rows_checked):
         gr = g[r * vocab:(r + 1) * vocab]
-        sr = s[r * vocab:(r + 1) * vocab]
+        sr = s[(r + off) * vocab:(r + off + 1) * vocab]
         scale = max(abs(x) for x in gr) or 1.0
         err = max(abs(a - b) for a, b in zip(sr, gr)) / scale
         if err > worst:

@@ -47,6 +47,12 @@ static cl::opt<int64_t> maxTokens("max-tokens",
                                   cl::desc("Most tokens one step processes (prefill chunk); "
                                            "sizes every activation buffer (default 64)"),
                                   cl::init(64), cl::cat(sparkCompileCategory));
+static cl::opt<int64_t> maxImageTokens(
+    "max-image-tokens",
+    cl::desc("A multimodal model's largest image budget in soft tokens (spark-run --image-tokens "
+             "up to this; 70, 140, 280, 560 or 1120; default 280, the processor's default): sizes "
+             "the image encoder's buffers, 9 patches per soft token"),
+    cl::init(280), cl::cat(sparkCompileCategory));
 static cl::opt<std::string>
     kvCacheDType("kv-cache-dtype",
                  cl::desc("Element type of every KV cache: f32 or bf16 (half the cache memory "
@@ -123,6 +129,13 @@ int main(int argc, char **argv) {
         << " (a longer prefill runs in several steps)\n";
     return 1;
   }
+  if (maxImageTokens < 1 || maxImageTokens > 1120) {
+    WithColor::error(errs(), "spark-compile")
+        << "--max-image-tokens must be in [1, 1120] (the processor's largest budget), got "
+        << maxImageTokens << "\n";
+    return 1;
+  }
+  options.maxImageTokens = maxImageTokens;
   if (kvCacheDType != "f32" && kvCacheDType != "bf16") {
     WithColor::error(errs(), "spark-compile")
         << "unknown --kv-cache-dtype value '" << kvCacheDType << "' (expected f32 or bf16)\n";

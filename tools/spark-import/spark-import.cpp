@@ -47,6 +47,12 @@ static cl::opt<bool> roundScales(
              "(default: f32, matching Spark's f32 activations and transformers in float32)"),
     cl::cat(sparkImportCategory));
 
+static cl::opt<bool> noVision(
+    "no-vision",
+    cl::desc("Leave out the vision tower of a multimodal checkpoint (no @encode_image: the "
+             "compiled model takes no --image, only text and precomputed --soft-tokens)"),
+    cl::cat(sparkImportCategory));
+
 static int fail(const Twine &message) {
   WithColor::error(errs(), "spark-import") << message << "\n";
   return 1;
@@ -107,6 +113,11 @@ int main(int argc, char **argv) {
   spark::ImportOptions options;
   options.roundScalesToBf16 = roundScales;
   options.checkpoint = checkpoint.get();
+  options.vision = !noVision;
+  if (config->vision && options.vision && !spark::importsVisionTower(*config, options))
+    WithColor::note(errs(), "spark-import")
+        << config->path << ": the config has a vision_config but the checkpoint has no vision "
+        << "tower (model.vision_tower.*): imported without image input\n";
   Expected<mlir::OwningOpRef<mlir::ModuleOp>> imported =
       spark::importGemma(*config, options, &context);
   if (!imported)

@@ -33,11 +33,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/chat_template.h"
+#include "spark/runtime/image.h"
+#include "spark/runtime/image_prompt.h"
 #include "spark/runtime/device.h"
 #include "spark/runtime/engine.h"
 #include "spark/runtime/generation_config.h"
@@ -83,6 +87,8 @@ struct Flags {
   double top_p = 1.0;
   uint64_t seed = 0;
   std::string soft_tokens;
+  std::vector<std::string> images;  // --image, in order
+  int64_t image_tokens = 280;
   std::string logits_out;
   std::string dump;
   bool profile = false;
@@ -252,6 +258,32 @@ absl::StatusOr<std::vector<int32_t>> EncodeChat(const TextIo& text, const Json& 
   return text.tokenizer->Encode(rendered, /*add_special_tokens=*/false);
 }
 
+// The --chat turn's content: the text, or with --image a list of parts as OpenAI clients send
+// them, each "<image>" of the text an image part (in --image order), all of them before the text
+// when it has none. The template renders an image part as the image placeholder.
+Json ChatContent() {
+  if (F().images.empty()) return Json(F().chat);
+  const std::string marker = "<image>";
+  Json parts = Json::array();
+  const auto text = [&](absl::string_view piece) {
+    if (!piece.empty()) {
+      parts.push_back(Json::object({{"type", "text"}, {"text", std::string(piece)}}));
+    }
+  };
+  const auto image = [&] { parts.push_back(Json::object({{"type", "image"}})); };
+  const std::vector<absl::string_view> pieces = absl::StrSplit(F().chat, marker);
+  if (pieces.size() == 1) {
+    for (size_t i = 0; i < F().images.size(); ++i) image();
+    text(pieces[0]);
+    return parts;
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (i > 0) image();
+    text(pieces[i]);
+  }
+  return parts;
+}
+
 Json FirstMessages() {
   Json messages = Json::array();
   if (F().given_system) {  // an empty --system "" is an empty system turn
@@ -290,7 +322,7 @@ absl::Status ReadTextPrompt(RunOptions* options) {
     text.chat = *std::move(chat);
     if (options->mode == PromptMode::kChat) {
       Json messages = FirstMessages();
-      messages.push_back(Json::object({{"role", "user"}, {"content", F().chat}}));
+      messages.push_back(Json::object({{"role", "user"}, {"content", ChatContent()}}));
       SPARK_ASSIGN_OR_RETURN(options->prompt, EncodeChat(text, messages));
     }
   }
@@ -904,16 +936,56 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
 
 absl::Status GenerateCommand(const std::string& artifact) {
   SPARK_ASSIGN_OR_RETURN(RunOptions options, ReadRunOptions());
+  // The images are read before the model is opened: a file that cannot be decoded costs no load.
+  // --image: a PNG or JPEG, decoded here, or the processor's output (a safetensors file of
+  // pixel_values and image_position_ids), read here.
+  std::vector<std::optional<RgbImage>> decoded;
+  std::vector<ImagePatches> images;
+  for (const std::string& path : F().images) {
+    if (IsSafetensorsFile(path)) {
+      SPARK_ASSIGN_OR_RETURN(ImagePatches patches, ReadImagePatchesFile(path));
+      images.push_back(std::move(patches));
+      decoded.emplace_back();
+    } else {
+      SPARK_ASSIGN_OR_RETURN(RgbImage image, ReadImageFile(path));
+      images.emplace_back();
+      decoded.emplace_back(std::move(image));
+    }
+  }
   SPARK_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, OpenModel(artifact));
+  // The budget matters to the pictures Spark preprocesses (a patches file has its own).
+  if (std::any_of(decoded.begin(), decoded.end(), [](const auto& d) { return d.has_value(); })) {
+    SPARK_RETURN_IF_ERROR(CheckImageBudget(*model, F().image_tokens));
+    for (size_t i = 0; i < images.size(); ++i) {
+      if (decoded[i]) {
+        SPARK_ASSIGN_OR_RETURN(images[i], PreprocessImage(*decoded[i], F().image_tokens));
+      }
+    }
+  }
   if (options.mode == PromptMode::kInteractive) return InteractiveCommand(*model, options);
   if (F().streams > 0) {  // (the command line refuses --soft-tokens and --logits-out with it)
     SPARK_RETURN_IF_ERROR(ValidatePrompt(model->info(), options.prompt, model->max_length()));
     SPARK_RETURN_IF_ERROR(CheckRoom(options.prompt.size(), model->max_length()));
     return StreamsCommand(*model, options);
   }
+  std::optional<SoftTokens> soft;
+  if (!images.empty()) {
+    // Each placeholder expanded to the image's soft tokens (and boi/eoi), which the vision tower
+    // computes: the prompt checked below is the expanded one.
+    const absl::Time encode_start = absl::Now();
+    SPARK_ASSIGN_OR_RETURN(ImagePrompt image_prompt,
+                           PrepareImagePrompt(*model, options.prompt, images));
+    if (F().verbose) {
+      Note(absl::StrCat("images: ", absl::StrJoin(image_prompt.soft_tokens_per_image, ", "),
+                        " soft tokens (vision tower: ",
+                        absl::StrFormat("%.3f", absl::ToDoubleSeconds(absl::Now() - encode_start)),
+                        " s); the prompt is ", image_prompt.ids.size(), " tokens"));
+    }
+    options.prompt = std::move(image_prompt.ids);
+    soft = std::move(image_prompt.soft);
+  }
   SPARK_RETURN_IF_ERROR(ValidatePrompt(model->info(), options.prompt, model->max_length()));
   SPARK_RETURN_IF_ERROR(CheckRoom(options.prompt.size(), model->max_length()));
-  std::optional<SoftTokens> soft;
   if (!F().soft_tokens.empty()) {
     SPARK_ASSIGN_OR_RETURN(soft, LoadSoftTokens(F().soft_tokens, model->info().hidden_size));
   }
@@ -1073,6 +1145,16 @@ int main(int argc, char** argv) {
   app.add_option("--soft-tokens", flags.soft_tokens,
                  "safetensors file: 'embeddings' F32 [n, hidden] and 'positions' I64 [n] (prompt "
                  "positions they replace; others are skipped)")->type_name("FILE")->group(generation);
+  app.add_option("--image", flags.images,
+                 "a PNG or JPEG the model sees (repeatable, in order; a multimodal model compiled "
+                 "with its vision tower), or a safetensors file of the processor's pixel_values "
+                 "and image_position_ids: with --prompt-ids, each image_token_id of IDS is where "
+                 "one goes; with --chat, each <image> in the text (else all before the text)")
+      ->type_name("FILE")->group(generation)->allow_extra_args(false);
+  app.add_option("--image-tokens", flags.image_tokens,
+                 "soft tokens per image, the processor's budget: 70, 140, 280 (default), 560 or "
+                 "1120 (at most spark-compile --max-image-tokens)")
+      ->type_name("N")->group(generation);
   app.add_option("--logits-out", flags.logits_out,
                  "safetensors file: 'logits' F32 [prompt + generated - 1, vocab]")->type_name("FILE")->group(generation);
   app.add_option("--dump", flags.dump,
@@ -1129,8 +1211,9 @@ int main(int argc, char** argv) {
   const std::vector<std::string> generation_flags = {
       "--weights", "--prompt-ids", "--prompt", "--chat", "--interactive", "--system",
       "--enable-thinking", "--hide-thinking", "--tokenizer", "--stop", "--max-new-tokens",
-      "--device", "--temperature", "--top-k", "--top-p", "--seed", "--soft-tokens",
-      "--logits-out", "--dump", "--profile", "--json", "--streams", "--compare-logits"};
+      "--device", "--temperature", "--top-k", "--top-p", "--seed", "--soft-tokens", "--image",
+      "--image-tokens", "--logits-out", "--dump", "--profile", "--json", "--streams",
+      "--compare-logits"};
   const auto exclude = [&](CLI::Option* mode, const std::vector<std::string>& names) {
     for (const std::string& name : names) mode->excludes(app.get_option(name));
   };
@@ -1151,7 +1234,10 @@ int main(int argc, char** argv) {
   // --streams runs token prompts as N sessions: no chat on the terminal, no soft tokens, no
   // every-row logits file; --compare-logits is its check.
   CLI::Option* streams = app.get_option("--streams");
-  exclude(streams, {"--interactive", "--soft-tokens", "--logits-out"});
+  exclude(streams, {"--interactive", "--soft-tokens", "--logits-out", "--image"});
+  // Images become soft tokens: not beside precomputed ones, nor on an interactive terminal.
+  exclude(app.get_option("--image"), {"--soft-tokens", "--interactive"});
+  app.get_option("--image-tokens")->needs(app.get_option("--image"));
   app.get_option("--compare-logits")->needs(streams);
   app.get_option("--kv-pool-sequences")->needs(streams);
   std::vector<std::string> args = spark::rt::DashedFlagNames(argc, argv);

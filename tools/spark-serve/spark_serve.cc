@@ -35,6 +35,7 @@
 #include "spark/runtime/chat_template.h"
 #include "spark/runtime/device.h"
 #include "spark/runtime/engine.h"
+#include "spark/runtime/image_prompt.h"
 #include "spark/runtime/generation_config.h"
 #include "spark/runtime/memory_estimator.h"
 #include "spark/runtime/module_resolver.h"
@@ -59,6 +60,7 @@ struct Flags {
   std::string device = "auto";
   double device_memory_utilization = 0.9;
   std::vector<std::string> module_path;
+  int64_t image_tokens = 280;  // soft tokens per image of an image_url part
 };
 
 void Note(const std::string& text) {
@@ -191,6 +193,9 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   model_options.max_sessions = flags.max_sequences;
   SPARK_ASSIGN_OR_RETURN(model_options.kv_pool_sessions, KvPoolSessions(flags.kv_pool_sequences));
   SPARK_ASSIGN_OR_RETURN(loaded.model, rt::Engine(engine_options).OpenModel(model_options));
+  if (loaded.model->takes_images()) {
+    SPARK_RETURN_IF_ERROR(rt::CheckImageBudget(*loaded.model, flags.image_tokens));
+  }
   SPARK_ASSIGN_OR_RETURN(loaded.scheduler,
                          serve::Scheduler::Create(loaded.model, *loaded.tokenizer, flags.max_queue));
   return loaded;
@@ -253,6 +258,9 @@ absl::Status Serve(Flags flags) {
     context.max_length = loaded->model->max_length();
     context.vocab_size = loaded->model->info().vocab_size;
     context.generation_config = loaded->generation_config;
+    context.takes_images = loaded->model->takes_images();
+    context.model_info = loaded->model->info();
+    context.image_tokens = flags.image_tokens;
     server.SetReady(std::move(context), loaded->scheduler.get(),
                     static_cast<int64_t>(std::time(nullptr)));
     Note(absl::StrCat("model '", ModelName(flags), "', max length ", loaded->model->max_length(),
@@ -314,6 +322,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-queue", flags.max_queue,
                  "requests that may wait; more get 503")
       ->capture_default_str();
+  app.add_option("--image-tokens", flags.image_tokens,
+                 "soft tokens per image of a request's image_url parts (the processor's budget: "
+                 "70, 140, 280, 560 or 1120; at most the model's spark-compile --max-image-tokens)")
+      ->capture_default_str()->type_name("N");
   app.add_option("--max-sequences", flags.max_sequences,
                  "requests that generate at once, their steps batched (0: 32; with "
                  "--kv-pool-sequences all, the most, up to 32, whose KV caches the memory "

@@ -44,6 +44,9 @@ namespace {
 
 using abi::GridRule;
 
+/// The function a multimodal model's vision tower is imported as (ImportGemma.cpp).
+constexpr StringLiteral kImageEncoderEntry = "encode_image";
+
 /// A launch before entry points exist.
 struct PendingLaunch {
   const abi::OpSpec *spec;
@@ -89,10 +92,16 @@ std::string sourceName(Operation *op) {
   return op->getName().stripDialect().str();
 }
 
+/// What a lowered function is: the model's forward step (token ids in, logits and sampled tokens
+/// out) or the image encoder (`encode_image`: one image's patches in, its soft-token embeddings
+/// out; no sampling, no logits tail).
+enum class EntryKind { kForward, kImageEncoder };
+
 class Lowering final : public KernelLowering {
 public:
-  Lowering(ModuleOp module, func::FuncOp entry, int64_t maxTokens, bool bf16Activations)
-      : module(module), entry(entry), tokens(maxTokens), bf16(bf16Activations),
+  Lowering(ModuleOp module, func::FuncOp entry, EntryKind kind, int64_t maxTokens,
+           bool bf16Activations)
+      : module(module), entry(entry), kind(kind), tokens(maxTokens), bf16(bf16Activations),
         ctx(module.getContext()) {
     populateEmbeddingLowerings(table);
     populateElementwiseLowerings(table);
@@ -100,6 +109,7 @@ public:
     populateLinearLowerings(table);
     populateAttentionLowerings(table);
     populateMoeLowerings(table);
+    populateVisionLowerings(table);
   }
 
   LogicalResult run(int64_t &numLaunches, int64_t &numEntries);
@@ -145,6 +155,7 @@ private:
 
   ModuleOp module;
   func::FuncOp entry;
+  EntryKind kind;
   int64_t tokens;
   bool bf16;
   MLIRContext *ctx;
@@ -173,6 +184,7 @@ private:
   SmallVector<PendingLaunch> launches;
   std::map<std::string, int64_t> inputs;
   int64_t logits = -1;
+  int64_t embeddings = -1;   // the image encoder's result
   int64_t vocab = 0;         // the width of a logits row
   int64_t sampledTokens = -1; // the sampled next tokens (appendSampling)
   std::set<std::string> entryNames; // distinct entry points the launches name
@@ -263,7 +275,43 @@ LogicalResult Lowering::collectCaches() {
   return success();
 }
 
+/// The image encoder's arguments: the pixel patches ([T, 768] f32) and their (x, y) positions
+/// ([T, 2] i32).
+LogicalResult assignEncoderInputs(func::FuncOp entry,
+                                  llvm::function_ref<int64_t(BlockArgument, StringRef)> make,
+                                  std::map<std::string, int64_t> &inputs) {
+  for (BlockArgument arg : entry.getArguments()) {
+    auto name = entry.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "spark.input");
+    if (!name || (name.getValue() != "pixel_patches" && name.getValue() != "patch_positions"))
+      return entry.emitOpError("expects every argument of the image encoder to carry "
+                               "spark.input = \"pixel_patches\" or \"patch_positions\"; "
+                               "argument ")
+             << arg.getArgNumber() << " does not";
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    const bool pixels = name.getValue() == "pixel_patches";
+    const bool ok = type && type.getRank() == 2 && !type.isDynamicDim(1) &&
+                    (pixels ? type.getElementType().isF32()
+                            : type.getElementType().isInteger(32) && type.getDimSize(1) == 2);
+    if (!ok)
+      return entry.emitOpError("expects argument ")
+             << arg.getArgNumber() << " (\"" << name.getValue() << "\") of type "
+             << (pixels ? "tensor<?xNxf32>" : "tensor<?x2xi32>") << ", got " << arg.getType();
+    if (inputs.count(name.getValue().str()))
+      return entry.emitOpError("expects one argument per spark.input, got \"")
+             << name.getValue() << "\" twice";
+    inputs[name.getValue().str()] = make(arg, name.getValue());
+  }
+  if (!inputs.count("pixel_patches") || !inputs.count("patch_positions"))
+    return entry.emitOpError("expects \"pixel_patches\" and \"patch_positions\" arguments");
+  return success();
+}
+
 LogicalResult Lowering::assignBuffers() {
+  if (kind == EntryKind::kImageEncoder)
+    return assignEncoderInputs(
+        entry,
+        [&](BlockArgument arg, StringRef name) { return newBuffer(arg, ("%" + name).str()); },
+        inputs);
   static constexpr StringLiteral kInputNames[] = {"ids", "positions", "soft_embeddings",
                                                   "soft_indices", "last_visible"};
   for (BlockArgument arg : entry.getArguments()) {
@@ -295,6 +343,13 @@ LogicalResult Lowering::assignBuffers() {
 }
 
 LogicalResult Lowering::lowerReturn(func::ReturnOp r) {
+  if (kind == EntryKind::kImageEncoder) {
+    if (r.getNumOperands() != 1 || !valueBuffer.count(r.getOperand(0)))
+      return r.emitOpError("expects the image encoder to return exactly its embeddings, an "
+                           "activation it computes");
+    embeddings = bufferOf(r.getOperand(0));
+    return success();
+  }
   if (r.getNumOperands() != 1)
     return r.emitOpError("expects the entry to return exactly the logits");
   if (!valueBuffer.count(r.getOperand(0)))
@@ -515,7 +570,8 @@ void Lowering::buildProgram() {
   };
   auto programInputs = ProgramInputsAttr::get(
       ctx, input("ids"), input("positions"), input("soft_embeddings"), input("soft_indices"),
-      input("last_visible"), input("sampling"), input("sequences"));
+      input("last_visible"), input("sampling"), input("sequences"), input("pixel_patches"),
+      input("patch_positions"));
   // The model facts (absent in hand-written IR; the plan writer then refuses the module).
   auto model = module->getAttrOfType<ModelAttr>("spark.model");
 
@@ -523,7 +579,7 @@ void Lowering::buildProgram() {
       b, entry.getLoc(), entry.getSymName(), tokens, /*arena_bytes=*/0,
       b.getArrayAttr(bufferAttrs),
       b.getArrayAttr(weightAttrs), programInputs,
-      ProgramOutputsAttr::get(ctx, logits, sampledTokens),
+      ProgramOutputsAttr::get(ctx, logits, sampledTokens, embeddings),
       model,
       /*activation_precision=*/TypeAttr());
   program.getBody().emplaceBlock();
@@ -557,11 +613,15 @@ LogicalResult Lowering::run(int64_t &numLaunches, int64_t &numEntries) {
   for (Operation &op : entry.getBody().front())
     if (!fusedAway.contains(&op) && failed(lowerOp(&op)))
       return failure();
-  if (logits < 0)
-    return entry.emitOpError("expects a func.return of the logits");
-  if (failed(appendSampling()))
-    return failure();
-  markLogitsTail();
+  if (kind == EntryKind::kForward) {
+    if (logits < 0)
+      return entry.emitOpError("expects a func.return of the logits");
+    if (failed(appendSampling()))
+      return failure();
+    markLogitsTail();
+  } else if (embeddings < 0) {
+    return entry.emitOpError("expects a func.return of the embeddings");
+  }
   if (failed(assignElementTypes()) || failed(checkBufferSizes()))
     return failure();
   buildProgram();
@@ -626,9 +686,30 @@ struct SparkLowerToKernelsPass
       return signalPassFailure();
     }
     int64_t launches = 0, entries = 0;
-    Lowering lowering(module, entryFunc, maxTokens, activationPrecision == "bf16");
+    Lowering lowering(module, entryFunc, EntryKind::kForward, maxTokens,
+                      activationPrecision == "bf16");
     if (failed(lowering.run(launches, entries)))
       return signalPassFailure();
+    // The image encoder (a multimodal model's vision tower), lowered into a program of its own
+    // whose tokens are one image's patches.
+    if (auto encoder = module.lookupSymbol<func::FuncOp>(kImageEncoderEntry)) {
+      if (imageMaxPatches <= 0 || imageMaxPatches > abi::kMaxStepTokens) {
+        module.emitError("image-max-patches must be in [1, ")
+            << abi::kMaxStepTokens << "], got " << static_cast<int64_t>(imageMaxPatches);
+        return signalPassFailure();
+      }
+      if (encoder.isExternal() || !encoder.getBody().hasOneBlock()) {
+        encoder.emitOpError("expects a body of a single block");
+        return signalPassFailure();
+      }
+      int64_t encoderLaunches = 0, encoderEntries = 0;
+      Lowering encoderLowering(module, encoder, EntryKind::kImageEncoder, imageMaxPatches,
+                               activationPrecision == "bf16");
+      if (failed(encoderLowering.run(encoderLaunches, encoderEntries)))
+        return signalPassFailure();
+      launches += encoderLaunches;
+      entries += encoderEntries;  // an upper bound: the programs may share entries
+    }
     recordActivationPrecision(module, activationPrecision == "bf16");
     numLaunches = launches;
     numEntries = entries;

@@ -81,10 +81,12 @@ LogicalResult planProgram(ProgramOp program) {
   // The runtime writes the inputs before the first launch and reads the outputs after the last.
   ProgramInputsAttr in = program.getInputs();
   for (int64_t id : {in.getIds(), in.getPositions(), in.getSoftEmbeddings(), in.getSoftIndices(),
-                     in.getLastVisible(), in.getSampling(), in.getSequences()})
+                     in.getLastVisible(), in.getSampling(), in.getSequences(),
+                     in.getPixelPatches(), in.getPatchPositions()})
     if (id >= 0 && (failed(touch(id, kBeforeAll)) || failed(touch(id, kAfterAll))))
       return failure();
-  for (int64_t id : {program.getOutputs().getLogits(), program.getOutputs().getTokens()})
+  for (int64_t id : {program.getOutputs().getLogits(), program.getOutputs().getTokens(),
+                     program.getOutputs().getEmbeddings()})
     if (id >= 0 && failed(touch(id, kAfterAll)))
       return failure();
 

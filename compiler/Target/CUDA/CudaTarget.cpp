@@ -250,7 +250,7 @@ Expected<rt::DType> dtypeOf(mlir::Type type, StringRef what, StringRef name) {
 /// The model facts the runtime needs, from the program's #spark.model (spark-import writes it on
 /// the module; its verifier checked sizes and token ids); the vocabulary must be the logits'
 /// width.
-Error readModelFacts(ModelAttr model, int64_t logitsWidth, rt::ModelInfo &info) {
+Error readModelFacts(ModelAttr model, std::optional<int64_t> logitsWidth, rt::ModelInfo &info) {
   if (!model)
     return makeError("the module has no spark.model attribute (the model facts spark-import "
                      "writes: vocab_size, hidden_size, eos_token_ids, ...); import the model with "
@@ -266,7 +266,10 @@ Error readModelFacts(ModelAttr model, int64_t logitsWidth, rt::ModelInfo &info) 
   info.weight_prefix = model.getWeightPrefix().str();
   info.eos_token_ids.assign(model.getEosTokenIds().begin(), model.getEosTokenIds().end());
   info.soft_token_ids.assign(model.getSoftTokenIds().begin(), model.getSoftTokenIds().end());
-  if (info.vocab_size != logitsWidth)
+  info.image_token_id = model.getImageTokenId();
+  info.boi_token_id = model.getBoiTokenId();
+  info.eoi_token_id = model.getEoiTokenId();
+  if (logitsWidth && info.vocab_size != *logitsWidth)
     return makeError(llvm::formatv("spark.model says vocab_size {0}, but the entry returns logits "
                                    "{1} wide",
                                    info.vocab_size, logitsWidth)
@@ -274,14 +277,11 @@ Error readModelFacts(ModelAttr model, int64_t logitsWidth, rt::ModelInfo &info) 
   return Error::success();
 }
 
-} // namespace
 
-Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &target) {
-  auto programs = module.getOps<ProgramOp>();
-  if (programs.empty())
-    return makeError("the module has no spark.program (run spark-lower-to-kernels first)");
-  ProgramOp program = *programs.begin();
-
+/// The plan of one spark.program: the model's text program, or its image encoder (a program
+/// with the pixel_patches input: no KV caches, no logits).
+Expected<rt::Plan> planOfProgram(mlir::ModuleOp module, ProgramOp program,
+                                 const CudaTarget &target) {
   rt::Plan plan;
   plan.version = plan_format::kPlanVersion;
   plan.target = target.name;
@@ -298,9 +298,16 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   plan.input_last_visible = inputs.getLastVisible();
   plan.input_sampling = inputs.getSampling();
   plan.input_sequences = inputs.getSequences();
+  plan.input_pixel_patches = inputs.getPixelPatches();
+  plan.input_patch_positions = inputs.getPatchPositions();
   plan.output_logits = program.getOutputs().getLogits();
   plan.output_tokens = program.getOutputs().getTokens();
-  if (Error e = readModelFacts(program.getModelAttr(), logitsWidth(program, plan.output_logits),
+  plan.output_embeddings = program.getOutputs().getEmbeddings();
+  if (Error e = readModelFacts(program.getModelAttr(),
+                               plan.is_image_encoder()
+                                   ? std::nullopt
+                                   : std::optional<int64_t>(
+                                         logitsWidth(program, plan.output_logits)),
                                plan.model))
     return std::move(e);
 
@@ -339,6 +346,8 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
     plan.weights.push_back(std::move(weight));
   }
   for (KvCacheOp cache : module.getOps<KvCacheOp>()) {
+    if (plan.is_image_encoder())
+      break; // the image encoder reads no KV cache
     rt::KvCacheInfo info;
     info.name = cache.getSymName().str();
     info.kind = cache.getKind() == KvKind::sliding ? rt::KvKind::kSliding : rt::KvKind::kFull;
@@ -392,6 +401,34 @@ Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &
   }
   // The programs (plan.h): decode, then ranges of prefill sizes that run the same steps.
   rt::BuildPrograms(&plan);
+  return plan;
+}
+
+} // namespace
+
+Expected<std::string> buildPlanSection(mlir::ModuleOp module, const CudaTarget &target) {
+  // The model's text program and, for a multimodal model, its image encoder (named
+  // encode_image, with the pixel_patches input).
+  ProgramOp text, encoder;
+  for (ProgramOp program : module.getOps<ProgramOp>()) {
+    ProgramOp &slot = program.getInputs().getPixelPatches() >= 0 ? encoder : text;
+    if (slot)
+      return makeError("the module has two spark.program ops of one kind (text, or image "
+                       "encoder); spark-compile writes one plan of each");
+    slot = program;
+  }
+  if (!text)
+    return makeError("the module has no spark.program (run spark-lower-to-kernels first)");
+  Expected<rt::Plan> built = planOfProgram(module, text, target);
+  if (!built)
+    return built.takeError();
+  rt::Plan plan = std::move(*built);
+  if (encoder) {
+    Expected<rt::Plan> encoderPlan = planOfProgram(module, encoder, target);
+    if (!encoderPlan)
+      return encoderPlan.takeError();
+    plan.image_encoder = std::make_shared<const rt::Plan>(std::move(*encoderPlan));
+  }
   absl::Status valid = rt::ValidatePlan(plan, "the compiled plan");
   if (!valid.ok())
     return makeError("internal error: the compiler built an invalid plan: " + fromStatus(valid));

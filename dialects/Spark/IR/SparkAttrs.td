@@ -33,8 +33,10 @@ def Spark_ModelAttr : Spark_Attr<"Model", "model"> {
     What `spark-import` records about the model on the module (`spark.model`) and the lowering
     copies onto `spark.program` (`model`); the plan writer puts it in the plan's `model` object
     (docs/plan-format.md). Every field is required except `bidirectional_vision` (Gemma 4 26B-A4B
-    and 31B: `use_bidirectional_attention: "vision"`); `soft_token_ids` (the image / audio / video
-    placeholder ids) may be `[]`. The verifier checks the sizes are positive, the
+    and 31B: `use_bidirectional_attention: "vision"`) and the image ids `image_token_id`,
+    `boi_token_id`, `eoi_token_id` (-1, left out when printed: none; a model with a vision tower
+    has all three: each image is expanded to boi + soft tokens + eoi); `soft_token_ids` (the
+    image / audio / video placeholder ids) may be `[]`. The verifier checks the sizes are positive, the
     token ids lie in the vocabulary and at least one end-of-sequence id is given.
 
     ```mlir
@@ -58,7 +60,10 @@ def Spark_ModelAttr : Spark_Attr<"Model", "model"> {
     Spark_IdListParameter<"soft-token placeholder ids">:$soft_token_ids,
     StringRefParameter<"prefix of every text-model checkpoint tensor">:$weight_prefix,
     DefaultValuedParameter<"bool", "false",
-                           "attention is bidirectional over image blocks">:$bidirectional_vision
+                           "attention is bidirectional over image blocks">:$bidirectional_vision,
+    DefaultValuedParameter<"int64_t", "-1", "the image placeholder id">:$image_token_id,
+    DefaultValuedParameter<"int64_t", "-1", "the begin-of-image id">:$boi_token_id,
+    DefaultValuedParameter<"int64_t", "-1", "the end-of-image id">:$eoi_token_id
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -172,10 +177,13 @@ def Spark_ProgramInputsAttr : Spark_Attr<"ProgramInputs", "inputs"> {
     Buffer ids (-1, left out when printed: no such input): the token `ids`, their
     `positions`, the `soft_embeddings` rows and their `soft_indices` (a multimodal model),
     `last_visible` (bidirectional image blocks), `sampling` (per-row sampling parameters),
-    `sequences` (each token's row of the KV block tables: the sequence it belongs to).
+    `sequences` (each token's row of the KV block tables: the sequence it belongs to); for the
+    image encoder program (`encode_image`) instead the `pixel_patches` (`[T, 768]` f32 in
+    [0, 1]) and their `patch_positions` (`[T, 2]` i32 x, y).
 
     ```mlir
     #spark.inputs<ids = 0, positions = 1, sampling = 2>
+    #spark.inputs<pixel_patches = 0, patch_positions = 1>
     ```
   }];
   let parameters = (ins
@@ -185,7 +193,9 @@ def Spark_ProgramInputsAttr : Spark_Attr<"ProgramInputs", "inputs"> {
     DefaultValuedParameter<"int64_t", "-1">:$soft_indices,
     DefaultValuedParameter<"int64_t", "-1">:$last_visible,
     DefaultValuedParameter<"int64_t", "-1">:$sampling,
-    DefaultValuedParameter<"int64_t", "-1">:$sequences
+    DefaultValuedParameter<"int64_t", "-1">:$sequences,
+    DefaultValuedParameter<"int64_t", "-1">:$pixel_patches,
+    DefaultValuedParameter<"int64_t", "-1">:$patch_positions
   );
   let assemblyFormat = "`<` struct(params) `>`";
 }
@@ -194,15 +204,18 @@ def Spark_ProgramOutputsAttr : Spark_Attr<"ProgramOutputs", "outputs"> {
   let summary = "the buffers a spark.program's caller reads";
   let description = [{
     Buffer ids (-1, left out when printed: none): the `logits` (`[T, vocab]` f32) and the
-    sampled `tokens` (i32 per row).
+    sampled `tokens` (i32 per row); for the image encoder program the `embeddings` (`[T, hidden]`:
+    the image's soft tokens in its first rows).
 
     ```mlir
     #spark.outputs<logits = 9, tokens = 10>
+    #spark.outputs<embeddings = 41>
     ```
   }];
   let parameters = (ins
     DefaultValuedParameter<"int64_t", "-1">:$logits,
-    DefaultValuedParameter<"int64_t", "-1">:$tokens
+    DefaultValuedParameter<"int64_t", "-1">:$tokens,
+    DefaultValuedParameter<"int64_t", "-1">:$embeddings
   );
   let assemblyFormat = "`<` struct(params) `>`";
 }

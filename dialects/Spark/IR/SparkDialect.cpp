@@ -56,7 +56,8 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError, St
                                 int64_t numLayers, int64_t maxPositionEmbeddings,
                                 ArrayRef<int64_t> eosTokenIds, int64_t bosTokenId,
                                 int64_t padTokenId, ArrayRef<int64_t> softTokenIds,
-                                StringRef weightPrefix, bool bidirectionalVision) {
+                                StringRef weightPrefix, bool bidirectionalVision,
+                                int64_t imageTokenId, int64_t boiTokenId, int64_t eoiTokenId) {
   const std::pair<StringRef, int64_t> sizes[] = {{"vocab_size", vocabSize},
                                                  {"hidden_size", hiddenSize},
                                                  {"num_layers", numLayers},
@@ -82,6 +83,11 @@ LogicalResult ModelAttr::verify(function_ref<InFlightDiagnostic()> emitError, St
       return failure();
   if (failed(inVocab("bos_token_id", bosTokenId)) || failed(inVocab("pad_token_id", padTokenId)))
     return failure();
+  for (auto [name, id] : {std::pair<StringRef, int64_t>{"image_token_id", imageTokenId},
+                          {"boi_token_id", boiTokenId},
+                          {"eoi_token_id", eoiTokenId}})
+    if (id != -1 && failed(inVocab(name, id)))
+      return failure();
   return success();
 }
 

@@ -429,6 +429,136 @@ LogicalResult AttentionOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
 }
 
 //===----------------------------------------------------------------------===//
+// The vision tower
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Patch coordinates: i32 [T, 2] with the same tokens as `rows`.
+LogicalResult verifyPatchPositions(RankedTensorType rows, Value positions, ErrorEmitter emit) {
+  auto type = cast<RankedTensorType>(positions.getType());
+  if (failed(verifyActivation(type, 2, "positions", emit)) ||
+      failed(verifySameTokens(rows, type, "input", "positions", emit)))
+    return failure();
+  if (type.getDimSize(1) != 2)
+    return emit() << "expects positions of shape [T, 2] (x, y per patch), got "
+                  << formatShape(type.getShape());
+  return success();
+}
+
+/// A bound of spark.clamp: one bf16 element (shape [] or [1]).
+LogicalResult verifyScalarBound(Value bound, StringRef what, ErrorEmitter emit) {
+  auto type = cast<RankedTensorType>(bound.getType());
+  if (!type.getElementType().isBF16() || !type.hasStaticShape() || type.getNumElements() != 1 ||
+      type.getRank() > 1)
+    return emit() << "expects " << what << " of type tensor<bf16> or tensor<1xbf16>, got "
+                  << type;
+  return success();
+}
+} // namespace
+
+LogicalResult ShiftScaleOp::verify() {
+  if (!std::isfinite(getShift().convertToFloat()) || !std::isfinite(getScale().convertToFloat()))
+    return emitOpError("expects a finite shift and scale, got ")
+           << getShift().convertToFloat() << " and " << getScale().convertToFloat();
+  return verifyRows(getType(), "result", [&] { return emitOpError(); });
+}
+
+LogicalResult PatchPositionEmbeddingOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType in = getInput().getType();
+  if (failed(verifyActivation(in, 2, "input", emit)) ||
+      failed(verifyPatchPositions(in, getPositions(), emit)))
+    return failure();
+  RankedTensorType table = getTable().getType();
+  if (table.getRank() != 3 || table.getDimSize(0) != 2 || table.getDimSize(2) != in.getDimSize(1))
+    return emitOpError("expects a position table [2, table_size, ")
+           << in.getDimSize(1) << "], got " << formatShape(table.getShape());
+  if (getResult().getType() != in)
+    return emitOpError("expects the result type to equal the input type");
+  return success();
+}
+
+LogicalResult ClampOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  if (failed(verifyRows(getInput().getType(), "input", emit)) ||
+      failed(verifyScalarBound(getMin(), "min", emit)) ||
+      failed(verifyScalarBound(getMax(), "max", emit)))
+    return failure();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError("expects the result type to equal the input type");
+  return success();
+}
+
+LogicalResult Rope2dOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType in = getInput().getType();
+  if (failed(verifyActivation(in, 3, "input", emit)) ||
+      failed(verifyPatchPositions(in, getPositions(), emit)))
+    return failure();
+  if (in.getDimSize(2) % 4 != 0)
+    return emitOpError("expects a head_dim that is a multiple of 4 (two halves of rotate-half "
+                       "pairs), got ")
+           << in.getDimSize(2);
+  float theta = getTheta().convertToFloat();
+  if (!(theta > 0.0f) || !std::isfinite(theta))
+    return emitOpError("expects a finite, positive theta, got ") << theta;
+  if (getResult().getType() != in)
+    return emitOpError("expects the result type to equal the input type");
+  return success();
+}
+
+LogicalResult BidirectionalAttentionOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType q = getQuery().getType(), k = getKey().getType(), v = getValue().getType();
+  if (failed(verifyActivation(q, 3, "query", emit)) ||
+      failed(verifyActivation(k, 3, "key", emit)) ||
+      failed(verifyActivation(v, 3, "value", emit)) ||
+      failed(verifySameTokens(q, k, "query", "key", emit)))
+    return failure();
+  if (k != v)
+    return emitOpError("expects key and value of the same type, got ")
+           << formatShape(k.getShape()) << " and " << formatShape(v.getShape());
+  if (q.getDimSize(2) != k.getDimSize(2))
+    return emitOpError("expects query and key with the same head_dim, got ")
+           << q.getDimSize(2) << " and " << k.getDimSize(2);
+  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+    return emitOpError("expects q_heads (")
+           << q.getDimSize(1) << ") to be a multiple of kv_heads (" << k.getDimSize(1) << ")";
+  if (!std::isfinite(getScale().convertToFloat()))
+    return emitOpError("expects a finite scale, got ") << getScale().convertToFloat();
+  if (getResult().getType() != q)
+    return emitOpError("expects the result type to equal the query type");
+  return success();
+}
+
+LogicalResult PoolByPositionOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType in = getInput().getType();
+  if (failed(verifyActivation(in, 2, "input", emit)) ||
+      failed(verifyPatchPositions(in, getPositions(), emit)))
+    return failure();
+  if (getKernelSize() < 1 || getKernelSize() > 64)
+    return emitOpError("expects kernel_size in [1, 64], got ") << getKernelSize();
+  if (!std::isfinite(getScale().convertToFloat()))
+    return emitOpError("expects a finite scale, got ") << getScale().convertToFloat();
+  if (getResult().getType() != in)
+    return emitOpError("expects the result type to equal the input type");
+  return success();
+}
+
+LogicalResult StandardizeOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  RankedTensorType in = getInput().getType();
+  if (failed(verifyActivation(in, 2, "input", emit)) ||
+      failed(verifyShape(getBias().getType(), {in.getDimSize(1)}, "bias", emit)) ||
+      failed(verifyShape(getScale().getType(), {in.getDimSize(1)}, "scale", emit)))
+    return failure();
+  if (getResult().getType() != in)
+    return emitOpError("expects the result type to equal the input type");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Mixture of experts
 //===----------------------------------------------------------------------===//
 
@@ -633,8 +763,11 @@ LogicalResult ProgramOp::verifyRegions() {
       {"input last_visible", in.getLastVisible()},
       {"input sampling", in.getSampling()},
       {"input sequences", in.getSequences()},
+      {"input pixel_patches", in.getPixelPatches()},
+      {"input patch_positions", in.getPatchPositions()},
       {"output logits", out.getLogits()},
-      {"output tokens", out.getTokens()}};
+      {"output tokens", out.getTokens()},
+      {"output embeddings", out.getEmbeddings()}};
   for (auto [what, id] : io)
     if (failed(checkBuffer(what, id)))
       return failure();

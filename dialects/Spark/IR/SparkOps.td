@@ -426,6 +426,133 @@ def Spark_AttentionOp : Spark_Op<"attention",
 }
 
 //===----------------------------------------------------------------------===//
+// The vision tower (the `encode_image` function: one image's patches are its tokens)
+//===----------------------------------------------------------------------===//
+
+def Spark_ShiftScaleOp : Spark_Op<"shift_scale", [Pure, SameOperandsAndResultType]> {
+  let summary = "(x - shift) * scale, elementwise";
+  let description = [{
+    The patch embedder's `2 * (pixel_values - 0.5)` (shift 0.5, scale 2), in f32.
+
+    ```mlir
+    %p = spark.shift_scale %pixels {shift = 5.0e-01 : f32, scale = 2.0 : f32} : tensor<?x768xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, F32Attr:$shift, F32Attr:$scale);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Spark_PatchPositionEmbeddingOp : Spark_Op<"patch_position_embedding", [Pure]> {
+  let summary = "adds the learned 2-D position embedding of each patch";
+  let description = [{
+    `result[t] = input[t] + (table[0, positions[t, 0]] + table[1, positions[t, 1]])`: `table` is
+    `[2, table_size, H]` (row 0 indexed by the patch's x coordinate, row 1 by its y), `positions`
+    the `[T, 2]` i32 patch coordinates (the `patch_positions` input). A coordinate outside
+    `[0, table_size)` (a padding patch) adds nothing.
+
+    ```mlir
+    %h = spark.patch_position_embedding %x, %pos, %table : (tensor<?x1152xf32>, tensor<?x2xi32>, tensor<2x10240x1152xbf16>) -> tensor<?x1152xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_IndexTensor:$positions,
+                       Spark_WeightTensor:$table);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input `,` $positions `,` $table attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Spark_ClampOp : Spark_Op<"clamp", [Pure]> {
+  let summary = "clamps every element to [min, max] (bf16 scalar weights)";
+  let description = [{
+    `result = min(max(input, min[0]), max[0])`: the input and output bounds of the clipped
+    linears of E2B/E4B's vision tower (`use_clipped_linears`; checkpoint scalars `input_min`,
+    `input_max`, `output_min`, `output_max`). A NaN stays NaN.
+
+    ```mlir
+    %c = spark.clamp %x, %lo, %hi : (tensor<?x768xf32>, tensor<bf16>, tensor<bf16>) -> tensor<?x768xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_WeightTensor:$min, Spark_WeightTensor:$max);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input `,` $min `,` $max attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Spark_Rope2dOp : Spark_Op<"rope_2d", [Pure]> {
+  let summary = "axial 2-D rotary embedding by patch coordinates";
+  let description = [{
+    On `[T, heads, head_dim]` (head_dim a multiple of 4) at `positions` `[T, 2]`: the first half
+    of each head is rotated by the patch's x coordinate, the second half by its y, each half as a
+    rotate-half RoPE over `n = head_dim / 2` channels (pairs `(c, c + n/2)`,
+    `inv_freq[c] = theta^(-2c/n)`). Gemma 4's vision tower uses theta 100.
+
+    ```mlir
+    %q = spark.rope_2d %x, %pos {theta = 1.0e+02 : f32} : (tensor<?x16x72xf32>, tensor<?x2xi32>) -> tensor<?x16x72xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_IndexTensor:$positions, F32Attr:$theta);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input `,` $positions attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Spark_BidirectionalAttentionOp : Spark_Op<"bidirectional_attention", [Pure]> {
+  let summary = "grouped-query attention of every token over every token (no cache)";
+  let description = [{
+    `q` `[T, q_heads, head_dim]`, `k`/`v` `[T, kv_heads, head_dim]`: each query attends to all T
+    keys (the patches of one image see each other both ways), scores times `scale` (1.0 in Gemma
+    4), softmax in f32. Query head h uses KV head `h / (q_heads / kv_heads)`.
+
+    ```mlir
+    %o = spark.bidirectional_attention %q, %k, %v {scale = 1.0 : f32} : (tensor<?x16x72xf32>, tensor<?x16x72xf32>, tensor<?x16x72xf32>) -> tensor<?x16x72xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$query, Spark_Activation:$key, Spark_Activation:$value,
+                       F32Attr:$scale);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$query `,` $key `,` $value attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Spark_PoolByPositionOp : Spark_Op<"pool_by_position", [Pure]> {
+  let summary = "k x k average pooling of patches by their coordinates, then a scale";
+  let description = [{
+    Gemma 4's vision pooler: with W the largest x coordinate + 1, the patch at `(x, y)` belongs
+    to row `x / k + (W / k) * (y / k)` of the result; each row is `scale` times the sum of its
+    patches divided by `k^2` (in f32), and rows no patch belongs to are zero (for an image of
+    `T` patches the first `T / k^2` rows are its soft tokens). Gemma 4: `k = 3`,
+    `scale = sqrt(hidden)`.
+
+    ```mlir
+    %p = spark.pool_by_position %x, %pos {kernel_size = 3 : i64, scale = 33.94 : f32} : (tensor<?x1152xf32>, tensor<?x2xi32>) -> tensor<?x1152xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_IndexTensor:$positions,
+                       Spark_I64Attr:$kernel_size, F32Attr:$scale);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input `,` $positions attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Spark_StandardizeOp : Spark_Op<"standardize", [Pure]> {
+  let summary = "(x - bias) * scale per column (bf16 [H] weights)";
+  let description = [{
+    The vision tower's `standardize` (31B/26B: `std_bias`, `std_scale`), on `[T, H]` rows.
+
+    ```mlir
+    %s = spark.standardize %x, %bias, %scale : (tensor<?x1152xf32>, tensor<1152xbf16>, tensor<1152xbf16>) -> tensor<?x1152xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_WeightTensor:$bias,
+                       Spark_WeightTensor:$scale);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input `,` $bias `,` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Mixture of experts
 //===----------------------------------------------------------------------===//
 

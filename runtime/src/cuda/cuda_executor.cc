@@ -54,7 +54,7 @@ class CudaExecutor final : public Executor {
                const CudaExecutorOptions& options)
       : api_(api),
         artifact_(artifact),
-        plan_(artifact.plan),
+        plan_(options.plan != nullptr ? *options.plan : artifact.plan),
         checkpoint_(checkpoint),
         options_(options) {}
   ~CudaExecutor() override;
@@ -72,6 +72,8 @@ class CudaExecutor final : public Executor {
                             absl::Span<const uint8_t> bytes) override;
   absl::Status CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
                               absl::Span<uint8_t> bytes) override;
+  absl::StatusOr<std::vector<float>> EncodeImage(
+      absl::Span<const float> pixel_patches, absl::Span<const int32_t> patch_positions) override;
   absl::Status RunProgram(SequenceState& sequence, int32_t num_tokens,
                           int32_t num_soft_tokens) override;
   std::string name() const override {
@@ -577,6 +579,37 @@ absl::Status CudaExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
   SPARK_RETURN_IF_ERROR(LaunchSteps(num_tokens, num_soft_tokens, num_tokens));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> CudaExecutor::EncodeImage(
+    absl::Span<const float> pixel_patches, absl::Span<const int32_t> patch_positions) {
+  SPARK_RETURN_IF_ERROR(CheckImageEncoderCall(plan_, pixel_patches, patch_positions));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
+  SPARK_RETURN_IF_ERROR(AllocateArena());
+  const int32_t patches = static_cast<int32_t>(patch_positions.size() / 2);
+  const bool bf16 = plan_.activation_precision == DType::kBF16;
+  // The pixels in the plan's activation type (bf16 ones converted on the host).
+  const void* pixels = pixel_patches.data();
+  if (bf16) {
+    input_staging_.resize(pixel_patches.size() * 2);
+    ActivationsFromF32(pixel_patches, DType::kBF16, input_staging_.data());
+    pixels = input_staging_.data();
+  }
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_pixel_patches), pixels,
+                                    pixel_patches.size() * (bf16 ? 2 : 4), stream_));
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyHtoDAsync(BufferAddress(plan_.input_patch_positions),
+                                    patch_positions.data(), patch_positions.size() * 4, stream_));
+  SPARK_RETURN_IF_ERROR(LaunchSteps(patches, /*num_soft_tokens=*/0, /*tail_rows=*/0));
+  std::vector<float> embeddings(static_cast<size_t>(patches / 9 * plan_.model.hidden_size));
+  staging_.resize(embeddings.size() * (bf16 ? 2 : 4));
+  SPARK_CU_RETURN_IF_ERROR(
+      api_, api_->cuMemcpyDtoHAsync(staging_.data(), BufferAddress(plan_.output_embeddings),
+                                    staging_.size(), stream_));
+  SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
+  ActivationsToF32(staging_.data(), plan_.activation_precision, absl::MakeSpan(embeddings));
+  return embeddings;
 }
 
 absl::Status CudaExecutor::CopyInputs(const BatchLayout& layout) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "spark/runtime/generator.h"
+#include "spark/runtime/image.h"
 
 namespace spark {
 namespace serve {
@@ -34,6 +35,11 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
   std::string model;                   // the name answered with
+  // The request's images (image_url parts, in the order the template renders them), preprocessed;
+  // `prompt` has each one's placeholder expanded already, its soft tokens starting at
+  // image_positions[i] (the scheduler encodes them: image_prompt.h EncodeImagesAt).
+  std::vector<rt::ImagePatches> images;
+  std::vector<int64_t> image_positions;
 };
 
 }  // namespace serve

@@ -10,10 +10,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "json_document.h"
+#include "spark/runtime/image.h"
+#include "spark/runtime/image_prompt.h"
 
 namespace spark {
 namespace serve {
@@ -266,9 +270,19 @@ std::optional<ApiError> CheckContent(const Json& content, size_t index) {
       if (text == nullptr || !text->is_string()) {
         return BadRequest(absl::StrCat(field, ": a text part needs a string 'text'"), field);
       }
-    } else if (t == "image_url" || t == "input_audio" || t == "image" || t == "audio") {
+    } else if (t == "image_url") {
+      const Json* image = rt::FindMember(part, "image_url");
+      const Json* url = image != nullptr && image->is_object() ? rt::FindMember(*image, "url")
+                                                               : image;
+      if (url == nullptr || !url->is_string()) {
+        return BadRequest(absl::StrCat(field, ": an image_url part needs 'image_url': {\"url\": "
+                                              "\"data:image/png;base64,...\"}"),
+                          field);
+      }
+    } else if (t == "input_audio" || t == "image" || t == "audio") {
       return BadRequest(absl::StrCat(field, ": '", t,
-                                     "' parts are not supported yet: this server takes text only"),
+                                     "' parts are not supported: send images as image_url parts "
+                                     "with data: URLs; audio is not supported yet"),
                         field);
     } else {
       return BadRequest(absl::StrCat(field, ": unknown part type '", t, "'"), field);
@@ -334,9 +348,18 @@ std::optional<ApiError> ReadIds(const Json& value, const std::string& field,
 // OpenAI clients send a tool call's arguments as a JSON string; Gemma 4's template wants the
 // object (the 2026-07 copy raises on a string), as vLLM passes it: strings that hold a JSON object
 // are parsed.
+// An image_url part reaches the template without its URL (the template renders the placeholder
+// from the part's type; the data: URL can be megabytes).
 Json TemplateMessages(const Json& messages) {
   Json out = messages;
   for (Json& message : out) {
+    if (message.is_object() && message.contains("content") && message["content"].is_array()) {
+      for (Json& part : message["content"]) {
+        if (part.is_object() && part.contains("type") && part["type"] == "image_url") {
+          part["image_url"] = Json::object();
+        }
+      }
+    }
     Json* calls = message.is_object() && message.contains("tool_calls") ? &message["tool_calls"]
                                                                          : nullptr;
     if (calls == nullptr || !calls->is_array()) continue;
@@ -403,6 +426,61 @@ Expected<Json> ParseBody(absl::string_view body) {
   return *std::move(json);
 }
 
+// The images of a chat request's image_url parts, in message and part order (as the template
+// renders their placeholders): each a data: URL of a base64 PNG or JPEG, decoded and
+// preprocessed for the server's budget. A remote URL is refused (the server fetches nothing).
+Expected<std::vector<rt::ImagePatches>> ReadImages(const Json& messages,
+                                                   const ServeContext& context) {
+  std::vector<rt::ImagePatches> images;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json* content = rt::FindMember(messages[i], "content");
+    if (content == nullptr || !content->is_array()) continue;
+    for (size_t j = 0; j < content->size(); ++j) {
+      const Json& part = (*content)[j];
+      if (*rt::FindMember(part, "type") != "image_url") continue;  // CheckContent: a string type
+      const std::string field = absl::StrCat("messages[", i, "].content[", j, "].image_url");
+      if (!context.takes_images) {
+        return BadRequest(absl::StrCat(field, ": this model takes no images (it was compiled "
+                                              "without a vision tower)"),
+                          field);
+      }
+      const Json* image = rt::FindMember(part, "image_url");
+      const std::string url =
+          (image->is_object() ? *rt::FindMember(*image, "url") : *image).get<std::string>();
+      const absl::string_view view(url);
+      if (absl::StartsWithIgnoreCase(view, "http://") ||
+          absl::StartsWithIgnoreCase(view, "https://")) {
+        return BadRequest(absl::StrCat(field, ": remote image URLs are not fetched (this server "
+                                              "assumes no network): send the image inline as "
+                                              "data:image/png;base64,... or data:image/jpeg;base64,..."),
+                          field);
+      }
+      const size_t comma = view.find(',');
+      const absl::string_view header = view.substr(0, comma);
+      if (!absl::StartsWithIgnoreCase(view, "data:image/") || comma == absl::string_view::npos ||
+          !absl::EndsWithIgnoreCase(header, ";base64")) {
+        return BadRequest(absl::StrCat(field, ": expected a data URL of a base64 image "
+                                              "(data:image/png;base64,... or "
+                                              "data:image/jpeg;base64,...)"),
+                          field);
+      }
+      std::string bytes;
+      if (!absl::Base64Unescape(view.substr(comma + 1), &bytes)) {
+        return BadRequest(absl::StrCat(field, ": the data URL's base64 does not decode"), field);
+      }
+      absl::StatusOr<rt::RgbImage> decoded = rt::DecodeImage(
+          absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+          field, context.image_limits);
+      if (!decoded.ok()) return BadRequest(std::string(decoded.status().message()), field);
+      absl::StatusOr<rt::ImagePatches> patches =
+          rt::PreprocessImage(*decoded, context.image_tokens);
+      if (!patches.ok()) return BadRequest(std::string(patches.status().message()), field);
+      images.push_back(*std::move(patches));
+    }
+  }
+  return images;
+}
+
 Expected<GenerationRequest> ParseChatRequest(const Json& body, const ServeContext& context) {
   GenerationRequest request;
   request.endpoint = Endpoint::kChat;
@@ -440,6 +518,23 @@ Expected<GenerationRequest> ParseChatRequest(const Json& body, const ServeContex
                  show_tools ? tools : nullptr);
   if (std::holds_alternative<ApiError>(ids)) return std::get<ApiError>(ids);
   request.prompt = std::get<std::vector<int32_t>>(std::move(ids));
+  // Each image's placeholder (the template renders one per image part) becomes its soft tokens,
+  // before the context length is checked.
+  Expected<std::vector<rt::ImagePatches>> images = ReadImages(*messages, context);
+  if (std::holds_alternative<ApiError>(images)) return std::get<ApiError>(images);
+  request.images = std::get<std::vector<rt::ImagePatches>>(std::move(images));
+  if (!request.images.empty() ||
+      (context.takes_images &&
+       std::count(request.prompt.begin(), request.prompt.end(),
+                  static_cast<int32_t>(context.model_info.image_token_id)) > 0)) {
+    std::vector<int64_t> soft_tokens;
+    for (const rt::ImagePatches& image : request.images) soft_tokens.push_back(image.soft_tokens);
+    absl::StatusOr<rt::ExpandedImagePrompt> expanded =
+        rt::ExpandImagePlaceholders(context.model_info, request.prompt, soft_tokens);
+    if (!expanded.ok()) return BadRequest(std::string(expanded.status().message()), "messages");
+    request.prompt = std::move(expanded->ids);
+    request.image_positions = std::move(expanded->first_soft_position);
+  }
   if (auto error = FitLength(context, max_tokens, std::numeric_limits<int64_t>::max(), &request)) {
     return *error;
   }

@@ -36,6 +36,13 @@ struct ServeContext {
   int64_t max_length = 0;   // prompt + output, per request
   int64_t vocab_size = 0;
   rt::GenerationConfig generation_config;  // stop ids and sampling defaults
+  // Images (image_url parts): whether the model takes them (a vision tower), the image ids
+  // (ModelInfo's image_token_id, boi_token_id, eoi_token_id) and the soft-token budget of each
+  // (spark-serve --image-tokens).
+  bool takes_images = false;
+  rt::ModelInfo model_info;
+  int64_t image_tokens = 280;
+  rt::ImageLimits image_limits;
 };
 
 // A request body: JSON (duplicate keys and nesting deeper than 64 refused) holding an object.

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spark/runtime/image_prompt.h"
 
 namespace spark {
 namespace serve {
@@ -211,8 +212,23 @@ void Scheduler::Run(Job& job, rt::Session& session) {
       last = now;
       return stream.OnToken(id);
     };
+    // The request's images: encoded by the vision tower now (one image at a time across the
+    // server's requests: Model::EncodeImage), their soft tokens merged into the prompt.
+    rt::SoftTokens soft;
+    absl::Status images = absl::OkStatus();
+    if (!request.images.empty()) {
+      absl::StatusOr<rt::SoftTokens> encoded =
+          rt::EncodeImagesAt(*model_, request.images, request.image_positions);
+      if (encoded.ok()) {
+        soft = *std::move(encoded);
+      } else {
+        images = encoded.status();
+      }
+    }
     absl::StatusOr<rt::GenerateResult> result =
-        session.Generate(request.prompt, nullptr, options);
+        images.ok() ? session.Generate(request.prompt, request.images.empty() ? nullptr : &soft,
+                                       options)
+                    : absl::StatusOr<rt::GenerateResult>(images);
     stream.Finish();
     if (!result.ok()) {
       outcome.status = result.status();

@@ -82,7 +82,8 @@ TEST(KernelRegistryTest, ArgumentsAreConsistent) {
       ASSERT_TRUE(rule->a >= 0 && rule->a < spec.num_args) << spec.op;
       EXPECT_EQ(spec.args[rule->a].kind, param ? ArgKind::kF32 : ArgKind::kI32) << spec.op;
       const bool unary = param || rule->kind == RuleKind::kPositive || rule->kind == RuleKind::kEven ||
-                         rule->kind == RuleKind::kMultipleOf16 || rule->kind == RuleKind::kZeroOrOne ||
+                         rule->kind == RuleKind::kMultipleOf16 || rule->kind == RuleKind::kMultipleOf4 ||
+                         rule->kind == RuleKind::kZeroOrOne ||
                          rule->kind == RuleKind::kWholeKvBlocks;
       if (unary) {
         EXPECT_EQ(rule->b, -1) << spec.op;

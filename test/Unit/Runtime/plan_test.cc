@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "spark/runtime/executor.h"
 #include "little_endian.h"
 #include "loader_test_util.h"
 #include "plan_generated.h"
@@ -20,7 +21,13 @@ namespace rt {
 namespace {
 
 using test::StatusIs;
+using test::BufferArg;
+using test::F32Arg;
+using test::I32Arg;
+using test::KindArg;
+using test::MakeStep;
 using test::TestPlan;
+using test::WeightArg;
 constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 namespace fb = ::spark::rt::fb;
 
@@ -446,7 +453,7 @@ TEST(PlanTest, SectionHeaderLayout) {
   const std::string section = SerializePlanSection(TestPlan());
   ASSERT_GT(section.size(), plan_format::kHeaderSize);
   EXPECT_EQ(std::memcmp(section.data(), "SPKPLAN\0", 8), 0);
-  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), 17u);
+  EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 8), plan_format::kPlanVersion);
   EXPECT_EQ(LoadLittleEndian<uint32_t>(section.data() + 12), 0u);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 16), section.size() - 32);
   EXPECT_EQ(LoadLittleEndian<uint64_t>(section.data() + 24),
@@ -1456,6 +1463,148 @@ TEST(PlanTest, RejectsBadKvCaches) {
   plan.kv_caches[1].head_dim = 0;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan kv_caches[1].head_dim: expected an "
                                                   "integer in [1, 2147483647], found 0"));
+}
+
+// A small image encoder plan for TestPlan (hidden 4): the pixel patches through shift_scale and
+// a linear to the hidden size, then pooled by position into the embeddings.
+Plan TestImageEncoder(const Plan& text) {
+  Plan plan;
+  plan.version = plan_format::kPlanVersion;
+  plan.target = text.target;
+  plan.max_tokens = 18;
+  plan.model = text.model;
+  uint64_t offset = 0;
+  const auto add_buffer = [&](const std::string& name, DType dtype, std::vector<int64_t> row) {
+    BufferInfo buffer{name, dtype, std::move(row), offset};
+    offset += buffer.row_bytes() * plan.max_tokens;
+    plan.buffers.push_back(buffer);
+    return static_cast<int64_t>(plan.buffers.size() - 1);
+  };
+  plan.input_pixel_patches = add_buffer("%pixel_patches", DType::kF32, {kPixelPatchValues});
+  plan.input_patch_positions = add_buffer("%patch_positions", DType::kI32, {2});
+  const int64_t hidden = add_buffer("hidden", DType::kF32, {4});
+  plan.output_embeddings = add_buffer("embeddings", DType::kF32, {4});
+  plan.arena_bytes = offset;
+  plan.weights.push_back({"model.embed_vision.weight", DType::kBF16, {4, kPixelPatchValues}});
+  const StepArg num_tokens = KindArg(ArgRefKind::kNumTokens);
+  plan.steps.push_back(MakeStep("shift_scale", 256,
+                                {BufferArg(plan.input_pixel_patches),
+                                 BufferArg(plan.input_pixel_patches), num_tokens,
+                                 I32Arg(kPixelPatchValues), F32Arg(0.5f), F32Arg(2.0f)}));
+  plan.steps.push_back(MakeStep("linear", 256,
+                                {BufferArg(plan.input_pixel_patches), WeightArg(0),
+                                 BufferArg(hidden), num_tokens, I32Arg(4),
+                                 I32Arg(kPixelPatchValues)}));
+  plan.weights.push_back({"model.position_table", DType::kBF16, {2, 16, 4}});
+  plan.steps.push_back(MakeStep("patch_position_embedding", 256,
+                                {BufferArg(hidden), BufferArg(plan.input_patch_positions),
+                                 WeightArg(1), BufferArg(hidden), num_tokens, I32Arg(4),
+                                 I32Arg(16)}));
+  plan.steps.push_back(MakeStep("pool_by_position", 256,
+                                {BufferArg(hidden), BufferArg(plan.input_patch_positions),
+                                 BufferArg(plan.output_embeddings), num_tokens, I32Arg(4),
+                                 I32Arg(3), F32Arg(2.0f)}));
+  BuildPrograms(&plan);
+  return plan;
+}
+
+// TestPlan with an image encoder and the image ids it needs.
+Plan TestPlanWithImageEncoder() {
+  Plan plan = TestPlan();
+  plan.model.image_token_id = 12;
+  plan.model.boi_token_id = 10;
+  plan.model.eoi_token_id = 11;
+  plan.image_encoder = std::make_shared<const Plan>(TestImageEncoder(plan));
+  return plan;
+}
+
+TEST(PlanTest, AnImageEncoderRoundTripsNestedInTheTextPlan) {
+  const Plan plan = TestPlanWithImageEncoder();
+  ASSERT_TRUE(ValidatePlan(plan, "m.cubin").ok()) << ValidatePlan(plan, "m.cubin");
+  absl::StatusOr<Plan> read = ParsePlanSection(SerializePlanSection(plan), "m.cubin");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->model.image_token_id, 12);
+  EXPECT_EQ(read->model.boi_token_id, 10);
+  EXPECT_EQ(read->model.eoi_token_id, 11);
+  ASSERT_NE(read->image_encoder, nullptr);
+  const Plan& encoder = *read->image_encoder;
+  EXPECT_TRUE(encoder.is_image_encoder());
+  EXPECT_FALSE(read->is_image_encoder());
+  EXPECT_EQ(encoder.max_tokens, 18);
+  EXPECT_EQ(encoder.input_pixel_patches, 0);
+  EXPECT_EQ(encoder.input_patch_positions, 1);
+  EXPECT_EQ(encoder.output_embeddings, 3);
+  EXPECT_EQ(encoder.input_ids, -1);
+  EXPECT_EQ(encoder.steps.size(), 4u);
+  EXPECT_EQ(encoder.weights[0].name, "model.embed_vision.weight");
+  EXPECT_EQ(SerializePlanSection(*read), SerializePlanSection(plan));
+  const std::string json = DumpJson(plan);
+  EXPECT_TRUE(absl::StrContains(json, R"("image_encoder":{)")) << json;
+  EXPECT_TRUE(absl::StrContains(json, R"("inputs":{"pixel_patches":0,"patch_positions":1})"))
+      << json;
+  EXPECT_TRUE(absl::StrContains(json, R"("outputs":{"embeddings":3})")) << json;
+  // A text plan without one dumps no image ids.
+  EXPECT_FALSE(absl::StrContains(DumpJson(TestPlan()), "image_token_id"));
+}
+
+TEST(PlanTest, AnImageEncoderIsCheckedAsOne) {
+  const auto with_encoder = [](const std::function<void(Plan&)>& edit_encoder,
+                               const std::function<void(Plan&)>& edit_text = nullptr) {
+    Plan plan = TestPlanWithImageEncoder();
+    Plan encoder = *plan.image_encoder;
+    edit_encoder(encoder);
+    if (edit_text) edit_text(plan);
+    plan.image_encoder = std::make_shared<const Plan>(std::move(encoder));
+    return ParsePlanAsIs(plan);
+  };
+  EXPECT_TRUE(StatusIs(with_encoder([](Plan& e) { e.input_ids = 0; }), kInvalid,
+                       "m.cubin (image encoder): plan inputs.ids: expected -1 in an image encoder "
+                       "plan, found 0"));
+  EXPECT_TRUE(StatusIs(with_encoder([](Plan& e) {
+                         e.kv_caches.push_back({"kv.layers.0", KvKind::kFull, 0, 1, 4});
+                       }),
+                       kInvalid, "an image encoder plan has no KV caches"));
+  EXPECT_TRUE(StatusIs(with_encoder([](Plan& e) { e.output_embeddings = -1; }), kInvalid,
+                       "outputs.embeddings"));
+  EXPECT_TRUE(StatusIs(with_encoder([](Plan& e) { e.target = "sm_121a"; }), kInvalid,
+                       "expected the target and activation precision of the text plan"));
+  EXPECT_TRUE(StatusIs(with_encoder([](Plan&) {}, [](Plan& t) { t.model.boi_token_id = -1; }),
+                       kInvalid, "needs model.image_token_id, boi_token_id, eoi_token_id"));
+  EXPECT_TRUE(StatusIs(with_encoder([](Plan&) {}, [](Plan& t) { t.model.eoi_token_id = 16; }),
+                       kInvalid, "model.eoi_token_id"));
+  // A text plan where the encoder goes, and an encoder's input in a text plan.
+  Plan plan = TestPlanWithImageEncoder();
+  plan.image_encoder = std::make_shared<const Plan>(TestPlan());
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(plan), kInvalid,
+                       "expected an image encoder plan (inputs.pixel_patches), found a text plan"));
+  plan = TestPlan();
+  plan.input_patch_positions = 0;
+  EXPECT_TRUE(StatusIs(ParsePlanAsIs(plan), kInvalid,
+                       "plan inputs.patch_positions: expected -1 in a text plan, found 0"));
+}
+
+TEST(PlanTest, ImageEncoderCallsAreChecked) {
+  const Plan encoder = TestImageEncoder(TestPlan());
+  const auto check = [&](int64_t patches, int32_t coordinate = 0) {
+    std::vector<float> pixels(static_cast<size_t>(patches * kPixelPatchValues), 0.5f);
+    std::vector<int32_t> positions(static_cast<size_t>(2 * patches), 0);
+    if (patches > 0) positions.back() = coordinate;
+    return CheckImageEncoderCall(encoder, pixels, positions);
+  };
+  EXPECT_TRUE(check(9).ok());
+  EXPECT_TRUE(check(18, 15).ok());
+  EXPECT_TRUE(StatusIs(check(0), kInvalid, "the image encoder takes a multiple of 9 from 9 to 18"));
+  EXPECT_TRUE(StatusIs(check(10), kInvalid, "an image of 10 patches"));
+  EXPECT_TRUE(StatusIs(check(27), kInvalid, "(2 soft tokens, spark-compile --max-image-tokens)"));
+  EXPECT_TRUE(StatusIs(check(9, 16), kInvalid,
+                       "patch 8 has y = 16, outside the vision tower's position table [0, 16)"));
+  EXPECT_TRUE(StatusIs(check(9, -1), kInvalid, "patch 8 has y = -1"));
+  std::vector<float> pixels(9 * kPixelPatchValues - 1);
+  std::vector<int32_t> positions(18);
+  EXPECT_TRUE(StatusIs(CheckImageEncoderCall(encoder, pixels, positions), kInvalid,
+                       "do not describe the same patches"));
+  // A text plan has no image encoder to run.
+  EXPECT_FALSE(CheckImageEncoderCall(TestPlan(), {}, {}).ok());
 }
 
 TEST(PlanTest, ArgRefKindNamesMatchTheJson) {

@@ -2,10 +2,15 @@
 // Google's Gemma 4 chat template: what a request becomes, what is refused and how.
 #include "openai_api.h"
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <variant>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "spark/runtime/chat_template.h"
 #include "spark/runtime/tokenizer.h"
@@ -131,14 +136,109 @@ TEST_F(OpenAiApiTest, MessagesAreChecked) {
   EXPECT_EQ(param, "messages[0].role");
   EXPECT_NE(ErrorOf(Chat(R"({"messages": [{"role": "user", "content": 5}]})"), &status, &param), "");
   EXPECT_EQ(param, "messages[0].content");
+  // An image for a model without a vision tower (this context's).
   EXPECT_NE(ErrorOf(Chat(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})"),
                     &status, &param),
             "");
-  EXPECT_EQ(param, "messages[0].content");
+  EXPECT_EQ(param, "messages[0].content[0].image_url");
   EXPECT_NE(ErrorOf(Chat(R"({})"), &status, &param), "");
   EXPECT_EQ(param, "messages");
   // Text parts are passed to the template as they are.
   EXPECT_EQ(ErrorOf(Chat(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]})")), "");
+}
+
+// A data: URL of a file of test/data/images.
+std::string DataUrl(const std::string& mime, const std::string& file, size_t keep = std::string::npos) {
+  std::ifstream in(SPARK_TEST_SOURCE_DIR "/data/images/" + file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return absl::StrCat("data:", mime, ";base64,", absl::Base64Escape(bytes.substr(0, keep)));
+}
+
+std::string ImageRequest(const std::string& url, const std::string& text = "What is in it?") {
+  return absl::StrCat(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": ")",
+                      url, R"("}}, {"type": "text", "text": ")", text, R"("}]}]})");
+}
+
+class OpenAiImageTest : public OpenAiApiTest {
+ protected:
+  void SetUp() override {
+    OpenAiApiTest::SetUp();
+    // tiny-mm-dense's ids in the tiny tokenizer: <|image|> 509, boi 362, eoi 363.
+    context_.takes_images = true;
+    context_.model_info.variant = "tiny-mm";
+    context_.model_info.image_token_id = 509;
+    context_.model_info.boi_token_id = 362;
+    context_.model_info.eoi_token_id = 363;
+    context_.image_tokens = 70;
+  }
+};
+
+TEST_F(OpenAiImageTest, AnImageUrlPartBecomesTheImagesSoftTokensInThePrompt) {
+  Expected<GenerationRequest> parsed = Chat(ImageRequest(DataUrl("image/png", "vision_a.png")));
+  ASSERT_EQ(ErrorOf(parsed), "");
+  const GenerationRequest& r = std::get<GenerationRequest>(parsed);
+  ASSERT_EQ(r.images.size(), 1u);
+  EXPECT_EQ(r.images[0].soft_tokens, 63);  // 100x75 at a budget of 70: 432x336, 27x21 patches
+  ASSERT_EQ(r.image_positions.size(), 1u);
+  const int64_t first = r.image_positions[0];
+  ASSERT_GE(first, 1);
+  EXPECT_EQ(r.prompt[first - 1], 362);
+  for (int64_t k = 0; k < 63; ++k) EXPECT_EQ(r.prompt[first + k], 509);
+  EXPECT_EQ(r.prompt[first + 63], 363);
+  EXPECT_EQ(std::count(r.prompt.begin(), r.prompt.end(), 509), 63);
+  // A JPEG as well, and two images in one message in order.
+  Expected<GenerationRequest> two = Chat(absl::StrCat(
+      R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": ")",
+      DataUrl("image/jpeg", "vision_b.jpg"), R"("}}, {"type": "image_url", "image_url": {"url": ")",
+      DataUrl("image/png", "vision_a.png"), R"("}}, {"type": "text", "text": "Compare"}]}]})"));
+  ASSERT_EQ(ErrorOf(two), "");
+  const GenerationRequest& t = std::get<GenerationRequest>(two);
+  ASSERT_EQ(t.images.size(), 2u);
+  EXPECT_EQ(t.images[0].soft_tokens, 55);
+  EXPECT_EQ(t.images[1].soft_tokens, 63);
+  EXPECT_EQ(t.image_positions[1], t.image_positions[0] + 55 + 2);
+}
+
+TEST_F(OpenAiImageTest, BadImagesAreRefusedNamingThePart) {
+  const std::string part = "messages[0].content[0].image_url";
+  struct Case {
+    std::string url;
+    std::string says;
+  } cases[] = {
+      {"https://example.com/cat.png", "remote image URLs are not fetched"},
+      {"http://example.com/cat.png", "remote image URLs are not fetched"},
+      {"file:///etc/passwd", "expected a data URL of a base64 image"},
+      {"data:text/plain;base64,aGVsbG8=", "expected a data URL of a base64 image"},
+      {"data:image/png,rawbytes", "expected a data URL of a base64 image"},
+      {"data:image/png;base64,@@not base64@@", "does not decode"},
+      {DataUrl("image/png", "vision_a.png", 300), "truncated"},
+      {"data:image/png;base64,R0lGODlhAQABAAAAACw=", "GIF"},
+  };
+  for (const Case& c : cases) {
+    int status = 0;
+    std::string param;
+    const std::string error = ErrorOf(Chat(ImageRequest(c.url)), &status, &param);
+    EXPECT_NE(error.find(c.says), std::string::npos) << c.url.substr(0, 60) << ": " << error;
+    EXPECT_EQ(status, 400) << error;
+    EXPECT_EQ(param, part) << error;
+  }
+  // Audio and HF-style image parts are refused, naming what to send.
+  std::string param;
+  EXPECT_NE(ErrorOf(Chat(R"({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]})"),
+                    nullptr, &param)
+                .find("image_url parts with data: URLs"),
+            std::string::npos);
+  EXPECT_EQ(param, "messages[0].content");
+  // A placeholder the text itself holds: more placeholders than images.
+  const std::string error =
+      ErrorOf(Chat(ImageRequest(DataUrl("image/png", "vision_a.png"), "and <|image|> here")));
+  EXPECT_NE(error.find("the prompt holds 2 image placeholders"), std::string::npos) << error;
+  // The expanded prompt must fit the context.
+  context_.max_length = 40;
+  int status = 0;
+  EXPECT_NE(ErrorOf(Chat(ImageRequest(DataUrl("image/png", "vision_a.png"))), &status),
+            "");
+  EXPECT_EQ(status, 400);
 }
 
 TEST_F(OpenAiApiTest, AnotherModelIsNotFound) {

@@ -17,6 +17,7 @@
 #include "kernels/rms_norm.cu"
 #include "kernels/rope.cu"
 #include "kernels/sample.cu"
+#include "kernels/vision.cu"
 
 extern "C" {
 int spark_activation_precision = 0;

@@ -490,6 +490,58 @@ void Sample(std::vector<OpCase>* cases, bool quick) {
   Add(cases, Bf16(b), false);
 }
 
+// The vision tower's ops (31B/26B: hidden 1152, 16 heads x 72; E2B/E4B: 768, 12 x 64; the tiny
+// towers' 48 and 4 x 12), patch positions drawn in [0, 64): some outside a smaller position
+// table, several patches in one pooled row.
+void Vision(std::vector<OpCase>* cases) {
+  for (const auto& [t, cols] : {std::tuple{37, 768}, std::tuple{9, 1001}}) {
+    OpCase c = Make("shift_scale", t, {{"cols", cols}}, PerToken(cols, 256), kExact,
+                    absl::StrCat("T=", t, " cols=", cols));
+    c.floats["shift"] = 0.5f;
+    c.floats["scale"] = 2.0f;
+    Add(cases, c);
+    if (cols == 768) Add(cases, Bf16(c), false);
+  }
+  for (const auto& [t, dim, table] : {std::tuple{37, 1152, 48}, std::tuple{9, 48, 64}}) {
+    OpCase c = Make("patch_position_embedding", t, {{"dim", dim}, {"table_size", table}},
+                    PerToken(dim, 256), kExact,
+                    absl::StrCat("T=", t, " dim=", dim, " table=", table));
+    Add(cases, c);
+    if (dim == 48) Add(cases, InPlace(c, "y", "x"), false);
+  }
+  for (const int cols : {1152, 1001}) {
+    OpCase c = Make("clamp", 37, {{"cols", cols}}, PerToken(cols, 256), kExact,
+                    absl::StrCat("T=37 cols=", cols));
+    Add(cases, c);
+    if (cols == 1152) Add(cases, InPlace(c, "y", "x"), false);
+  }
+  for (const auto& [t, heads, dim] : {std::tuple{37, 16, 72}, std::tuple{9, 4, 12},
+                                      std::tuple{5, 12, 64}}) {
+    OpCase c = Make("rope_2d", t, {{"heads", heads}, {"head_dim", dim}}, PerToken(heads), kMath,
+                    absl::StrCat("T=", t, " heads=", heads, " head_dim=", dim));
+    c.floats["theta"] = 100.0f;
+    Add(cases, c);
+    if (dim == 12) Add(cases, InPlace(c, "y", "x"), false);
+  }
+  for (const auto& [t, q, kv, dim] : {std::tuple{37, 16, 16, 72}, std::tuple{50, 4, 2, 12},
+                                      std::tuple{9, 12, 12, 64}}) {
+    OpCase c = Make("bidirectional_attention", t,
+                    {{"q_heads", q}, {"kv_heads", kv}, {"head_dim", dim}}, PerToken(q, 32), kDot,
+                    absl::StrCat("T=", t, " q_heads=", q, " kv_heads=", kv, " head_dim=", dim));
+    c.floats["scale"] = 1.0f;
+    Add(cases, c);
+    if (dim == 12) Add(cases, Bf16(c), false);
+  }
+  for (const auto& [t, cols] : {std::tuple{81, 48}, std::tuple{37, 1152}}) {
+    OpCase c = Make("pool_by_position", t, {{"cols", cols}, {"kernel_size", 3}},
+                    PerToken((cols + 1023) / 1024), kMath, absl::StrCat("T=", t, " cols=", cols, " k=3"));
+    c.floats["scale"] = 33.94f;
+    Add(cases, c);
+  }
+  Add(cases, Make("standardize", 37, {{"cols", 1152}}, PerToken(1152, 256), kExact,
+                  "T=37 cols=1152"));
+}
+
 }  // namespace
 
 std::vector<OpCase> AllCases(bool quick) {
@@ -502,6 +554,7 @@ std::vector<OpCase> AllCases(bool quick) {
   KvAndAttention(&cases, quick);
   Moe(&cases, quick);
   Sample(&cases, quick);
+  Vision(&cases);
   return cases;
 }
 

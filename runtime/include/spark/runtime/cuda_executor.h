@@ -26,6 +26,9 @@ struct CudaExecutorOptions {
   std::function<void(absl::string_view)> on_notice;
   // Weight upload progress in bytes (discrete devices only); may be empty.
   std::function<void(uint64_t done, uint64_t total)> on_progress;
+  // The plan to run when it is not artifact.plan: its image encoder (*artifact.plan.image_encoder,
+  // whose kernels are in the same image). Must outlive the executor.
+  const Plan* plan = nullptr;
 };
 
 // Loads artifact.image into a module of the device's primary context and looks up the kernel of

@@ -132,6 +132,18 @@ class Model : public std::enable_shared_from_this<Model> {
   // max_sessions() sessions are alive, or the caches cannot be allocated.
   absl::StatusOr<std::unique_ptr<Session>> NewSession();
 
+  // Images (a multimodal model compiled with its vision tower: Plan::image_encoder). Whether the
+  // model takes images, and the most patches of one image (9 per soft token: spark-compile
+  // --max-image-tokens) its encoder takes; 0 without one.
+  bool takes_images() const { return image_encoder_ != nullptr; }
+  int64_t max_image_patches() const;
+  // The soft tokens of one image, [patches / 9, hidden] f32, from its pixel patches and their
+  // positions (image.h PreprocessImage; Executor::EncodeImage says what is checked). One image at
+  // a time (callers from several threads wait their turn). FAILED_PRECONDITION for a model
+  // without an image encoder, naming how to get one.
+  absl::StatusOr<std::vector<float>> EncodeImage(absl::Span<const float> pixel_patches,
+                                                 absl::Span<const int32_t> patch_positions) const;
+
  private:
   friend class Engine;
   friend class Session;
@@ -162,6 +174,10 @@ class Model : public std::enable_shared_from_this<Model> {
   // Runs one step at a time, merging the calls of sessions that generate from several threads
   // into batched steps (the runtime's BatchingExecutor).
   std::unique_ptr<Executor> executor_;
+  // The image encoder's executor (its own weights and arena), and the lock of its one image at a
+  // time.
+  std::unique_ptr<Executor> image_encoder_;
+  mutable std::mutex image_encoder_mutex_;
   std::function<BatchingStats()> batching_stats_;
   int64_t kv_pool_sessions_ = 1;
   mutable std::mutex sessions_mutex_;

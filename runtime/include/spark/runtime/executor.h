@@ -191,6 +191,16 @@ class Executor {
   virtual absl::Status RunProgram(SequenceState& sequence, int32_t num_tokens,
                                   int32_t num_soft_tokens);
 
+  // For an executor of an image encoder plan (Plan::is_image_encoder: a multimodal model's vision
+  // tower): runs its program on the T = patch_positions.size() / 2 patches of one image,
+  // `pixel_patches` [T, kPixelPatchValues] in [0, 1] and `patch_positions` [T, 2] (x, y), and
+  // returns the image's soft tokens, the first T / 9 rows of its embeddings as f32
+  // [T / 9, model.hidden_size]. INVALID_ARGUMENT for sizes that do not match, T outside
+  // [9, max_tokens] or not a multiple of 9, or coordinates outside the position table
+  // (CheckImageEncoderCall); UNIMPLEMENTED for an executor without one (the default).
+  virtual absl::StatusOr<std::vector<float>> EncodeImage(absl::Span<const float> pixel_patches,
+                                                         absl::Span<const int32_t> patch_positions);
+
   // "host" or "cuda:<ordinal> (<device name>)".
   virtual std::string name() const = 0;
 
@@ -224,6 +234,12 @@ class Executor {
 };
 
 // KvCapacity (the slots of each KV cache) is declared in plan.h.
+
+// The checks of Executor::EncodeImage, shared by the executors: an image encoder plan, sizes that
+// agree, a patch count in [9, plan.max_tokens] that is a multiple of 9, and coordinates inside
+// the position table (the patch_position_embedding steps' table_size).
+absl::Status CheckImageEncoderCall(const Plan& plan, absl::Span<const float> pixel_patches,
+                                   absl::Span<const int32_t> patch_positions);
 
 // The bytes of one checkpoint tensor.
 struct WeightPart {

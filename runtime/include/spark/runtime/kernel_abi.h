@@ -187,6 +187,7 @@ enum class RuleKind : int {
   kOneTo,          // 1 <= a <= b
   kLess,           // a < b
   kMultipleOf16,   // a % 16 == 0 (a dimension quantized in blocks of 16)
+  kMultipleOf4,    // a % 4 == 0 (a head split into four quarters: rope_2d)
   kOneOrEqual,     // a == 1 or a == b (one scale per tensor, or one per row)
   kZeroOrOne,      // a == 0 or a == 1
   kWholeKvBlocks,  // a > 0 and a % kKvBlockRows == 0 (a KV cache capacity)

@@ -120,6 +120,12 @@ struct PlanSizes {
   uint64_t assembled_weight_bytes = 0;
   uint64_t arena_bytes = 0;
   int64_t max_tokens = 0;
+  // A multimodal model's image encoder (Plan::image_encoder): its weights are counted in the
+  // weights above (weight_bytes, num_weights, by dtype), of which these are its; its activation
+  // arena (one image of up to image_max_patches patches) is held beside the text plan's.
+  uint64_t image_encoder_weight_bytes = 0;
+  uint64_t image_encoder_arena_bytes = 0;
+  int64_t image_max_patches = 0;
   int64_t vocab_size = 0;
   int64_t max_position_embeddings = 0;  // 0: no limit
   std::vector<KvCacheInfo> kv_caches;

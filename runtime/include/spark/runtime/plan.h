@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,11 @@ struct ModelInfo {
   int64_t pad_token_id = 0;
   std::vector<int64_t> soft_token_ids;  // image / audio / video placeholder ids
   std::string weight_prefix;            // "model.language_model." or "model."
+  // The image placeholder and the markers around an image's soft tokens (each image of a prompt
+  // is boi + soft tokens + eoi); -1 when the model has none.
+  int64_t image_token_id = -1;
+  int64_t boi_token_id = -1;
+  int64_t eoi_token_id = -1;
 };
 
 struct Plan {
@@ -179,7 +185,27 @@ struct Plan {
   // Every step of every program, in order; each is in at least one program.
   std::vector<Step> steps;
   std::vector<Program> programs;
+
+  // The image encoder (a multimodal model's vision tower, docs/plan-format.md "The image
+  // encoder"), or null. It is a plan of its own kind: no KV caches, no ids, positions, sampling
+  // or logits; its tokens are the patches of one image, its inputs
+  //   input_pixel_patches    activation_precision [T, 768]: the patches' pixel values in [0, 1]
+  //                          (image.h ImagePatches::pixels)
+  //   input_patch_positions  i32 [T, 2]: each patch's (x, y)
+  // and its output
+  //   output_embeddings      activation_precision [T, model.hidden_size]: the image's soft
+  //                          tokens in its first T / 9 rows.
+  // Its model facts are the text plan's; its weights are the vision tower's checkpoint tensors.
+  std::shared_ptr<const Plan> image_encoder;
+  int64_t input_pixel_patches = -1;
+  int64_t input_patch_positions = -1;
+  int64_t output_embeddings = -1;
+  // True for an image encoder plan (it has the pixel_patches input).
+  bool is_image_encoder() const { return input_pixel_patches >= 0; }
 };
+
+// The values of a pixel patch (16 x 16 pixels x RGB) the image encoder takes.
+inline constexpr int64_t kPixelPatchValues = 768;
 
 // The value of i32 argument `arg` of `step` (an index: abi::ops::<op>::<name>): its literal, or
 // num_tokens for the runtime's token count; 0 when the op has no such argument. The second form

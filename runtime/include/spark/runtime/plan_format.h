@@ -23,7 +23,7 @@ namespace plan_format {
 
 inline constexpr char kSectionName[] = ".spark.plan";
 inline constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'L', 'A', 'N', '\0'};
-inline constexpr uint32_t kPlanVersion = 17;
+inline constexpr uint32_t kPlanVersion = 18;
 inline constexpr size_t kHeaderSize = 32;
 // Limits that bound what a hostile plan can make the reader allocate (docs/security.md). The
 // largest real plan, Gemma 4 31B's, is a buffer of 583 KiB with 1,076 steps, 1,020 buffers, 832

@@ -72,19 +72,36 @@ def program_of(program):
     return out
 
 
+def model_of(model):
+    # The image ids only for a model with an image encoder (-1 otherwise).
+    image_ids = ("image_token_id", "boi_token_id", "eoi_token_id")
+    return {k: v for k, v in model.items() if k not in image_ids or model["image_token_id"] >= 0}
+
+
 def dump_shape(plan):
-    return {
+    encoder = plan["inputs"]["pixel_patches"] >= 0
+    if encoder:  # the image encoder's own inputs and output only
+        inputs = {k: plan["inputs"][k] for k in ("pixel_patches", "patch_positions")}
+        outputs = {"embeddings": plan["outputs"]["embeddings"]}
+    else:
+        inputs = {k: v for k, v in plan["inputs"].items()
+                  if k in ("ids", "positions") or (v >= 0 and k not in ("pixel_patches", "patch_positions"))}
+        outputs = {k: plan["outputs"][k] for k in ("logits", "tokens")}
+    out = {
         "target": plan["target"], "max_tokens": plan["max_tokens"],
         "arena_bytes": plan["arena_bytes"], "activation_precision": plan["activation_precision"],
-        "model": plan["model"],
-        "inputs": {k: v for k, v in plan["inputs"].items() if k in ("ids", "positions") or v >= 0},
-        "outputs": plan["outputs"],
+        "model": model_of(plan["model"]),
+        "inputs": inputs,
+        "outputs": outputs,
         "buffers": plan["buffers"],
         "weights": [weight_of(w) for w in plan["weights"]],
         "kv_caches": [cache_of(c) for c in plan["kv_caches"]],
         "steps": [step_of(s) for s in plan["steps"]],
         "programs": [program_of(p) for p in plan["programs"]],
     }
+    if plan.get("image_encoder"):
+        out["image_encoder"] = dump_shape(plan["image_encoder"])
+    return out
 
 
 def compare(a, b, path):
