@@ -13,8 +13,9 @@
 #   3. when python3 has torch and transformers: the full-size towers with random weights
 #      (tools/reference/time_vision_tower.py writes the weights from the same config) -> the time
 #      of one image at the default budget (280 soft tokens) in transformers (bf16 / f32, eager /
-#      sdpa) and in Spark (f32 activations: spark-run -v's vision tower line, the first image and a
-#      second one). (Their numbers are checked on the tiny towers, above.)
+#      sdpa) and in Spark (f32 activations, and bf16 ones with <tower>.act-bf16.sm_90a.cubin:
+#      spark-run -v's vision tower line, the first image and a second one). (Their numbers are
+#      checked on the tiny towers, above.)
 # Prints a table; exits 1 on a failure.
 set -uo pipefail
 ART=$1
@@ -93,14 +94,20 @@ if python3 -c "import torch, transformers" 2>/dev/null; then
       || { row "$t transformers" "FAIL: $(tail -3 "$TMP/$t.tf" | tr '\n' ' ')"; fail=1; continue; }
     sed "s/^/  $t: /" "$TMP/$t.tf"
     image_id=$(python3 -c "import json; print(json.load(open('$dir/config.json'))['image_token_id'])")
-    # One image, then two (the second image's time is the warm one).
-    for n in 1 2; do
-      imgs=(--image "$dir/patches.safetensors"); p="2,$image_id"
-      [ $n = 2 ] && { imgs+=(--image "$dir/patches.safetensors"); p="2,$image_id,$image_id"; }
-      "$RUN" "$cubin" --weights "$dir" --device cuda --max-new-tokens 1 --prompt-ids "$p" "${imgs[@]}" \
-        -v > /dev/null 2> "$TMP/$t.$n.err" || true
-      line=$(grep -o 'images: .*' "$TMP/$t.$n.err")
-      [ -n "$line" ] && row "  $t: spark f32, $n image(s)" "$line" || { row "$t spark" "FAIL: $(tail -2 "$TMP/$t.$n.err" | tr '\n' ' ')"; fail=1; }
+    # One image, then two (the second image's time is the warm one); f32 activations, and bf16
+    # ones when ARTIFACT_DIR has the image (spark-compile --activation-precision bf16).
+    for precision in f32 bf16; do
+      image=$cubin
+      [ $precision = bf16 ] && image=$ART/$t.act-bf16.sm_90a.cubin
+      [ -f "$image" ] || continue
+      for n in 1 2; do
+        imgs=(--image "$dir/patches.safetensors"); p="2,$image_id"
+        [ $n = 2 ] && { imgs+=(--image "$dir/patches.safetensors"); p="2,$image_id,$image_id"; }
+        "$RUN" "$image" --weights "$dir" --device cuda --max-new-tokens 1 --prompt-ids "$p" "${imgs[@]}" \
+          -v > /dev/null 2> "$TMP/$t.$n.err" || true
+        line=$(grep -o 'images: .*' "$TMP/$t.$n.err")
+        [ -n "$line" ] && row "  $t: spark $precision, $n image(s)" "$line" || { row "$t spark" "FAIL: $(tail -2 "$TMP/$t.$n.err" | tr '\n' ' ')"; fail=1; }
+      done
     done
   done
 else
