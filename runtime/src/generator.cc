@@ -437,5 +437,21 @@ absl::Status WriteLogits(const std::string& path, const GenerateResult& result, 
   return WriteSafetensors(path, {tensor});
 }
 
+absl::Status WriteSoftTokens(const std::string& path, const SoftTokens& soft) {
+  OwnedTensor embeddings;
+  embeddings.name = "embeddings";
+  embeddings.dtype = "F32";
+  embeddings.shape = {static_cast<int64_t>(soft.positions.size()), soft.hidden};
+  embeddings.bytes.assign(reinterpret_cast<const char*>(soft.embeddings.data()),
+                          soft.embeddings.size() * sizeof(float));
+  OwnedTensor positions;
+  positions.name = "positions";
+  positions.dtype = "I64";
+  positions.shape = {static_cast<int64_t>(soft.positions.size())};
+  positions.bytes.assign(reinterpret_cast<const char*>(soft.positions.data()),
+                         soft.positions.size() * sizeof(int64_t));
+  return WriteSafetensors(path, {embeddings, positions});
+}
+
 }  // namespace rt
 }  // namespace spark

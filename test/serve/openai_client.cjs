@@ -162,7 +162,7 @@ async function main() {
     await expectError(client.chat.completions.create({ model: "tiny-dense", messages, max_tokens: 100000 }), 400, "max_tokens");
     await expectError(client.chat.completions.create({ model: "tiny-dense", messages: [] }), 400, "messages");
     await expectError(client.chat.completions.create({ model: "tiny-dense", messages, logit_bias: { "5": 10 } }), 400, "logit_bias");
-    await expectError(client.chat.completions.create({ model: "tiny-dense", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:," } }] }] }), 400, "messages[0].content");
+    await expectError(client.chat.completions.create({ model: "tiny-dense", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:," } }] }] }), 400, "messages[0].content[0].image_url");  // a text-only model: no vision tower
     await expectError(client.completions.create({ model: "tiny-dense", prompt: [1, 2, 99999] }), 400, "prompt");
     const long = "hello ".repeat(600);
     const e = await expectError(client.completions.create({ model: "tiny-dense", prompt: long }), 400);

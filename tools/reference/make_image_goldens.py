@@ -8,6 +8,8 @@ What Spark must reproduce is what transformers 5 does with an image file for Gem
       rescale (uint8 -> float64 * (1/255) -> float32), convert_image_to_patches, positions (x, y).
 This script replicates those steps with PIL + numpy (transformers itself is not needed) and writes,
 into --out (default test/data/images):
+  * two real photographs, committed as scikit-image ships them (chelsea.png, rocket.jpg; CC0 and
+    public domain: test/data/images/SOURCES.md), checked, not written;
   * small synthetic images (numpy patterns: no third-party pictures, no licence questions) in the
     formats and colour types Spark reads: baseline / progressive / 4:2:0 / 4:2:2 / 4:4:4 /
     grayscale / CMYK JPEGs, JPEGs with every EXIF orientation, and PNGs written by hand (this
@@ -216,6 +218,9 @@ def exif_orientation_payload(orientation, big_endian=False):
 # ----------------------------------------------------------------------------------------------
 
 
+REAL_PHOTOS = ("chelsea.png", "rocket.jpg")
+
+
 def make_images(out):
     files = []
 
@@ -282,6 +287,12 @@ def make_images(out):
     profile = "\nexif\n%8d\n" % (len(hexed) // 2) + "\n".join(hexed[i:i + 72] for i in range(0, len(hexed), 72)) + "\n"
     hand("rgb_raw_profile_exif.png", gradient(12, 9), 8, 2,
          before_idat=[png_chunk(b"zTXt", b"Raw profile type exif\0\0" + zlib.compress(profile.encode()))])
+    # Two real photographs, committed as scikit-image ships them (test/data/images/SOURCES.md):
+    # not written here, only checked.
+    for name in REAL_PHOTOS:
+        if not os.path.exists(os.path.join(out, name)):
+            raise SystemExit("missing %s: copy it from scikit-image (test/data/images/SOURCES.md)" % name)
+        files.append(name)
     return files
 
 
@@ -318,6 +329,8 @@ def main():
         "tall.jpg": [(48, 3360), (1, 700), (11, 699)],
         "rgba.png": [(96, 60), (194, 122)],
         "orient6.jpg": [(49, 97), (3, 5)],
+        "chelsea.png": [(432, 288), (912, 624)],
+        "rocket.jpg": [(624, 432), (48, 32)],
     }
     for name, sizes in resize_cases.items():
         for width, height in sizes:
@@ -326,7 +339,7 @@ def main():
             lines.append("resize %s %d %d %s %d %d %d" % (name, width, height, crc(resized.tobytes()), *sums))
 
     # Preprocessing: every decodable file at 70 tokens, some at other budgets.
-    more_tokens = {"photo.jpg": (140, 280, 560, 1120), "photo_444_progressive.jpg": (280,), "orient6.jpg": (280,),
+    more_tokens = {"chelsea.png": (280, 1120), "rocket.jpg": (280,), "photo.jpg": (140, 280, 560, 1120), "photo_444_progressive.jpg": (280,), "orient6.jpg": (280,),
                    "wide.png": (280, 1120), "tall.jpg": (140,), "exact_70.jpg": (280,), "rgba.png": (560,)}
     for name in files:
         if name not in decoded:

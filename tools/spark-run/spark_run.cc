@@ -88,6 +88,7 @@ struct Flags {
   uint64_t seed = 0;
   std::string soft_tokens;
   std::vector<std::string> images;  // --image, in order
+  std::string soft_tokens_out;
   int64_t image_tokens = 280;
   std::string logits_out;
   std::string dump;
@@ -983,6 +984,9 @@ absl::Status GenerateCommand(const std::string& artifact) {
     }
     options.prompt = std::move(image_prompt.ids);
     soft = std::move(image_prompt.soft);
+    if (!F().soft_tokens_out.empty()) {
+      SPARK_RETURN_IF_ERROR(WriteSoftTokens(F().soft_tokens_out, *soft));
+    }
   }
   SPARK_RETURN_IF_ERROR(ValidatePrompt(model->info(), options.prompt, model->max_length()));
   SPARK_RETURN_IF_ERROR(CheckRoom(options.prompt.size(), model->max_length()));
@@ -1155,6 +1159,10 @@ int main(int argc, char** argv) {
                  "soft tokens per image, the processor's budget: 70, 140, 280 (default), 560 or "
                  "1120 (at most spark-compile --max-image-tokens)")
       ->type_name("N")->group(generation);
+  app.add_option("--soft-tokens-out", flags.soft_tokens_out,
+                 "with --image: write the images' soft tokens (the vision tower's output) to FILE, "
+                 "as --soft-tokens reads them")
+      ->type_name("FILE")->group(generation);
   app.add_option("--logits-out", flags.logits_out,
                  "safetensors file: 'logits' F32 [prompt + generated - 1, vocab]")->type_name("FILE")->group(generation);
   app.add_option("--dump", flags.dump,
@@ -1212,7 +1220,7 @@ int main(int argc, char** argv) {
       "--weights", "--prompt-ids", "--prompt", "--chat", "--interactive", "--system",
       "--enable-thinking", "--hide-thinking", "--tokenizer", "--stop", "--max-new-tokens",
       "--device", "--temperature", "--top-k", "--top-p", "--seed", "--soft-tokens", "--image",
-      "--image-tokens", "--logits-out", "--dump", "--profile", "--json", "--streams",
+      "--image-tokens", "--soft-tokens-out", "--logits-out", "--dump", "--profile", "--json", "--streams",
       "--compare-logits"};
   const auto exclude = [&](CLI::Option* mode, const std::vector<std::string>& names) {
     for (const std::string& name : names) mode->excludes(app.get_option(name));
@@ -1238,6 +1246,7 @@ int main(int argc, char** argv) {
   // Images become soft tokens: not beside precomputed ones, nor on an interactive terminal.
   exclude(app.get_option("--image"), {"--soft-tokens", "--interactive"});
   app.get_option("--image-tokens")->needs(app.get_option("--image"));
+  app.get_option("--soft-tokens-out")->needs(app.get_option("--image"));
   app.get_option("--compare-logits")->needs(streams);
   app.get_option("--kv-pool-sequences")->needs(streams);
   std::vector<std::string> args = spark::rt::DashedFlagNames(argc, argv);

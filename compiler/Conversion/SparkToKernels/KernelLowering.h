@@ -14,6 +14,7 @@
 #define SPARK_COMPILER_CONVERSION_SPARKTOKERNELS_KERNELLOWERING_H
 
 #include "dialects/Spark/IR/SparkOps.h"
+#include "dialects/Spark/IR/TypeInference.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/TypeID.h"
 #include "llvm/ADT/APFloat.h"
@@ -57,6 +58,12 @@ struct Arg {
 /// per token, or a fixed count of them, `divisor` items per block.
 inline abi::GridRule perToken(int64_t work, int64_t divisor = 1) { return {work, 0, divisor}; }
 inline abi::GridRule fixedGrid(int64_t work, int64_t divisor = 1) { return {0, work, divisor}; }
+/// The elements of one token's row of activation `v`, and the grid of an op over them (a thread
+/// per element, blocks of 256: the elementwise kernels').
+inline int64_t elementsPerRow(mlir::Value v) {
+  return rowElements(mlir::cast<mlir::RankedTensorType>(v.getType()));
+}
+inline abi::GridRule rowsOf(mlir::Value v) { return perToken(elementsPerRow(v), 256); }
 
 /// What an op's lowering may ask of the driver. One op is lowered at a time; a misuse of its
 /// operands (an activation operand without a buffer, a size that does not fit the kernels' 32-bit

@@ -15,8 +15,6 @@ namespace spark {
 namespace kernel_lowering {
 namespace {
 
-int64_t elementsPerRow(Value v) { return rowElements(cast<RankedTensorType>(v.getType())); }
-abi::GridRule rowsOf(Value v) { return perToken(elementsPerRow(v), 256); }
 
 template <typename OpTy, abi::OpId kKernel>
 LogicalResult lowerBinary(OpTy b, KernelLowering &k) {

@@ -14,10 +14,6 @@ namespace spark {
 namespace kernel_lowering {
 namespace {
 
-abi::GridRule rowsOf(Value v) {
-  return perToken(rowElements(cast<RankedTensorType>(v.getType())), 256);
-}
-
 LogicalResult lowerEmbedding(EmbeddingOp e, KernelLowering &k) {
   FailureOr<Arg> table = k.weight(e.getTable());
   if (failed(table))

@@ -17,9 +17,6 @@ namespace spark {
 namespace kernel_lowering {
 namespace {
 
-int64_t elementsPerRow(Value v) { return rowElements(cast<RankedTensorType>(v.getType())); }
-abi::GridRule rowsOf(Value v) { return perToken(elementsPerRow(v), 256); }
-
 LogicalResult lowerShiftScale(ShiftScaleOp s, KernelLowering &k) {
   Arg in = k.input(s.getInput());
   k.launch(abi::OpId::kShiftScale,

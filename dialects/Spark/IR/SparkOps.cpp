@@ -378,6 +378,22 @@ LogicalResult RmsNormRopeOp::verify() {
   return verifyNormWeightAndEpsilon(*this, getInput().getType().getDimSize(2));
 }
 
+// Query [T, q_heads, d], key and value [T, kv_heads, d] of one type: the same head_dim, q_heads a
+// multiple of kv_heads (grouped-query attention).
+static LogicalResult verifyGroupedHeads(RankedTensorType q, RankedTensorType k, RankedTensorType v,
+                                        ErrorEmitter emit) {
+  if (k != v)
+    return emit() << "expects key and value of the same type, got " << formatShape(k.getShape())
+                  << " and " << formatShape(v.getShape());
+  if (q.getDimSize(2) != k.getDimSize(2))
+    return emit() << "expects query and key with the same head_dim, got " << q.getDimSize(2)
+                  << " and " << k.getDimSize(2);
+  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+    return emit() << "expects q_heads (" << q.getDimSize(1) << ") to be a multiple of kv_heads ("
+                  << k.getDimSize(1) << ")";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   auto emit = [&] { return emitOpError(); };
   RankedTensorType q = getQuery().getType(), k = getKey().getType(), v = getValue().getType();
@@ -393,15 +409,8 @@ LogicalResult AttentionOp::verify() {
         failed(verifySameTokens(q, cast<RankedTensorType>(last.getType()), "query",
                                 "last_visible", emit)))
       return failure();
-  if (k != v)
-    return emitOpError("expects key and value of the same type, got ")
-           << formatShape(k.getShape()) << " and " << formatShape(v.getShape());
-  if (q.getDimSize(2) != k.getDimSize(2))
-    return emitOpError("expects query and key with the same head_dim, got ")
-           << q.getDimSize(2) << " and " << k.getDimSize(2);
-  if (q.getDimSize(1) % k.getDimSize(1) != 0)
-    return emitOpError("expects q_heads (")
-           << q.getDimSize(1) << ") to be a multiple of kv_heads (" << k.getDimSize(1) << ")";
+  if (failed(verifyGroupedHeads(q, k, v, emit)))
+    return failure();
   if (getWindow() < 0)
     return emitOpError("expects window >= 0 (0 = full attention), got ") << getWindow();
   if (!std::isfinite(getScale().convertToFloat()))
@@ -515,15 +524,8 @@ LogicalResult BidirectionalAttentionOp::verify() {
       failed(verifyActivation(v, 3, "value", emit)) ||
       failed(verifySameTokens(q, k, "query", "key", emit)))
     return failure();
-  if (k != v)
-    return emitOpError("expects key and value of the same type, got ")
-           << formatShape(k.getShape()) << " and " << formatShape(v.getShape());
-  if (q.getDimSize(2) != k.getDimSize(2))
-    return emitOpError("expects query and key with the same head_dim, got ")
-           << q.getDimSize(2) << " and " << k.getDimSize(2);
-  if (q.getDimSize(1) % k.getDimSize(1) != 0)
-    return emitOpError("expects q_heads (")
-           << q.getDimSize(1) << ") to be a multiple of kv_heads (" << k.getDimSize(1) << ")";
+  if (failed(verifyGroupedHeads(q, k, v, emit)))
+    return failure();
   if (!std::isfinite(getScale().convertToFloat()))
     return emitOpError("expects a finite scale, got ") << getScale().convertToFloat();
   if (getResult().getType() != q)

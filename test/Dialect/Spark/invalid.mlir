@@ -1467,3 +1467,93 @@ spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, 
   // expected-error @+1 {{expected a launch argument kind (buffer, weight, k_cache, v_cache, kv_capacity, kv_block_table, null, num_tokens, num_soft_tokens, i32, f32)}}
   spark.transfer "copy" args [buffer 0, buffer 1, num_tokens, 4]
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// The vision tower's ops
+//===----------------------------------------------------------------------===//
+
+func.func @shift_scale_not_finite(%x: tensor<?x768xf32>) -> tensor<?x768xf32> {
+  // expected-error @+1 {{'spark.shift_scale' op expects a finite shift and scale, got 5.000000e-01 and INF}}
+  %0 = spark.shift_scale %x {shift = 0.5 : f32, scale = 0x7F800000 : f32} : tensor<?x768xf32>
+  return %0 : tensor<?x768xf32>
+}
+
+// -----
+
+func.func @position_table_width(%x: tensor<?x48xf32>, %pos: tensor<?x2xi32>) -> tensor<?x48xf32> {
+  %t = spark.weight "t" : tensor<2x64x32xbf16>
+  // expected-error @+1 {{'spark.patch_position_embedding' op expects a position table [2, table_size, 48], got [2, 64, 32]}}
+  %0 = spark.patch_position_embedding %x, %pos, %t : (tensor<?x48xf32>, tensor<?x2xi32>, tensor<2x64x32xbf16>) -> tensor<?x48xf32>
+  return %0 : tensor<?x48xf32>
+}
+
+// -----
+
+func.func @patch_positions_not_pairs(%x: tensor<?x48xf32>, %pos: tensor<?x3xi32>) -> tensor<?x48xf32> {
+  %t = spark.weight "t" : tensor<2x64x48xbf16>
+  // expected-error @+1 {{'spark.patch_position_embedding' op expects positions of shape [T, 2] (x, y per patch), got [?, 3]}}
+  %0 = spark.patch_position_embedding %x, %pos, %t : (tensor<?x48xf32>, tensor<?x3xi32>, tensor<2x64x48xbf16>) -> tensor<?x48xf32>
+  return %0 : tensor<?x48xf32>
+}
+
+// -----
+
+func.func @clamp_bound_not_scalar(%x: tensor<?x32xf32>) -> tensor<?x32xf32> {
+  %lo = spark.weight "lo" : tensor<2xbf16>
+  %hi = spark.weight "hi" : tensor<bf16>
+  // expected-error @+1 {{'spark.clamp' op expects min of type tensor<bf16> or tensor<1xbf16>, got 'tensor<2xbf16>'}}
+  %0 = spark.clamp %x, %lo, %hi : (tensor<?x32xf32>, tensor<2xbf16>, tensor<bf16>) -> tensor<?x32xf32>
+  return %0 : tensor<?x32xf32>
+}
+
+// -----
+
+func.func @rope_2d_head_dim(%x: tensor<?x2x6xf32>, %pos: tensor<?x2xi32>) -> tensor<?x2x6xf32> {
+  // expected-error @+1 {{'spark.rope_2d' op expects a head_dim that is a multiple of 4 (two halves of rotate-half pairs), got 6}}
+  %0 = spark.rope_2d %x, %pos {theta = 100.0 : f32} : (tensor<?x2x6xf32>, tensor<?x2xi32>) -> tensor<?x2x6xf32>
+  return %0 : tensor<?x2x6xf32>
+}
+
+// -----
+
+func.func @rope_2d_theta(%x: tensor<?x2x8xf32>, %pos: tensor<?x2xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.rope_2d' op expects a finite, positive theta, got 0.000000e+00}}
+  %0 = spark.rope_2d %x, %pos {theta = 0.0 : f32} : (tensor<?x2x8xf32>, tensor<?x2xi32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+func.func @bidirectional_heads(%q: tensor<?x3x8xf32>, %k: tensor<?x2x8xf32>) -> tensor<?x3x8xf32> {
+  // expected-error @+1 {{'spark.bidirectional_attention' op expects q_heads (3) to be a multiple of kv_heads (2)}}
+  %0 = spark.bidirectional_attention %q, %k, %k {scale = 1.0 : f32} : (tensor<?x3x8xf32>, tensor<?x2x8xf32>, tensor<?x2x8xf32>) -> tensor<?x3x8xf32>
+  return %0 : tensor<?x3x8xf32>
+}
+
+// -----
+
+func.func @bidirectional_value(%q: tensor<?x2x8xf32>, %k: tensor<?x2x8xf32>, %v: tensor<?x2x4xf32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'spark.bidirectional_attention' op expects key and value of the same type, got [?, 2, 8] and [?, 2, 4]}}
+  %0 = spark.bidirectional_attention %q, %k, %v {scale = 1.0 : f32} : (tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?x2x4xf32>) -> tensor<?x2x8xf32>
+  return %0 : tensor<?x2x8xf32>
+}
+
+// -----
+
+func.func @pool_kernel_size(%x: tensor<?x16xf32>, %pos: tensor<?x2xi32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{'spark.pool_by_position' op expects kernel_size in [1, 64], got 0}}
+  %0 = spark.pool_by_position %x, %pos {kernel_size = 0 : i64, scale = 4.0 : f32} : (tensor<?x16xf32>, tensor<?x2xi32>) -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @standardize_bias_width(%x: tensor<?x16xf32>) -> tensor<?x16xf32> {
+  %b = spark.weight "b" : tensor<8xbf16>
+  %s = spark.weight "s" : tensor<16xbf16>
+  // expected-error @+1 {{'spark.standardize' op expects bias of shape [16], got [8]}}
+  %0 = spark.standardize %x, %b, %s : (tensor<?x16xf32>, tensor<8xbf16>, tensor<16xbf16>) -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}

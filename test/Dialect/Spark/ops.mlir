@@ -120,3 +120,34 @@ func.func @quantized_linears(%x: tensor<?x64xf32>) -> (tensor<?x128xf32>, tensor
   %c = spark.linear %x, %w8 scales(%r8) : (tensor<?x64xf32>, tensor<128x64xf8E4M3FN>, tensor<128x1xf32>) -> tensor<?x128xf32>
   return %a, %b, %c : tensor<?x128xf32>, tensor<?x128xf32>, tensor<?x128xf32>
 }
+
+// The vision tower's ops (the image encoder: one image's patches are its tokens).
+// CHECK-LABEL: func.func @vision_ops
+func.func @vision_ops(%px: tensor<?x768xf32>, %pos: tensor<?x2xi32>) -> tensor<?x64xf32> {
+  %w = spark.weight "model.vision_tower.patch_embedder.input_proj.weight" : tensor<32x768xbf16>
+  %table = spark.weight "model.vision_tower.patch_embedder.position_embedding_table" : tensor<2x64x32xbf16>
+  %lo = spark.weight "lo" : tensor<bf16>
+  %hi = spark.weight "hi" : tensor<1xbf16>
+  %bias = spark.weight "model.vision_tower.std_bias" : tensor<32xbf16>
+  %scale = spark.weight "model.vision_tower.std_scale" : tensor<32xbf16>
+  %proj = spark.weight "model.embed_vision.embedding_projection.weight" : tensor<64x32xbf16>
+  // CHECK: spark.shift_scale %{{.*}} {scale = 2.000000e+00 : f32, shift = 5.000000e-01 : f32} : tensor<?x768xf32>
+  %n = spark.shift_scale %px {shift = 0.5 : f32, scale = 2.0 : f32} : tensor<?x768xf32>
+  %h = spark.linear %n, %w : (tensor<?x768xf32>, tensor<32x768xbf16>) -> tensor<?x32xf32>
+  // CHECK: spark.patch_position_embedding %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x32xf32>, tensor<?x2xi32>, tensor<2x64x32xbf16>) -> tensor<?x32xf32>
+  %e = spark.patch_position_embedding %h, %pos, %table : (tensor<?x32xf32>, tensor<?x2xi32>, tensor<2x64x32xbf16>) -> tensor<?x32xf32>
+  // CHECK: spark.clamp %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x32xf32>, tensor<bf16>, tensor<1xbf16>) -> tensor<?x32xf32>
+  %c = spark.clamp %e, %lo, %hi : (tensor<?x32xf32>, tensor<bf16>, tensor<1xbf16>) -> tensor<?x32xf32>
+  %q = spark.reshape %c : tensor<?x32xf32> to tensor<?x2x16xf32>
+  // CHECK: spark.rope_2d %{{.*}}, %{{.*}} {theta = 1.000000e+02 : f32} : (tensor<?x2x16xf32>, tensor<?x2xi32>) -> tensor<?x2x16xf32>
+  %r = spark.rope_2d %q, %pos {theta = 100.0 : f32} : (tensor<?x2x16xf32>, tensor<?x2xi32>) -> tensor<?x2x16xf32>
+  // CHECK: spark.bidirectional_attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f32}
+  %a = spark.bidirectional_attention %r, %r, %q {scale = 1.0 : f32} : (tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>) -> tensor<?x2x16xf32>
+  %f = spark.reshape %a : tensor<?x2x16xf32> to tensor<?x32xf32>
+  // CHECK: spark.pool_by_position %{{.*}}, %{{.*}} {kernel_size = 3 : i64, scale = 5.65685415 : f32}
+  %p = spark.pool_by_position %f, %pos {kernel_size = 3 : i64, scale = 5.65685415 : f32} : (tensor<?x32xf32>, tensor<?x2xi32>) -> tensor<?x32xf32>
+  // CHECK: spark.standardize %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x32xf32>, tensor<32xbf16>, tensor<32xbf16>) -> tensor<?x32xf32>
+  %s = spark.standardize %p, %bias, %scale : (tensor<?x32xf32>, tensor<32xbf16>, tensor<32xbf16>) -> tensor<?x32xf32>
+  %o = spark.linear %s, %proj : (tensor<?x32xf32>, tensor<64x32xbf16>) -> tensor<?x64xf32>
+  return %o : tensor<?x64xf32>
+}

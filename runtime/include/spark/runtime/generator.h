@@ -129,6 +129,10 @@ absl::StatusOr<GenerateResult> Generate(Executor& executor, SequenceState& seque
 // Writes result.logits to `path` as one safetensors tensor "logits", F32 [logits_rows, vocab].
 absl::Status WriteLogits(const std::string& path, const GenerateResult& result, int64_t vocab);
 
+// Writes soft tokens as LoadSoftTokens reads them: `embeddings` F32 [n, hidden], `positions` I64
+// [n] (spark-run --soft-tokens-out: an image's soft tokens, reusable with --soft-tokens).
+absl::Status WriteSoftTokens(const std::string& path, const SoftTokens& soft);
+
 }  // namespace rt
 }  // namespace spark
 
