@@ -14,7 +14,7 @@ targets=("$@")
 if ((${#targets[@]} == 0)); then
   targets=(fuzz_plan_section fuzz_plan_execution fuzz_cubin fuzz_safetensors
            fuzz_safetensors_index fuzz_target_names fuzz_gemma_config fuzz_tokenizer fuzz_chat_template
-           fuzz_openai_request)
+           fuzz_openai_request fuzz_image_decode)
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -31,7 +31,7 @@ for target in "${targets[@]}"; do
   log=build-sanitize/fuzz-crashes/$target.log
   # Inputs long enough for structure that matters: deep nesting (tens of KB), whole plans (60 KB).
   case $target in
-    fuzz_gemma_config|fuzz_safetensors_index|fuzz_tokenizer|fuzz_chat_template|fuzz_openai_request) max_len=65536 ;;
+    fuzz_gemma_config|fuzz_safetensors_index|fuzz_tokenizer|fuzz_chat_template|fuzz_openai_request|fuzz_image_decode) max_len=65536 ;;
     fuzz_plan_section|fuzz_plan_execution|fuzz_cubin) max_len=1048576 ;;
     *) max_len=16384 ;;
   esac

@@ -23,7 +23,7 @@ if [ ! -f build-sanitize/build.ninja ]; then
         -DSPARK_SANITIZE=address,undefined \
         -DSPARK_COMPILER_TOOLS_DIR="$PWD/build/bin" >/dev/null
 fi
-ninja -C build-sanitize -j"$jobs" spark-run SparkRuntimeTests SparkTextTests SparkServeTests spark-tokenize spark-serve spark-fuzzers
+ninja -C build-sanitize -j"$jobs" spark-run SparkRuntimeTests SparkTextTests SparkServeTests SparkImageTests spark-image spark-tokenize spark-serve spark-fuzzers
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -3,6 +3,8 @@
 
   compare_tensors.py A.safetensors NAME_A B.safetensors NAME_B [--rtol 1e-3]
 
+NAME_A "raw": A is a raw little-endian float32 file (spark-image --dump-pixels) of B's row width.
+
 Both tensors must have the same number of elements and are read as rows of their last dimension;
 for every row: max|a - b| / max|b| <= rtol (row-relative, as compare_logits.py). Prints the shape,
 the worst row and PASS, or FAIL with the first failing row (exit 1).
@@ -31,9 +33,15 @@ def main():
     ap.add_argument("name_b")
     ap.add_argument("--rtol", type=float, default=1e-3)
     args = ap.parse_args()
-    sa, a = load(args.a, args.name_a)
+    if args.name_a == "raw":
+        a = array.array("f")
+        with open(args.a, "rb") as f:
+            a.frombytes(f.read())
+        sa = [len(a)]
+    else:
+        sa, a = load(args.a, args.name_a)
     sb, b = load(args.b, args.name_b)
-    if len(a) != len(b) or sa[-1] != sb[-1]:
+    if len(a) != len(b) or (args.name_a != "raw" and sa[-1] != sb[-1]):
         print(f"FAIL: {args.name_a} {sa} and {args.name_b} {sb} differ in size")
         return 1
     cols = sb[-1]
