@@ -284,40 +284,28 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   if (options_.on_estimate) options_.on_estimate(model->estimate_);
   SPARK_RETURN_IF_ERROR(CheckFits(model->estimate_));
 
-  // The executor, weights bound.
-  std::unique_ptr<Executor> executor;
-  if (model->on_cuda()) {
-    CudaExecutorOptions cuda;
-    cuda.device = model->device_;
-    cuda.use_graphs = options_.use_graphs;
-    cuda.on_notice = options_.on_notice;
-    cuda.on_progress = options_.on_progress;
-    SPARK_ASSIGN_OR_RETURN(executor,
-                           CreateCudaExecutor(model->image(), *model->checkpoint_, cuda));
-  } else {
-    SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights,
-                           BindWeights(plan, *model->checkpoint_));
-    SPARK_ASSIGN_OR_RETURN(executor, CreateHostExecutor(plan, std::move(weights)));
-  }
-  // The image encoder: a plan and weights of its own, run by an executor of its own on the same
-  // device (its kernels are in the same image).
-  if (plan.image_encoder) {
-    const Plan& encoder_plan = *plan.image_encoder;
+  // The executors, weights bound: one of the text plan, and one of its image encoder (a plan and
+  // weights of its own, its kernels in the same image) when the model takes images, both on the
+  // model's device.
+  const auto make_executor = [&](const Plan& run,
+                                 bool graphs) -> absl::StatusOr<std::unique_ptr<Executor>> {
     if (model->on_cuda()) {
       CudaExecutorOptions cuda;
       cuda.device = model->device_;
-      cuda.use_graphs = false;
+      cuda.use_graphs = graphs;
       cuda.on_notice = options_.on_notice;
       cuda.on_progress = options_.on_progress;
-      cuda.plan = &encoder_plan;
-      SPARK_ASSIGN_OR_RETURN(model->image_encoder_,
-                             CreateCudaExecutor(model->image(), *model->checkpoint_, cuda));
-    } else {
-      SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights,
-                             BindWeights(encoder_plan, *model->checkpoint_));
-      SPARK_ASSIGN_OR_RETURN(model->image_encoder_,
-                             CreateHostExecutor(encoder_plan, std::move(weights)));
+      cuda.plan = &run;
+      return CreateCudaExecutor(model->image(), *model->checkpoint_, cuda);
     }
+    SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights, BindWeights(run, *model->checkpoint_));
+    return CreateHostExecutor(run, std::move(weights));
+  };
+  SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
+                         make_executor(plan, options_.use_graphs));
+  if (plan.image_encoder) {
+    SPARK_ASSIGN_OR_RETURN(model->image_encoder_,
+                           make_executor(*plan.image_encoder, /*graphs=*/false));
   }
   if (options.profile) executor->set_profile(std::make_unique<RunProfile>(plan));
   if (!options.dump_dir.empty()) executor = WithStepDump(std::move(executor), options.dump_dir);
