@@ -175,6 +175,10 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
   for (const std::string &name : options.targets)
     if (llvm::Expected<CudaTarget> t = parseCudaTarget(name); !t)
       return fail(module, t.takeError());
+  if (options.maxImageTokensGiven && !module.lookupSymbol("encode_image"))
+    return emitError(module.getLoc())
+           << "--max-image-tokens sizes a vision tower, but the module has none (no "
+              "@encode_image: a text-only model, or one imported with --no-vision)";
   if (!module.getOps<ProgramOp>().empty()) {
     // A kernel-level module (a spark.program already: the GPU op check's modules): no graph to
     // fuse or lower; its buffers are placed unless they carry offsets, and its entries built.

@@ -22,6 +22,7 @@ struct CompileOptions {
   /// The largest soft-token budget of one image the image encoder takes (--max-image-tokens; its
   /// buffers hold 9 patches per soft token). Unused for a model without a vision tower.
   int64_t maxImageTokens = 280;
+  bool maxImageTokensGiven = false;  // --max-image-tokens on the command line: the model needs one
   std::string kvCacheDType;  // "f32", "bf16", or empty: as the module declares (f32)
   std::string activationPrecision = "f32";  // "f32" or "bf16" (kernel_abi.h ActivationPrecision)
   std::string output = "model.cubin";

@@ -336,7 +336,16 @@ private:
 
 /// Reads `vision_config` (transformers' Gemma4VisionConfig; its defaults where a field is
 /// absent, the sizes required).
-Expected<VisionConfig> readVisionConfig(const json::Object &object, StringRef origin) {
+/// Keys of vision_config that do not change the tower's math (transformers' to_dict writes them).
+const char *const kIgnoredVisionKeys[] = {
+    "model_type", "transformers_version", "architectures", "dtype", "torch_dtype", "_name_or_path",
+    "id2label", "label2id", "problem_type", "return_dict", "output_attentions",
+    "output_hidden_states", "chunk_size_feed_forward", "is_encoder_decoder", "initializer_range",
+    "attention_dropout", "max_position_embeddings", "tie_word_embeddings",
+};
+
+Expected<VisionConfig> readVisionConfig(const json::Object &object, StringRef origin,
+                                        std::vector<std::string> &warnings) {
   FieldReader reader(object, origin, "vision_config");
   VisionConfig v;
 #define SPARK_READ_VISION(expr, out)                                                           \
@@ -367,6 +376,12 @@ Expected<VisionConfig> readVisionConfig(const json::Object &object, StringRef or
   }
   reader.markUsed("rope_parameters");
 #undef SPARK_READ_VISION
+  Expected<bool> bias = reader.boolean("attention_bias", false);
+  if (!bias)
+    return bias.takeError();
+  if (*bias)
+    return reader.error("vision_config.attention_bias true is not supported (Gemma 4's vision "
+                        "tower has no attention biases)");
   std::string activation = reader.string("hidden_activation").value_or("gelu_pytorch_tanh");
   if (activation != "gelu_pytorch_tanh")
     return reader.error("vision_config.hidden_activation '" + activation +
@@ -388,6 +403,9 @@ Expected<VisionConfig> readVisionConfig(const json::Object &object, StringRef or
     return reader.error(formatv("vision_config.head_dim {0} is not a multiple of 4 (the 2-D RoPE "
                                 "rotates two halves of rotate-half pairs)",
                                 v.headDim));
+  for (const std::string &k : reader.unused())
+    if (!llvm::is_contained(kIgnoredVisionKeys, k))
+      warnings.push_back("field '" + reader.key(k) + "' is not used by the importer");
   if (!(v.ropeTheta > 0) || !(v.rmsNormEps >= 0))
     return reader.error("vision_config needs a positive rope_theta and a non-negative "
                         "rms_norm_eps");
@@ -570,7 +588,7 @@ Expected<GemmaConfig> parseGemmaConfigText(StringRef source, StringRef origin) {
     const json::Object *visionObject = vision->getAsObject();
     if (!visionObject)
       return topReader.error("vision_config must be an object or null");
-    SPARK_READ(readVisionConfig(*visionObject, origin), config.vision);
+    SPARK_READ(readVisionConfig(*visionObject, origin, config.warnings), config.vision);
     if (config.imageTokenId < 0 || config.boiTokenId < 0 || config.eoiTokenId < 0)
       return topReader.error("a vision_config needs image_token_id, boi_token_id and "
                              "eoi_token_id in the vocabulary (each image is expanded to "

@@ -167,15 +167,18 @@ int64_t Model::max_image_patches() const {
   return plan().image_encoder ? plan().image_encoder->max_tokens : 0;
 }
 
+absl::Status Model::CheckTakesImages() const {
+  if (image_encoder_ != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      artifact_->path, " has no image encoder, so the model takes no images: it was imported "
+      "without a vision tower (a config without vision_config, a checkpoint without "
+      "model.vision_tower.* tensors, or spark-import --no-vision); import a multimodal "
+      "checkpoint with its vision tower and compile it again"));
+}
+
 absl::StatusOr<std::vector<float>> Model::EncodeImage(
     absl::Span<const float> pixel_patches, absl::Span<const int32_t> patch_positions) const {
-  if (image_encoder_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        artifact_->path, " has no image encoder, so the model takes no images: it was imported "
-        "without a vision tower (a config without vision_config, a checkpoint without "
-        "model.vision_tower.* tensors, or spark-import --no-vision); import a multimodal "
-        "checkpoint with its vision tower and compile it again"));
-  }
+  SPARK_RETURN_IF_ERROR(CheckTakesImages());
   std::lock_guard<std::mutex> lock(image_encoder_mutex_);
   return image_encoder_->EncodeImage(pixel_patches, patch_positions);
 }

@@ -136,6 +136,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   options.maxImageTokens = maxImageTokens;
+  options.maxImageTokensGiven = maxImageTokens.getNumOccurrences() > 0;
   if (kvCacheDType != "f32" && kvCacheDType != "bf16") {
     WithColor::error(errs(), "spark-compile")
         << "unknown --kv-cache-dtype value '" << kvCacheDType << "' (expected f32 or bf16)\n";

@@ -108,6 +108,7 @@ struct Flags {
   // Which of them the command line gave (the defaults of generation_config.json apply to the
   // others).
   bool given_prompt = false, given_chat = false, given_system = false, given_tokenizer = false;
+  bool given_image_tokens = false;
   SamplerFieldsGiven given_sampling;
 };
 
@@ -955,7 +956,14 @@ absl::Status GenerateCommand(const std::string& artifact) {
   }
   SPARK_ASSIGN_OR_RETURN(std::shared_ptr<Model> model, OpenModel(artifact));
   // The budget matters to the pictures Spark preprocesses (a patches file has its own).
-  if (std::any_of(decoded.begin(), decoded.end(), [](const auto& d) { return d.has_value(); })) {
+  const bool pictures =
+      std::any_of(decoded.begin(), decoded.end(), [](const auto& d) { return d.has_value(); });
+  if (!pictures && F().given_image_tokens) {
+    return absl::InvalidArgumentError(
+        "--image-tokens sets the budget of PNG / JPEG images, but every --image is a patches file "
+        "(the processor's output, whose patches fix its soft tokens): leave --image-tokens out");
+  }
+  if (pictures) {
     SPARK_RETURN_IF_ERROR(CheckImageBudget(*model, F().image_tokens));
     for (size_t i = 0; i < images.size(); ++i) {
       if (decoded[i]) {
@@ -1262,6 +1270,7 @@ int main(int argc, char** argv) {
   flags.given_chat = chat->count() > 0;
   flags.given_system = system->count() > 0;
   flags.given_tokenizer = tokenizer->count() > 0;
+  flags.given_image_tokens = app.get_option("--image-tokens")->count() > 0;
   flags.given_sampling.temperature = temperature->count() > 0;
   flags.given_sampling.top_k = top_k->count() > 0;
   flags.given_sampling.top_p = top_p->count() > 0;

@@ -61,6 +61,7 @@ struct Flags {
   double device_memory_utilization = 0.9;
   std::vector<std::string> module_path;
   int64_t image_tokens = 280;  // soft tokens per image of an image_url part
+  bool given_image_tokens = false;
 };
 
 void Note(const std::string& text) {
@@ -195,6 +196,9 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   SPARK_ASSIGN_OR_RETURN(loaded.model, rt::Engine(engine_options).OpenModel(model_options));
   if (loaded.model->takes_images()) {
     SPARK_RETURN_IF_ERROR(rt::CheckImageBudget(*loaded.model, flags.image_tokens));
+  } else if (flags.given_image_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--image-tokens: ", loaded.model->CheckTakesImages().message()));
   }
   SPARK_ASSIGN_OR_RETURN(loaded.scheduler,
                          serve::Scheduler::Create(loaded.model, *loaded.tokenizer, flags.max_queue));
@@ -349,6 +353,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 1;
   }
+  flags.given_image_tokens = app.get_option("--image-tokens")->count() > 0;
   const absl::Status status = spark::Serve(flags);
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", status.ToString().c_str());

@@ -51,10 +51,7 @@ absl::StatusOr<ExpandedImagePrompt> ExpandImagePlaceholders(const ModelInfo& mod
 }
 
 absl::Status CheckImageBudget(const Model& model, int64_t image_tokens) {
-  if (!model.takes_images()) {
-    // EncodeImage's error says why and how to get an encoder.
-    return model.EncodeImage({}, {}).status();
-  }
+  SPARK_RETURN_IF_ERROR(model.CheckTakesImages());
   if (std::find(kSupportedImageSoftTokens.begin(), kSupportedImageSoftTokens.end(),
                 image_tokens) == kSupportedImageSoftTokens.end()) {
     return absl::InvalidArgumentError(
@@ -171,9 +168,7 @@ absl::StatusOr<ImagePatches> ReadImagePatchesFile(const std::string& path) {
 
 absl::StatusOr<SoftTokens> EncodeImagesAt(const Model& model, absl::Span<const ImagePatches> images,
                                           absl::Span<const int64_t> first_soft_position) {
-  if (!images.empty() && !model.takes_images()) {
-    return model.EncodeImage({}, {}).status();  // says why and how to get an encoder
-  }
+  if (!images.empty()) SPARK_RETURN_IF_ERROR(model.CheckTakesImages());
   if (first_soft_position.size() != images.size()) {
     return absl::InvalidArgumentError(absl::StrCat(images.size(), " images but ",
                                                    first_soft_position.size(), " positions"));
@@ -198,9 +193,7 @@ absl::StatusOr<SoftTokens> EncodeImagesAt(const Model& model, absl::Span<const I
 absl::StatusOr<ImagePrompt> PrepareImagePrompt(const Model& model,
                                                absl::Span<const int32_t> prompt,
                                                absl::Span<const ImagePatches> images) {
-  if (!images.empty() && !model.takes_images()) {
-    return model.EncodeImage({}, {}).status();  // says why and how to get an encoder
-  }
+  if (!images.empty()) SPARK_RETURN_IF_ERROR(model.CheckTakesImages());
   ImagePrompt out;
   for (const ImagePatches& image : images) out.soft_tokens_per_image.push_back(image.soft_tokens);
   // The placeholders are checked before any image is encoded.

@@ -259,7 +259,8 @@ std::optional<ApiError> CheckContent(const Json& content, size_t index) {
   const std::string field = absl::StrCat("messages[", index, "].content");
   if (content.is_string() || content.is_null()) return std::nullopt;
   if (!content.is_array()) return WrongType(field, "a string or a list of parts", content);
-  for (const Json& part : content) {
+  for (size_t j = 0; j < content.size(); ++j) {
+    const Json& part = content[j];
     const Json* type = rt::FindMember(part, "type");
     if (type == nullptr || !type->is_string()) {
       return BadRequest(absl::StrCat(field, ": each part needs a string 'type'"), field);
@@ -278,6 +279,16 @@ std::optional<ApiError> CheckContent(const Json& content, size_t index) {
         return BadRequest(absl::StrCat(field, ": an image_url part needs 'image_url': {\"url\": "
                                               "\"data:image/png;base64,...\"}"),
                           field);
+      }
+      // OpenAI's `detail` picks a resolution; here the server's --image-tokens does.
+      const Json* detail = image->is_object() ? rt::FindMember(*image, "detail") : nullptr;
+      if (detail != nullptr && !detail->is_null() &&
+          !(detail->is_string() && detail->get<std::string>() == "auto")) {
+        const std::string part_field = absl::StrCat(field, "[", j, "].image_url");
+        return BadRequest(absl::StrCat(part_field, ": detail other than \"auto\" is not "
+                                                   "supported (the server's --image-tokens sets "
+                                                   "each image's soft tokens)"),
+                          part_field);
       }
     } else if (t == "input_audio" || t == "image" || t == "audio") {
       return BadRequest(absl::StrCat(field, ": '", t,

@@ -222,6 +222,24 @@ TEST_F(OpenAiImageTest, BadImagesAreRefusedNamingThePart) {
     EXPECT_EQ(status, 400) << error;
     EXPECT_EQ(param, part) << error;
   }
+  // OpenAI's detail (a resolution choice) is the server's --image-tokens here: only "auto".
+  {
+    int status = 0;
+    std::string param;
+    const std::string url = DataUrl("image/png", "vision_a.png");
+    const std::string error = ErrorOf(
+        Chat(absl::StrCat(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": ")",
+                          url, R"(", "detail": "high"}}]}]})")),
+        &status, &param);
+    EXPECT_NE(error.find("image_url: detail other than \"auto\" is not supported"), std::string::npos)
+        << error;
+    EXPECT_EQ(status, 400);
+    EXPECT_EQ(param, part);
+    EXPECT_EQ(ErrorOf(Chat(absl::StrCat(
+                  R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": ")",
+                  url, R"(", "detail": "auto"}}]}]})"))),
+              "");
+  }
   // Audio and HF-style image parts are refused, naming what to send.
   std::string param;
   EXPECT_NE(ErrorOf(Chat(R"({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]})"),

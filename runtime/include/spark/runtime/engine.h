@@ -136,6 +136,9 @@ class Model : public std::enable_shared_from_this<Model> {
   // model takes images, and the most patches of one image (9 per soft token: spark-compile
   // --max-image-tokens) its encoder takes; 0 without one.
   bool takes_images() const { return image_encoder_ != nullptr; }
+  // OK when the model takes images; else FAILED_PRECONDITION saying why and how to get an image
+  // encoder.
+  absl::Status CheckTakesImages() const;
   int64_t max_image_patches() const;
   // The soft tokens of one image, [patches / 9, hidden] f32, from its pixel patches and their
   // positions (image.h PreprocessImage; Executor::EncodeImage says what is checked). One image at
