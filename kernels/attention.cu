@@ -23,7 +23,10 @@
 // results are merged through shared memory at the end. Scores are q.k * scale in f32, softmax in
 // f32 with an accurate exp (math.cuh). head_dim up to 512 (16-byte loads when
 // head_dim % 128 == 0, else scalar loads); a larger head_dim writes NaN.
-// TODO(perf): prefill attention does not use tensor cores yet.
+// Steps of at least kTileMinTokens tokens that do not split take the tensor-core tiles of
+// attention_tile.cuh instead (16 tokens x one head per unit, mma.sync), unit by unit: a tile
+// whose tokens belong to several sequences (continuous batching) goes token by token as above.
+#include "attention_tile.cuh"
 #include "common.cuh"
 #include "spark/runtime/kernel_abi.h"
 
@@ -247,48 +250,143 @@ SPK_DEVICE void kv_write(ActIn k, ActIn v, const int* positions, const int* sequ
   }
 }
 
+// Attention of token t, query head h, split `split` of `splits` (kernel_abi.h) by one block.
+template <typename C>
+SPK_DEVICE void attend_token(ActIn q, const int* positions, const int* sequences,
+                             const int* block_table, const C* k_cache, const C* v_cache, ActOut y,
+                             float* partials, int64_t t, int h, int split, int splits, int q_heads,
+                             int kv_heads, int head_dim, int capacity, int window, float scale,
+                             const int* last_visible, bool vec, float* s_m, float* s_l,
+                             float (*s_o)[kMaxHeadDim]) {
+  const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
+  int kvh = h / group;
+  if (kvh >= kv_heads) kvh = kv_heads - 1;
+  const int p = ldg_i(positions + t);
+  const int* table_row = block_table + static_cast<int64_t>(ldg_i(sequences + t)) *
+                                           (capacity / spark::abi::kKvBlockRows);
+  const spark::abi::KeyRange keys = spark::abi::AttentionKeys(
+      p, window, last_visible != nullptr ? ldg_i(last_visible + t) : p);
+  const int lo = keys.begin;
+  const spark::abi::KeyRange range = spark::abi::AttentionSplitRange(keys.count, splits, split);
+  const int64_t th = t * q_heads + h;
+  const int64_t off = th * head_dim;  // q and y: [T, q_heads, head_dim]
+  float* record =
+      splits > 1 ? partials + (th * splits + split) * spark::abi::AttentionRecordFloats(head_dim)
+                 : nullptr;
+  if (vec && head_dim <= 256) {
+    attend_range<8, true>(q + off, table_row, k_cache, v_cache, lo + range.begin, range.count,
+                          head_dim, kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
+  } else if (vec && head_dim <= 512) {
+    attend_range<16, true>(q + off, table_row, k_cache, v_cache, lo + range.begin, range.count,
+                           head_dim, kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l,
+                           s_o);
+  } else if (head_dim <= kMaxHeadDim) {
+    attend_range<16, false>(q + off, table_row, k_cache, v_cache, lo + range.begin, range.count,
+                            head_dim, kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l,
+                            s_o);
+  } else {
+    // Unsupported head_dim (the compiler never emits it): a loud NaN result.
+    for (int e = threadIdx.x; e < head_dim; e += blockDim.x) y[off + e] = nanf_();
+  }
+}
+
+// Steps of at least kTileMinTokens tokens that do not split take the tensor-core tiles
+// (attention_tile.cuh), 16 tokens x one head per unit.
+constexpr int kTileMinTokens = 16;
+
+// The K and V rows of kv head kvh of one sequence's cache (attention_tile.cuh's Keys).
+template <typename C>
+struct CacheKeys {
+  using Element = C;
+  const int* table_row;
+  const C* k_head;  // the caches offset to the kv head
+  const C* v_head;
+  int capacity;
+  int64_t slot_pitch;
+  SPK_MEMBER const C* row(const C* base, int key) const {
+    const long long slot = spark::abi::KvSlot(table_row, capacity, key);
+    return slot < 0 ? nullptr : base + static_cast<int64_t>(slot) * slot_pitch;
+  }
+  SPK_MEMBER const C* k(int key) const { return row(k_head, key); }
+  SPK_MEMBER const C* v(int key) const { return row(v_head, key); }
+};
+
+// The tile unit of tokens t0 .. t0 + 15 (those < num_tokens) and head h on tensor cores; returns
+// false, having done nothing, when the tokens belong to more than one sequence.
+template <typename C>
+SPK_DEVICE bool attend_tile_unit(ActIn q, const int* positions, const int* sequences,
+                                 const int* block_table, const C* k_cache, const C* v_cache,
+                                 ActOut y, int num_tokens, int t0, int h, int q_heads,
+                                 int kv_heads, int head_dim, int capacity, int window, float scale,
+                                 const int* last_visible, attn_tile::Shared& sh) {
+  const int rows = num_tokens - t0 < attn_tile::kRows ? num_tokens - t0 : attn_tile::kRows;
+  const int seq = ldg_i(sequences + t0);
+  const int g = lane_id() >> 2;
+  int lo[2] = {0, 0}, hi[2] = {-1, -1};
+  int kmin = 0x7fffffff, kmax = -1;
+  for (int r = 0; r < rows; ++r) {
+    if (ldg_i(sequences + t0 + r) != seq) return false;
+    const int p = ldg_i(positions + t0 + r);
+    const spark::abi::KeyRange keys = spark::abi::AttentionKeys(
+        p, window, last_visible != nullptr ? ldg_i(last_visible + t0 + r) : p);
+    if (keys.count <= 0) continue;
+    const int last = keys.begin + keys.count - 1;
+    kmin = keys.begin < kmin ? keys.begin : kmin;
+    kmax = last > kmax ? last : kmax;
+    if (r == g || r == g + 8) {
+      lo[r >= 8] = keys.begin;
+      hi[r >= 8] = last;
+    }
+  }
+  const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
+  const int kvh = h / group < kv_heads ? h / group : kv_heads - 1;
+  const CacheKeys<C> keys{
+      block_table + static_cast<int64_t>(seq) * (capacity / spark::abi::kKvBlockRows),
+      k_cache + static_cast<int64_t>(kvh) * head_dim, v_cache + static_cast<int64_t>(kvh) * head_dim,
+      capacity, static_cast<int64_t>(kv_heads) * head_dim};
+  attn_tile::attend_any(q, y, t0, rows, h, q_heads, head_dim, keys, scale, lo, hi, kmin, kmax, sh);
+  return true;
+}
+
 template <typename C>
 SPK_DEVICE void attention(ActIn q, const int* positions, const int* sequences,
-                          const int* block_table, const C* k_cache, const C* v_cache, ActOut y, float* partials, int num_tokens,
-                          int q_heads, int kv_heads, int head_dim, int capacity, int window,
-                          float scale, int max_splits, int split_rows, const int* last_visible,
-                          float* s_m, float* s_l, float (*s_o)[kMaxHeadDim]) {
-  const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
+                          const int* block_table, const C* k_cache, const C* v_cache, ActOut y,
+                          float* partials, int num_tokens, int q_heads, int kv_heads, int head_dim,
+                          int capacity, int window, float scale, int max_splits, int split_rows,
+                          const int* last_visible, float* s_m, float* s_l,
+                          float (*s_o)[kMaxHeadDim], attn_tile::Shared& tile_shared) {
   const int splits =
       partials == nullptr ? 1 : spark::abi::AttentionSplits(num_tokens, max_splits, split_rows);
-  const int64_t record_floats = spark::abi::AttentionRecordFloats(head_dim);
   const bool vec = (head_dim % 128) == 0 && q.aligned4() && aligned_x4(k_cache) &&
                    aligned_x4(v_cache);
+  if (num_tokens >= kTileMinTokens && splits == 1 &&
+      attn_tile::applies(head_dim, q, k_cache, v_cache)) {
+    const int64_t units =
+        static_cast<int64_t>((num_tokens + attn_tile::kRows - 1) / attn_tile::kRows) * q_heads;
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+      const int t0 = static_cast<int>(u / q_heads) * attn_tile::kRows;
+      const int h = static_cast<int>(u % q_heads);
+      if (attend_tile_unit(q, positions, sequences, block_table, k_cache, v_cache, y, num_tokens,
+                           t0, h, q_heads, kv_heads, head_dim, capacity, window, scale,
+                           last_visible, tile_shared)) {
+        continue;
+      }
+      // Tokens of several sequences (continuous batching): one token at a time.
+      for (int t = t0; t < num_tokens && t < t0 + attn_tile::kRows; ++t) {
+        attend_token(q, positions, sequences, block_table, k_cache, v_cache, y, partials, t, h, 0,
+                     1, q_heads, kv_heads, head_dim, capacity, window, scale, last_visible, vec,
+                     s_m, s_l, s_o);
+      }
+    }
+    return;
+  }
   const int64_t units = static_cast<int64_t>(num_tokens) * q_heads * splits;
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
     const int64_t th = u / splits;  // token * q_heads + head
-    const int split = static_cast<int>(u % splits);
-    const int64_t t = th / q_heads;
-    const int h = static_cast<int>(th % q_heads);
-    int kvh = h / group;
-    if (kvh >= kv_heads) kvh = kv_heads - 1;
-    const int p = ldg_i(positions + t);
-    const int* table_row = block_table + static_cast<int64_t>(ldg_i(sequences + t)) *
-                                             (capacity / spark::abi::kKvBlockRows);
-    const spark::abi::KeyRange keys = spark::abi::AttentionKeys(
-        p, window, last_visible != nullptr ? ldg_i(last_visible + t) : p);
-    const int lo = keys.begin;
-    const spark::abi::KeyRange range = spark::abi::AttentionSplitRange(keys.count, splits, split);
-    const int64_t off = th * head_dim;  // q and y: [T, q_heads, head_dim]
-    float* record = splits > 1 ? partials + u * record_floats : nullptr;
-    if (vec && head_dim <= 256) {
-      attend_range<8, true>(q + off, table_row, k_cache, v_cache, lo + range.begin, range.count, head_dim,
-                            kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
-    } else if (vec && head_dim <= 512) {
-      attend_range<16, true>(q + off, table_row, k_cache, v_cache, lo + range.begin, range.count, head_dim,
-                             kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
-    } else if (head_dim <= kMaxHeadDim) {
-      attend_range<16, false>(q + off, table_row, k_cache, v_cache, lo + range.begin, range.count, head_dim,
-                              kv_heads, kvh, capacity, scale, y + off, record, s_m, s_l, s_o);
-    } else {
-      // Unsupported head_dim (the compiler never emits it): a loud NaN result.
-      for (int e = threadIdx.x; e < head_dim; e += blockDim.x) y[off + e] = nanf_();
-    }
+    attend_token(q, positions, sequences, block_table, k_cache, v_cache, y, partials,
+                 th / q_heads, static_cast<int>(th % q_heads), static_cast<int>(u % splits),
+                 splits, q_heads, kv_heads, head_dim, capacity, window, scale, last_visible, vec,
+                 s_m, s_l, s_o);
   }
 }
 
@@ -323,18 +421,19 @@ SPK_EXPORT void spark_attention(const void* q, const int* positions, const int* 
   __shared__ float s_m[kWarps];
   __shared__ float s_l[kWarps];
   __shared__ __align__(16) float s_o[kWarps][kMaxHeadDim];
+  __shared__ spk::attn_tile::Shared tile_shared;
   if (num_tokens <= 0 || q_heads <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
   const spk::ActOut y{y_out};
   if (cache_dtype == spark::abi::kCacheF32) {
     attention({q}, positions, sequences, block_table, static_cast<const float*>(k_cache),
               static_cast<const float*>(v_cache), y, partials, num_tokens, q_heads, kv_heads,
               head_dim, capacity, window, scale, max_splits, split_rows, last_visible, s_m, s_l,
-              s_o);
+              s_o, tile_shared);
   } else if (cache_dtype == spark::abi::kCacheBF16) {
     attention({q}, positions, sequences, block_table, static_cast<const unsigned short*>(k_cache),
               static_cast<const unsigned short*>(v_cache), y, partials, num_tokens, q_heads,
               kv_heads, head_dim, capacity, window, scale, max_splits, split_rows, last_visible,
-              s_m, s_l, s_o);
+              s_m, s_l, s_o, tile_shared);
   } else {
     const int64_t n = static_cast<int64_t>(num_tokens) * q_heads * head_dim;
     for (int64_t i = spk::global_thread(); i < n; i += spk::grid_threads()) y[i] = spk::nanf_();

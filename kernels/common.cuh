@@ -148,6 +148,14 @@ SPK_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
 #endif
 }
 
+// Two f32 values as two bf16x2 MMA operand terms, x = hi + lo: hi = bf16(x), lo = bf16(x - hi)
+// (~16 significant bits of x in all; `x0` in the low halves). The f32 tensor-core paths multiply
+// both terms, so that a product keeps ~2^-17 relative accuracy instead of bf16's 2^-9.
+SPK_DEVICE void split_bf16x2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = pack_bf16x2(x0, x1);
+  lo = pack_bf16x2(x0 - bf16lo_to_f32(hi), x1 - bf16hi_to_f32(hi));
+}
+
 // The two f16 values of v (low half, high half) as f32 (exact).
 SPK_DEVICE void f16x2_to_f32x2(uint32_t v, float& lo, float& hi) {
 #if defined(SPARK_KERNEL_EMULATION)

@@ -263,10 +263,7 @@ SPK_DEVICE void activation_words(ActIn x, int64_t i, bool real, uint32_t hi[4], 
     const float4 a = ldg_f4(x.f32() + i), b = ldg_f4(x.f32() + i + 4);
     const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      hi[j] = pack_bf16x2(v[2 * j], v[2 * j + 1]);
-      lo[j] = pack_bf16x2(v[2 * j] - bf16lo_to_f32(hi[j]), v[2 * j + 1] - bf16hi_to_f32(hi[j]));
-    }
+    for (int j = 0; j < 4; ++j) split_bf16x2(v[2 * j], v[2 * j + 1], hi[j], lo[j]);
   }
 }
 

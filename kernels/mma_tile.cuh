@@ -96,9 +96,9 @@ SPK_DEVICE void store_a(const ARegs& g, Smem& s, int st) {
     const int idx = tid + i * kThreads;
     const int row = idx >> 3, c4 = idx & 7;
     const float4 v = g.v[i];
-    const uint32_t h01 = pack_bf16x2(v.x, v.y), h23 = pack_bf16x2(v.z, v.w);
-    const uint32_t l01 = pack_bf16x2(v.x - bf16lo_to_f32(h01), v.y - bf16hi_to_f32(h01));
-    const uint32_t l23 = pack_bf16x2(v.z - bf16lo_to_f32(h23), v.w - bf16hi_to_f32(h23));
+    uint32_t h01, l01, h23, l23;
+    split_bf16x2(v.x, v.y, h01, l01);
+    split_bf16x2(v.z, v.w, h23, l23);
     *reinterpret_cast<uint2*>(&s.a_hi[st][row][c4 * 4]) = make_uint2(h01, h23);
     *reinterpret_cast<uint2*>(&s.a_lo[st][row][c4 * 4]) = make_uint2(l01, l23);
   }

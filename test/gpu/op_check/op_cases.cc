@@ -380,6 +380,17 @@ void KvAndAttention(std::vector<OpCase>* cases, bool quick) {
       {20, 4, 2, 128, 8, 100, 0.2f, 1, 0, false, 3, 17, 120},
       {5, 4, 2, 128, 64, 250, 0.2f, 64, 64, false, 1, 4, 300},
       {20, 4, 2, 200, 8, 100, 0.2f, 1, 0, true, 3, 17, 120},
+      // The tensor-core path (steps of >= 16 tokens that do not split, head_dim % 16 == 0):
+      // the tiny models' head_dim, a tile of exactly 16, an image across two tiles, a window
+      // shorter than a tile, a long prefill over a ring (sliding) and over a full cache, and
+      // both cache types.
+      {24, 4, 2, 32, 8, 0, 1.0f, 1, 0, false, -1, -1, 64},
+      {16, 8, 2, 64, 0, 5, 0.3f, 1, 0, false, -1, -1, 64},
+      {40, 4, 1, 128, 8, 10, 0.2f, 1, 0, false, 12, 27, 64},
+      {40, 4, 1, 128, 8, 10, 0.2f, 1, 0, true, 12, 27, 64},
+      {100, 8, 4, 256, 64, 300, 0.1f, 1, 0, false, -1, -1, 400},
+      {100, 8, 2, 512, 0, 150, 0.05f, 8, 64, false, -1, -1, 256},
+      {100, 8, 2, 512, 0, 150, 0.05f, 1, 0, true, -1, -1, 256},
   };
   for (const A& a : all) {
     const bool split = a.max_splits > 1;
@@ -406,7 +417,9 @@ void KvAndAttention(std::vector<OpCase>* cases, bool quick) {
     if (!split) c.nulls.insert("partials");
     if (split) c.then = "attention_merge";
     if (a.block_begin < 0) c.nulls.insert("last_visible");
-    Add(cases, c, false);
+    // The long prefills also on one block (its units one after another: the shared scores'
+    // reuse across units).
+    Add(cases, c, a.t >= 100);
   }
   OpCase b = Make("attention", 17,
                   {{"q_heads", 8}, {"kv_heads", 2}, {"head_dim", 256}, {"window", 0},
@@ -416,6 +429,10 @@ void KvAndAttention(std::vector<OpCase>* cases, bool quick) {
   b.first_position = 20;
   b.max_length = 64;
   b.nulls = {"partials", "last_visible"};
+  Add(cases, Bf16(b), false);
+  b.cache_bf16 = true;
+  b.ints["cache_dtype"] = abi::kCacheBF16;
+  b.label += " cache=bf16";
   Add(cases, Bf16(b), false);
 }
 
@@ -530,7 +547,15 @@ void Vision(std::vector<OpCase>* cases) {
                     absl::StrCat("T=", t, " q_heads=", q, " kv_heads=", kv, " head_dim=", dim));
     c.floats["scale"] = 1.0f;
     Add(cases, c);
-    if (dim == 12) Add(cases, Bf16(c), false);
+    if (dim == 12 || dim == 72) Add(cases, Bf16(c), false);
+  }
+  // Many tiles of 32 queries and keys: the 31B tower's 16 heads of 72 and the E2B tower's 64.
+  for (const auto& [t, q, dim] : {std::tuple{300, 16, 72}, std::tuple{130, 12, 64}}) {
+    OpCase c = Make("bidirectional_attention", t,
+                    {{"q_heads", q}, {"kv_heads", q}, {"head_dim", dim}}, PerToken(q, 32), kDot,
+                    absl::StrCat("T=", t, " q_heads=", q, " kv_heads=", q, " head_dim=", dim));
+    c.floats["scale"] = 1.0f;
+    Add(cases, c);
   }
   for (const auto& [t, cols] : {std::tuple{81, 48}, std::tuple{37, 1152}}) {
     OpCase c = Make("pool_by_position", t, {{"cols", cols}, {"kernel_size", 3}},

@@ -1,0 +1,286 @@
+// Attention on tensor cores for 16 query rows of one head at a time: the attention over the paged
+// KV cache takes it for steps of 16 tokens or more (attention.cu). Where the keys come from is the
+// caller's (a Keys type), so that other attentions can use the same units. The vision tower's
+// bidirectional attention (vision.cu) does not: at 2394 patches x 16 heads of 72 its CUDA-core
+// tile (32 queries per block, K/V tiles in shared memory) took 95 ms for the 31B tower on the
+// H200 and these units 114 ms (2026-12-05, test/gpu/results/2026-12-05-h200-attention-tiles.txt).
+//
+// A unit is up to kRows = 16 query rows of one head (one m16 MMA tile). The block's 4 warps share
+// those rows and deal head_dim's steps of 16 columns: warp w takes steps w, w + 4, .... For each
+// step of kKeys = 32 keys, each warp multiplies Q by K^T over its columns (mma.m16n8k16; the K
+// fragments come from global memory straight into registers), the four partial score tiles are
+// summed through shared memory in warp order (so every warp holds the same scores), and each warp
+// runs the same online softmax of the 16 rows (f32, math.cuh's accurate exp) and accumulates P V
+// for its own output columns (V fragments from global memory too). The keys stepped over are
+// [kmin, kmax], those any row of the unit sees; each score is masked by its own row's range.
+// Precision: f32 operands (Q and P with f32 activations, K and V when stored as f32) are split
+// into hi + lo bf16 terms (split_bf16x2) and multiplied as lo*hi + hi*lo + hi*hi, ~2^-17 relative
+// per product as the f32 GEMM; bf16 operands are MMA operands as they are, and with bf16
+// activations P is rounded to bf16 (as flash attention does).
+// Needs blockDim.x == 128, head_dim % 8 == 0 (pairs of columns never straddle the end), at most
+// 512, and rows whose pairs of elements are 8-byte (f32) or 4-byte (bf16) aligned.
+#ifndef SPARK_KERNELS_ATTENTION_TILE_CUH_
+#define SPARK_KERNELS_ATTENTION_TILE_CUH_
+
+#include "common.cuh"
+
+namespace spk {
+namespace attn_tile {
+
+constexpr int kWarps = 4;
+constexpr int kRows = 16;
+constexpr int kKeys = 32;  // 4 n8 blocks of scores
+constexpr int kMaxHeadDim = 512;
+
+struct Shared {
+  float scores[2][kWarps][16][32];  // [step parity][warp][score fragment value][lane]
+};
+
+template <typename T, T V>
+struct Const {  // a compile-time argument of a generic lambda
+  static constexpr T value = V;
+};
+
+// Whether head_dim and the rows' alignment suit the tiles (q the query activations, k and v the
+// start of the key and value rows).
+SPK_DEVICE bool applies(int head_dim, ActIn q, const void* k, const void* v) {
+  return head_dim % 8 == 0 && head_dim <= kMaxHeadDim && q.aligned4() && aligned8(k) &&
+         aligned8(v);
+}
+
+// Elements d, d + 1 of a key row as bf16x2 MMA terms (hi, lo): f32 split, bf16 as stored (lo 0).
+SPK_DEVICE void row_pair(const float* row, int d, uint32_t& hi, uint32_t& lo) {
+  const uint2 v = __ldg(reinterpret_cast<const uint2*>(row + d));
+  split_bf16x2(u32_as_f32(v.x), u32_as_f32(v.y), hi, lo);
+}
+SPK_DEVICE void row_pair(const unsigned short* row, int d, uint32_t& hi, uint32_t& lo) {
+  hi = __ldg(reinterpret_cast<const uint32_t*>(row + d));
+  lo = 0u;
+}
+// Element d of value rows a and b (null: zero) as bf16x2 MMA terms, a's in the low halves.
+SPK_DEVICE void column_pair(const float* a, const float* b, int d, uint32_t& hi, uint32_t& lo) {
+  split_bf16x2(a != nullptr ? ldg_f(a + d) : 0.0f, b != nullptr ? ldg_f(b + d) : 0.0f, hi, lo);
+}
+SPK_DEVICE void column_pair(const unsigned short* a, const unsigned short* b, int d,
+                            uint32_t& hi, uint32_t& lo) {
+  const uint32_t x = a != nullptr ? __ldg(a + d) : 0u, z = b != nullptr ? __ldg(b + d) : 0u;
+  hi = x | (z << 16);
+  lo = 0u;
+}
+// Query elements d, d + 1 of an activation row as bf16x2 MMA terms.
+SPK_DEVICE void query_pair(ActIn row, int d, uint32_t& hi, uint32_t& lo) {
+  if (act_bf16()) {
+    hi = __ldg(reinterpret_cast<const uint32_t*>(row.bf16() + d));
+    lo = 0u;
+  } else {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(row.f32() + d));
+    split_bf16x2(u32_as_f32(v.x), u32_as_f32(v.y), hi, lo);
+  }
+}
+
+// acc += a b over the terms: (lo, hi) when kSplitA, (hi, lo) when kSplitB, then (hi, hi).
+template <bool kSplitA, bool kSplitB>
+SPK_DEVICE void mma_terms(float acc[4], const uint32_t a_hi[4], const uint32_t a_lo[4],
+                          uint32_t b0_hi, uint32_t b1_hi, uint32_t b0_lo, uint32_t b1_lo) {
+  if (kSplitA) mma_bf16_16816(acc, a_lo, b0_hi, b1_hi);
+  if (kSplitB) mma_bf16_16816(acc, a_hi, b0_lo, b1_lo);
+  mma_bf16_16816(acc, a_hi, b0_hi, b1_hi);
+}
+
+// One unit: query rows t0 .. t0 + rows - 1 (rows <= 16) of head h (q and y [T, q_heads,
+// head_dim]) over keys [kmin, kmax]; this lane's rows g and g + 8 (g = lane / 4) see keys
+// [lo[i], hi[i]] (empty when hi < lo). Keys gives the rows: Keys::Element (float or unsigned short
+// holding bf16), keys.k(key) and keys.v(key) the key's K and V rows of this head's kv head, or
+// null for a key without one (it scores -inf and adds nothing). NKS = ceil(head_dim / 64): the
+// most column steps a warp takes (warp w's step ks is columns 16 (w + 4 ks) .. + 15). Ends with a
+// barrier (the shared scores are reused by the next unit).
+template <int NKS, bool kSplitAct, typename Keys>
+SPK_DEVICE void attend(ActIn q, ActOut y, int t0, int rows, int h, int q_heads, int head_dim,
+                       const Keys& keys, float scale, const int lo[2], const int hi[2], int kmin,
+                       int kmax, Shared& sh) {
+  using C = typename Keys::Element;
+  constexpr bool kSplitKv = sizeof(C) == 4;
+  const int warp = warp_id(), lane = lane_id(), g = lane >> 2, c = 2 * (lane & 3);
+  const int steps = (head_dim + 15) / 16;
+  const auto has_step = [&](int ks) { return warp + 4 * ks < steps; };
+  const auto column = [&](int ks) { return (warp + 4 * ks) * 16; };
+
+  // Q fragments of this warp's columns: a0 row g col c, a1 row g+8 col c, a2 row g col c+8,
+  // a3 row g+8 col c+8 (zeros for rows past `rows` and columns past head_dim).
+  uint32_t qh[NKS][4], ql[NKS][4];
+#pragma unroll
+  for (int ks = 0; ks < NKS; ++ks) {
+#pragma unroll
+    for (int f = 0; f < 4; ++f) {
+      const int r = g + (f & 1) * 8, d = column(ks) + c + (f >> 1) * 8;
+      qh[ks][f] = ql[ks][f] = 0u;
+      if (r < rows && has_step(ks) && d < head_dim) {
+        query_pair(q + (static_cast<int64_t>(t0 + r) * q_heads + h) * head_dim, d, qh[ks][f],
+                   ql[ks][f]);
+      }
+    }
+  }
+  float o[2 * NKS][4];
+#pragma unroll
+  for (int nb = 0; nb < 2 * NKS; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
+  float m[2] = {-inff_(), -inff_()}, l[2] = {0.0f, 0.0f};
+
+  int parity = 0;
+  for (int kb = kmin; kb <= kmax; kb += kKeys, parity ^= 1) {
+    // This warp's part of the 16 x 32 scores.
+    float s[4][4];
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb) {
+      s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+      const int key = kb + nb * 8 + g;
+      const C* krow = key <= kmax ? keys.k(key) : nullptr;
+#pragma unroll
+      for (int ks = 0; ks < NKS; ++ks) {
+        if (!has_step(ks)) continue;
+        uint32_t b0h = 0u, b0l = 0u, b1h = 0u, b1l = 0u;
+        if (krow != nullptr) {
+          if (column(ks) + c < head_dim) row_pair(krow, column(ks) + c, b0h, b0l);
+          if (column(ks) + c + 8 < head_dim) row_pair(krow, column(ks) + c + 8, b1h, b1l);
+        }
+        mma_terms<kSplitAct, kSplitKv>(s[nb], qh[ks], ql[ks], b0h, b1h, b0l, b1l);
+      }
+    }
+    // The four warps' parts summed in warp order: every warp gets the same scores.
+#pragma unroll
+    for (int i = 0; i < 16; ++i) sh.scores[parity][warp][i][lane] = s[i >> 2][i & 3];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float v = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) v += sh.scores[parity][w][i][lane];
+      s[i >> 2][i & 3] = v;
+    }
+    // Mask, scale, online softmax of rows g (values 0, 1) and g + 8 (values 2, 3).
+    float step_max[2] = {-inff_(), -inff_()};
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, key = kb + nb * 8 + c + (e & 1);
+        s[nb][e] = key >= lo[r] && key <= hi[r] ? s[nb][e] * scale : -inff_();
+        step_max[r] = fmaxf_(step_max[r], s[nb][e]);
+      }
+    }
+    float corr[2], step_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      step_max[r] = fmaxf_(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 1));
+      step_max[r] = fmaxf_(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 2));
+      const float m_new = fmaxf_(m[r], step_max[r]);
+      corr[r] = m[r] == -inff_() ? 0.0f : spk_expf(m[r] - m_new);
+      m[r] = m_new;
+    }
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        s[nb][e] = s[nb][e] == -inff_() ? 0.0f : spk_expf(s[nb][e] - m[r]);
+        step_sum[r] += s[nb][e];
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      step_sum[r] += __shfl_xor_sync(0xffffffffu, step_sum[r], 1);
+      step_sum[r] += __shfl_xor_sync(0xffffffffu, step_sum[r], 2);
+      l[r] = l[r] * corr[r] + step_sum[r];
+    }
+#pragma unroll
+    for (int nb = 0; nb < 2 * NKS; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[nb][e] *= corr[e >> 1];
+    }
+    // P as A fragments (the C fragments of n blocks 2 kk and 2 kk + 1 are the A fragment of keys
+    // 16 kk .. 16 kk + 15), V as B fragments, accumulated into this warp's output columns.
+    uint32_t ph[2][4], pl[2][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        const float* src = s[2 * kk + (f >> 1)] + (f & 1) * 2;
+        if (kSplitAct) {
+          split_bf16x2(src[0], src[1], ph[kk][f], pl[kk][f]);
+        } else {
+          ph[kk][f] = pack_bf16x2(src[0], src[1]);
+          pl[kk][f] = 0u;
+        }
+      }
+    }
+    const C* vrow[2][4];  // keys kb + 16 kk + c + {0, 1, 8, 9}
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int key = kb + kk * 16 + c + (j & 1) + (j >> 1) * 8;
+        vrow[kk][j] = key <= kmax ? keys.v(key) : nullptr;
+      }
+    }
+#pragma unroll
+    for (int nb = 0; nb < 2 * NKS; ++nb) {
+      const int d = column(nb >> 1) + (nb & 1) * 8 + g;
+      if (!has_step(nb >> 1) || column(nb >> 1) + (nb & 1) * 8 >= head_dim) continue;
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        uint32_t b0h, b0l, b1h, b1l;
+        column_pair(vrow[kk][0], vrow[kk][1], d, b0h, b0l);
+        column_pair(vrow[kk][2], vrow[kk][3], d, b1h, b1l);
+        mma_terms<kSplitAct, kSplitKv>(o[nb], ph[kk], pl[kk], b0h, b1h, b0l, b1l);
+      }
+    }
+  }
+  // y = o / l (zeros for a row without keys).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + r * 8;
+    if (row >= rows) continue;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    const ActOut yr = y + (static_cast<int64_t>(t0 + row) * q_heads + h) * head_dim;
+#pragma unroll
+    for (int nb = 0; nb < 2 * NKS; ++nb) {
+      const int d = column(nb >> 1) + (nb & 1) * 8 + c;
+      if (!has_step(nb >> 1) || d >= head_dim) continue;
+      yr[d] = o[nb][2 * r] * inv;
+      yr[d + 1] = o[nb][2 * r + 1] * inv;
+    }
+  }
+  __syncthreads();  // the shared scores are reused by the next unit
+}
+
+// attend() with NKS and kSplitAct chosen for head_dim (applies()) and the activation type.
+template <typename Keys>
+SPK_DEVICE void attend_any(ActIn q, ActOut y, int t0, int rows, int h, int q_heads, int head_dim,
+                           const Keys& keys, float scale, const int lo[2], const int hi[2],
+                           int kmin, int kmax, Shared& sh) {
+  const auto run = [&](auto nks, auto split_act) {
+    attend<decltype(nks)::value, decltype(split_act)::value>(q, y, t0, rows, h, q_heads, head_dim,
+                                                              keys, scale, lo, hi, kmin, kmax, sh);
+  };
+  const auto by_act = [&](auto nks) {
+    if (act_bf16()) {
+      run(nks, Const<bool, false>());
+    } else {
+      run(nks, Const<bool, true>());
+    }
+  };
+  switch ((head_dim + 63) / 64) {
+    case 1: by_act(Const<int, 1>()); break;
+    case 2: by_act(Const<int, 2>()); break;
+    case 3: by_act(Const<int, 3>()); break;
+    case 4: by_act(Const<int, 4>()); break;
+    case 5: by_act(Const<int, 5>()); break;
+    case 6: by_act(Const<int, 6>()); break;
+    case 7: by_act(Const<int, 7>()); break;
+    default: by_act(Const<int, 8>()); break;
+  }
+}
+
+}  // namespace attn_tile
+}  // namespace spk
+
+#endif  // SPARK_KERNELS_ATTENTION_TILE_CUH_
