@@ -209,6 +209,22 @@ int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tok
   return (slots + abi::kKvBlockRows - 1) / abi::kKvBlockRows * abi::kKvBlockRows;
 }
 
+std::vector<int64_t> KvSequencesHeld(const std::vector<KvCacheInfo>& caches, int64_t max_length,
+                                     int64_t max_tokens, int64_t sequences,
+                                     int64_t full_length_sequences) {
+  int64_t largest = 0;  // (a plan without KV caches has none)
+  for (const KvCacheInfo& cache : caches) {
+    largest = std::max(largest, KvCapacity(cache, max_length, max_tokens));
+  }
+  std::vector<int64_t> held;
+  held.reserve(caches.size());
+  for (const KvCacheInfo& cache : caches) {
+    held.push_back(KvCapacity(cache, max_length, max_tokens) == largest ? full_length_sequences
+                                                                        : sequences);
+  }
+  return held;
+}
+
 namespace {
 
 // The weight `info` says to compute from the checkpoint bytes `stored` (its tensor or parts):

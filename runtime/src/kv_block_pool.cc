@@ -50,19 +50,21 @@ absl::StatusOr<KvBlockPool> KvBlockPool::Make(const Plan& plan, int64_t max_leng
   pool.max_length_ = max_length;
   pool.sequences_ = sequences;
   pool.full_length_sequences_ = full_length_sequences;
-  for (const KvCacheInfo& cache : plan.kv_caches) {
-    const int64_t capacity = KvCapacity(cache, max_length, plan.max_tokens);
+  const std::vector<int64_t> held = KvSequencesHeld(plan.kv_caches, max_length, plan.max_tokens,
+                                                    sequences, full_length_sequences);
+  std::vector<int64_t> group_holders;
+  for (size_t c = 0; c < plan.kv_caches.size(); ++c) {
+    const int64_t capacity = KvCapacity(plan.kv_caches[c], max_length, plan.max_tokens);
     auto found = std::find(pool.capacities_.begin(), pool.capacities_.end(), capacity);
     if (found == pool.capacities_.end()) {
       pool.capacities_.push_back(capacity);
+      group_holders.push_back(held[c]);
       found = pool.capacities_.end() - 1;
     }
     pool.group_of_.push_back(static_cast<int>(found - pool.capacities_.begin()));
   }
-  int64_t largest = 0;  // (a plan without KV caches has no groups)
-  for (const int64_t capacity : pool.capacities_) largest = std::max(largest, capacity);
   for (int g = 0; g < pool.num_groups(); ++g) {
-    const int64_t holders = pool.Capacity(g) == largest ? full_length_sequences : sequences;
+    const int64_t holders = group_holders[g];
     const int64_t blocks = pool.Columns(g) * holders;
     pool.num_blocks_.push_back(blocks);
     if (blocks / holders != pool.Columns(g) || blocks > kMax) {

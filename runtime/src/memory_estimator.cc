@@ -219,13 +219,12 @@ absl::optional<uint64_t> KvBytes(const PlanSizes& sizes, int64_t max_length, int
                                  int64_t sessions) {
   uint64_t total = 0;
   std::vector<int64_t> groups;
-  int64_t largest = 0;
-  for (const KvCacheInfo& cache : sizes.kv_caches) {
-    largest = std::max(largest, KvCapacity(cache, max_length, sizes.max_tokens));
-  }
-  for (const KvCacheInfo& cache : sizes.kv_caches) {
+  const std::vector<int64_t> held = KvSequencesHeld(sizes.kv_caches, max_length, sizes.max_tokens,
+                                                    std::max(batch, sessions), batch);
+  for (size_t c = 0; c < sizes.kv_caches.size(); ++c) {
+    const KvCacheInfo& cache = sizes.kv_caches[c];
     const int64_t capacity = KvCapacity(cache, max_length, sizes.max_tokens);
-    const int64_t holders = capacity == largest ? batch : std::max(batch, sessions);
+    const int64_t holders = held[c];
     if (std::find(groups.begin(), groups.end(), capacity) == groups.end()) {
       groups.push_back(capacity);
       const absl::optional<uint64_t> table = CheckedShapeBytes(

@@ -120,6 +120,20 @@ TEST(KvBlockPoolTest, AnOvercommittedPoolHoldsFewerFullCachesThanSequences) {
                        absl::StatusCode::kInvalidArgument, "got 4"));
 }
 
+TEST(KvBlockPoolTest, TheLargestCachesHoldTheFullLengthSequencesAndTheOthersEveryOne) {
+  // The rule the pool and the memory estimator share: full caches (112 slots) for 1 sequence,
+  // the sliding ring (32) for all 3; the pool is sized by it.
+  EXPECT_EQ(KvSequencesHeld(PoolPlan().kv_caches, 100, 8, 3, 1),
+            (std::vector<int64_t>{1, 3, 1}));
+  // A run so short that the ring is as large as the full caches: every cache is largest.
+  EXPECT_EQ(KvSequencesHeld(PoolPlan().kv_caches, 20, 8, 3, 1),
+            (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_TRUE(KvSequencesHeld({}, 100, 8, 3, 1).empty());
+  KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 20, 3, 1);
+  EXPECT_EQ(pool.num_groups(), 1);
+  EXPECT_EQ(pool.NumBlocks(0), 2);
+}
+
 TEST(KvBlockPoolTest, MapsASequencesByteRangeOntoItsBlocks) {
   KvBlockPool pool = *KvBlockPool::Make(PoolPlan(), 100, 2, 2);
   const int full = pool.GroupOf(0);

@@ -276,6 +276,14 @@ absl::string_view ArgRefKindName(ArgRefKind kind);
 // of blocks (abi::kKvBlockRows). (Defined with the executors, in executor.cc.)
 int64_t KvCapacity(const KvCacheInfo& cache, int64_t max_length, int64_t max_tokens);
 
+// The pool's sizing rule, shared by the KV block pool and the memory estimator: the caches of
+// the largest capacity (the full-length ones) hold blocks for `full_length_sequences`, every
+// other cache (sliding rings) for all `sequences`. Returns how many sequences' blocks each of
+// `caches` holds, in their order. (Defined with KvCapacity, in executor.cc.)
+std::vector<int64_t> KvSequencesHeld(const std::vector<KvCacheInfo>& caches, int64_t max_length,
+                                     int64_t max_tokens, int64_t sequences,
+                                     int64_t full_length_sequences);
+
 }  // namespace rt
 }  // namespace spark
 
