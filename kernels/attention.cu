@@ -211,17 +211,27 @@ SPK_DEVICE void put4(unsigned short* cache, int64_t i4, float4 f) {
 SPK_DEVICE bool aligned_x4(const float* p) { return aligned16(p); }
 SPK_DEVICE bool aligned_x4(const unsigned short* p) { return aligned8(p); }
 
+// The kv head query head h reads (GQA: h / (q_heads / kv_heads), clamped to the last).
+SPK_DEVICE int kv_head_of(int h, int q_heads, int kv_heads) {
+  const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
+  return h / group < kv_heads ? h / group : kv_heads - 1;
+}
+// The block-table row of the sequence whose row index is `sequence`.
+SPK_DEVICE const int* table_row_of(const int* block_table, int sequence, int capacity) {
+  return block_table + static_cast<int64_t>(sequence) * (capacity / spark::abi::kKvBlockRows);
+}
+
 template <typename C>
 SPK_DEVICE void kv_write(ActIn k, ActIn v, const int* positions, const int* sequences,
                          const int* block_table, C* k_cache, C* v_cache, int num_tokens,
                          int kv_heads, int head_dim, int capacity) {
   const int64_t row = static_cast<int64_t>(kv_heads) * head_dim;
-  const int64_t table_row = capacity / spark::abi::kKvBlockRows;
   // The slot of token t, -1 when it writes nothing (no position, or no block).
   const auto slot_of = [&](int64_t t) -> long long {
     const int pos = ldg_i(positions + t);
     if (pos < 0) return -1;
-    return spark::abi::KvSlot(block_table + ldg_i(sequences + t) * table_row, capacity, pos);
+    return spark::abi::KvSlot(table_row_of(block_table, ldg_i(sequences + t), capacity), capacity,
+                              pos);
   };
   const int64_t start = global_thread(), stride = grid_threads();
   const bool vec = (row % 4) == 0 && k.aligned4() && v.aligned4() && aligned_x4(k_cache) &&
@@ -258,12 +268,9 @@ SPK_DEVICE void attend_token(ActIn q, const int* positions, const int* sequences
                              int kv_heads, int head_dim, int capacity, int window, float scale,
                              const int* last_visible, bool vec, float* s_m, float* s_l,
                              float (*s_o)[kMaxHeadDim]) {
-  const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
-  int kvh = h / group;
-  if (kvh >= kv_heads) kvh = kv_heads - 1;
+  const int kvh = kv_head_of(h, q_heads, kv_heads);
   const int p = ldg_i(positions + t);
-  const int* table_row = block_table + static_cast<int64_t>(ldg_i(sequences + t)) *
-                                           (capacity / spark::abi::kKvBlockRows);
+  const int* table_row = table_row_of(block_table, ldg_i(sequences + t), capacity);
   const spark::abi::KeyRange keys = spark::abi::AttentionKeys(
       p, window, last_visible != nullptr ? ldg_i(last_visible + t) : p);
   const int lo = keys.begin;
@@ -338,11 +345,10 @@ SPK_DEVICE bool attend_tile_unit(ActIn q, const int* positions, const int* seque
       hi[r >= 8] = last;
     }
   }
-  const int group = q_heads / kv_heads > 0 ? q_heads / kv_heads : 1;
-  const int kvh = h / group < kv_heads ? h / group : kv_heads - 1;
+  const int kvh = kv_head_of(h, q_heads, kv_heads);
   const CacheKeys<C> keys{
-      block_table + static_cast<int64_t>(seq) * (capacity / spark::abi::kKvBlockRows),
-      k_cache + static_cast<int64_t>(kvh) * head_dim, v_cache + static_cast<int64_t>(kvh) * head_dim,
+      table_row_of(block_table, seq, capacity), k_cache + static_cast<int64_t>(kvh) * head_dim,
+      v_cache + static_cast<int64_t>(kvh) * head_dim,
       capacity, static_cast<int64_t>(kv_heads) * head_dim};
   attn_tile::attend_any(q, y, t0, rows, h, q_heads, head_dim, keys, scale, lo, hi, kmin, kmax, sh);
   return true;
