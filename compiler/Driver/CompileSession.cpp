@@ -6,6 +6,7 @@
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/CUDA/CudaTarget.h"
 #include "dialects/Spark/IR/SparkOps.h"
+#include "dialects/Spark/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/FileUtilities.h"
@@ -193,6 +194,13 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
           pm.addPass(createSparkOutlineKernelEntriesPass());
         })))
       return failure();
+  } else if (options.tensorParallel != 1 &&
+             failed(runPipeline(module, options, "tensor-parallel split", [&](OpPassManager &pm) {
+               SparkShardTensorParallelPassOptions shard;
+               shard.ranks = options.tensorParallel;
+               pm.addPass(createSparkShardTensorParallelPass(shard));
+             }))) {
+    return failure();
   } else if (failed(runPipeline(module, options, "graph pipeline", buildGraphPipeline))) {
     return failure();
   } else {

@@ -25,6 +25,9 @@ struct CompileOptions {
   bool maxImageTokensGiven = false;  // --max-image-tokens on the command line: the model needs one
   std::string kvCacheDType;  // "f32", "bf16", or empty: as the module declares (f32)
   std::string activationPrecision = "f32";  // "f32" or "bf16" (kernel_abi.h ActivationPrecision)
+  /// --tensor-parallel: the ranks the text model is split over (spark-shard-tensor-parallel;
+  /// docs/multi-gpu.md); 1: not split.
+  int64_t tensorParallel = 1;
   std::string output = "model.cubin";
   std::string ptxas;                        // --ptxas
   std::vector<std::string> kernelLibraryDirs; // --kernel-library-dir

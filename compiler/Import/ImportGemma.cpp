@@ -71,7 +71,8 @@ private:
                bool reciprocal = false) {
     auto type = RankedTensorType::get(shape, element);
     return WeightOp::create(b, loc(locName), type, b.getStringAttr(full.str()), ArrayAttr(),
-                            DenseI64ArrayAttr(), reciprocal ? b.getUnitAttr() : UnitAttr());
+                            DenseI64ArrayAttr(), reciprocal ? b.getUnitAttr() : UnitAttr(),
+                            ShardAttr());
   }
   /// A weight of `shape` assembled from checkpoint tensors `parts` (each `partShape`), named
   /// `full` in plans and messages.
@@ -82,7 +83,7 @@ private:
     auto type = RankedTensorType::get(shape, element);
     return WeightOp::create(b, loc(locName), type, b.getStringAttr(full.str()),
                             b.getStrArrayAttr(names), b.getDenseI64ArrayAttr(partShape),
-                            reciprocal ? b.getUnitAttr() : UnitAttr());
+                            reciprocal ? b.getUnitAttr() : UnitAttr(), ShardAttr());
   }
   /// The routed experts' weights as spark.moe_experts takes them (stacked [E, 2I, H] gate_up and
   /// [E, H, I] down, with their scales when quantized), from either checkpoint layout: the fused

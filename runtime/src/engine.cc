@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "spark/runtime/artifact.h"
+#include "spark/runtime/collectives.h"
 #include "spark/runtime/cuda_executor.h"
 #include "spark/runtime/device.h"
 #include "spark/runtime/executor.h"
@@ -28,6 +29,7 @@
 #include "spark/runtime/status_macros.h"
 
 #include "batching_executor.h"
+#include "tensor_parallel_executor.h"
 
 namespace spark {
 namespace rt {
@@ -38,7 +40,28 @@ absl::StatusOr<DeviceInfo> FirstDevice() {
   return devices.front();  // ListDevices fails rather than return no device
 }
 
+// The plan's ranks against what the caller expects and where it runs.
+absl::Status CheckRanks(const Plan& plan, int64_t expected, bool on_cuda) {
+  SPARK_RETURN_IF_ERROR(CheckTensorParallel(plan, expected));
+  if (on_cuda && plan.ranks > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the model was compiled for ", plan.ranks, " ranks (spark-compile --tensor-parallel ",
+        plan.ranks, "), and this build runs tensor-parallel plans on the host only "
+        "(--device host: every rank in this process); see docs/multi-gpu.md"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status CheckTensorParallel(const Plan& plan, int64_t expected) {
+  if (expected == 0 || expected == plan.ranks) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--tensor-parallel ", expected, ": the model was compiled for ", plan.ranks,
+      plan.ranks == 1 ? " rank (no tensor parallelism)" : " ranks",
+      "; compile it with spark-compile --tensor-parallel ", expected,
+      " (or leave --tensor-parallel out to run it as compiled)"));
+}
 
 absl::StatusOr<DeviceMode> ParseDeviceMode(absl::string_view text) {
   if (text == "auto") return DeviceMode::kAuto;
@@ -231,6 +254,7 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
     }
   }
   const Plan& plan = model->plan();
+  SPARK_RETURN_IF_ERROR(CheckRanks(plan, options.tensor_parallel, model->on_cuda()));
   SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, *model->checkpoint_));
   if (plan.image_encoder) {
     SPARK_RETURN_IF_ERROR(CheckPlanWeights(*plan.image_encoder, *model->checkpoint_));
@@ -246,6 +270,8 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   estimate_options.max_length = model->max_length_;
   estimate_options.batch = options.max_sessions;
   estimate_options.utilization = options_.device_memory_utilization;
+  // The host runs every rank of a tensor-parallel plan in this process: they share its memory.
+  estimate_options.ranks_sharing_pool = model->on_cuda() ? 1 : plan.ranks;
   if (options.max_sessions == 0 && options.kv_pool_sessions == 0) {
     SPARK_ASSIGN_OR_RETURN(const int64_t fitting,
                            MaxFittingBatch(SizesFromPlan(plan), memory, estimate_options,
@@ -301,8 +327,27 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
       cuda.plan = &run;
       return CreateCudaExecutor(model->image(), *model->checkpoint_, cuda);
     }
-    SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights, BindWeights(run, *model->checkpoint_));
-    return CreateHostExecutor(run, std::move(weights));
+    if (run.ranks == 1) {
+      SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights,
+                             BindWeights(run, *model->checkpoint_));
+      return CreateHostExecutor(run, std::move(weights));
+    }
+    // A tensor-parallel plan: every rank a host executor of its weight slices, in this process.
+    std::vector<std::unique_ptr<Communicator>> communicators =
+        MakeInProcessCommunicators(static_cast<int>(run.ranks));
+    std::vector<Communicator*> group;
+    std::vector<std::unique_ptr<Executor>> ranks;
+    for (int64_t r = 0; r < run.ranks; ++r) {
+      group.push_back(communicators[r].get());
+      SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights,
+                             BindWeights(run, *model->checkpoint_, r));
+      SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Executor> rank,
+                             CreateHostExecutor(run, std::move(weights), {},
+                                                std::move(communicators[r])));
+      ranks.push_back(std::move(rank));
+    }
+    return std::unique_ptr<Executor>(
+        new TensorParallelExecutor(std::move(ranks), std::move(group)));
   };
   SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
                          make_executor(plan, options_.use_graphs));

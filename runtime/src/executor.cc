@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "checked_math.h"
 #include "file_util.h"
 #include "host_allocation.h"
 #include "little_endian.h"
@@ -252,10 +253,71 @@ absl::StatusOr<WeightData> TransformedWeight(const WeightInfo& info, const Weigh
   return weight;
 }
 
+// The bytes of rank `rank`'s slice of `whole` (the weight's checkpoint bytes: its tensor, or its
+// parts one after the other): for every index of the axes before the sharded one and every
+// chunk, one run of the slice's rows (WeightShard), adjacent runs joined. The runs point into
+// the checkpoint; one run is the weight in place, several are assembled like parts.
+WeightData ShardOf(const WeightInfo& info, const WeightData& whole, int64_t rank, int64_t ranks) {
+  const std::vector<int64_t> shape = info.CheckpointShape();
+  const WeightShard& shard = info.shard;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < shard.axis; ++d) outer *= shape[d];
+  for (size_t d = shard.axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t dim = shape[shard.axis];
+  const int64_t chunk = dim / shard.chunks;
+  const int64_t slice = chunk / shard.parts;
+  const int64_t part = shard.PartOf(rank, ranks);
+  // Elements to bytes (packed float4: two per byte; ValidatePlan keeps runs on whole bytes).
+  const auto bytes = [&](int64_t elements) {
+    return *CheckedTensorBytes({elements}, info.dtype);
+  };
+  // The whole's bytes as pieces: one tensor, or its parts.
+  std::vector<WeightPart> pieces = whole.assembled()
+                                       ? whole.parts
+                                       : std::vector<WeightPart>{{whole.data, whole.num_bytes}};
+  WeightData out;
+  size_t piece = 0;
+  uint64_t piece_start = 0;  // offset of pieces[piece] in the whole
+  const auto add = [&](uint64_t offset, uint64_t length) {
+    while (length > 0) {
+      while (offset >= piece_start + pieces[piece].num_bytes) {
+        piece_start += pieces[piece].num_bytes;
+        ++piece;
+      }
+      const uint64_t within = offset - piece_start;
+      const uint64_t take = std::min(length, pieces[piece].num_bytes - within);
+      const uint8_t* data = pieces[piece].data + within;
+      if (!out.parts.empty() &&
+          out.parts.back().data + out.parts.back().num_bytes == data) {
+        out.parts.back().num_bytes += take;
+      } else {
+        out.parts.push_back({data, take});
+      }
+      out.num_bytes += take;
+      offset += take;
+      length -= take;
+    }
+  };
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t c = 0; c < shard.chunks; ++c) {
+      add(bytes((o * dim + c * chunk + part * slice) * inner), bytes(slice * inner));
+    }
+  }
+  if (out.parts.size() == 1) {  // one run: the weight in place
+    out.data = out.parts[0].data;
+    out.parts.clear();
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan,
-                                                    const Checkpoint& checkpoint) {
+                                                    const Checkpoint& checkpoint, int64_t rank) {
+  if (rank < 0 || rank >= plan.ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " of a plan of ", plan.ranks,
+                                                   plan.ranks == 1 ? " rank" : " ranks"));
+  }
   SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, checkpoint));
   std::vector<WeightData> weights;
   weights.reserve(plan.weights.size());
@@ -280,6 +342,7 @@ absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan,
         weight.num_bytes += tensor->num_bytes;  // CheckPlanWeights checked each part's size
       }
     }
+    if (info.shard.sharded()) weight = ShardOf(info, weight, rank, plan.ranks);
     if (info.transform != WeightTransform::kNone) {
       SPARK_ASSIGN_OR_RETURN(weight, TransformedWeight(info, weight));
     }

@@ -23,6 +23,7 @@
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/status_macros.h"
+#include "spark/runtime/collectives.h"
 #include "step_args.h"
 
 namespace spark {
@@ -33,8 +34,12 @@ uint64_t AddressOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 class HostExecutor final : public Executor {
  public:
-  HostExecutor(const Plan& plan, std::vector<WeightData> weights, HostKernelRunner kernel_runner)
-      : plan_(plan), weights_(std::move(weights)), kernel_runner_(std::move(kernel_runner)) {}
+  HostExecutor(const Plan& plan, std::vector<WeightData> weights, HostKernelRunner kernel_runner,
+               std::unique_ptr<Communicator> communicator)
+      : plan_(plan),
+        weights_(std::move(weights)),
+        kernel_runner_(std::move(kernel_runner)),
+        communicator_(std::move(communicator)) {}
   ~HostExecutor() override { ReleaseOwnSequence(); }
 
   absl::Status ReserveSequences(int64_t max_length, int64_t sequences,
@@ -109,9 +114,14 @@ class HostExecutor final : public Executor {
     std::vector<float> values;
   };
 
+  // A collective step (all_reduce, all_gather) through the communicator, on the step's f32
+  // arguments; without one, the host reference (one rank).
+  absl::Status RunCollective(const Step& step, absl::Span<const HostArg> args);
+
   const Plan& plan_;
   std::vector<WeightData> weights_;
   HostKernelRunner kernel_runner_;  // empty: the host references
+  std::unique_ptr<Communicator> communicator_;  // a tensor-parallel plan's rank, else null
   std::vector<std::vector<uint64_t>> aligned_copies_;  // of weights misaligned in the checkpoint
   std::vector<WidenedBuffer> widened_;  // of the step running (bf16 activations only)
   std::vector<uint64_t> arena_;  // arena_bytes, 8-byte aligned; empty until the first sequence
@@ -403,7 +413,9 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
                        &args);
     }
     absl::Status status;
-    if (run_kernel) {
+    if (step.op == abi::OpId::kAllReduce || step.op == abi::OpId::kAllGather) {
+      status = RunCollective(step, args);
+    } else if (run_kernel) {
       status = CheckHostArgs(step.op, args);
       if (status.ok()) status = kernel_runner_(step.op, args, launch.blocks);
     } else {
@@ -419,6 +431,39 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
     }
     if (widen) WriteBackWidened(step);
     if (step_observer()) SPARK_RETURN_IF_ERROR(ObserveStep(static_cast<int>(i), num_tokens));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostExecutor::RunCollective(const Step& step, absl::Span<const HostArg> args) {
+  SPARK_RETURN_IF_ERROR(CheckHostArgs(step.op, args));
+  if (communicator_ == nullptr) {
+    if (plan_.ranks != 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a plan of ", plan_.ranks, " ranks runs on one executor per rank, joined by a "
+          "communicator (tensor parallel); this executor has none"));
+    }
+    return RunHostKernel(step.op, args);
+  }
+  if (step.op == abi::OpId::kAllReduce) {
+    using abi::ops::all_reduce::Arg;
+    return communicator_->AllReduce(
+        static_cast<float*>(args[Arg::x].ptr),
+        static_cast<int64_t>(args[Arg::num_tokens].i32) * args[Arg::cols].i32);
+  }
+  using abi::ops::all_gather::Arg;
+  const int64_t tokens = args[Arg::num_tokens].i32, cols = args[Arg::cols].i32;
+  const int64_t ranks = args[Arg::ranks].i32;
+  float* gathered = static_cast<float*>(args[Arg::gathered].ptr);
+  SPARK_RETURN_IF_ERROR(communicator_->AllGather(static_cast<const float*>(args[Arg::x].ptr),
+                                                 gathered, tokens * cols));
+  // The ranks' x one after the other -> each rank's columns side by side in every row.
+  float* y = static_cast<float*>(args[Arg::y].ptr);
+  for (int64_t r = 0; r < ranks; ++r) {
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::memcpy(y + (t * ranks + r) * cols, gathered + (r * tokens + t) * cols,
+                  cols * sizeof(float));
+    }
   }
   return absl::OkStatus();
 }
@@ -474,10 +519,17 @@ absl::Status HostExecutor::ObserveStep(int step_index, int32_t num_tokens) {
 
 absl::StatusOr<std::unique_ptr<Executor>> CreateHostExecutor(const Plan& plan,
                                                              std::vector<WeightData> weights,
-                                                             HostKernelRunner kernel_runner) {
+                                                             HostKernelRunner kernel_runner,
+                                                             std::unique_ptr<Communicator> communicator) {
   SPARK_RETURN_IF_ERROR(CheckBoundWeights(plan, weights));
-  return std::unique_ptr<Executor>(
-      new HostExecutor(plan, std::move(weights), std::move(kernel_runner)));
+  if (communicator != nullptr && communicator->ranks() != plan.ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a communicator of ", communicator->ranks(), " ranks for a plan of ",
+                     plan.ranks));
+  }
+  return std::unique_ptr<Executor>(new HostExecutor(plan, std::move(weights),
+                                                    std::move(kernel_runner),
+                                                    std::move(communicator)));
 }
 
 }  // namespace rt

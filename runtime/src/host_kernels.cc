@@ -658,6 +658,21 @@ void Copy(const float* x, float* y, int32_t num_tokens, int32_t cols) {
   std::memmove(y, x, static_cast<int64_t>(num_tokens) * cols * sizeof(float));
 }
 
+// The collectives of one rank alone (ranks 1): what every rank's result is when it is the only
+// one. The host executor runs the collectives of a plan of several ranks through its
+// communicator (collectives.h) instead; these are its single-rank case.
+void AllReduce(float* x, int32_t num_tokens, int32_t cols, int32_t ranks) {
+  (void)x, (void)num_tokens, (void)cols, (void)ranks;  // the sum over one rank is x
+}
+
+void AllGather(const float* x, float* gathered, float* y, int32_t num_tokens, int32_t cols,
+               int32_t ranks) {
+  (void)ranks;
+  const int64_t n = static_cast<int64_t>(num_tokens) * cols;
+  std::memmove(gathered, x, n * sizeof(float));
+  std::memmove(y, x, n * sizeof(float));
+}
+
 // ---- The vision tower ----
 
 void ShiftScale(const float* x, float* y, int32_t num_tokens, int32_t cols, float shift,

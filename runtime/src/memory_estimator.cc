@@ -166,6 +166,11 @@ MemoryBudget Budget(const DeviceMemory& device, const EstimateOptions& options) 
                                          options.utilization);
     absl::StrAppend(&budget.source, ", x --device-memory-utilization ", options.utilization);
   }
+  if (options.ranks_sharing_pool > 1) {
+    budget.bytes /= static_cast<uint64_t>(options.ranks_sharing_pool);
+    absl::StrAppend(&budget.source, ", / ", options.ranks_sharing_pool,
+                    " ranks sharing it");
+  }
   return budget;
 }
 
@@ -292,7 +297,10 @@ std::vector<MemoryComponent> FixedComponents(const PlanSizes& sizes, const Devic
       sizes.assembled_weight_bytes == 0
           ? std::string()
           : absl::StrCat(" except ", FormatBytes(sizes.assembled_weight_bytes),
-                         " assembled from per-expert tensors or computed at load (a copy)");
+                         sizes.ranks > 1
+                             ? " assembled at load (column slices of this rank, per-expert "
+                               "tensors, computed scales: a copy)"
+                             : " assembled from per-expert tensors or computed at load (a copy)");
   const std::string weights_source =
       device.integrated
           ? absl::StrCat(sizes.num_weights, " plan weights ", WeightTypes(sizes),
@@ -591,7 +599,7 @@ PlanSizes SizesFromPlan(const Plan& plan) {
   }
   for (const WeightInfo* weight : weights) {
     sizes.weight_bytes = SaturatingAdd(sizes.weight_bytes, weight->num_bytes());
-    if (!weight->parts.empty() || weight->transform != WeightTransform::kNone) {
+    if (weight->CopiedAtLoad()) {
       sizes.assembled_weight_bytes =
           SaturatingAdd(sizes.assembled_weight_bytes, weight->num_bytes());
     }
@@ -609,6 +617,7 @@ PlanSizes SizesFromPlan(const Plan& plan) {
   sizes.vocab_size = plan.model.vocab_size;
   sizes.max_position_embeddings = plan.model.max_position_embeddings;
   sizes.kv_caches = plan.kv_caches;
+  sizes.ranks = plan.ranks;
   return sizes;
 }
 
@@ -625,6 +634,7 @@ absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemo
   MemoryEstimate estimate;
   estimate.model = sizes.model;
   estimate.device = device.name;
+  estimate.ranks = sizes.ranks;
   estimate.options = options;
   estimate.components = FixedComponents(sizes, device, options, *workspace);
   const uint64_t fixed = Sum(estimate.components);
@@ -646,12 +656,22 @@ absl::StatusOr<MemoryEstimate> Estimate(const PlanSizes& sizes, const DeviceMemo
   return estimate;
 }
 
+namespace {
+
+// " per rank (2 ranks)" for a tensor-parallel plan's estimate, else nothing.
+std::string RanksNote(const MemoryEstimate& estimate) {
+  return estimate.ranks > 1 ? absl::StrCat(" per rank (", estimate.ranks, " ranks)") : "";
+}
+
+}  // namespace
+
 std::string FormatEstimateLine(const MemoryEstimate& estimate) {
   std::vector<std::string> parts;
   for (const MemoryComponent& component : estimate.components) {
     parts.push_back(absl::StrCat(component.name, " ", FormatBytes(component.bytes)));
   }
-  return absl::StrCat("memory: ", FormatBytes(estimate.total), " needed of ",
+  return absl::StrCat("memory", RanksNote(estimate), ": ", FormatBytes(estimate.total),
+                      " needed of ",
                       FormatBytes(estimate.budget.bytes), " available (",
                       absl::StrJoin(parts, ", "), "); ",
                       estimate.fits ? "fits" : "does not fit");
@@ -659,6 +679,11 @@ std::string FormatEstimateLine(const MemoryEstimate& estimate) {
 
 std::string FormatEstimateTable(const MemoryEstimate& estimate) {
   std::string out;
+  if (estimate.ranks > 1) {
+    absl::StrAppend(&out, "  one rank of ", estimate.ranks,
+                    " (tensor parallel: its weight slices and KV heads; every rank needs as "
+                    "much)\n");
+  }
   const auto row = [&out](absl::string_view name, uint64_t bytes, absl::string_view source) {
     absl::StrAppendFormat(&out, "  %-26s %11s%s%s\n", name, FormatBytes(bytes),
                           source.empty() ? "" : "  ", source);

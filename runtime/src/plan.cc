@@ -276,6 +276,7 @@ WeightInfo ReadWeight(const fb::Weight& in, const std::string& path, Errors* err
   if (ReadEnum(in.transform(), "weight transform", absl::StrCat(path, ".transform"), errors)) {
     weight.transform = static_cast<WeightTransform>(in.transform());
   }
+  weight.shard = {in.shard_axis(), in.shard_parts(), in.shard_chunks()};
   return weight;
 }
 
@@ -400,6 +401,7 @@ Plan PlanFromBuffer(const fb::Plan& in, Errors* errors) {
   Plan plan;
   plan.version = pf::kPlanVersion;
   plan.target = Str(in.target());
+  plan.ranks = in.ranks();
   plan.max_tokens = in.max_tokens();
   plan.arena_bytes = in.arena_bytes();
   plan.activation_precision =
@@ -518,6 +520,7 @@ absl::Status ValidateTopLevel(const Plan& plan, absl::string_view origin) {
   absl::StatusOr<Target> target = ParseTarget(plan.target);
   if (!target.ok()) return PlanError(origin, "target", target.status().message());
   SPARK_RETURN_IF_ERROR(CheckRange(origin, "max_tokens", plan.max_tokens, 1, kInt32Max));
+  SPARK_RETURN_IF_ERROR(CheckRange(origin, "ranks", plan.ranks, 1, pf::kMaxRanks));
   if (plan.arena_bytes > static_cast<uint64_t>(kInt64Max)) {
     return PlanError(origin, "arena_bytes",
                      absl::StrCat("expected at most ", kInt64Max, ", found ", plan.arena_bytes));
@@ -598,7 +601,53 @@ absl::Status ValidateBuffer(const BufferInfo& buffer, const std::string& path, c
   return absl::OkStatus();
 }
 
-absl::Status ValidateWeight(const WeightInfo& weight, const std::string& path,
+// A tensor-parallel plan's weight slice (WeightShard): an axis of the weight, parts dividing the
+// plan's ranks, chunks dividing the axis; a plan of one rank has none.
+absl::Status ValidateShard(const WeightInfo& weight, int64_t ranks, const std::string& path,
+                           absl::string_view origin) {
+  const WeightShard& shard = weight.shard;
+  if (!shard.sharded()) {
+    if (shard.axis != -1 || shard.parts != 1 || shard.chunks != 1) {
+      return PlanError(origin, absl::StrCat(path, ".shard"),
+                       absl::StrCat("a weight that is not sharded has axis -1, 1 part and 1 "
+                                    "chunk, found axis ", shard.axis, ", ", shard.parts,
+                                    " parts, ", shard.chunks, " chunks"));
+    }
+    return absl::OkStatus();
+  }
+  if (ranks == 1) {
+    return PlanError(origin, absl::StrCat(path, ".shard"),
+                     "a plan of one rank has no sharded weights");
+  }
+  if (shard.axis >= static_cast<int64_t>(weight.shape.size())) {
+    return PlanError(origin, absl::StrCat(path, ".shard.axis"),
+                     absl::StrCat("axis ", shard.axis, " of a weight of shape ",
+                                  ShapeText(weight.shape)));
+  }
+  if (shard.parts < 2 || ranks % shard.parts != 0) {
+    return PlanError(origin, absl::StrCat(path, ".shard.parts"),
+                     absl::StrCat("expected 2 or more parts dividing the plan's ", ranks,
+                                  " ranks, found ", shard.parts));
+  }
+  if (shard.chunks < 1 || weight.shape[shard.axis] % shard.chunks != 0) {
+    return PlanError(origin, absl::StrCat(path, ".shard.chunks"),
+                     absl::StrCat(shard.chunks, " chunks do not divide dimension ", shard.axis,
+                                  " of ", ShapeText(weight.shape)));
+  }
+  // Packed float4 codes: a slice of the last axis starts on a whole byte.
+  if (weight.dtype == DType::kF4E2M1FN && shard.axis + 1 == static_cast<int64_t>(weight.shape.size()) &&
+      (weight.shape.back() / shard.chunks) % 2 != 0) {
+    return PlanError(origin, absl::StrCat(path, ".shard"),
+                     absl::StrCat("a slice of the last axis of f4E2M1FN ", ShapeText(weight.shape),
+                                  " splits a byte of two codes"));
+  }
+  if (!CheckedTensorBytes(weight.CheckpointShape(), weight.dtype)) {
+    return PlanError(origin, absl::StrCat(path, ".shard"), "the whole tensor is too large");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateWeight(const WeightInfo& weight, int64_t ranks, const std::string& path,
                             absl::string_view origin) {
   if (weight.name.empty()) return PlanError(origin, absl::StrCat(path, ".name"), "empty name");
   // bf16 weights; quantized ones (f4E2M1FN codes, f8E4M3FN elements or block scales) with their
@@ -627,8 +676,9 @@ absl::Status ValidateWeight(const WeightInfo& weight, const std::string& path,
                      absl::StrCat("the reciprocal of a ", DTypeName(weight.dtype),
                                   " weight: only f32 weights (scales) are inverted"));
   }
+  SPARK_RETURN_IF_ERROR(ValidateShard(weight, ranks, path, origin));
   if (weight.parts.empty()) return absl::OkStatus();
-  // A weight assembled from parts: part_shape x parts.size() elements make the weight.
+  // A weight assembled from parts: part_shape x parts.size() elements make the whole weight.
   SPARK_RETURN_IF_ERROR(CheckDims(origin, absl::StrCat(path, ".part_shape"), weight.part_shape));
   absl::flat_hash_set<absl::string_view> names;
   for (size_t i = 0; i < weight.parts.size(); ++i) {
@@ -646,21 +696,28 @@ absl::Status ValidateWeight(const WeightInfo& weight, const std::string& path,
                                   "byte), found ", ShapeText(weight.part_shape)));
   }
   const absl::optional<uint64_t> part = CheckedTensorBytes(weight.part_shape, weight.dtype);
-  if (!part || *part * weight.parts.size() != weight.num_bytes()) {
+  const absl::optional<uint64_t> whole = CheckedTensorBytes(weight.CheckpointShape(), weight.dtype);
+  if (!part || !whole || *part * weight.parts.size() != *whole) {
     return PlanError(origin, absl::StrCat(path, ".part_shape"),
                      absl::StrCat(weight.parts.size(), " parts of ", ShapeText(weight.part_shape),
                                   " do not make ", DTypeName(weight.dtype), " ",
-                                  ShapeText(weight.shape)));
+                                  ShapeText(weight.CheckpointShape())));
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateWeights(const Plan& plan, absl::string_view origin) {
-  absl::flat_hash_map<absl::string_view, size_t> first_index;
+  // A name is given once, except that a tensor-parallel plan may read two slices of one tensor
+  // (a tied embedding table: columns for the lookup, rows for the LM head).
+  absl::flat_hash_map<std::string, size_t> first_index;
   for (size_t i = 0; i < plan.weights.size(); ++i) {
     const std::string path = IndexPath("weights", i);
-    SPARK_RETURN_IF_ERROR(ValidateWeight(plan.weights[i], path, origin));
-    const auto inserted = first_index.emplace(plan.weights[i].name, i);
+    const WeightInfo& weight = plan.weights[i];
+    SPARK_RETURN_IF_ERROR(ValidateWeight(weight, plan.ranks, path, origin));
+    const auto inserted = first_index.emplace(
+        absl::StrCat(weight.name, "/", weight.shard.axis, "/", weight.shard.parts, "/",
+                     weight.shard.chunks),
+        i);
     if (!inserted.second) {
       return PlanError(origin, path,
                        absl::StrCat("weight ", plan.weights[i].name, " is already weights[",
@@ -920,6 +977,15 @@ absl::Status ValidateStep(const Step& step, size_t index, const Plan& plan,
     SPARK_RETURN_IF_ERROR(CheckArgTarget(arg, plan, origin, arg_path));
   }
   SPARK_RETURN_IF_ERROR(CheckStepBounds(plan, step, *spec, path, origin));
+  // A collective joins the plan's ranks: its `ranks` is the plan's.
+  if (step.op == abi::OpId::kAllReduce || step.op == abi::OpId::kAllGather) {
+    const int64_t ranks = StepSizeArg(step, "ranks", 0);
+    if (ranks != plan.ranks) {
+      return PlanError(origin, path,
+                       absl::StrCat(spec->op, " over ", ranks, " ranks in a plan of ", plan.ranks,
+                                    plan.ranks == 1 ? " rank" : " ranks"));
+    }
+  }
   const std::string entry = EntryPointOf(step);
   if (step.kernel != entry) {
     return PlanError(origin, absl::StrCat(path, ".kernel"),
@@ -985,7 +1051,8 @@ Offset<fb::Weight> WeightBuffer(FlatBufferBuilder& b, const WeightInfo& weight) 
     part_shape = b.CreateVector(weight.part_shape);
   }
   return fb::CreateWeight(b, name, static_cast<fb::DType>(weight.dtype), shape, parts, part_shape,
-                          static_cast<fb::WeightTransform>(weight.transform));
+                          static_cast<fb::WeightTransform>(weight.transform), weight.shard.axis,
+                          weight.shard.parts, weight.shard.chunks);
 }
 
 Offset<fb::KvCache> KvCacheBuffer(FlatBufferBuilder& b, const KvCacheInfo& cache) {
@@ -1051,7 +1118,8 @@ Offset<fb::Plan> PlanTable(FlatBufferBuilder& b, const Plan& plan) {
   const auto programs = ArrayBuffer(b, plan.programs, ProgramBuffer);
   return fb::CreatePlan(b, target, plan.max_tokens, plan.arena_bytes,
                         static_cast<fb::DType>(plan.activation_precision), model, inputs, outputs,
-                        buffers, weights, kv_caches, steps, programs, image_encoder);
+                        buffers, weights, kv_caches, steps, programs, image_encoder,
+                        plan.ranks);
 }
 
 std::string PlanPayload(const Plan& plan) {
@@ -1175,6 +1243,13 @@ Json WeightJson(const WeightInfo& weight) {
   if (weight.transform != WeightTransform::kNone) {
     AddMember(json, "transform", Json(std::string(WeightTransformName(weight.transform))));
   }
+  if (weight.shard.sharded()) {
+    Json shard = Json::object();
+    AddMember(shard, "axis", JsonInteger(weight.shard.axis));
+    AddMember(shard, "parts", JsonInteger(weight.shard.parts));
+    AddMember(shard, "chunks", JsonInteger(weight.shard.chunks));
+    AddMember(json, "shard", std::move(shard));
+  }
   return json;
 }
 
@@ -1250,6 +1325,7 @@ Json ArrayJson(const std::vector<T>& items, Json (*to_json)(const T&)) {
 Json PlanJson(const Plan& plan) {
   Json json = Json::object();
   AddMember(json, "target", Json(plan.target));
+  if (plan.ranks != 1) AddMember(json, "ranks", JsonInteger(plan.ranks));
   AddMember(json, "max_tokens", JsonInteger(plan.max_tokens));
   AddMember(json, "arena_bytes", JsonInteger(static_cast<int64_t>(plan.arena_bytes)));
   AddMember(json, "activation_precision",
@@ -1307,6 +1383,14 @@ absl::StatusOr<WeightTransform> ParseWeightTransform(absl::string_view name) {
 
 uint64_t WeightInfo::num_bytes() const {
   return CheckedTensorBytes(shape, dtype).value_or(std::numeric_limits<uint64_t>::max());
+}
+
+std::vector<int64_t> WeightInfo::CheckpointShape() const {
+  std::vector<int64_t> whole = shape;
+  if (shard.sharded() && shard.axis < static_cast<int64_t>(whole.size())) {
+    whole[shard.axis] *= shard.parts;
+  }
+  return whole;
 }
 
 absl::string_view ArgRefKindName(ArgRefKind kind) { return ArgKindInfoOf(kind).key; }

@@ -408,10 +408,12 @@ absl::Status CheckWeight(const WeightInfo& weight, const TensorView& tensor,
   // Packed float4 codes are stored as U8, two per byte along the last dimension (ModelOpt).
   const bool packed = weight.dtype == DType::kF4E2M1FN;
   const absl::string_view dtype = packed ? "U8" : SafetensorsDTypeName(weight.dtype);
-  std::vector<int64_t> shape = weight.shape;
+  // A tensor-parallel plan's weight is a slice of the checkpoint's tensor.
+  const std::vector<int64_t> whole = weight.CheckpointShape();
+  std::vector<int64_t> shape = whole;
   if (packed && !shape.empty()) shape.back() /= 2;
   const std::string stored =
-      packed ? absl::StrCat(" (", DTypeName(weight.dtype), " ", ShapeText(weight.shape),
+      packed ? absl::StrCat(" (", DTypeName(weight.dtype), " ", ShapeText(whole),
                             ", two codes per byte)")
              : std::string();
   if (tensor.dtype != dtype) {

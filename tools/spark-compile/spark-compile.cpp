@@ -66,6 +66,13 @@ static cl::opt<std::string> activationPrecision(
              "the activation arena; kernels compute in f32 and round what they store, the "
              "numerics of an engine that keeps its activations in bf16; docs/precision.md)"),
     cl::value_desc("f32|bf16"), cl::init("f32"), cl::cat(sparkCompileCategory));
+static cl::opt<int64_t> tensorParallel(
+    "tensor-parallel",
+    cl::desc("Split the text model over N ranks (GPUs), Megatron-style: attention by KV-head "
+             "groups, the MLPs and MoE experts by their intermediate features, the embedding and "
+             "LM head by columns and vocabulary, joined by all-reduce / all-gather steps; every "
+             "rank runs the one plan on its weight slices (docs/multi-gpu.md). Default 1"),
+    cl::value_desc("N"), cl::init(1), cl::cat(sparkCompileCategory));
 static cl::opt<std::string> ptxasPath("ptxas",
                                       cl::desc("ptxas to use (else SPARK_PTXAS, CUDA_HOME, "
                                                "CUDA_PATH, /usr/local/cuda, PATH)"),
@@ -135,6 +142,12 @@ int main(int argc, char **argv) {
         << maxImageTokens << "\n";
     return 1;
   }
+  if (tensorParallel < 1 || tensorParallel > 64) {
+    WithColor::error(errs(), "spark-compile")
+        << "--tensor-parallel must be in [1, 64], got " << tensorParallel << "\n";
+    return 1;
+  }
+  options.tensorParallel = tensorParallel;
   options.maxImageTokens = maxImageTokens;
   options.maxImageTokensGiven = maxImageTokens.getNumOccurrences() > 0;
   if (kvCacheDType != "f32" && kvCacheDType != "bf16") {

@@ -81,6 +81,7 @@ struct Flags {
   int64_t max_new_tokens = 32;
   std::string device = "auto";
   int64_t max_length = 0;
+  int64_t tensor_parallel = 0;
   double device_memory_utilization = 0.9;
   double temperature = 0.0;
   int32_t top_k = 0;
@@ -219,6 +220,7 @@ absl::StatusOr<DeviceMemory> EstimateTarget() {
 
 absl::Status EstimateCommand(const std::string& model) {
   SPARK_ASSIGN_OR_RETURN(const Artifact artifact, LoadArtifact(model));
+  SPARK_RETURN_IF_ERROR(CheckTensorParallel(artifact.plan, F().tensor_parallel));
   EstimateOptions options;
   SPARK_ASSIGN_OR_RETURN(options.max_length, ResolveMaxLength(artifact.plan.model, F().max_length));
   options.utilization = F().device_memory_utilization;
@@ -399,8 +401,12 @@ absl::StatusOr<RunOptions> ReadRunOptions() {
 // Where the model runs and in which number formats: printed as OpenModel places it.
 void ReportPlacement(const Model& model) {
   if (!model.on_cuda()) {
-    Note(absl::StrCat("device: host reference executor; image ", model.artifact().path,
-                      " (plan only)"));
+    const int64_t ranks = model.plan().ranks;
+    Note(absl::StrCat("device: host reference executor",
+                      ranks > 1 ? absl::StrCat(", ", ranks, " ranks in this process (tensor "
+                                                            "parallel)")
+                                : "",
+                      "; image ", model.artifact().path, " (plan only)"));
   } else {
     const Resolution& r = *model.resolution();
     const DeviceInfo& d = model.device();
@@ -459,6 +465,7 @@ absl::StatusOr<std::shared_ptr<Model>> OpenModel(const std::string& artifact) {
   model_options.profile = F().profile;
   model_options.max_sessions = std::max<int64_t>(1, F().streams);
   model_options.kv_pool_sessions = F().kv_pool_sequences;
+  model_options.tensor_parallel = F().tensor_parallel;
   if (!F().dump.empty()) {
     SPARK_RETURN_IF_ERROR(MakeDirectory(F().dump));
     model_options.dump_dir = F().dump;
@@ -1142,6 +1149,11 @@ int main(int argc, char** argv) {
                  "max_position_embeddings)")->type_name("N")->group(generation);
   app.add_option("--device-memory-utilization", flags.device_memory_utilization,
                  "fraction of the memory pool the model may use")->type_name("F")->group(generation);
+  app.add_option("--tensor-parallel", flags.tensor_parallel,
+                 "the ranks the model was compiled for (spark-compile --tensor-parallel N); "
+                 "refused when it differs. A tensor-parallel model runs every rank on the host "
+                 "in this process (--device host; docs/multi-gpu.md); 0: as compiled")
+      ->type_name("N")->check(CLI::Range(int64_t{0}, int64_t{64}))->group(generation);
   CLI::Option* temperature = app.add_option(
       "--temperature", flags.temperature,
       "sampling temperature (0: greedy; with text, generation_config.json's when it has one)")
@@ -1238,10 +1250,10 @@ int main(int argc, char** argv) {
   exclude(dump_plan, generation_flags);
   exclude(dump_plan, {"--explain-resolution", "--estimate", "--list-devices", "--max-length",
                       "--device-memory-utilization", "--module-path", "--device-cc",
-                      "--device-profile"});
+                      "--device-profile", "--tensor-parallel"});
   exclude(explain, generation_flags);
   exclude(explain, {"--estimate", "--list-devices", "--max-length",
-                    "--device-memory-utilization", "--device-profile"});
+                    "--device-memory-utilization", "--device-profile", "--tensor-parallel"});
   exclude(estimate, generation_flags);
   exclude(estimate, {"--list-devices", "--module-path", "--device-cc"});
   // Each mode's own options mean nothing without it.

@@ -142,6 +142,8 @@ void populateLinearLowerings(LoweringTable &table);
 void populateAttentionLowerings(LoweringTable &table);
 /// moe_router (rms_norm + linear + moe_topk), moe_experts (their GEMV and grouped paths).
 void populateMoeLowerings(LoweringTable &table);
+/// all_reduce, all_gather (a tensor-parallel module's collectives): transfer steps.
+void populateCollectiveLowerings(LoweringTable &table);
 /// The vision tower's ops (the encode_image function): shift_scale, patch_position_embedding,
 /// clamp, rope_2d, bidirectional_attention, pool_by_position, standardize.
 void populateVisionLowerings(LoweringTable &table);

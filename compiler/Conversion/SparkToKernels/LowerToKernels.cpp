@@ -110,6 +110,7 @@ public:
     populateAttentionLowerings(table);
     populateMoeLowerings(table);
     populateVisionLowerings(table);
+    populateCollectiveLowerings(table);
   }
 
   LogicalResult run(int64_t &numLaunches, int64_t &numEntries);
@@ -172,13 +173,16 @@ private:
   /// A checkpoint tensor the plan reads: its type, weight id and, for a weight stored in pieces,
   /// the parts it is assembled from (spark.weight).
   struct PlanWeight {
+    StringRef name;
     RankedTensorType type;
     int64_t id;
     ArrayAttr parts;
     DenseI64ArrayAttr partShape;
     bool reciprocal;
+    ShardAttr shard;
   };
-  llvm::MapVector<StringRef, PlanWeight> weights;
+  /// By (name, shard): a tensor-parallel module reads two slices of a tied embedding table.
+  llvm::MapVector<std::pair<StringRef, Attribute>, PlanWeight> weights;
   llvm::StringMap<int64_t> cacheIds;
   SmallVector<KvCacheOp> caches;
   SmallVector<PendingLaunch> launches;
@@ -231,9 +235,10 @@ FailureOr<Arg> Lowering::weight(Value value) {
     return current->emitOpError("expects operand #") << index << " to be a spark.weight result";
   }
   auto [it, inserted] = weights.try_emplace(
-      weight.getName(), PlanWeight{weight.getType(), static_cast<int64_t>(weights.size()),
-                                   weight.getPartsAttr(), weight.getPartShapeAttr(),
-                                   weight.getReciprocal()});
+      std::make_pair(weight.getName(), Attribute(weight.getShardAttr())),
+      PlanWeight{weight.getName(), weight.getType(), static_cast<int64_t>(weights.size()),
+                 weight.getPartsAttr(), weight.getPartShapeAttr(), weight.getReciprocal(),
+                 weight.getShardAttr()});
   if (!inserted && it->second.type != weight.getType())
     return weight.emitOpError("weight '")
            << weight.getName() << "' is used with two types: " << it->second.type << " and "
@@ -418,12 +423,12 @@ LogicalResult Lowering::checkWeightTypes(Operation *op, size_t first) {
       if (arg.kind != Arg::Weight)
         continue;
       const abi::ElementType want = launches[l].spec->args[i].element;
-      for (auto &[name, weight] : weights) {
+      for (auto &[key, weight] : weights) {
         if (weight.id != arg.index)
           continue;
         if (!matches(want, weight.type.getElementType()))
           return op->emitOpError("expects weight '")
-                 << name << "' in " << typeName(want) << " (the " << launches[l].spec->op
+                 << weight.name << "' in " << typeName(want) << " (the " << launches[l].spec->op
                  << " kernel's " << launches[l].spec->args[i].name << "), got " << weight.type
                  << (want == abi::ElementType::kBF16
                          ? "; only spark.linear and spark.moe_experts take quantized weights"
@@ -457,11 +462,12 @@ LogicalResult Lowering::appendSampling() {
 /// layer's launches after its attention (the MLP or experts and the residual adds), which no
 /// other token needs either.
 void Lowering::markLogitsTail() {
-  // Readers of each buffer, by launch index.
+  // Readers of each buffer, by launch index (an argument updated in place is read too).
   llvm::DenseMap<int64_t, SmallVector<size_t>> readers;
   for (auto [l, launch] : llvm::enumerate(launches))
     for (auto [i, arg] : llvm::enumerate(launch.args))
-      if (arg.kind == Arg::Buffer && !abi::IsWrittenRole(launch.spec->args[i].role))
+      if (arg.kind == Arg::Buffer && (!abi::IsWrittenRole(launch.spec->args[i].role) ||
+                                      launch.spec->args[i].role == abi::Role::kInOut))
         readers[arg.index].push_back(l);
   size_t first = launches.size();
   while (first > 0) {
@@ -559,11 +565,11 @@ void Lowering::buildProgram() {
         BufferAttr::get(ctx, buffer.name, dtype, buffer.rowShape, /*offset=*/std::nullopt));
   }
   SmallVector<Attribute> weightAttrs;
-  for (auto &[name, weight] : weights)
+  for (auto &[key, weight] : weights)
     weightAttrs.push_back(WeightAttr::get(
-        ctx, name, weight.type.getElementType(), weight.type.getShape(), weight.parts,
+        ctx, weight.name, weight.type.getElementType(), weight.type.getShape(), weight.parts,
         weight.parts ? weight.partShape.asArrayRef() : ArrayRef<int64_t>(),
-        weight.reciprocal ? WeightTransform::reciprocal : WeightTransform::none));
+        weight.reciprocal ? WeightTransform::reciprocal : WeightTransform::none, weight.shard));
   auto input = [&](StringRef name) -> int64_t {
     auto it = inputs.find(name.str());
     return it == inputs.end() ? -1 : it->second;
@@ -581,7 +587,9 @@ void Lowering::buildProgram() {
       b.getArrayAttr(weightAttrs), programInputs,
       ProgramOutputsAttr::get(ctx, logits, sampledTokens, embeddings),
       model,
-      /*activation_precision=*/TypeAttr());
+      /*activation_precision=*/TypeAttr(),
+      /*ranks=*/kind == EntryKind::kForward ? module->getAttrOfType<IntegerAttr>("spark.ranks")
+                                             : IntegerAttr());
   program.getBody().emplaceBlock();
   b.setInsertionPointToStart(&program.getBody().front());
   for (const PendingLaunch &l : launches) {

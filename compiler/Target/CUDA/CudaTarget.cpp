@@ -286,6 +286,7 @@ Expected<rt::Plan> planOfProgram(mlir::ModuleOp module, ProgramOp program,
   plan.version = plan_format::kPlanVersion;
   plan.target = target.name;
   plan.max_tokens = program.getMaxTokens();
+  plan.ranks = program.getRanks().value_or(1);
   plan.arena_bytes = program.getArenaBytes();
   std::optional<mlir::Type> precision = program.getActivationPrecision();
   plan.activation_precision = precision && precision->isBF16() ? rt::DType::kBF16 : rt::DType::kF32;
@@ -343,6 +344,8 @@ Expected<rt::Plan> planOfProgram(mlir::ModuleOp module, ProgramOp program,
     }
     if (attr.getTransform() == WeightTransform::reciprocal)
       weight.transform = rt::WeightTransform::kReciprocal;
+    if (ShardAttr shard = attr.getShard())
+      weight.shard = {shard.getAxis(), shard.getParts(), shard.getChunks()};
     plan.weights.push_back(std::move(weight));
   }
   for (KvCacheOp cache : module.getOps<KvCacheOp>()) {

@@ -102,13 +102,35 @@ def Spark_BufferAttr : Spark_Attr<"Buffer", "buffer"> {
   }];
 }
 
+def Spark_ShardAttr : Spark_Attr<"Shard", "shard"> {
+  let summary = "the slice of a checkpoint tensor one rank of a tensor-parallel model reads";
+  let description = [{
+    On a `spark.weight` (and its `#spark.weight` in a program) of a module sharded by
+    `spark-shard-tensor-parallel` (`spark-compile --tensor-parallel N`): the checkpoint tensor
+    has `parts` times the weight's size along `axis`; that dimension is `chunks` equal chunks
+    (2 for the MoE experts' fused gate_up: gate rows, then up rows), each split into `parts`
+    slices, and rank r of the module's N ranks reads slice r * parts / N of every chunk
+    (`parts` divides N; fewer parts than ranks replicate a slice on N / parts ranks: the KV
+    heads of a model with fewer KV heads than ranks). docs/multi-gpu.md.
+
+    ```mlir
+    #spark.shard<axis = 0, parts = 2, chunks = 1>
+    ```
+  }];
+  let parameters = (ins "int64_t":$axis, "int64_t":$parts, "int64_t":$chunks);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Spark_WeightAttr : Spark_Attr<"Weight", "weight"> {
   let summary = "one checkpoint tensor a spark.program's launches read";
   let description = [{
     A weight of `shape` and element type `dtype` (bf16, f32, f8E4M3FN, or f4E2M1FN codes
     packed two per byte) named as in the checkpoint. `parts` (with `part_shape`) concatenates
     several checkpoint tensors into one (the MoE experts of a checkpoint that stores one tensor
-    per expert; `part_shape` left out: scalar parts); `transform = reciprocal` stores 1/x of each value (an FP8 input scale).
+    per expert; `part_shape` left out: scalar parts); `transform = reciprocal` stores 1/x of each value (an FP8 input scale);
+    `shard` (a tensor-parallel module's) says which slice of the tensor one rank reads: `shape`
+    is the slice's.
 
     ```mlir
     #spark.weight<name = "model.language_model.layers.0.mlp.down_proj.weight", dtype = bf16, shape = [2816, 2112]>
@@ -121,7 +143,8 @@ def Spark_WeightAttr : Spark_Attr<"Weight", "weight"> {
     OptionalParameter<"::mlir::ArrayAttr", "checkpoint tensors concatenated into it">:$parts,
     Spark_OptionalShapeParameter<"the shape of each part">:$part_shape,
     DefaultValuedParameter<"::spark::WeightTransform", "::spark::WeightTransform::none",
-                           "transform at load">:$transform
+                           "transform at load">:$transform,
+    OptionalParameter<"::spark::ShardAttr", "a tensor-parallel rank's slice">:$shard
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

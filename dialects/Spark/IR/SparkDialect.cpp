@@ -44,6 +44,14 @@ void SparkDialect::initialize() {
 }
 
 LogicalResult SparkDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  // spark.ranks: the module was split over that many ranks (spark-shard-tensor-parallel).
+  if (attr.getName() == "spark.ranks") {
+    auto ranks = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!ranks || ranks.getInt() < 2 || ranks.getInt() > 64)
+      return op->emitError("expects spark.ranks to be an integer in [2, 64], got ")
+             << attr.getValue();
+    return success();
+  }
   if (attr.getName() != "spark.model")
     return op->emitError("unknown spark dialect attribute '") << attr.getName() << "'";
   if (!isa<ModelAttr>(attr.getValue()))
@@ -117,9 +125,18 @@ LogicalResult BufferAttr::verify(function_ref<InFlightDiagnostic()> emitError, S
   return verifyDims(emitError, "#spark.buffer", name, "row_shape", rowShape);
 }
 
+LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t axis,
+                                int64_t parts, int64_t chunks) {
+  if (axis < 0 || parts < 2 || chunks < 1)
+    return emitError() << "#spark.shard expects axis >= 0, parts >= 2 and chunks >= 1, got axis "
+                       << axis << ", parts " << parts << ", chunks " << chunks;
+  return success();
+}
+
 LogicalResult WeightAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
                                  Type dtype, ArrayRef<int64_t> shape, ArrayAttr parts,
-                                 ArrayRef<int64_t> partShape, WeightTransform transform) {
+                                 ArrayRef<int64_t> partShape, WeightTransform transform,
+                                 ShardAttr shard) {
   if (name.empty())
     return emitError() << "#spark.weight needs a checkpoint tensor name";
   if (!isWeightType(dtype))
@@ -135,6 +152,9 @@ LogicalResult WeightAttr::verify(function_ref<InFlightDiagnostic()> emitError, S
       if (auto partName = dyn_cast<StringAttr>(part); !partName || partName.empty())
         return emitError() << "#spark.weight '" << name
                            << "' parts must be checkpoint tensor names, got " << part;
+  if (shard && shard.getAxis() >= static_cast<int64_t>(shape.size()))
+    return emitError() << "#spark.weight '" << name << "' has shard axis " << shard.getAxis()
+                       << " but rank " << shape.size();
   return success();
 }
 

@@ -40,6 +40,16 @@ LogicalResult WeightOp::verify() {
   if (getReciprocal() && !type.getElementType().isF32())
     return emitOpError("expects an f32 weight with reciprocal (the reciprocal of a scale), got '")
            << getName() << "' " << type;
+  if (ShardAttr shard = getShardAttr()) {
+    if (shard.getAxis() >= type.getRank())
+      return emitOpError("expects the shard axis of weight '")
+             << getName() << "' below its rank " << type.getRank() << ", got "
+             << shard.getAxis();
+    if (type.getDimSize(shard.getAxis()) % shard.getChunks() != 0)
+      return emitOpError("expects ") << shard.getChunks() << " shard chunks to divide dimension "
+                                     << shard.getAxis() << " of weight '" << getName() << "' "
+                                     << type;
+  }
   if (!getParts() && !getPartShape())
     return success();
   if (!getParts() || !getPartShape())
@@ -328,6 +338,26 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
     return getResult();
   }
   return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (tensor parallelism)
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::verify() {
+  if (getRanks() < 2)
+    return emitOpError("expects 2 or more ranks, got ") << getRanks();
+  return verifyActivation(getType(), 2, "result", [&] { return emitOpError(); });
+}
+
+LogicalResult AllGatherOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  auto emit = [&] { return emitOpError(); };
+  if (getRanks() < 2)
+    return emitOpError("expects 2 or more ranks, got ") << getRanks();
+  if (failed(verifyActivation(in, 2, "input", emit)))
+    return failure();
+  return verifyShape(out, {in.getDimSize(0), in.getDimSize(1) * getRanks()}, "result", emit);
 }
 
 LogicalResult SelectGroupOp::verify() {

@@ -57,9 +57,17 @@ def Spark_WeightOp : Spark_Op<"weight", [Pure]> {
     %d = spark.weight "model.language_model.layers.0.experts.{0..1}.down_proj.weight" {parts = ["model.language_model.layers.0.experts.0.down_proj.weight", "model.language_model.layers.0.experts.1.down_proj.weight"], part_shape = array<i64: 64, 32>} : tensor<2x64x32xf4E2M1FN>
     %g = spark.weight "model.language_model.layers.3.mlp.up_proj.weight_global_scale" {reciprocal} : tensor<1xf32>
     ```
+
+    With `shard` (`#spark.shard`, set by `spark-shard-tensor-parallel`) the type is one rank's
+    slice of the tensor, which has `parts` times as much along the shard's axis.
+
+    ```mlir
+    %q = spark.weight "model.language_model.layers.0.self_attn.q_proj.weight" {shard = #spark.shard<axis = 0, parts = 2, chunks = 1>} : tensor<2048x2816xbf16>
+    ```
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<StrArrayAttr>:$parts,
-                       OptionalAttr<DenseI64ArrayAttr>:$part_shape, UnitAttr:$reciprocal);
+                       OptionalAttr<DenseI64ArrayAttr>:$part_shape, UnitAttr:$reciprocal,
+                       OptionalAttr<Spark_ShardAttr>:$shard);
   let results = (outs Spark_WeightTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -624,6 +632,42 @@ def Spark_MoeExpertsOp : Spark_Op<"moe_experts", [Pure, AttrSizedOperandSegments
 
 def Spark_LaunchArgsAttr : TypedArrayAttrBase<Spark_LaunchArgAttr, "launch arguments">;
 
+def Spark_AllReduceOp : Spark_Op<"all_reduce", [Pure, SameOperandsAndResultType]> {
+  let summary = "the sum of every rank's rows (tensor parallelism)";
+  let description = [{
+    In a module sharded over `ranks` ranks (`spark-shard-tensor-parallel`): every rank's
+    `input` summed, each rank getting the sum (after a row-parallel linear: attention's o_proj,
+    the MLP's down_proj, the MoE experts). Lowers to the `all_reduce` transfer step
+    (kernel_ops.def), which the runtime carries out through NCCL or, on the host, in memory.
+
+    ```mlir
+    %s = spark.all_reduce %o {ranks = 2 : i64} : tensor<?x2816xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_I64Attr:$ranks);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Spark_AllGatherOp : Spark_Op<"all_gather", [Pure]> {
+  let summary = "every rank's columns side by side (tensor parallelism)";
+  let description = [{
+    In a module sharded over `ranks` ranks: rows of `ranks` times the input's columns, rank r's
+    `input` in columns [r * cols, (r + 1) * cols) (the embedding lookup of a column slice of the
+    table, the LM head's logits of a slice of the vocabulary). Lowers to the `all_gather`
+    transfer step.
+
+    ```mlir
+    %l = spark.all_gather %part {ranks = 2 : i64} : tensor<?x131072xf32> -> tensor<?x262144xf32>
+    ```
+  }];
+  let arguments = (ins Spark_Activation:$input, Spark_I64Attr:$ranks);
+  let results = (outs Spark_Activation:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, NoRegionArguments]> {
   let summary = "a planned launch sequence over one activation arena";
   let description = [{
@@ -634,7 +678,9 @@ def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, No
     buffer its byte offset
     and the program its arena size (0 before). The plan writer serialises it into
     the `.spark.plan` section (docs/plan-format.md). `activation_precision = bf16` (absent:
-    f32) says that every f32 output of a launch is rounded to bf16 as it is stored.
+    f32) says that every f32 output of a launch is rounded to bf16 as it is stored. `ranks`
+    (absent: 1) is the number of ranks of a tensor-parallel program: every rank runs it on its
+    weight slices, joined by its `all_reduce` / `all_gather` transfers.
 
     ```mlir
     spark.program @forward attributes {max_tokens = 64 : i64, arena_bytes = 2048 : i64,
@@ -652,7 +698,8 @@ def Spark_ProgramOp : Spark_Op<"program", [Symbol, NoTerminator, SingleBlock, No
                        TypedArrayAttrBase<Spark_WeightAttr, "weights">:$weights,
                        Spark_ProgramInputsAttr:$inputs, Spark_ProgramOutputsAttr:$outputs,
                        OptionalAttr<Spark_ModelAttr>:$model,
-                       OptionalAttr<TypeAttrOf<AnyTypeOf<[F32, BF16]>>>:$activation_precision);
+                       OptionalAttr<TypeAttrOf<AnyTypeOf<[F32, BF16]>>>:$activation_precision,
+                       OptionalAttr<Spark_I64Attr>:$ranks);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

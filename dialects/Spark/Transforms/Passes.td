@@ -36,4 +36,28 @@ def SparkFuseNormsPass : Pass<"spark-fuse-norms", "mlir::func::FuncOp"> {
   ];
 }
 
+def SparkShardTensorParallelPass : Pass<"spark-shard-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "splits the text model over N ranks, Megatron-style (tensor parallelism)";
+  let description = [{
+    Rewrites `@forward` into the program of one of `ranks` ranks, the same for every rank (each
+    reads its own slices of the weights: `#spark.shard`), with collectives where the ranks'
+    partial results meet (docs/multi-gpu.md):
+    - attention by KV-head groups: q/k/v projections column-parallel (a rank's query heads and
+      the KV heads they read; with fewer KV heads than ranks, each KV head on ranks / kv_heads
+      ranks), its KV caches holding its KV heads, o_proj row-parallel + `spark.all_reduce`;
+    - the dense MLP: gate/up column-parallel, down row-parallel + `spark.all_reduce`;
+    - the MoE experts by their intermediate dimension (every rank every expert's slice, the
+      router replicated) + `spark.all_reduce`;
+    - the token embedding by columns (+ `spark.all_gather`), the LM head by vocabulary rows
+      (+ `spark.all_gather` of the logits, so every rank samples the same token);
+    - everything else (norms, the router, the per-layer embeddings of the E models, the vision
+      tower `@encode_image`) replicated.
+    A dimension the ranks do not divide is an error naming the layer and the sizes.
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", "2", "the number of ranks (2 to 64)">
+  ];
+  let dependentDialects = ["::spark::SparkDialect"];
+}
+
 #endif // SPARK_TRANSFORMS_PASSES_TD

@@ -1440,8 +1440,8 @@ module attributes {spark.model = #spark.model<variant = "v", architecture = "Gem
 
 // A transfer names a transfer op of the registry (kernel_ops.def SPARK_TRANSFER_OPS).
 spark.program @forward attributes {max_tokens = 4 : i64, arena_bytes = 0 : i64, buffers = [#spark.buffer<name = "a", dtype = f32, row_shape = [4]>, #spark.buffer<name = "b", dtype = f32, row_shape = [4]>], weights = [], inputs = #spark.inputs<>, outputs = #spark.outputs<>} {
-  // expected-error @+1 {{'spark.transfer' op of op 'all_gather', which the op registry (kernel_ops.def) does not know}}
-  spark.transfer "all_gather" args [buffer 0]
+  // expected-error @+1 {{'spark.transfer' op of op 'broadcast', which the op registry (kernel_ops.def) does not know}}
+  spark.transfer "broadcast" args [buffer 0]
 }
 
 // -----

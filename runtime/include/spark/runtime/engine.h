@@ -71,6 +71,11 @@ inline constexpr int64_t kAutoSessions = 32;
 // ModelOptions::kv_pool_sessions: as many full-length sessions as the memory estimate fits.
 inline constexpr int64_t kKvPoolFit = -1;
 
+// OK when a model compiled into `plan` has the ranks the caller expects (`expected`, from
+// spark-run --tensor-parallel; 0: whatever it has); INVALID_ARGUMENT saying how to compile it
+// otherwise.
+absl::Status CheckTensorParallel(const Plan& plan, int64_t expected);
+
 struct ModelOptions {
   std::string artifact;  // the compiled model named by the user (model.cubin)
   std::string weights;   // checkpoint directory or .safetensors file
@@ -91,6 +96,9 @@ struct ModelOptions {
   int64_t kv_pool_sessions = 0;
   bool profile = false;  // time every step (RunProfile; CUDA launches without a graph)
   std::string dump_dir;  // when set: every step's outputs to DIR/runNNN.safetensors (must exist)
+  // The ranks the caller expects the plan to have (spark-run --tensor-parallel N): refused when
+  // the plan was compiled for another number (spark-compile --tensor-parallel). 0: the plan's.
+  int64_t tensor_parallel = 0;
 };
 
 class Model : public std::enable_shared_from_this<Model> {

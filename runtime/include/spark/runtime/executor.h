@@ -266,8 +266,11 @@ struct WeightData {
 void CopyWeightBytes(const WeightData& weight, uint8_t* dst);
 
 // The data of every plan weight, indexed by weight id, after checking each against the checkpoint
-// (name, dtype, shape). Pointers stay valid while `checkpoint` lives.
-absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan, const Checkpoint& checkpoint);
+// (name, dtype, shape). Pointers stay valid while `checkpoint` lives. For a tensor-parallel plan
+// (Plan::ranks > 1), rank `rank`'s slices (WeightShard): a slice that is not one run of the
+// checkpoint's bytes comes as parts.
+absl::StatusOr<std::vector<WeightData>> BindWeights(const Plan& plan, const Checkpoint& checkpoint,
+                                                    int64_t rank = 0);
 
 // Where an executor on an integrated GPU (memory shared with the CPU) keeps each weight: read in
 // place from the checkpoint's mapping, or copied. The kernels' fast paths load weights 16 bytes at

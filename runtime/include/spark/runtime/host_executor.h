@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "spark/runtime/collectives.h"
 #include "spark/runtime/executor.h"
 #include "spark/runtime/host_kernel_dispatch.h"
 #include "spark/runtime/kernel_abi.h"
@@ -29,10 +30,12 @@ using HostKernelRunner =
 
 // `plan` and the memory behind `weights` (indexed by weight id, see BindWeights) must outlive the
 // executor. INVALID_ARGUMENT if the plan lacks an entry buffer or the weights do not match it.
-// Without `kernel_runner`, the host references run every step.
-absl::StatusOr<std::unique_ptr<Executor>> CreateHostExecutor(const Plan& plan,
-                                                             std::vector<WeightData> weights,
-                                                             HostKernelRunner kernel_runner = {});
+// Without `kernel_runner`, the host references run every step. A tensor-parallel plan's rank
+// (Plan::ranks > 1; its weights bound for that rank) runs its collectives through
+// `communicator` (collectives.h; tensor_parallel_executor.h joins the ranks' executors).
+absl::StatusOr<std::unique_ptr<Executor>> CreateHostExecutor(
+    const Plan& plan, std::vector<WeightData> weights, HostKernelRunner kernel_runner = {},
+    std::unique_ptr<Communicator> communicator = nullptr);
 
 }  // namespace rt
 }  // namespace spark

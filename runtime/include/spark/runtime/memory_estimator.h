@@ -129,6 +129,9 @@ struct PlanSizes {
   int64_t vocab_size = 0;
   int64_t max_position_embeddings = 0;  // 0: no limit
   std::vector<KvCacheInfo> kv_caches;
+  // A tensor-parallel plan's ranks (Plan::ranks): the sizes above are one rank's (its weight
+  // slices, its KV heads), and so is the estimate.
+  int64_t ranks = 1;
 };
 PlanSizes SizesFromPlan(const Plan& plan);
 
@@ -141,6 +144,10 @@ struct EstimateOptions {
   int64_t sessions = 0;
   double utilization = 1.0;  // --device-memory-utilization, in (0, 1]
   bool use_swap = false;     // integrated GPUs: count free swap in the pool
+  // Ranks of a tensor-parallel plan that draw on this one pool (the host simulation runs every
+  // rank in one process: all of them); each rank's budget is the pool / this. 1: a device per
+  // rank.
+  int64_t ranks_sharing_pool = 1;
 };
 
 // What a component of the estimate counts; code looks components up by kind, the name is for
@@ -169,6 +176,7 @@ struct MemoryEstimate {
   // For the refusal: what was asked and what would fit.
   std::string model;
   std::string device;
+  int64_t ranks = 1;  // a tensor-parallel plan's: the estimate is one rank's
   EstimateOptions options;
   int64_t max_fitting_length = 0;  // the largest --max-length that fits, 0 when none does
   // The KV cache's bytes were every cache bf16 (spark-compile --kv-cache-dtype bf16); equal to

@@ -40,6 +40,25 @@ enum class WeightTransform {
 absl::string_view WeightTransformName(WeightTransform transform);
 absl::StatusOr<WeightTransform> ParseWeightTransform(absl::string_view name);
 
+// The rank's slice of a weight of a tensor-parallel plan (Plan::ranks > 1; docs/multi-gpu.md):
+// the checkpoint tensor (or the whole assembled from parts) has `parts` times the weight's shape
+// along `axis`; that dimension is `chunks` equal chunks one after the other (2 for the MoE
+// experts' fused gate_up: the gate rows, then the up rows), each split into `parts` equal
+// slices, and rank r reads slice ShardPart(r) of every chunk. `parts` divides the plan's ranks:
+// fewer parts than ranks replicate each slice on ranks / parts consecutive ranks (the KV heads
+// of a model with fewer KV heads than ranks). axis -1: the whole tensor on every rank.
+struct WeightShard {
+  int64_t axis = -1;
+  int64_t parts = 1;
+  int64_t chunks = 1;
+  bool sharded() const { return axis >= 0; }
+  // The slice rank `rank` of `ranks` reads: rank * parts / ranks.
+  int64_t PartOf(int64_t rank, int64_t ranks) const { return rank * parts / ranks; }
+  bool operator==(const WeightShard& o) const {
+    return axis == o.axis && parts == o.parts && chunks == o.chunks;
+  }
+};
+
 // A checkpoint tensor the plan reads.
 struct WeightInfo {
   std::string name;  // full checkpoint name, e.g. model.language_model.norm.weight
@@ -51,7 +70,20 @@ struct WeightInfo {
   std::vector<std::string> parts;
   std::vector<int64_t> part_shape;
   WeightTransform transform = WeightTransform::kNone;
-  uint64_t num_bytes() const;
+  // A tensor-parallel plan's weights: `shape` is one rank's; the checkpoint's is
+  // CheckpointShape().
+  WeightShard shard;
+  uint64_t num_bytes() const;  // one rank's
+  // True when the runtime puts the weight together in memory of its own when it loads it (so an
+  // integrated GPU cannot read it in place): assembled from parts, transformed, or a slice that
+  // is not one run of the checkpoint's bytes (any shard but whole rows of axis 0).
+  bool CopiedAtLoad() const {
+    return !parts.empty() || transform != WeightTransform::kNone ||
+           (shard.sharded() && (shard.axis != 0 || shard.chunks != 1));
+  }
+  // The shape of the whole weight in the checkpoint: `shape` with the sharded axis times
+  // shard.parts.
+  std::vector<int64_t> CheckpointShape() const;
 };
 
 enum class KvKind { kFull, kSliding };
@@ -154,6 +186,11 @@ struct ModelInfo {
 struct Plan {
   uint32_t version = 0;
   std::string target;         // e.g. "sm_121a"
+  // The ranks of a tensor-parallel plan (spark-compile --tensor-parallel N, docs/multi-gpu.md):
+  // every rank runs this plan on its slices of the weights (WeightInfo::shard) and its share of
+  // the KV heads, the collectives (all_reduce, all_gather transfer steps) joining them. 1: one
+  // device runs the whole model.
+  int64_t ranks = 1;
   int64_t max_tokens = 0;     // rows every activation buffer has room for (prefill chunk)
   uint64_t arena_bytes = 0;   // size of the activation arena
   // The element type of every activation buffer (the registry's kAct arguments, the logits and

@@ -23,7 +23,7 @@ namespace plan_format {
 
 inline constexpr char kSectionName[] = ".spark.plan";
 inline constexpr char kMagic[8] = {'S', 'P', 'K', 'P', 'L', 'A', 'N', '\0'};
-inline constexpr uint32_t kPlanVersion = 18;
+inline constexpr uint32_t kPlanVersion = 19;
 inline constexpr size_t kHeaderSize = 32;
 // Limits that bound what a hostile plan can make the reader allocate (docs/security.md). The
 // largest real plan, Gemma 4 31B's, is a buffer of 583 KiB with 1,076 steps, 1,020 buffers, 832
@@ -42,6 +42,8 @@ inline constexpr uint64_t kMaxKvCaches = 1024;
 // The most parts one weight may be assembled from (Gemma 4 26B-A4B's per-expert checkpoints:
 // 256, gate and up of 128 experts).
 inline constexpr uint64_t kMaxWeightParts = 65536;
+// Ranks of a tensor-parallel plan (Plan::ranks).
+inline constexpr int64_t kMaxRanks = 64;
 
 struct Header {
   char magic[8];
