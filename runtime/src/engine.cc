@@ -29,6 +29,7 @@
 #include "spark/runtime/status_macros.h"
 
 #include "batching_executor.h"
+#include "cuda/nccl.h"
 #include "tensor_parallel_executor.h"
 
 namespace spark {
@@ -40,16 +41,58 @@ absl::StatusOr<DeviceInfo> FirstDevice() {
   return devices.front();  // ListDevices fails rather than return no device
 }
 
-// The plan's ranks against what the caller expects and where it runs.
-absl::Status CheckRanks(const Plan& plan, int64_t expected, bool on_cuda) {
-  SPARK_RETURN_IF_ERROR(CheckTensorParallel(plan, expected));
-  if (on_cuda && plan.ranks > 1) {
-    return absl::UnimplementedError(absl::StrCat(
+// A tensor-parallel plan on CUDA takes devices 0 .. ranks - 1 of this machine, all of one compute
+// capability (the ranks share the image resolved for device 0).
+absl::Status CheckRankDevices(const Plan& plan) {
+  if (plan.ranks == 1) return absl::OkStatus();
+  SPARK_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, ListDevices());
+  if (static_cast<int64_t>(devices.size()) < plan.ranks) {
+    return absl::FailedPreconditionError(absl::StrCat(
         "the model was compiled for ", plan.ranks, " ranks (spark-compile --tensor-parallel ",
-        plan.ranks, "), and this build runs tensor-parallel plans on the host only "
-        "(--device host: every rank in this process); see docs/multi-gpu.md"));
+        plan.ranks, "): it needs ", plan.ranks, " GPUs, one per rank, and this machine has ",
+        devices.size(), "; run it on a machine with ", plan.ranks, " GPUs, compile it for ",
+        devices.size() == 1 ? "one (no --tensor-parallel)" : "fewer ranks",
+        ", or simulate the ranks on the host (--device host); docs/multi-gpu.md"));
+  }
+  for (int64_t r = 1; r < plan.ranks; ++r) {
+    if (devices[r].cc_major != devices[0].cc_major || devices[r].cc_minor != devices[0].cc_minor) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", r, " would run on cuda:", r, " (", devices[r].name, ", cc ",
+          devices[r].cc_major, ".", devices[r].cc_minor, "), rank 0 on cuda:0 (", devices[0].name,
+          ", cc ", devices[0].cc_major, ".", devices[0].cc_minor,
+          "): the ranks of one model share an image, so their GPUs must be of one kind"));
+    }
   }
   return absl::OkStatus();
+}
+
+// The ranks of a tensor-parallel plan on CUDA devices 0 .. ranks - 1 (CheckRankDevices), one
+// executor each, joined by NCCL communicators made for this process's devices.
+absl::StatusOr<std::unique_ptr<Executor>> MakeCudaRanks(const Artifact& image,
+                                                        const Checkpoint& checkpoint,
+                                                        const Plan& run, bool graphs,
+                                                        const EngineOptions& engine) {
+  SPARK_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, ListDevices());
+  std::vector<int> ordinals;
+  for (int64_t r = 0; r < run.ranks; ++r) ordinals.push_back(devices[r].ordinal);
+  SPARK_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<NcclCommunicator>> comms,
+                         NcclCommunicator::ForLocalDevices(ordinals));
+  std::vector<std::unique_ptr<Executor>> ranks;
+  for (int64_t r = 0; r < run.ranks; ++r) {
+    CudaExecutorOptions cuda;
+    cuda.device = devices[r];
+    cuda.use_graphs = graphs;
+    cuda.on_notice = engine.on_notice;
+    if (r == 0) cuda.on_progress = engine.on_progress;
+    cuda.plan = &run;
+    cuda.rank = r;
+    cuda.nccl = comms[r];
+    SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Executor> rank,
+                           CreateCudaExecutor(image, checkpoint, cuda));
+    ranks.push_back(std::move(rank));
+  }
+  return std::unique_ptr<Executor>(new TensorParallelExecutor(
+      std::move(ranks), [comms] { for (const auto& c : comms) c->Abort(); }, [] {}));
 }
 
 }  // namespace
@@ -230,12 +273,14 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   SPARK_ASSIGN_OR_RETURN(model->max_length_,
                          ResolveMaxLength(model->artifact_->plan.model, options.max_length));
   model->max_sessions_ = options.max_sessions;
+  SPARK_RETURN_IF_ERROR(CheckTensorParallel(model->artifact_->plan, options.tensor_parallel));
   SPARK_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(options.weights));
 
   // Placement: the GPU and the image the resolver picks for it, or the host.
   if (options_.device != DeviceMode::kHost) {
     absl::Status gpu = [&]() -> absl::Status {
       SPARK_ASSIGN_OR_RETURN(DeviceInfo device, FirstDevice());
+      SPARK_RETURN_IF_ERROR(CheckRankDevices(model->artifact_->plan));
       ResolveRequest request;
       request.artifact_path = options.artifact;
       request.cc_major = device.cc_major;
@@ -254,7 +299,7 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
     }
   }
   const Plan& plan = model->plan();
-  SPARK_RETURN_IF_ERROR(CheckRanks(plan, options.tensor_parallel, model->on_cuda()));
+
   SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, *model->checkpoint_));
   if (plan.image_encoder) {
     SPARK_RETURN_IF_ERROR(CheckPlanWeights(*plan.image_encoder, *model->checkpoint_));
@@ -318,6 +363,9 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   // model's device.
   const auto make_executor = [&](const Plan& run,
                                  bool graphs) -> absl::StatusOr<std::unique_ptr<Executor>> {
+    if (model->on_cuda() && run.ranks > 1) {
+      return MakeCudaRanks(model->image(), *model->checkpoint_, run, graphs, options_);
+    }
     if (model->on_cuda()) {
       CudaExecutorOptions cuda;
       cuda.device = model->device_;
@@ -346,8 +394,9 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
                                                 std::move(communicators[r])));
       ranks.push_back(std::move(rank));
     }
-    return std::unique_ptr<Executor>(
-        new TensorParallelExecutor(std::move(ranks), std::move(group)));
+    return std::unique_ptr<Executor>(new TensorParallelExecutor(
+        std::move(ranks), [group] { for (Communicator* c : group) c->Abort(); },
+        [group] { for (Communicator* c : group) c->Reset(); }));
   };
   SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
                          make_executor(plan, options_.use_graphs));

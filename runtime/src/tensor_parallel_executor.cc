@@ -37,9 +37,11 @@ struct TensorParallelExecutor::Workers {
 };
 
 TensorParallelExecutor::TensorParallelExecutor(std::vector<std::unique_ptr<Executor>> ranks,
-                                               std::vector<Communicator*> communicators)
+                                               std::function<void()> abort,
+                                               std::function<void()> reset)
     : ranks_(std::move(ranks)),
-      communicators_(std::move(communicators)),
+      abort_(std::move(abort)),
+      reset_(std::move(reset)),
       workers_(std::make_unique<Workers>()) {
   Workers& w = *workers_;
   w.statuses.resize(ranks_.size());
@@ -80,9 +82,7 @@ absl::Status TensorParallelExecutor::OnEveryRank(
   // A failing rank aborts the group, so that ranks waiting in a collective for it return.
   const std::function<absl::Status(int)> guarded = [&](int rank) {
     absl::Status status = work(rank);
-    if (!status.ok()) {
-      for (Communicator* c : communicators_) c->Abort();
-    }
+    if (!status.ok()) abort_();
     return status;
   };
   {
@@ -111,7 +111,7 @@ absl::Status TensorParallelExecutor::OnEveryRank(
     }
   }
   if (first == nullptr) return absl::OkStatus();
-  for (Communicator* c : communicators_) c->Reset();
+  reset_();
   // Errors every rank meets alike (a checked call) are rank 0's own words.
   if (first_rank == 0) return *first;
   return absl::Status(first->code(), absl::StrCat("rank ", first_rank, ": ", first->message()));

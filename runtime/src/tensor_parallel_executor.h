@@ -15,7 +15,6 @@
 #include <memory>
 #include <vector>
 
-#include "spark/runtime/collectives.h"
 #include "spark/runtime/executor.h"
 
 namespace spark {
@@ -23,9 +22,10 @@ namespace rt {
 
 class TensorParallelExecutor final : public Executor {
  public:
-  // `ranks[r]` runs rank r; `communicators` are the group they call (to abort it), any order.
+  // `ranks[r]` runs rank r; `abort` makes every rank's pending and later collectives fail,
+  // `reset` (once every rank has returned) makes the group usable again where it can be.
   TensorParallelExecutor(std::vector<std::unique_ptr<Executor>> ranks,
-                         std::vector<Communicator*> communicators);
+                         std::function<void()> abort, std::function<void()> reset);
   ~TensorParallelExecutor() override;
 
   absl::Status ReserveSequences(int64_t max_length, int64_t sequences,
@@ -46,7 +46,8 @@ class TensorParallelExecutor final : public Executor {
 
   struct Workers;
   std::vector<std::unique_ptr<Executor>> ranks_;
-  std::vector<Communicator*> communicators_;
+  std::function<void()> abort_;
+  std::function<void()> reset_;
   std::unique_ptr<Workers> workers_;
 };
 

@@ -30,6 +30,27 @@ typedef struct CUevent_st* CUevent;
 typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphExec_st* CUgraphExec;
 
+// CUDA_MEMCPY2D (cuda.h's CUDA_MEMCPY2D_v2): a copy of `Height` rows of `WidthInBytes` between
+// pitched memory. The runtime fills only the device-to-device fields.
+struct CudaMemcpy2D {
+  size_t srcXInBytes = 0;
+  size_t srcY = 0;
+  int srcMemoryType = 0;  // CUmemorytype: cu::kMemoryTypeDevice
+  const void* srcHost = nullptr;
+  CUdeviceptr srcDevice = 0;
+  void* srcArray = nullptr;
+  size_t srcPitch = 0;
+  size_t dstXInBytes = 0;
+  size_t dstY = 0;
+  int dstMemoryType = 0;
+  void* dstHost = nullptr;
+  CUdeviceptr dstDevice = 0;
+  void* dstArray = nullptr;
+  size_t dstPitch = 0;
+  size_t WidthInBytes = 0;
+  size_t Height = 0;
+};
+
 // Constants from cuda.h (same names, Google style).
 namespace cu {
 inline constexpr CUresult kSuccess = 0;
@@ -66,6 +87,7 @@ inline constexpr CUstreamCaptureMode kStreamCaptureModeGlobal = 0;
 inline constexpr CUstreamCaptureMode kStreamCaptureModeThreadLocal = 1;
 inline constexpr unsigned int kMemHostRegisterDeviceMap = 0x02;
 inline constexpr unsigned int kMemHostRegisterReadOnly = 0x08;
+inline constexpr int kMemoryTypeDevice = 2;  // CU_MEMORYTYPE_DEVICE
 }  // namespace cu
 
 // X(member, "exported symbol", (parameters)): every driver entry point the runtime uses. The
@@ -97,6 +119,7 @@ inline constexpr unsigned int kMemHostRegisterReadOnly = 0x08;
     (void* dst, CUdeviceptr src, size_t bytes, CUstream stream))                                \
   X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2",                                                  \
     (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream))                          \
+  X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", (const CudaMemcpy2D* copy, CUstream stream))        \
   X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr dst, unsigned char value, size_t count))          \
   X(cuMemHostRegister, "cuMemHostRegister_v2", (void* pointer, size_t bytes, unsigned int flags)) \
   X(cuMemHostUnregister, "cuMemHostUnregister", (void* pointer))                                \

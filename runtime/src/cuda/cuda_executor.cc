@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "cuda/cuda_driver.h"
+#include "cuda/nccl.h"
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/executor.h"
@@ -134,6 +135,8 @@ class CudaExecutor final : public Executor {
   absl::Status Launch(const ProgramLaunch& launch, int32_t num_soft_tokens);
   // A transfer step (no kernel): the data movement of its op, on the stream.
   absl::Status Transfer(const Step& step, absl::Span<const ResolvedArg> args);
+  // The NCCL communicator of a plan with collectives (options_.nccl, or one of one rank).
+  absl::Status JoinCommunicator();
   // The launches of ProgramFor(plan_, num_tokens, num_soft_tokens, tail_rows).
   absl::Status LaunchSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t tail_rows);
   // Profiling: one event before each step and one after the last.
@@ -207,7 +210,33 @@ absl::Status CudaExecutor::Init() {
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamCreate(&stream_, cu::kStreamNonBlocking));
   SPARK_RETURN_IF_ERROR(LoadModule());
   SPARK_RETURN_IF_ERROR(LoadFunctions());
+  SPARK_RETURN_IF_ERROR(JoinCommunicator());
   return BindDeviceWeights();
+}
+
+absl::Status CudaExecutor::JoinCommunicator() {
+  if (options_.nccl != nullptr) {
+    if (options_.nccl->ranks() != plan_.ranks || options_.nccl->rank() != options_.rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", options_.rank, " of a plan of ", plan_.ranks, " ranks given NCCL rank ",
+          options_.nccl->rank(), " of ", options_.nccl->ranks()));
+    }
+    return absl::OkStatus();
+  }
+  const bool collectives = std::any_of(plan_.steps.begin(), plan_.steps.end(), [](const Step& s) {
+    return s.op == abi::OpId::kAllReduce || s.op == abi::OpId::kAllGather;
+  });
+  if (!collectives) return absl::OkStatus();
+  if (plan_.ranks != 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a plan of ", plan_.ranks, " ranks runs on ", plan_.ranks,
+        " executors joined by an NCCL communicator; this one was made without one"));
+  }
+  // One rank's collectives (spark-op-check's plans): through NCCL all the same.
+  SPARK_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<NcclCommunicator>> comms,
+                         NcclCommunicator::ForLocalDevices({options_.device.ordinal}));
+  options_.nccl = comms[0];
+  return absl::OkStatus();
 }
 
 absl::Status CudaExecutor::LoadModule() {
@@ -259,7 +288,8 @@ absl::Status CudaExecutor::LoadFunctions() {
 }
 
 absl::Status CudaExecutor::BindDeviceWeights() {
-  SPARK_ASSIGN_OR_RETURN(const std::vector<WeightData> host, BindWeights(plan_, checkpoint_));
+  SPARK_ASSIGN_OR_RETURN(const std::vector<WeightData> host,
+                         BindWeights(plan_, checkpoint_, options_.rank));
   if (options_.device.integrated) {
     const absl::Status registered = RegisterWeights(host);
     if (registered.ok()) return registered;
@@ -690,6 +720,39 @@ absl::Status CudaExecutor::Transfer(const Step& step, absl::Span<const ResolvedA
       if (bytes == 0 || args[Arg::x].address == args[Arg::y].address) return absl::OkStatus();
       SPARK_CU_RETURN_IF_ERROR(
           api_, api_->cuMemcpyDtoDAsync(args[Arg::y].address, args[Arg::x].address, bytes, stream_));
+      return absl::OkStatus();
+    }
+    case abi::OpId::kAllReduce: {  // in place, through NCCL
+      using abi::ops::all_reduce::Arg;
+      const uint64_t count = static_cast<uint64_t>(args[Arg::num_tokens].i32) *
+                             static_cast<uint64_t>(args[Arg::cols].i32);
+      return options_.nccl->AllReduce(args[Arg::x].address, count, plan_.activation_precision,
+                                      stream_);
+    }
+    case abi::OpId::kAllGather: {
+      // NCCL puts the ranks' rows one after the other into `gathered` ([ranks, T, cols]); each
+      // rank's block then goes to its columns of y ([T, ranks x cols]) in one pitched copy.
+      using abi::ops::all_gather::Arg;
+      const uint64_t element_bytes = plan_.activation_precision == DType::kBF16 ? 2 : 4;
+      const uint64_t tokens = static_cast<uint64_t>(args[Arg::num_tokens].i32);
+      const uint64_t cols = static_cast<uint64_t>(args[Arg::cols].i32);
+      const uint64_t ranks = static_cast<uint64_t>(args[Arg::ranks].i32);
+      if (tokens == 0) return absl::OkStatus();
+      SPARK_RETURN_IF_ERROR(options_.nccl->AllGather(args[Arg::x].address,
+                                                     args[Arg::gathered].address, tokens * cols,
+                                                     plan_.activation_precision, stream_));
+      for (uint64_t r = 0; r < ranks; ++r) {
+        CudaMemcpy2D copy;
+        copy.srcMemoryType = cu::kMemoryTypeDevice;
+        copy.srcDevice = args[Arg::gathered].address + r * tokens * cols * element_bytes;
+        copy.srcPitch = cols * element_bytes;
+        copy.dstMemoryType = cu::kMemoryTypeDevice;
+        copy.dstDevice = args[Arg::y].address + r * cols * element_bytes;
+        copy.dstPitch = ranks * cols * element_bytes;
+        copy.WidthInBytes = cols * element_bytes;
+        copy.Height = tokens;
+        SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpy2DAsync(&copy, stream_));
+      }
       return absl::OkStatus();
     }
     default:

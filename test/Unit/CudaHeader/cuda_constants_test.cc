@@ -4,6 +4,8 @@
 // (test/Unit/CMakeLists.txt adds it then). A value that differs does not compile.
 #include <cuda.h>
 
+#include <cstddef>
+
 #include "cuda/cuda_driver.h"
 #include "gtest/gtest.h"
 
@@ -40,6 +42,17 @@ static_assert(static_cast<long long>(cu::kEventDefault) == static_cast<long long
 static_assert(static_cast<long long>(cu::kEventDisableTiming) == static_cast<long long>(CU_EVENT_DISABLE_TIMING), "cu::kEventDisableTiming is not cuda.h's CU_EVENT_DISABLE_TIMING");
 static_assert(static_cast<long long>(cu::kMemHostRegisterDeviceMap) == static_cast<long long>(CU_MEMHOSTREGISTER_DEVICEMAP), "cu::kMemHostRegisterDeviceMap is not cuda.h's CU_MEMHOSTREGISTER_DEVICEMAP");
 static_assert(static_cast<long long>(cu::kMemHostRegisterReadOnly) == static_cast<long long>(CU_MEMHOSTREGISTER_READ_ONLY), "cu::kMemHostRegisterReadOnly is not cuda.h's CU_MEMHOSTREGISTER_READ_ONLY");
+static_assert(static_cast<long long>(cu::kMemoryTypeDevice) == static_cast<long long>(CU_MEMORYTYPE_DEVICE), "cu::kMemoryTypeDevice is not cuda.h's CU_MEMORYTYPE_DEVICE");
+// CudaMemcpy2D is laid out as cuda.h's CUDA_MEMCPY2D (cuMemcpy2DAsync reads it).
+static_assert(sizeof(CudaMemcpy2D) == sizeof(CUDA_MEMCPY2D), "CudaMemcpy2D's size is not CUDA_MEMCPY2D's");
+#define SPARK_MEMCPY2D_FIELD(f) static_assert(offsetof(CudaMemcpy2D, f) == offsetof(CUDA_MEMCPY2D, f), "CudaMemcpy2D::" #f " is not where CUDA_MEMCPY2D has it");
+SPARK_MEMCPY2D_FIELD(srcXInBytes) SPARK_MEMCPY2D_FIELD(srcY) SPARK_MEMCPY2D_FIELD(srcMemoryType)
+SPARK_MEMCPY2D_FIELD(srcHost) SPARK_MEMCPY2D_FIELD(srcDevice) SPARK_MEMCPY2D_FIELD(srcArray)
+SPARK_MEMCPY2D_FIELD(srcPitch) SPARK_MEMCPY2D_FIELD(dstXInBytes) SPARK_MEMCPY2D_FIELD(dstY)
+SPARK_MEMCPY2D_FIELD(dstMemoryType) SPARK_MEMCPY2D_FIELD(dstHost) SPARK_MEMCPY2D_FIELD(dstDevice)
+SPARK_MEMCPY2D_FIELD(dstArray) SPARK_MEMCPY2D_FIELD(dstPitch) SPARK_MEMCPY2D_FIELD(WidthInBytes)
+SPARK_MEMCPY2D_FIELD(Height)
+#undef SPARK_MEMCPY2D_FIELD
 static_assert(static_cast<long long>(cu::kStreamNonBlocking) == static_cast<long long>(CU_STREAM_NON_BLOCKING), "cu::kStreamNonBlocking is not cuda.h's CU_STREAM_NON_BLOCKING");
 
 TEST(CudaDriverConstantsTest, AreTheToolkitHeadersValues) {

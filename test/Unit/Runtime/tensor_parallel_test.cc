@@ -12,6 +12,7 @@
 #include "spark/runtime/executor.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
+#include "cuda/nccl.h"
 
 namespace spark {
 namespace rt {
@@ -248,6 +249,30 @@ TEST(InProcessCommunicatorTest, MismatchAndAbort) {
   EXPECT_TRUE(s0.ok()) << s0;
   EXPECT_TRUE(s1.ok()) << s1;
   EXPECT_EQ(a, std::vector<float>(4, 3.0f));
+}
+
+}  // namespace
+}  // namespace rt
+}  // namespace spark
+
+namespace spark {
+namespace rt {
+namespace {
+
+// NCCL is loaded only for plans with collectives; when it cannot be, the error says what to
+// install (CI has no NCCL: the loading errors are what it can check).
+TEST(NcclLoaderTest, MissingLibraryNamesWhatToInstall) {
+  const absl::StatusOr<const NcclApi*> api = LoadNcclFrom("/nonexistent/libnccl.so.2");
+  EXPECT_TRUE(test::StatusIs(api.status(), absl::StatusCode::kUnavailable,
+                             "cannot load NCCL (/nonexistent/libnccl.so.2)"));
+  EXPECT_TRUE(test::StatusIs(api.status(), absl::StatusCode::kUnavailable, "install NCCL 2"));
+  EXPECT_TRUE(test::StatusIs(api.status(), absl::StatusCode::kUnavailable, "--device host"));
+}
+
+TEST(NcclLoaderTest, LibraryWithoutNcclIsRefused) {
+  const absl::StatusOr<const NcclApi*> api = LoadNcclFrom("libc.so.6");
+  EXPECT_TRUE(test::StatusIs(api.status(), absl::StatusCode::kUnavailable,
+                             "NCCL (libc.so.6) lacks ncclGetVersion"));
 }
 
 }  // namespace

@@ -149,6 +149,16 @@ void TokenRows(std::vector<OpCase>* cases, bool quick) {
   Add(cases, Make("copy", 37, {{"cols", 2816}}, {}, kExact, "T=37 cols=2816 (a transfer)"), false);
   Add(cases, Bf16(Make("copy", 5, {{"cols", 1001}}, {}, kExact, "T=5 cols=1001 (a transfer)")),
       false);
+  // The collectives of a tensor-parallel plan, here of one rank (the GPU machine has one GPU):
+  // on CUDA they go through NCCL (a communicator of one rank), on the host through the reference.
+  Add(cases, Make("all_reduce", 37, {{"cols", 2816}, {"ranks", 1}}, {}, kExact,
+                  "T=37 cols=2816 ranks=1 (NCCL)"), false);
+  Add(cases, Bf16(Make("all_reduce", 5, {{"cols", 1001}, {"ranks", 1}}, {}, kExact,
+                       "T=5 cols=1001 ranks=1 (NCCL)")), false);
+  Add(cases, Make("all_gather", 37, {{"cols", 2816}, {"ranks", 1}}, {}, kExact,
+                  "T=37 cols=2816 ranks=1 (NCCL)"), false);
+  Add(cases, Bf16(Make("all_gather", 1, {{"cols", 1001}, {"ranks", 1}}, {}, kExact,
+                       "T=1 cols=1001 ranks=1 (NCCL)")), false);
 }
 
 void Norms(std::vector<OpCase>* cases) {

@@ -19,6 +19,8 @@
 namespace spark {
 namespace rt {
 
+class NcclCommunicator;  // runtime/src/cuda/nccl.h
+
 struct CudaExecutorOptions {
   DeviceInfo device;       // from ListDevices: ordinal, and `integrated` decides weight binding
   bool use_graphs = true;  // capture decode steps in a CUDA graph
@@ -29,6 +31,11 @@ struct CudaExecutorOptions {
   // The plan to run when it is not artifact.plan: its image encoder (*artifact.plan.image_encoder,
   // whose kernels are in the same image). Must outlive the executor.
   const Plan* plan = nullptr;
+  // A tensor-parallel plan (Plan::ranks > 1): this executor's rank (its weight slices) and the
+  // NCCL communicator its all_reduce / all_gather steps call. A plan of one rank with collectives
+  // (spark-op-check's) gets a communicator of its own, of one rank.
+  int64_t rank = 0;
+  std::shared_ptr<NcclCommunicator> nccl;
 };
 
 // Loads artifact.image into a module of the device's primary context and looks up the kernel of
