@@ -109,6 +109,20 @@ public:
   virtual void fuse(mlir::Operation *op) = 0;
 };
 
+/// The buffer an op that updates `dest` in place writes `result` into: dest's own when nothing
+/// else can read it (one use, and dest is neither a view (reshape) of another value nor an entry
+/// argument), else a copy of dest's rows (a `copy` transfer of `cols` per row).
+inline Arg updatedInPlace(KernelLowering &k, mlir::Value result, mlir::Value dest, int64_t cols) {
+  Arg in = k.input(dest);
+  if (dest.hasOneUse() && dest.getDefiningOp() && !dest.getDefiningOp<ReshapeOp>()) {
+    k.alias(result, dest);
+    return in;
+  }
+  Arg copy = k.result(result);
+  k.launch(abi::OpId::kCopy, {in, copy, Arg::numTokens(), k.i32(cols)}, {}, "copy");
+  return copy;
+}
+
 /// The lowering of each op kind, by TypeID.
 class LoweringTable {
 public:

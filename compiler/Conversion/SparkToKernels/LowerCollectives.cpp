@@ -15,16 +15,8 @@ namespace {
 
 LogicalResult lowerAllReduce(AllReduceOp op, KernelLowering &k) {
   const int64_t cols = op.getType().getDimSize(1);
-  Arg x = k.input(op.getInput());
-  // In place (the sum replaces the partial result) when nothing else reads the input's buffer.
-  if (op.getInput().hasOneUse() && op.getInput().getDefiningOp() &&
-      !op.getInput().getDefiningOp<ReshapeOp>()) {
-    k.alias(op.getResult(), op.getInput());
-  } else {
-    Arg copy = k.result(op.getResult());
-    k.launch(abi::OpId::kCopy, {x, copy, Arg::numTokens(), k.i32(cols)}, {}, "copy");
-    x = copy;
-  }
+  // The sum replaces the partial result in its buffer when nothing else reads it.
+  Arg x = updatedInPlace(k, op.getResult(), op.getInput(), cols);
   k.launch(abi::OpId::kAllReduce, {x, Arg::numTokens(), k.i32(cols), k.i32(op.getRanks())}, {});
   return success();
 }

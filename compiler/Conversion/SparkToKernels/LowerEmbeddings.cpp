@@ -40,17 +40,7 @@ LogicalResult lowerMaskTokens(MaskTokensOp m, KernelLowering &k) {
 
 LogicalResult lowerScatterNd(ScatterNdOp s, KernelLowering &k) {
   int64_t cols = s.getDest().getType().getDimSize(1);
-  Arg dest = k.input(s.getDest());
-  // In place only when nothing else can read the dest's buffer: one use, and the dest is neither
-  // a view (reshape) of another value nor an entry argument.
-  if (s.getDest().hasOneUse() && s.getDest().getDefiningOp() &&
-      !s.getDest().getDefiningOp<ReshapeOp>()) {
-    k.alias(s.getResult(), s.getDest());
-  } else {
-    Arg copy = k.result(s.getResult());
-    k.launch(abi::OpId::kCopy, {dest, copy, Arg::numTokens(), k.i32(cols)}, {}, "copy");
-    dest = copy;
-  }
+  Arg dest = updatedInPlace(k, s.getResult(), s.getDest(), cols);
   k.launch(abi::OpId::kScatterRows,
            {dest, k.input(s.getIndices()), k.input(s.getUpdates()), Arg::numTokens(),
             Arg::numSoftTokens(), k.i32(cols)},
