@@ -38,6 +38,9 @@ class TensorParallelExecutor final : public Executor {
   std::string name() const override;
   // Rank 0's (every rank holds as much: the estimate is one rank's too).
   MemoryUsage memory_usage() const override;
+  // Rank 0's steps (a collective's time includes waiting for the other ranks); null unless rank
+  // 0's executor was given a profile.
+  const RunProfile* profile() const override { return ranks_[0]->profile(); }
 
  private:
   // Runs `work(rank)` for every rank at once (rank 0 on the calling thread) and returns the first
