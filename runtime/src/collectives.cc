@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -61,20 +62,20 @@ class Group {
   }
 
  private:
-  // Records rank's buffer and count, and waits for every rank; the last to arrive checks that
-  // the counts agree and sizes the result.
+  // Records rank's buffer and count, and waits for every rank; the last to arrive (inside the
+  // barrier, under the lock, once every rank's count is written) checks that the counts agree
+  // and sizes the result.
   absl::Status Post(int rank, float* x, int64_t count, int64_t result_size, const char* what) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       inputs_[rank] = x;
       counts_[rank] = count;
-      if (arrived_ + 1 == ranks_) {
-        mismatch_ = !std::all_of(counts_.begin(), counts_.end(),
-                                 [&](int64_t c) { return c == counts_[0]; });
-        if (!mismatch_) result_.resize(result_size);
-      }
     }
-    SPARK_RETURN_IF_ERROR(Arrive());
+    SPARK_RETURN_IF_ERROR(Arrive([&] {
+      mismatch_ = !std::all_of(counts_.begin(), counts_.end(),
+                               [&](int64_t c) { return c == counts_[0]; });
+      if (!mismatch_) result_.resize(result_size);
+    }));
     if (mismatch_) {
       return absl::InternalError(absl::StrCat(
           what, ": the ranks passed different element counts (rank ", rank, ": ", count,
@@ -83,11 +84,13 @@ class Group {
     return absl::OkStatus();
   }
 
-  // The barrier: returns when every rank has arrived at it (or the group was aborted).
-  absl::Status Arrive() {
+  // The barrier: returns when every rank has arrived at it (or the group was aborted). The last
+  // rank to arrive runs `last` (if any) under the lock before it releases the others.
+  absl::Status Arrive(const std::function<void()>& last = nullptr) {
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t generation = generation_;
     if (++arrived_ == ranks_) {
+      if (last) last();
       arrived_ = 0;
       ++generation_;
       changed_.notify_all();

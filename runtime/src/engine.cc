@@ -71,7 +71,6 @@ absl::Status CheckRankDevices(const Plan& plan) {
 absl::StatusOr<std::unique_ptr<Executor>> MakeCudaRanks(const Artifact& image,
                                                         const Checkpoint& checkpoint,
                                                         const Plan& run, bool graphs,
-                                                        bool profile,
                                                         const EngineOptions& engine) {
   SPARK_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, ListDevices());
   std::vector<int> ordinals;
@@ -90,7 +89,6 @@ absl::StatusOr<std::unique_ptr<Executor>> MakeCudaRanks(const Artifact& image,
     cuda.nccl = comms[r];
     SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Executor> rank,
                            CreateCudaExecutor(image, checkpoint, cuda));
-    if (r == 0 && profile) rank->set_profile(std::make_unique<RunProfile>(run));
     ranks.push_back(std::move(rank));
   }
   return std::unique_ptr<Executor>(new TensorParallelExecutor(
@@ -301,7 +299,6 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
     }
   }
   const Plan& plan = model->plan();
-
   SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, *model->checkpoint_));
   if (plan.image_encoder) {
     SPARK_RETURN_IF_ERROR(CheckPlanWeights(*plan.image_encoder, *model->checkpoint_));
@@ -366,8 +363,7 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   const auto make_executor = [&](const Plan& run,
                                  bool graphs) -> absl::StatusOr<std::unique_ptr<Executor>> {
     if (model->on_cuda() && run.ranks > 1) {
-      return MakeCudaRanks(model->image(), *model->checkpoint_, run, graphs, options.profile,
-                           options_);
+      return MakeCudaRanks(model->image(), *model->checkpoint_, run, graphs, options_);
     }
     if (model->on_cuda()) {
       CudaExecutorOptions cuda;
@@ -395,8 +391,6 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
       SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Executor> rank,
                              CreateHostExecutor(run, std::move(weights), {},
                                                 std::move(communicators[r])));
-      // --profile times rank 0's steps (the wrapper reports them).
-      if (r == 0 && options.profile) rank->set_profile(std::make_unique<RunProfile>(run));
       ranks.push_back(std::move(rank));
     }
     return std::unique_ptr<Executor>(new TensorParallelExecutor(

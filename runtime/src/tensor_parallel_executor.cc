@@ -182,6 +182,15 @@ std::string TensorParallelExecutor::name() const {
   return absl::StrCat(ranks_[0]->name(), " x ", ranks_.size(), " ranks (tensor parallel)");
 }
 
+void TensorParallelExecutor::set_step_observer(StepObserver observer) {
+  for (size_t r = 1; r < ranks_.size(); ++r) {
+    ranks_[r]->set_step_observer(
+        observer ? StepObserver([](const StepOutput&) { return absl::OkStatus(); })
+                 : StepObserver());
+  }
+  ranks_[0]->set_step_observer(std::move(observer));
+}
+
 MemoryUsage TensorParallelExecutor::memory_usage() const { return ranks_[0]->memory_usage(); }
 
 }  // namespace rt

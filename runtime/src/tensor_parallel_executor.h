@@ -38,9 +38,16 @@ class TensorParallelExecutor final : public Executor {
   std::string name() const override;
   // Rank 0's (every rank holds as much: the estimate is one rank's too).
   MemoryUsage memory_usage() const override;
-  // Rank 0's steps (a collective's time includes waiting for the other ranks); null unless rank
-  // 0's executor was given a profile.
+  // Profiles and step observers are rank 0's: its steps, on its slices (a collective's time
+  // includes waiting for the other ranks).
   const RunProfile* profile() const override { return ranks_[0]->profile(); }
+  void set_profile(std::unique_ptr<RunProfile> profile) override {
+    ranks_[0]->set_profile(std::move(profile));
+  }
+  // Every rank observes (an executor that observes runs the logits tail on every row, and the
+  // ranks must run one program: their collectives meet), rank 0 with `observer`, the others with
+  // one that does nothing.
+  void set_step_observer(StepObserver observer) override;
 
  private:
   // Runs `work(rank)` for every rank at once (rank 0 on the calling thread) and returns the first

@@ -208,12 +208,13 @@ class Executor {
   virtual MemoryUsage memory_usage() const = 0;
 
   // When set, called after every step with each of its output buffers (slow: for debugging).
-  void set_step_observer(StepObserver observer) { step_observer_ = std::move(observer); }
+  // (Virtual: a wrapper of several executors hands it to the one it reports.)
+  virtual void set_step_observer(StepObserver observer) { step_observer_ = std::move(observer); }
 
   // When set, every step is timed on its own (the CUDA executor then launches the steps one by
   // one with events between them instead of replaying its decode graph) and recorded in
   // `profile`, which must be made for this executor's plan.
-  void set_profile(std::unique_ptr<RunProfile> profile) { profile_ = std::move(profile); }
+  virtual void set_profile(std::unique_ptr<RunProfile> profile) { profile_ = std::move(profile); }
   virtual const RunProfile* profile() const { return profile_.get(); }
 
  protected:
