@@ -1151,8 +1151,9 @@ int main(int argc, char** argv) {
                  "fraction of the memory pool the model may use")->type_name("F")->group(generation);
   app.add_option("--tensor-parallel", flags.tensor_parallel,
                  "the ranks the model was compiled for (spark-compile --tensor-parallel N); "
-                 "refused when it differs. A tensor-parallel model runs every rank on the host "
-                 "in this process (--device host; docs/multi-gpu.md); 0: as compiled")
+                 "refused when it differs. A model of N ranks runs rank r on CUDA device r "
+                 "(NCCL), or every rank on the host in this process with --device host "
+                 "(docs/multi-gpu.md); 0: as compiled")
       ->type_name("N")->check(CLI::Range(int64_t{0}, int64_t{64}))->group(generation);
   CLI::Option* temperature = app.add_option(
       "--temperature", flags.temperature,
