@@ -19,6 +19,11 @@
 #       SPARK_BENCH_NAME (default MODEL) names the result files spark_<name>_... (e.g.
 #       31b-kv-bf16 for an image compiled with --kv-cache-dtype bf16).
 #       Every run records nvidia-smi's used-memory peak next to spark-run's JSON.
+#   bench/run_bench.sh cold-start MODEL OUTDIR IMAGE SPARK_RUN [BEFORE_SPARK_RUN]
+#       cold start, weights in the page cache: bench/h2d_bandwidth.py (pinned and pageable
+#       host-to-device copy rates), then spark-run from process start to its first token on a
+#       16-token prompt (-v prints the load phases; the JSON's "startup"), with BEFORE_SPARK_RUN
+#       (another build) alternating, SPARK_BENCH_ROUNDS rounds (default 2).
 #   bench/run_bench.sh act-precision MODEL OUTDIR IMAGEDIR SPARK_RUN
 #       f32 against bf16 activation storage in one call: the `spark` stage (one round, prefill
 #       512 / 4096 and decode after 1024 / 8192) on IMAGEDIR/gemma-4-MODEL.f32.sm_90a.cubin and
@@ -78,6 +83,22 @@ run_with_peak() {
   return $rc
 }
 
+# ensure_checkpoint MODEL CKPT: the random-weight checkpoint CKPT (built by
+# tools/reference/make_full_size.py unless SPARK_BENCH_CKPT names one or it is complete already),
+# read once so that every timed run starts from the page cache.
+ensure_checkpoint() {
+  local model=$1 ckpt=$2
+  if [ -z "${SPARK_BENCH_CKPT:-}" ] && { [ ! -f "$ckpt/model.safetensors.index.json" ] || [ ! -f "$ckpt/.complete" ]; }; then
+    local t0
+    t0=$(date +%s)
+    python3 tools/reference/make_full_size.py --model "$model" --out "$ckpt" --device cuda \
+      > "$out/make_$model.log" 2>&1 || { tail -20 "$out/make_$model.log"; return 1; }
+    touch "$ckpt/.complete"
+    echo "checkpoint $ckpt written in $(( $(date +%s) - t0 )) s: $(du -sh "$ckpt" | cut -f1)"
+  fi
+  cat "$ckpt"/*.safetensors > /dev/null
+}
+
 case "$stage" in
   ceilings)
     out=$1
@@ -99,15 +120,7 @@ case "$stage" in
     model=$1 out=$2 image=$3 run=$4
     ckpt=${SPARK_BENCH_CKPT:-/tmp/gemma4-$model-random}
     mkdir -p "$out"
-    if [ -z "${SPARK_BENCH_CKPT:-}" ] && { [ ! -f "$ckpt/model.safetensors.index.json" ] || [ ! -f "$ckpt/.complete" ]; }; then
-      t0=$(date +%s)
-      python3 tools/reference/make_full_size.py --model "$model" --out "$ckpt" --device cuda \
-        > "$out/make_$model.log" 2>&1 || { tail -20 "$out/make_$model.log"; exit 1; }
-      touch "$ckpt/.complete"
-      echo "checkpoint $ckpt written in $(( $(date +%s) - t0 )) s: $(du -sh "$ckpt" | cut -f1)"
-    fi
-    # Read the checkpoint once so that every timed run starts from the page cache.
-    cat "$ckpt"/*.safetensors > /dev/null
+    ensure_checkpoint "$model" "$ckpt" || exit 1
     cases=" ${SPARK_BENCH_CASES:-decode prefill profile} "
     name=${SPARK_BENCH_NAME:-$model}
     for round in $(seq 1 "${SPARK_BENCH_ROUNDS:-2}"); do
@@ -130,6 +143,28 @@ case "$stage" in
         --prompt-ids "$ids" --max-new-tokens 17 --max-length 1152 --json --profile
       sed -n '/^profile: decode/,$p' "$out/spark_${name}_profile1024.err" | head -24
     fi
+    ;;
+  cold-start)
+    model=$1 out=$2 image=$3 run=$4 before=${5:-}
+    ckpt=${SPARK_BENCH_CKPT:-/tmp/gemma4-$model-random}
+    mkdir -p "$out"
+    ensure_checkpoint "$model" "$ckpt" || exit 1
+    python3 bench/h2d_bandwidth.py --json "$out/h2d.json" | tee "$out/h2d.log"
+    ids=$(python3 bench/prompt_ids.py 16 1)
+    for round in $(seq 1 "${SPARK_BENCH_ROUNDS:-2}"); do
+      for variant in before new; do
+        binary=$run
+        if [ "$variant" = before ]; then
+          [ -n "$before" ] || continue
+          binary=$before
+        fi
+        t0=$(date +%s.%N)
+        run_with_peak "cold_${model}_${variant}_r$round" "$binary" "$image" --weights "$ckpt" \
+          --device cuda --prompt-ids "$ids" --max-new-tokens 1 --max-length 1024 --json -v
+        echo "cold_${model}_${variant}_r$round: process start to exit $(python3 -c "print(round($(date +%s.%N) - $t0, 3))") s"
+        sed -n '/startup:/,/the rest/p' "$out/cold_${model}_${variant}_r$round.err"
+      done
+    done
     ;;
   act-precision)
     model=$1 out=$2 images=$3 run=$4

@@ -25,7 +25,7 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::spark::SparkDialect"];
   let options = [
-    Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"64",
+    Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"::spark::abi::kDefaultMaxStepTokens",
            "Rows of every activation buffer: the most tokens one step (a prefill chunk) processes">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
            "Name of the entry function to lower">,

@@ -5,6 +5,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "spark/runtime/kernel_abi.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <functional>
@@ -18,7 +19,7 @@ enum class EmitKind { Mlir, Llvm, Ptx, Cubin };
 struct CompileOptions {
   std::vector<std::string> targets{"sm_121a"};
   EmitKind emit = EmitKind::Cubin;
-  int64_t maxTokens = 64;
+  int64_t maxTokens = abi::kDefaultMaxStepTokens;
   /// The largest soft-token budget of one image the image encoder takes (--max-image-tokens; its
   /// buffers hold 9 patches per soft token). Unused for a model without a vision tower.
   int64_t maxImageTokens = 280;

@@ -15,13 +15,14 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
+#include "spark/runtime/kernel_abi.h"
 
 namespace spark {
 
 struct KernelPipelineOptions : mlir::PassPipelineOptions<KernelPipelineOptions> {
   Option<int64_t> maxTokens{*this, "max-tokens",
                             llvm::cl::desc("Most tokens one step (prefill chunk) processes"),
-                            llvm::cl::init(64)};
+                            llvm::cl::init(abi::kDefaultMaxStepTokens)};
   Option<int64_t> imageMaxPatches{
       *this, "image-max-patches",
       llvm::cl::desc("Most patches of one image the image encoder program takes (9 per soft "
@@ -55,7 +56,7 @@ struct NVVMPipelineOptions : mlir::PassPipelineOptions<NVVMPipelineOptions> {
 struct CompilePipelineOptions : mlir::PassPipelineOptions<CompilePipelineOptions> {
   Option<int64_t> maxTokens{*this, "max-tokens",
                             llvm::cl::desc("Most tokens one step (prefill chunk) processes"),
-                            llvm::cl::init(64)};
+                            llvm::cl::init(abi::kDefaultMaxStepTokens)};
   Option<int64_t> imageMaxPatches{
       *this, "image-max-patches",
       llvm::cl::desc("Most patches of one image the image encoder program takes (9 per soft "

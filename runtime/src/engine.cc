@@ -71,7 +71,8 @@ absl::Status CheckRankDevices(const Plan& plan) {
 absl::StatusOr<std::unique_ptr<Executor>> MakeCudaRanks(const Artifact& image,
                                                         const Checkpoint& checkpoint,
                                                         const Plan& run, bool graphs,
-                                                        const EngineOptions& engine) {
+                                                        const EngineOptions& engine,
+                                                        const LoadPhaseSink& on_phase) {
   SPARK_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, ListDevices());
   std::vector<int> ordinals;
   for (int64_t r = 0; r < run.ranks; ++r) ordinals.push_back(devices[r].ordinal);
@@ -83,7 +84,10 @@ absl::StatusOr<std::unique_ptr<Executor>> MakeCudaRanks(const Artifact& image,
     cuda.device = devices[r];
     cuda.use_graphs = graphs;
     cuda.on_notice = engine.on_notice;
-    if (r == 0) cuda.on_progress = engine.on_progress;
+    if (r == 0) {
+      cuda.on_progress = engine.on_progress;
+      cuda.on_phase = on_phase;  // (rank 0's; the others' take about as long, one after the other)
+    }
     cuda.plan = &run;
     cuda.rank = r;
     cuda.nccl = comms[r];
@@ -93,6 +97,13 @@ absl::StatusOr<std::unique_ptr<Executor>> MakeCudaRanks(const Artifact& image,
   }
   return std::unique_ptr<Executor>(new TensorParallelExecutor(
       std::move(ranks), [comms] { for (const auto& c : comms) c->Abort(); }, [] {}));
+}
+
+// The bytes of bound weights.
+uint64_t WeightBytes(const std::vector<WeightData>& weights) {
+  uint64_t bytes = 0;
+  for (const WeightData& w : weights) bytes += w.num_bytes;
+  return bytes;
 }
 
 }  // namespace
@@ -268,13 +279,19 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   // resolution error, which would turn this mistake into a notice.
   SPARK_RETURN_IF_ERROR(CheckModulePath(options_.module_path));
   std::shared_ptr<Model> model(new Model());
+  const LoadPhaseSink record = [phases = &model->load_phases_](const LoadPhase& phase) {
+    phases->push_back(phase);
+  };
+  LoadClock clock(record);
   SPARK_ASSIGN_OR_RETURN(Artifact artifact, LoadArtifact(options.artifact));
   model->artifact_ = std::make_unique<Artifact>(std::move(artifact));
   SPARK_ASSIGN_OR_RETURN(model->max_length_,
                          ResolveMaxLength(model->artifact_->plan.model, options.max_length));
   model->max_sessions_ = options.max_sessions;
   SPARK_RETURN_IF_ERROR(CheckTensorParallel(model->artifact_->plan, options.tensor_parallel));
+  clock.Lap("artifact (read, plan checks)", model->artifact_->image.size());
   SPARK_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(options.weights));
+  clock.Lap("checkpoint (map, headers)");
 
   // Placement: the GPU and the image the resolver picks for it, or the host.
   if (options_.device != DeviceMode::kHost) {
@@ -297,12 +314,14 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
       if (options_.device == DeviceMode::kCuda) return gpu;
       Notice(absl::StrCat("running on the host: ", gpu.ToString()));
     }
+    clock.Lap("device and module resolver");
   }
   const Plan& plan = model->plan();
   SPARK_RETURN_IF_ERROR(CheckPlanWeights(plan, *model->checkpoint_));
   if (plan.image_encoder) {
     SPARK_RETURN_IF_ERROR(CheckPlanWeights(*plan.image_encoder, *model->checkpoint_));
   }
+  clock.Lap("weight checks");
   if (options_.on_placed) options_.on_placed(*model);
 
   // Memory: the estimate for max_sessions sequences of max_length tokens, refused when it does
@@ -356,14 +375,21 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   SPARK_ASSIGN_OR_RETURN(model->estimate_, Estimate(SizesFromPlan(plan), memory, estimate_options));
   if (options_.on_estimate) options_.on_estimate(model->estimate_);
   SPARK_RETURN_IF_ERROR(CheckFits(model->estimate_));
+  clock.Lap("memory estimate");
 
   // The executors, weights bound: one of the text plan, and one of its image encoder (a plan and
   // weights of its own, its kernels in the same image) when the model takes images, both on the
   // model's device.
-  const auto make_executor = [&](const Plan& run,
-                                 bool graphs) -> absl::StatusOr<std::unique_ptr<Executor>> {
+  // Each reports its phases (the CUDA executor its own: context, module load, weights), named
+  // after `part`.
+  const auto make_executor = [&](const Plan& run, bool graphs, absl::string_view part)
+      -> absl::StatusOr<std::unique_ptr<Executor>> {
+    const LoadPhaseSink on_phase = [&record, part](const LoadPhase& phase) {
+      record({absl::StrCat(part, phase.name), phase.seconds, phase.bytes});
+    };
+    LoadClock host_clock(on_phase);
     if (model->on_cuda() && run.ranks > 1) {
-      return MakeCudaRanks(model->image(), *model->checkpoint_, run, graphs, options_);
+      return MakeCudaRanks(model->image(), *model->checkpoint_, run, graphs, options_, on_phase);
     }
     if (model->on_cuda()) {
       CudaExecutorOptions cuda;
@@ -371,12 +397,14 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
       cuda.use_graphs = graphs;
       cuda.on_notice = options_.on_notice;
       cuda.on_progress = options_.on_progress;
+      cuda.on_phase = on_phase;
       cuda.plan = &run;
       return CreateCudaExecutor(model->image(), *model->checkpoint_, cuda);
     }
     if (run.ranks == 1) {
       SPARK_ASSIGN_OR_RETURN(std::vector<WeightData> weights,
                              BindWeights(run, *model->checkpoint_));
+      host_clock.Lap("weights (in place)", WeightBytes(weights));
       return CreateHostExecutor(run, std::move(weights));
     }
     // A tensor-parallel plan: every rank a host executor of its weight slices, in this process.
@@ -393,22 +421,25 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
                                                 std::move(communicators[r])));
       ranks.push_back(std::move(rank));
     }
+    host_clock.Lap("weights (in place, every rank)");
     return std::unique_ptr<Executor>(new TensorParallelExecutor(
         std::move(ranks), [group] { for (Communicator* c : group) c->Abort(); },
         [group] { for (Communicator* c : group) c->Reset(); }));
   };
   SPARK_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor,
-                         make_executor(plan, options_.use_graphs));
+                         make_executor(plan, options_.use_graphs, ""));
   if (plan.image_encoder) {
     SPARK_ASSIGN_OR_RETURN(model->image_encoder_,
-                           make_executor(*plan.image_encoder, /*graphs=*/false));
+                           make_executor(*plan.image_encoder, /*graphs=*/false, "image encoder: "));
   }
+  clock.Restart();
   if (options.profile) executor->set_profile(std::make_unique<RunProfile>(plan));
   if (!options.dump_dir.empty()) executor = WithStepDump(std::move(executor), options.dump_dir);
   // The KV cache pool the estimate counted: max_sessions sequences of max_length tokens, the full
   // caches for kv_pool_sessions of them.
   SPARK_RETURN_IF_ERROR(executor->ReserveSequences(model->max_length_, model->max_sessions_,
                                                    model->kv_pool_sessions_));
+  clock.Lap("KV cache pool");
   // Sessions generating from several threads share its steps (continuous batching).
   auto batching = std::make_unique<BatchingExecutor>(std::move(executor), plan.max_tokens);
   BatchingExecutor* stats = batching.get();

@@ -45,8 +45,9 @@ static cl::opt<std::string> emit("emit",
                                  cl::init("cubin"), cl::cat(sparkCompileCategory));
 static cl::opt<int64_t> maxTokens("max-tokens",
                                   cl::desc("Most tokens one step processes (prefill chunk); "
-                                           "sizes every activation buffer (default 64)"),
-                                  cl::init(64), cl::cat(sparkCompileCategory));
+                                           "sizes every activation buffer (default 512)"),
+                                  cl::init(spark::abi::kDefaultMaxStepTokens),
+                                  cl::cat(sparkCompileCategory));
 static cl::opt<int64_t> maxImageTokens(
     "max-image-tokens",
     cl::desc("A multimodal model's largest image budget in soft tokens (spark-run --image-tokens "

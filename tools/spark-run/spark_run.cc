@@ -116,6 +116,14 @@ struct Flags {
 const Flags* g_flags = nullptr;
 const Flags& F() { return *g_flags; }
 
+// Cold start: from the start of main to the first generated token of a one-prompt run (-v and
+// --json report it with the model's load phases).
+struct Startup {
+  std::chrono::steady_clock::time_point process_start = std::chrono::steady_clock::now();
+  double to_first_token = -1.0;  // seconds; < 0: not measured (no token yet, or another mode)
+};
+Startup g_startup;
+
 void Note(absl::string_view text) {
   std::fprintf(stderr, "spark-run: %.*s\n", static_cast<int>(text.size()), text.data());
 }
@@ -529,6 +537,61 @@ Json OpTimingsJson(const Plan& plan, const std::vector<StepTiming>& steps) {
   return ops;
 }
 
+// The load phases, the first prefill and what else came before the first token (process start,
+// tokenizer, prompt): sums to startup.to_first_token.
+struct StartupRow {
+  std::string name;
+  double seconds = 0.0;
+  uint64_t bytes = 0;
+};
+std::vector<StartupRow> StartupRows(const Startup& startup, const Model& model,
+                                    const GenerateResult& result) {
+  std::vector<StartupRow> rows;
+  double counted = 0.0;
+  for (const LoadPhase& phase : model.load_phases()) {
+    rows.push_back({phase.name, phase.seconds, phase.bytes});
+    counted += phase.seconds;
+  }
+  rows.push_back({absl::StrCat("first prefill (", result.prefill_tokens, " tokens)"),
+                  result.prefill_seconds, 0});
+  counted += result.prefill_seconds;
+  rows.push_back({"the rest (process start, tokenizer, prompt, first sampling)",
+                  std::max(0.0, startup.to_first_token - counted), 0});
+  return rows;
+}
+
+std::string FormatStartup(const Startup& startup, const Model& model,
+                          const GenerateResult& result) {
+  std::string text = absl::StrFormat("startup: %.3f s from process start to the first token",
+                                     startup.to_first_token);
+  for (const StartupRow& row : StartupRows(startup, model, result)) {
+    absl::StrAppendFormat(&text, "\n  %-58s %8.3f s", row.name, row.seconds);
+    if (row.bytes > 0) {
+      absl::StrAppend(&text, "  ", FormatBytes(row.bytes));
+      if (row.seconds > 0) {
+        absl::StrAppendFormat(&text, " (%.2f GB/s)", static_cast<double>(row.bytes) / 1e9 /
+                                                         row.seconds);
+      }
+    }
+  }
+  return text;
+}
+
+Json StartupJson(const Startup& startup, const Model& model, const GenerateResult& result) {
+  Json phases = Json::array();
+  for (const StartupRow& row : StartupRows(startup, model, result)) {
+    Json entry = Json::object();
+    Put(entry, "phase", Json(row.name));
+    Put(entry, "seconds", Json(row.seconds));
+    if (row.bytes > 0) Put(entry, "bytes", Json(static_cast<int64_t>(row.bytes)));
+    phases.push_back(std::move(entry));
+  }
+  Json out = Json::object();
+  Put(out, "to_first_token_seconds", Json(startup.to_first_token));
+  Put(out, "phases", std::move(phases));
+  return out;
+}
+
 Json ProfileJson(const RunProfile& profile) {
   const Plan& plan = profile.plan();
   Json out = Json::object();
@@ -557,6 +620,7 @@ void PrintResult(const GenerateResult& result, const Model& model, const TextStr
                                                   : ""));
   if (F().verbose) {
     Note(FormatMemoryComparison(CompareWithUsage(model.estimate(), model.memory_usage())));
+    if (g_startup.to_first_token >= 0) Note(FormatStartup(g_startup, model, result));
   }
   const RunProfile* profile = model.profile();
   if (profile != nullptr) {
@@ -585,6 +649,7 @@ void PrintResult(const GenerateResult& result, const Model& model, const TextStr
   Put(out, "timings", TimingsJson(result));
   if (result.reused_tokens > 0) Put(out, "reused_tokens", Json(result.reused_tokens));
   Put(out, "memory", MemoryJson(model.estimate(), model.memory_usage()));
+  if (g_startup.to_first_token >= 0) Put(out, "startup", StartupJson(g_startup, model, result));
   if (profile != nullptr) Put(out, "profile", ProfileJson(*profile));
   std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
   std::fflush(stdout);
@@ -1015,6 +1080,14 @@ absl::Status GenerateCommand(const std::string& artifact) {
     TextStream* out = stream.get();
     options.generate.on_token = [out](int32_t id) { return out->OnToken(id); };
   }
+  options.generate.on_token = [then = options.generate.on_token](int32_t id) {
+    if (g_startup.to_first_token < 0) {
+      g_startup.to_first_token = std::chrono::duration<double>(
+                                     std::chrono::steady_clock::now() - g_startup.process_start)
+                                     .count();
+    }
+    return then ? then(id) : true;
+  };
   absl::StatusOr<GenerateResult> result =
       session->Generate(options.prompt, soft ? &*soft : nullptr, options.generate);
   if (stream != nullptr) {
@@ -1084,6 +1157,7 @@ int main(int argc, char** argv) {
   using spark::rt::Flags;
   Flags flags;
   spark::rt::g_flags = &flags;
+  spark::rt::g_startup.process_start = std::chrono::steady_clock::now();
   CLI::App app{
       "spark-run: runs a model compiled by spark-compile.\n\n"
       "usage:\n"

@@ -19,9 +19,11 @@
 #include "absl/types/span.h"
 #include "cuda/cuda_driver.h"
 #include "cuda/nccl.h"
+#include "cuda/weight_upload.h"
 #include "spark/runtime/printable_text.h"
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/executor.h"
+#include "spark/runtime/load_phases.h"
 #include "spark/runtime/memory_estimator.h"
 #include "spark/runtime/plan.h"
 #include "spark/runtime/safetensors.h"
@@ -199,6 +201,7 @@ CudaExecutor::~CudaExecutor() {
 }
 
 absl::Status CudaExecutor::Init() {
+  LoadClock clock(options_.on_phase);
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuDeviceGet(&device_, options_.device.ordinal));
   CUcontext context = nullptr;
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuDevicePrimaryCtxRetain(&context, device_));
@@ -208,10 +211,16 @@ absl::Status CudaExecutor::Init() {
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemGetInfo(&free_bytes, &total_bytes));
   used_at_context_ = total_bytes - free_bytes;
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamCreate(&stream_, cu::kStreamNonBlocking));
+  clock.Lap("CUDA context");
   SPARK_RETURN_IF_ERROR(LoadModule());
   SPARK_RETURN_IF_ERROR(LoadFunctions());
+  clock.Lap("module load");
   SPARK_RETURN_IF_ERROR(JoinCommunicator());
-  return BindDeviceWeights();
+  if (options_.nccl != nullptr) clock.Lap("NCCL");
+  SPARK_RETURN_IF_ERROR(BindDeviceWeights());
+  clock.Lap(usage_.registered_bytes > 0 ? "weights (in place)" : "weights (copy to the device)",
+            usage_.registered_bytes > 0 ? usage_.registered_bytes : usage_.weight_bytes);
+  return absl::OkStatus();
 }
 
 absl::Status CudaExecutor::JoinCommunicator() {
@@ -357,7 +366,8 @@ absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) 
   return absl::OkStatus();
 }
 
-// Discrete device: one allocation, each weight copied to its aligned part.
+// Discrete device: one allocation, each weight copied to its aligned part through pinned
+// staging buffers by several threads (weight_upload.h).
 absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
   // (After a failed RegisterWeights: nothing of it stays.)
   for (void* pointer : registered_) api_->cuMemHostUnregister(pointer);
@@ -373,15 +383,22 @@ absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
   }
   SPARK_RETURN_IF_ERROR(Allocate(&weight_block_, total));
   usage_.weight_bytes = total;
-  uint64_t done = 0;
+  std::vector<HostToDeviceCopy> copies;
   for (size_t w = 0; w < host.size(); ++w) {
-    bindings_.weights.push_back(weight_block_.address + offsets[w]);
-    if (host[w].num_bytes == 0) continue;
-    SPARK_RETURN_IF_ERROR(CopyToDevice(host[w], weight_block_.address + offsets[w]));
-    done += host[w].num_bytes;
-    if (options_.on_progress) options_.on_progress(done, total);
+    CUdeviceptr address = weight_block_.address + offsets[w];
+    bindings_.weights.push_back(address);
+    if (!host[w].assembled()) {
+      copies.push_back({host[w].data, host[w].num_bytes, address});
+      continue;
+    }
+    for (const WeightPart& part : host[w].parts) {
+      copies.push_back({part.data, part.num_bytes, address});
+      address += part.num_bytes;
+    }
   }
-  return absl::OkStatus();
+  StagedUploadOptions upload;
+  upload.on_progress = options_.on_progress;
+  return UploadStaged(*api_, context_, copies, checkpoint_.files(), upload);
 }
 
 // One weight's bytes to `address`: its checkpoint tensor, or its parts one after the other.

@@ -14,6 +14,7 @@
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/device.h"
 #include "spark/runtime/executor.h"
+#include "spark/runtime/load_phases.h"
 #include "spark/runtime/safetensors.h"
 
 namespace spark {
@@ -28,6 +29,8 @@ struct CudaExecutorOptions {
   std::function<void(absl::string_view)> on_notice;
   // Weight upload progress in bytes (discrete devices only); may be empty.
   std::function<void(uint64_t done, uint64_t total)> on_progress;
+  // The phases of creating it (CUDA context, module load, NCCL, weights); may be empty.
+  LoadPhaseSink on_phase;
   // The plan to run when it is not artifact.plan: its image encoder (*artifact.plan.image_encoder,
   // whose kernels are in the same image). Must outlive the executor.
   const Plan* plan = nullptr;

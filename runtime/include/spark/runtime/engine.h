@@ -25,6 +25,7 @@
 #include "spark/runtime/artifact.h"
 #include "spark/runtime/device.h"
 #include "spark/runtime/executor.h"
+#include "spark/runtime/load_phases.h"
 #include "spark/runtime/memory_estimator.h"
 #include "spark/runtime/module_resolver.h"
 #include "spark/runtime/plan.h"
@@ -135,6 +136,9 @@ class Model : public std::enable_shared_from_this<Model> {
   const RunProfile* profile() const;  // with ModelOptions::profile
   // How the steps of sessions generating at once were merged (continuous batching).
   BatchingStats batching_stats() const;
+  // What opening it took, phase by phase, in order (artifact, checkpoint, resolver, weights,
+  // module load, KV cache pool, ...): the cold start before the first prefill.
+  const std::vector<LoadPhase>& load_phases() const { return load_phases_; }
 
   // A session with empty KV caches of max_length() tokens. RESOURCE_EXHAUSTED when
   // max_sessions() sessions are alive, or the caches cannot be allocated.
@@ -180,6 +184,7 @@ class Model : public std::enable_shared_from_this<Model> {
   DeviceInfo device_;
   std::unique_ptr<Checkpoint> checkpoint_;
   MemoryEstimate estimate_;
+  std::vector<LoadPhase> load_phases_;
   int64_t max_length_ = 0;
   int64_t max_sessions_ = 1;
   // Runs one step at a time, merging the calls of sessions that generate from several threads

@@ -514,6 +514,11 @@ SPARK_ABI_HD constexpr KeyRange AttentionSplitRange(int n, int s, int j) {
 // 32-bit arguments (65536 tokens x 262144 vocabulary = 2^34 logits per buffer is int64 only in the
 // arena), and a longer prefill runs in several steps.
 inline constexpr int kMaxStepTokens = 65536;
+// spark-compile's default max_tokens: prefill runs in steps of this many tokens. Measured on the
+// H200 (bench/results/2026-12-06-h200-max-tokens.md): 64-token steps halve a long prefill's
+// speed against 512 (every weight is read once per step); larger steps gain little more and
+// grow the activation arena in proportion.
+inline constexpr int kDefaultMaxStepTokens = 512;
 
 // ---- Launch grids ----
 // The most blocks a launch gets (every kernel grid-strides, so any grid is correct): 2048 blocks
