@@ -514,10 +514,10 @@ SPARK_ABI_HD constexpr KeyRange AttentionSplitRange(int n, int s, int j) {
 // 32-bit arguments (65536 tokens x 262144 vocabulary = 2^34 logits per buffer is int64 only in the
 // arena), and a longer prefill runs in several steps.
 inline constexpr int kMaxStepTokens = 65536;
-// spark-compile's default max_tokens: prefill runs in steps of this many tokens. Measured on the
-// H200 (bench/results/2026-12-06-h200-max-tokens.md): 64-token steps halve a long prefill's
-// speed against 512 (every weight is read once per step); larger steps gain little more and
-// grow the activation arena in proportion.
+// spark-compile's default max_tokens: prefill runs in steps of this many tokens. Every weight is
+// read once per step, so 64-token steps (the old default) halved a long prefill on the H200
+// (26B-A4B, 4096 tokens: 1,087 against 2,107 tokens/s at 512, issue 23); the activation arena
+// grows in proportion (31B, f32: 1.02 GiB at 512).
 inline constexpr int kDefaultMaxStepTokens = 512;
 
 // ---- Launch grids ----
