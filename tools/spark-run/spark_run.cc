@@ -1270,7 +1270,7 @@ int main(int argc, char** argv) {
                "print {\"ids\", [\"text\"], \"timings\", \"memory\", [\"profile\"]} as JSON on stdout "
                "(one object per turn with --interactive) instead of the streamed text or the ids")
       ->group(generation);
-  app.add_flag("-v", flags.verbose, "print every resolution decision and the memory table")
+  app.add_flag("-v", flags.verbose, "print every resolution decision, the memory table, what was measured next to it, and the cold start (process start to the first token, phase by phase)")
       ->group(generation);
   app.add_option("--streams", flags.streams,
                  "benchmark and check continuous batching: generate the prompt as N streams "
