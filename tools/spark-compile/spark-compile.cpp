@@ -5,6 +5,8 @@
 // A thin main over compiler/Driver: parses flags, reads the module, calls compileModule.
 //
 //===----------------------------------------------------------------------===//
+#include <string>
+
 #include "compiler/Driver/CompileSession.h"
 #include "compiler/InitAll.h"
 #include "compiler/Support/InputFile.h"
@@ -43,9 +45,10 @@ static cl::opt<std::string> emit("emit",
                                  cl::desc("Stop after a stage: mlir (planned kernel-level "
                                           "module), llvm (linked LLVM IR), ptx, cubin (default)"),
                                  cl::init("cubin"), cl::cat(sparkCompileCategory));
-static cl::opt<int64_t> maxTokens("max-tokens",
-                                  cl::desc("Most tokens one step processes (prefill chunk); "
-                                           "sizes every activation buffer (default 512)"),
+static const std::string maxTokensHelp =
+    "Most tokens one step processes (prefill chunk); sizes every activation buffer (default " +
+    std::to_string(spark::abi::kDefaultMaxStepTokens) + ")";
+static cl::opt<int64_t> maxTokens("max-tokens", cl::desc(maxTokensHelp),
                                   cl::init(spark::abi::kDefaultMaxStepTokens),
                                   cl::cat(sparkCompileCategory));
 static cl::opt<int64_t> maxImageTokens(

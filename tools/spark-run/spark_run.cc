@@ -539,24 +539,19 @@ Json OpTimingsJson(const Plan& plan, const std::vector<StepTiming>& steps) {
 
 // The load phases, the first prefill and what else came before the first token (process start,
 // tokenizer, prompt): sums to startup.to_first_token.
-struct StartupRow {
-  std::string name;
-  double seconds = 0.0;
-  uint64_t bytes = 0;
-};
-std::vector<StartupRow> StartupRows(const Startup& startup, const Model& model,
-                                    const GenerateResult& result) {
-  std::vector<StartupRow> rows;
+std::vector<LoadPhase> StartupRows(const Startup& startup, const Model& model,
+                                   const GenerateResult& result) {
+  std::vector<LoadPhase> rows;
   double counted = 0.0;
   for (const LoadPhase& phase : model.load_phases()) {
-    rows.push_back({phase.name, phase.seconds, phase.bytes});
+    rows.push_back(phase);
     counted += phase.seconds;
   }
   rows.push_back({absl::StrCat("first prefill (", result.prefill_tokens, " tokens)"),
-                  result.prefill_seconds, 0});
+                  result.prefill_seconds});
   counted += result.prefill_seconds;
   rows.push_back({"the rest (process start, tokenizer, prompt, first sampling)",
-                  std::max(0.0, startup.to_first_token - counted), 0});
+                  std::max(0.0, startup.to_first_token - counted)});
   return rows;
 }
 
@@ -564,11 +559,11 @@ std::string FormatStartup(const Startup& startup, const Model& model,
                           const GenerateResult& result) {
   std::string text = absl::StrFormat("startup: %.3f s from process start to the first token",
                                      startup.to_first_token);
-  for (const StartupRow& row : StartupRows(startup, model, result)) {
+  for (const LoadPhase& row : StartupRows(startup, model, result)) {
     absl::StrAppendFormat(&text, "\n  %-58s %8.3f s", row.name, row.seconds);
     if (row.bytes > 0) {
       absl::StrAppend(&text, "  ", FormatBytes(row.bytes));
-      if (row.seconds > 0) {
+      if (row.copied && row.seconds > 0) {
         absl::StrAppendFormat(&text, " (%.2f GB/s)", static_cast<double>(row.bytes) / 1e9 /
                                                          row.seconds);
       }
@@ -579,7 +574,7 @@ std::string FormatStartup(const Startup& startup, const Model& model,
 
 Json StartupJson(const Startup& startup, const Model& model, const GenerateResult& result) {
   Json phases = Json::array();
-  for (const StartupRow& row : StartupRows(startup, model, result)) {
+  for (const LoadPhase& row : StartupRows(startup, model, result)) {
     Json entry = Json::object();
     Put(entry, "phase", Json(row.name));
     Put(entry, "seconds", Json(row.seconds));

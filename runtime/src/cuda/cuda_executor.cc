@@ -218,8 +218,9 @@ absl::Status CudaExecutor::Init() {
   SPARK_RETURN_IF_ERROR(JoinCommunicator());
   if (options_.nccl != nullptr) clock.Lap("NCCL");
   SPARK_RETURN_IF_ERROR(BindDeviceWeights());
-  clock.Lap(usage_.registered_bytes > 0 ? "weights (in place)" : "weights (copy to the device)",
-            usage_.registered_bytes > 0 ? usage_.registered_bytes : usage_.weight_bytes);
+  const bool in_place = usage_.registered_bytes > 0;
+  clock.Lap(in_place ? "weights (in place)" : "weights (copy to the device)",
+            in_place ? usage_.registered_bytes : usage_.weight_bytes, /*copied=*/!in_place);
   return absl::OkStatus();
 }
 
@@ -397,6 +398,7 @@ absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
     }
   }
   StagedUploadOptions upload;
+  SPARK_RETURN_IF_ERROR(ReadUploadTuning(&upload));
   upload.on_progress = options_.on_progress;
   return UploadStaged(*api_, context_, copies, checkpoint_.files(), upload);
 }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "spark/runtime/status_macros.h"
 
 namespace spark {
@@ -42,6 +43,35 @@ FileRange FindInFiles(absl::Span<const Checkpoint::File> files, const uint8_t* s
     }
   }
   return {};
+}
+
+namespace {
+
+// The positive integer in environment variable `name` into `value`; unset leaves it.
+absl::Status ReadPositiveEnv(const char* name, int64_t limit, int64_t* value) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return absl::OkStatus();
+  char* end = nullptr;
+  errno = 0;
+  const long long parsed = std::strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || parsed < 1 || parsed > limit) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "='", text,
+                                                   "' is not an integer from 1 to ", limit));
+  }
+  *value = parsed;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReadUploadTuning(StagedUploadOptions* options) {
+  int64_t threads = options->threads;
+  int64_t chunk_mib = static_cast<int64_t>(options->chunk_bytes >> 20);
+  SPARK_RETURN_IF_ERROR(ReadPositiveEnv("SPARK_UPLOAD_THREADS", 64, &threads));
+  SPARK_RETURN_IF_ERROR(ReadPositiveEnv("SPARK_UPLOAD_CHUNK_MIB", 1024, &chunk_mib));
+  options->threads = static_cast<int>(threads);
+  options->chunk_bytes = static_cast<uint64_t>(chunk_mib) << 20;
+  return absl::OkStatus();
 }
 
 namespace {
@@ -168,8 +198,12 @@ absl::Status UploadStaged(const DriverApi& api, CUcontext context,
   std::vector<int> fds;
   for (const Checkpoint::File& file : files) fds.push_back(::open(file.path.c_str(), O_RDONLY));
   Upload upload{api, context, chunks, files, fds, largest};
-  const int threads = static_cast<int>(
-      std::min<size_t>(std::max(1, options.threads), (chunks.size() + 1) / 2));
+  const int wanted =
+      options.threads > 0
+          ? options.threads
+          : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+  const int threads =
+      static_cast<int>(std::min<size_t>(static_cast<size_t>(wanted), (chunks.size() + 1) / 2));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&upload] {

@@ -43,11 +43,20 @@ FileRange FindInFiles(absl::Span<const Checkpoint::File> files, const uint8_t* s
                       uint64_t bytes);
 
 struct StagedUploadOptions {
-  int threads = 4;                          // each with its own stream and two buffers
-  uint64_t chunk_bytes = 32ull << 20;       // the size of one staging buffer
+  // Each thread has its own stream and two buffers; 0: one per CPU core, at most 16. Reading the
+  // page cache into the buffers is what limits the rate. On the H200 machine (16 cores, 55.5 GB/s
+  // pinned host-to-device), 31B's 57.18 GiB: 44 GB/s with 16 threads of 8 MiB buffers, 50 with
+  // 4 MiB, 36 with 16 MiB; 8 threads 45, 12 threads 49; 26B-A4B: 8.8 GB/s with 2 threads of
+  // 32 MiB, 16 with 4 (bench/results/2026-12-06-h200-cold-start.md).
+  int threads = 0;
+  uint64_t chunk_bytes = 4ull << 20;        // the size of one staging buffer
   // Called on the calling thread as chunks land (bytes done, bytes in all).
   std::function<void(uint64_t done, uint64_t total)> on_progress;
 };
+
+// SPARK_UPLOAD_THREADS and SPARK_UPLOAD_CHUNK_MIB (positive integers), when set, replace
+// `options`' thread count and chunk size (docs/cli.md); another value is an InvalidArgument error.
+absl::Status ReadUploadTuning(StagedUploadOptions* options);
 
 // Performs `copies` in `context` (a device's primary context) through pinned staging buffers, as
 // the header says. Sources inside one of `files` are read from the file by its path (a file that

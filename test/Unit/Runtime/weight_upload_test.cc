@@ -1,9 +1,13 @@
 // The host-side rules of the staged weight upload (runtime/src/cuda/weight_upload.h): how copies
-// are cut into staging-buffer chunks and how a source is found in the checkpoint's files. The
+// are cut into staging-buffer chunks, how a source is found in the checkpoint's files and how the
+// SPARK_UPLOAD_* environment variables are read. The
 // copies themselves run on a GPU (test/gpu/run_e2e.sh: the models' logits depend on every byte).
 #include "cuda/weight_upload.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -60,6 +64,54 @@ TEST(FindInFiles, GivesTheFileAndOffsetOfARangeWhollyInside) {
   EXPECT_EQ(FindInFiles(files, b.data() + 8, 25).file, -1);
   std::vector<uint8_t> elsewhere(8);
   EXPECT_EQ(FindInFiles(files, elsewhere.data(), 8).file, -1);
+}
+
+// Sets (or with nullptr unsets) the two tuning variables for one test.
+void SetTuning(const char* threads, const char* chunk_mib) {
+  for (auto [name, value] : {std::pair{"SPARK_UPLOAD_THREADS", threads},
+                             std::pair{"SPARK_UPLOAD_CHUNK_MIB", chunk_mib}}) {
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+}
+
+TEST(ReadUploadTuning, UnsetKeepsTheDefaults) {
+  SetTuning(nullptr, nullptr);
+  StagedUploadOptions options;
+  ASSERT_TRUE(ReadUploadTuning(&options).ok());
+  EXPECT_EQ(options.threads, 0);  // one per core
+  EXPECT_EQ(options.chunk_bytes, 4ull << 20);
+}
+
+TEST(ReadUploadTuning, PositiveIntegersReplaceThem) {
+  SetTuning("12", "16");
+  StagedUploadOptions options;
+  ASSERT_TRUE(ReadUploadTuning(&options).ok());
+  EXPECT_EQ(options.threads, 12);
+  EXPECT_EQ(options.chunk_bytes, 16ull << 20);
+  SetTuning(nullptr, nullptr);
+}
+
+TEST(ReadUploadTuning, AnythingElseIsAnErrorNamingTheVariable) {
+  for (const char* bad : {"0", "-3", "8x", "x", "65", "99999999999999999999"}) {
+    SetTuning(bad, nullptr);
+    StagedUploadOptions options;
+    const absl::Status status = ReadUploadTuning(&options);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(status.message().find("SPARK_UPLOAD_THREADS='"), std::string::npos) << status;
+    EXPECT_EQ(options.threads, 0) << "left unchanged";
+  }
+  SetTuning(nullptr, "2048");
+  StagedUploadOptions options;
+  const absl::Status status = ReadUploadTuning(&options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("SPARK_UPLOAD_CHUNK_MIB='2048' is not an integer from 1 to 1024"),
+            std::string::npos)
+      << status;
+  SetTuning(nullptr, nullptr);
 }
 
 }  // namespace

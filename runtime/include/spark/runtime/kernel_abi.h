@@ -515,10 +515,11 @@ SPARK_ABI_HD constexpr KeyRange AttentionSplitRange(int n, int s, int j) {
 // arena), and a longer prefill runs in several steps.
 inline constexpr int kMaxStepTokens = 65536;
 // spark-compile's default max_tokens: prefill runs in steps of this many tokens. Every weight is
-// read once per step, so 64-token steps (the old default) halved a long prefill on the H200
-// (26B-A4B, 4096 tokens: 1,087 against 2,107 tokens/s at 512, issue 23); the activation arena
-// grows in proportion (31B, f32: 1.02 GiB at 512).
-inline constexpr int kDefaultMaxStepTokens = 512;
+// read once per step, so the step size is the best measured (issue 23; H200, 4096-token prefill,
+// bench/results/2026-12-06-h200-cold-start.md): 26B-A4B 980 tokens/s at 64, 4,375 at 512, 5,016 at
+// 1024, 5,084 at 2048; 31B 1,160 / 1,224 / 1,219 at 512 / 1024 / 2048. The activation arena grows
+// in proportion (31B, f32: 2.04 GiB at 1024).
+inline constexpr int kDefaultMaxStepTokens = 1024;
 
 // ---- Launch grids ----
 // The most blocks a launch gets (every kernel grid-strides, so any grid is correct): 2048 blocks

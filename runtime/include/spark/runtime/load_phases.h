@@ -16,7 +16,8 @@ namespace rt {
 struct LoadPhase {
   std::string name;   // "artifact", "weights", ...
   double seconds = 0.0;
-  uint64_t bytes = 0;  // the bytes it moved, where that is its measure (weights); else 0
+  uint64_t bytes = 0;  // the bytes it handled (the artifact, the weights); else 0
+  bool copied = false;  // the phase copied `bytes`: bytes / seconds is a transfer rate
 };
 
 // Where a phase is reported; may be empty.
@@ -26,9 +27,11 @@ using LoadPhaseSink = std::function<void(const LoadPhase& phase)>;
 class LoadClock {
  public:
   explicit LoadClock(LoadPhaseSink sink) : sink_(std::move(sink)) {}
-  void Lap(std::string name, uint64_t bytes = 0) {
+  void Lap(std::string name, uint64_t bytes = 0, bool copied = false) {
     const auto now = std::chrono::steady_clock::now();
-    if (sink_) sink_({std::move(name), std::chrono::duration<double>(now - last_).count(), bytes});
+    if (sink_) {
+      sink_({std::move(name), std::chrono::duration<double>(now - last_).count(), bytes, copied});
+    }
     last_ = now;
   }
   // Starts the next phase now (the time since the last lap was reported by someone else).
