@@ -24,8 +24,8 @@
 // f32 with an accurate exp (math.cuh). head_dim up to 512 (16-byte loads when
 // head_dim % 128 == 0, else scalar loads); a larger head_dim writes NaN.
 // Steps of at least kTileMinTokens tokens that do not split take the tensor-core tiles of
-// attention_tile.cuh instead (16 tokens x one head per unit, mma.sync), unit by unit: a tile
-// whose tokens belong to several sequences (continuous batching) goes token by token as above.
+// attention_tile.cuh instead (16 tokens x one or two heads per unit, mma.sync), unit by unit: a
+// tile whose tokens belong to several sequences (continuous batching) goes token by token as above.
 #include "attention_tile.cuh"
 #include "common.cuh"
 #include "spark/runtime/kernel_abi.h"
@@ -298,7 +298,7 @@ SPK_DEVICE void attend_token(ActIn q, const int* positions, const int* sequences
 }
 
 // Steps of at least kTileMinTokens tokens that do not split take the tensor-core tiles
-// (attention_tile.cuh), 16 tokens x one head per unit.
+// (attention_tile.cuh), 16 tokens x one or two heads of one kv head per unit.
 constexpr int kTileMinTokens = 16;
 
 // The K and V rows of kv head kvh of one sequence's cache (attention_tile.cuh's Keys).
@@ -318,12 +318,13 @@ struct CacheKeys {
   SPK_MEMBER const C* v(int key) const { return row(v_head, key); }
 };
 
-// The tile unit of tokens t0 .. t0 + 15 (those < num_tokens) and head h on tensor cores; returns
-// false, having done nothing, when the tokens belong to more than one sequence.
+// The tile unit of tokens t0 .. t0 + 15 (those < num_tokens) and query heads h0 .. h0 + heads - 1
+// (one kv head's) on tensor cores; returns false, having done nothing, when the tokens belong to
+// more than one sequence.
 template <typename C>
 SPK_DEVICE bool attend_tile_unit(ActIn q, const int* positions, const int* sequences,
                                  const int* block_table, const C* k_cache, const C* v_cache,
-                                 ActOut y, int num_tokens, int t0, int h, int q_heads,
+                                 ActOut y, int num_tokens, int t0, int h0, int heads, int q_heads,
                                  int kv_heads, int head_dim, int capacity, int window, float scale,
                                  const int* last_visible, attn_tile::Shared& sh) {
   const int rows = num_tokens - t0 < attn_tile::kRows ? num_tokens - t0 : attn_tile::kRows;
@@ -345,12 +346,13 @@ SPK_DEVICE bool attend_tile_unit(ActIn q, const int* positions, const int* seque
       hi[r >= 8] = last;
     }
   }
-  const int kvh = kv_head_of(h, q_heads, kv_heads);
+  const int kvh = kv_head_of(h0, q_heads, kv_heads);
   const CacheKeys<C> keys{
       table_row_of(block_table, seq, capacity), k_cache + static_cast<int64_t>(kvh) * head_dim,
       v_cache + static_cast<int64_t>(kvh) * head_dim,
       capacity, static_cast<int64_t>(kv_heads) * head_dim};
-  attn_tile::attend_any(q, y, t0, rows, h, q_heads, head_dim, keys, scale, lo, hi, kmin, kmax, sh);
+  attn_tile::attend_any(q, y, t0, rows, h0, heads, q_heads, head_dim, keys, scale, lo, hi, kmin,
+                        kmax, sh);
   return true;
 }
 
@@ -367,21 +369,25 @@ SPK_DEVICE void attention(ActIn q, const int* positions, const int* sequences,
                    aligned_x4(v_cache);
   if (num_tokens >= kTileMinTokens && splits == 1 &&
       attn_tile::applies(head_dim, q, k_cache, v_cache)) {
+    const int heads = attn_tile::unit_heads(q_heads, kv_heads, head_dim);
+    const int head_units = q_heads / heads;
     const int64_t units =
-        static_cast<int64_t>((num_tokens + attn_tile::kRows - 1) / attn_tile::kRows) * q_heads;
+        static_cast<int64_t>((num_tokens + attn_tile::kRows - 1) / attn_tile::kRows) * head_units;
     for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
-      const int t0 = static_cast<int>(u / q_heads) * attn_tile::kRows;
-      const int h = static_cast<int>(u % q_heads);
+      const int t0 = static_cast<int>(u / head_units) * attn_tile::kRows;
+      const int h0 = static_cast<int>(u % head_units) * heads;
       if (attend_tile_unit(q, positions, sequences, block_table, k_cache, v_cache, y, num_tokens,
-                           t0, h, q_heads, kv_heads, head_dim, capacity, window, scale,
+                           t0, h0, heads, q_heads, kv_heads, head_dim, capacity, window, scale,
                            last_visible, tile_shared)) {
         continue;
       }
-      // Tokens of several sequences (continuous batching): one token at a time.
-      for (int t = t0; t < num_tokens && t < t0 + attn_tile::kRows; ++t) {
-        attend_token(q, positions, sequences, block_table, k_cache, v_cache, y, partials, t, h, 0,
-                     1, q_heads, kv_heads, head_dim, capacity, window, scale, last_visible, vec,
-                     s_m, s_l, s_o);
+      // Tokens of several sequences (continuous batching): one token and head at a time.
+      for (int h = h0; h < h0 + heads; ++h) {
+        for (int t = t0; t < num_tokens && t < t0 + attn_tile::kRows; ++t) {
+          attend_token(q, positions, sequences, block_table, k_cache, v_cache, y, partials, t, h,
+                       0, 1, q_heads, kv_heads, head_dim, capacity, window, scale, last_visible,
+                       vec, s_m, s_l, s_o);
+        }
       }
     }
     return;

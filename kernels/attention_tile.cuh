@@ -1,11 +1,14 @@
-// Attention on tensor cores for 16 query rows of one head at a time: the attention over the paged
-// KV cache takes it for steps of 16 tokens or more (attention.cu). Where the keys come from is the
-// caller's (a Keys type), so that other attentions can use the same units. The vision tower's
-// bidirectional attention (vision.cu) does not: at 2394 patches x 16 heads of 72 its CUDA-core
-// tile (32 queries per block, K/V tiles in shared memory) took 95 ms for the 31B tower on the
-// H200 and these units 114 ms (2026-12-05, test/gpu/results/2026-12-05-h200-attention-tiles.txt).
+// Attention on tensor cores for 16 query rows of one or two heads at a time: the attention over
+// the paged KV cache takes it for steps of 16 tokens or more (attention.cu). Where the keys come
+// from is the caller's (a Keys type), so that other attentions can use the same units. The vision
+// tower's bidirectional attention (vision.cu) does not: at 2394 patches x 16 heads of 72 its
+// CUDA-core tile (32 queries per block, K/V tiles in shared memory) took 95 ms for the 31B tower
+// on the H200 and these units 114 ms (2026-12-05, test/gpu/results/2026-12-05-h200-attention-tiles.txt).
 //
-// A unit is up to kRows = 16 query rows of one head (one m16 MMA tile). The block's 4 warps share
+// A unit is up to kRows = 16 query rows (one m16 MMA tile) of G query heads that read one kv head:
+// G = 2 where the heads of a kv head pair up and head_dim <= 256 (unit_heads()), so each K and V
+// fragment loaded feeds both heads' MMAs (31B prefill of 4096 tokens +8 %, 26B-A4B +6 % on the
+// H100: bench/results/2026-12-06-h100-attention-gqa.md), else 1. The block's 4 warps share
 // those rows and deal head_dim's steps of 16 columns: warp w takes steps w, w + 4, .... For each
 // step of kKeys = 32 keys, each warp multiplies Q by K^T over its columns (mma.m16n8k16; the K
 // fragments come from global memory straight into registers), the four partial score tiles are
@@ -31,9 +34,11 @@ constexpr int kWarps = 4;
 constexpr int kRows = 16;
 constexpr int kKeys = 32;  // 4 n8 blocks of scores
 constexpr int kMaxHeadDim = 512;
+constexpr int kMaxGroup = 2;  // query heads (of one kv head) per unit
 
 struct Shared {
-  float scores[2][kWarps][16][32];  // [step parity][warp][score fragment value][lane]
+  // [step parity][warp][head of the unit][score fragment value][lane]
+  float scores[2][kWarps][kMaxGroup][16][32];
 };
 
 template <typename T, T V>
@@ -87,17 +92,20 @@ SPK_DEVICE void mma_terms(float acc[4], const uint32_t a_hi[4], const uint32_t a
   mma_bf16_16816(acc, a_hi, b0_hi, b1_hi);
 }
 
-// One unit: query rows t0 .. t0 + rows - 1 (rows <= 16) of head h (q and y [T, q_heads,
-// head_dim]) over keys [kmin, kmax]; this lane's rows g and g + 8 (g = lane / 4) see keys
-// [lo[i], hi[i]] (empty when hi < lo). Keys gives the rows: Keys::Element (float or unsigned short
-// holding bf16), keys.k(key) and keys.v(key) the key's K and V rows of this head's kv head, or
-// null for a key without one (it scores -inf and adds nothing). NKS = ceil(head_dim / 64): the
-// most column steps a warp takes (warp w's step ks is columns 16 (w + 4 ks) .. + 15). Ends with a
-// barrier (the shared scores are reused by the next unit).
-template <int NKS, bool kSplitAct, typename Keys>
-SPK_DEVICE void attend(ActIn q, ActOut y, int t0, int rows, int h, int q_heads, int head_dim,
+// One unit: query rows t0 .. t0 + rows - 1 (rows <= 16) of the G query heads h0 .. h0 + G - 1,
+// which read the same kv head (GQA: each K and V fragment loaded serves G x 16 rows), over keys
+// [kmin, kmax] (q and y [T, q_heads, head_dim]); this lane's rows g and g + 8 (g = lane / 4) see
+// keys [lo[i], hi[i]] (empty when hi < lo). Keys gives the rows: Keys::Element (float or
+// unsigned short holding bf16), keys.k(key) and keys.v(key) the key's K and V rows of the kv
+// head, or null for a key without one (it scores -inf and adds nothing). NKS = ceil(head_dim /
+// 64): the most column steps a warp takes (warp w's step ks is columns 16 (w + 4 ks) .. + 15).
+// G x NKS <= 8 keeps the Q fragments and accumulators in registers. Ends with a barrier (the
+// shared scores are reused by the next unit).
+template <int NKS, int G, bool kSplitAct, typename Keys>
+SPK_DEVICE void attend(ActIn q, ActOut y, int t0, int rows, int h0, int q_heads, int head_dim,
                        const Keys& keys, float scale, const int lo[2], const int hi[2], int kmin,
                        int kmax, Shared& sh) {
+  static_assert(G >= 1 && G <= kMaxGroup && G * NKS <= 8, "registers");
   using C = typename Keys::Element;
   constexpr bool kSplitKv = sizeof(C) == 4;
   const int warp = warp_id(), lane = lane_id(), g = lane >> 2, c = 2 * (lane & 3);
@@ -105,33 +113,44 @@ SPK_DEVICE void attend(ActIn q, ActOut y, int t0, int rows, int h, int q_heads, 
   const auto has_step = [&](int ks) { return warp + 4 * ks < steps; };
   const auto column = [&](int ks) { return (warp + 4 * ks) * 16; };
 
-  // Q fragments of this warp's columns: a0 row g col c, a1 row g+8 col c, a2 row g col c+8,
-  // a3 row g+8 col c+8 (zeros for rows past `rows` and columns past head_dim).
-  uint32_t qh[NKS][4], ql[NKS][4];
+  // Q fragments of this warp's columns, per head: a0 row g col c, a1 row g+8 col c, a2 row g col
+  // c+8, a3 row g+8 col c+8 (zeros for rows past `rows` and columns past head_dim).
+  uint32_t qh[G][NKS][4], ql[G][NKS][4];
 #pragma unroll
-  for (int ks = 0; ks < NKS; ++ks) {
+  for (int j = 0; j < G; ++j) {
 #pragma unroll
-    for (int f = 0; f < 4; ++f) {
-      const int r = g + (f & 1) * 8, d = column(ks) + c + (f >> 1) * 8;
-      qh[ks][f] = ql[ks][f] = 0u;
-      if (r < rows && has_step(ks) && d < head_dim) {
-        query_pair(q + (static_cast<int64_t>(t0 + r) * q_heads + h) * head_dim, d, qh[ks][f],
-                   ql[ks][f]);
+    for (int ks = 0; ks < NKS; ++ks) {
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        const int r = g + (f & 1) * 8, d = column(ks) + c + (f >> 1) * 8;
+        qh[j][ks][f] = ql[j][ks][f] = 0u;
+        if (r < rows && has_step(ks) && d < head_dim) {
+          query_pair(q + (static_cast<int64_t>(t0 + r) * q_heads + h0 + j) * head_dim, d,
+                     qh[j][ks][f], ql[j][ks][f]);
+        }
       }
     }
   }
-  float o[2 * NKS][4];
+  float o[G][2 * NKS][4];
+  float m[G][2], l[G][2];
 #pragma unroll
-  for (int nb = 0; nb < 2 * NKS; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
-  float m[2] = {-inff_(), -inff_()}, l[2] = {0.0f, 0.0f};
+  for (int j = 0; j < G; ++j) {
+#pragma unroll
+    for (int nb = 0; nb < 2 * NKS; ++nb) {
+      o[j][nb][0] = o[j][nb][1] = o[j][nb][2] = o[j][nb][3] = 0.0f;
+    }
+    m[j][0] = m[j][1] = -inff_();
+    l[j][0] = l[j][1] = 0.0f;
+  }
 
   int parity = 0;
   for (int kb = kmin; kb <= kmax; kb += kKeys, parity ^= 1) {
-    // This warp's part of the 16 x 32 scores.
-    float s[4][4];
+    // This warp's part of each head's 16 x 32 scores; a K fragment serves every head.
+    float s[G][4][4];
 #pragma unroll
     for (int nb = 0; nb < 4; ++nb) {
-      s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < G; ++j) s[j][nb][0] = s[j][nb][1] = s[j][nb][2] = s[j][nb][3] = 0.0f;
       const int key = kb + nb * 8 + g;
       const C* krow = key <= kmax ? keys.k(key) : nullptr;
 #pragma unroll
@@ -142,83 +161,93 @@ SPK_DEVICE void attend(ActIn q, ActOut y, int t0, int rows, int h, int q_heads, 
           if (column(ks) + c < head_dim) row_pair(krow, column(ks) + c, b0h, b0l);
           if (column(ks) + c + 8 < head_dim) row_pair(krow, column(ks) + c + 8, b1h, b1l);
         }
-        mma_terms<kSplitAct, kSplitKv>(s[nb], qh[ks], ql[ks], b0h, b1h, b0l, b1l);
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+          mma_terms<kSplitAct, kSplitKv>(s[j][nb], qh[j][ks], ql[j][ks], b0h, b1h, b0l, b1l);
+        }
       }
     }
     // The four warps' parts summed in warp order: every warp gets the same scores.
 #pragma unroll
-    for (int i = 0; i < 16; ++i) sh.scores[parity][warp][i][lane] = s[i >> 2][i & 3];
+    for (int j = 0; j < G; ++j) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) sh.scores[parity][warp][j][i][lane] = s[j][i >> 2][i & 3];
+    }
     __syncthreads();
+    uint32_t ph[G][2][4], pl[G][2][4];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float v = 0.0f;
+    for (int j = 0; j < G; ++j) {
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) v += sh.scores[parity][w][i][lane];
-      s[i >> 2][i & 3] = v;
-    }
-    // Mask, scale, online softmax of rows g (values 0, 1) and g + 8 (values 2, 3).
-    float step_max[2] = {-inff_(), -inff_()};
+      for (int i = 0; i < 16; ++i) {
+        float v = 0.0f;
 #pragma unroll
-    for (int nb = 0; nb < 4; ++nb) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, key = kb + nb * 8 + c + (e & 1);
-        s[nb][e] = key >= lo[r] && key <= hi[r] ? s[nb][e] * scale : -inff_();
-        step_max[r] = fmaxf_(step_max[r], s[nb][e]);
+        for (int w = 0; w < kWarps; ++w) v += sh.scores[parity][w][j][i][lane];
+        s[j][i >> 2][i & 3] = v;
       }
-    }
-    float corr[2], step_sum[2] = {0.0f, 0.0f};
+      // Mask, scale, online softmax of rows g (values 0, 1) and g + 8 (values 2, 3).
+      float step_max[2] = {-inff_(), -inff_()};
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      step_max[r] = fmaxf_(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 1));
-      step_max[r] = fmaxf_(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 2));
-      const float m_new = fmaxf_(m[r], step_max[r]);
-      corr[r] = m[r] == -inff_() ? 0.0f : spk_expf(m[r] - m_new);
-      m[r] = m_new;
-    }
+      for (int nb = 0; nb < 4; ++nb) {
 #pragma unroll
-    for (int nb = 0; nb < 4; ++nb) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        s[nb][e] = s[nb][e] == -inff_() ? 0.0f : spk_expf(s[nb][e] - m[r]);
-        step_sum[r] += s[nb][e];
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, key = kb + nb * 8 + c + (e & 1);
+          s[j][nb][e] = key >= lo[r] && key <= hi[r] ? s[j][nb][e] * scale : -inff_();
+          step_max[r] = fmaxf_(step_max[r], s[j][nb][e]);
+        }
       }
-    }
+      float corr[2], step_sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      step_sum[r] += __shfl_xor_sync(0xffffffffu, step_sum[r], 1);
-      step_sum[r] += __shfl_xor_sync(0xffffffffu, step_sum[r], 2);
-      l[r] = l[r] * corr[r] + step_sum[r];
-    }
+      for (int r = 0; r < 2; ++r) {
+        step_max[r] = fmaxf_(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 1));
+        step_max[r] = fmaxf_(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 2));
+        const float m_new = fmaxf_(m[j][r], step_max[r]);
+        corr[r] = m[j][r] == -inff_() ? 0.0f : spk_expf(m[j][r] - m_new);
+        m[j][r] = m_new;
+      }
 #pragma unroll
-    for (int nb = 0; nb < 2 * NKS; ++nb) {
+      for (int nb = 0; nb < 4; ++nb) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[nb][e] *= corr[e >> 1];
-    }
-    // P as A fragments (the C fragments of n blocks 2 kk and 2 kk + 1 are the A fragment of keys
-    // 16 kk .. 16 kk + 15), V as B fragments, accumulated into this warp's output columns.
-    uint32_t ph[2][4], pl[2][4];
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1;
+          s[j][nb][e] = s[j][nb][e] == -inff_() ? 0.0f : spk_expf(s[j][nb][e] - m[j][r]);
+          step_sum[r] += s[j][nb][e];
+        }
+      }
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
+      for (int r = 0; r < 2; ++r) {
+        step_sum[r] += __shfl_xor_sync(0xffffffffu, step_sum[r], 1);
+        step_sum[r] += __shfl_xor_sync(0xffffffffu, step_sum[r], 2);
+        l[j][r] = l[j][r] * corr[r] + step_sum[r];
+      }
 #pragma unroll
-      for (int f = 0; f < 4; ++f) {
-        const float* src = s[2 * kk + (f >> 1)] + (f & 1) * 2;
-        if (kSplitAct) {
-          split_bf16x2(src[0], src[1], ph[kk][f], pl[kk][f]);
-        } else {
-          ph[kk][f] = pack_bf16x2(src[0], src[1]);
-          pl[kk][f] = 0u;
+      for (int nb = 0; nb < 2 * NKS; ++nb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[j][nb][e] *= corr[e >> 1];
+      }
+      // P as A fragments (the C fragments of n blocks 2 kk and 2 kk + 1 are the A fragment of
+      // keys 16 kk .. 16 kk + 15).
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+        for (int f = 0; f < 4; ++f) {
+          const float* src = s[j][2 * kk + (f >> 1)] + (f & 1) * 2;
+          if (kSplitAct) {
+            split_bf16x2(src[0], src[1], ph[j][kk][f], pl[j][kk][f]);
+          } else {
+            ph[j][kk][f] = pack_bf16x2(src[0], src[1]);
+            pl[j][kk][f] = 0u;
+          }
         }
       }
     }
+    // V as B fragments, each serving every head, accumulated into this warp's output columns.
     const C* vrow[2][4];  // keys kb + 16 kk + c + {0, 1, 8, 9}
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int key = kb + kk * 16 + c + (j & 1) + (j >> 1) * 8;
-        vrow[kk][j] = key <= kmax ? keys.v(key) : nullptr;
+      for (int i = 0; i < 4; ++i) {
+        const int key = kb + kk * 16 + c + (i & 1) + (i >> 1) * 8;
+        vrow[kk][i] = key <= kmax ? keys.v(key) : nullptr;
       }
     }
 #pragma unroll
@@ -230,53 +259,75 @@ SPK_DEVICE void attend(ActIn q, ActOut y, int t0, int rows, int h, int q_heads, 
         uint32_t b0h, b0l, b1h, b1l;
         column_pair(vrow[kk][0], vrow[kk][1], d, b0h, b0l);
         column_pair(vrow[kk][2], vrow[kk][3], d, b1h, b1l);
-        mma_terms<kSplitAct, kSplitKv>(o[nb], ph[kk], pl[kk], b0h, b1h, b0l, b1l);
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+          mma_terms<kSplitAct, kSplitKv>(o[j][nb], ph[j][kk], pl[j][kk], b0h, b1h, b0l, b1l);
+        }
       }
     }
   }
   // y = o / l (zeros for a row without keys).
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = g + r * 8;
-    if (row >= rows) continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    const ActOut yr = y + (static_cast<int64_t>(t0 + row) * q_heads + h) * head_dim;
+  for (int j = 0; j < G; ++j) {
 #pragma unroll
-    for (int nb = 0; nb < 2 * NKS; ++nb) {
-      const int d = column(nb >> 1) + (nb & 1) * 8 + c;
-      if (!has_step(nb >> 1) || d >= head_dim) continue;
-      yr[d] = o[nb][2 * r] * inv;
-      yr[d + 1] = o[nb][2 * r + 1] * inv;
+    for (int r = 0; r < 2; ++r) {
+      const int row = g + r * 8;
+      if (row >= rows) continue;
+      const float inv = l[j][r] > 0.0f ? 1.0f / l[j][r] : 0.0f;
+      const ActOut yr = y + (static_cast<int64_t>(t0 + row) * q_heads + h0 + j) * head_dim;
+#pragma unroll
+      for (int nb = 0; nb < 2 * NKS; ++nb) {
+        const int d = column(nb >> 1) + (nb & 1) * 8 + c;
+        if (!has_step(nb >> 1) || d >= head_dim) continue;
+        yr[d] = o[j][nb][2 * r] * inv;
+        yr[d + 1] = o[j][nb][2 * r + 1] * inv;
+      }
     }
   }
   __syncthreads();  // the shared scores are reused by the next unit
 }
 
-// attend() with NKS and kSplitAct chosen for head_dim (applies()) and the activation type.
+// The query heads one unit takes for this shape: two heads of one kv head where the groups pair
+// up and head_dim <= 256 (registers: group x NKS <= 8), else one.
+SPK_DEVICE int unit_heads(int q_heads, int kv_heads, int head_dim) {
+  return kv_heads > 0 && q_heads % (2 * kv_heads) == 0 && head_dim <= 256 ? 2 : 1;
+}
+
+// attend() with NKS, G and kSplitAct chosen for head_dim, `heads` (unit_heads()) and the
+// activation type.
 template <typename Keys>
-SPK_DEVICE void attend_any(ActIn q, ActOut y, int t0, int rows, int h, int q_heads, int head_dim,
-                           const Keys& keys, float scale, const int lo[2], const int hi[2],
-                           int kmin, int kmax, Shared& sh) {
-  const auto run = [&](auto nks, auto split_act) {
-    attend<decltype(nks)::value, decltype(split_act)::value>(q, y, t0, rows, h, q_heads, head_dim,
-                                                              keys, scale, lo, hi, kmin, kmax, sh);
+SPK_DEVICE void attend_any(ActIn q, ActOut y, int t0, int rows, int h0, int heads, int q_heads,
+                           int head_dim, const Keys& keys, float scale, const int lo[2],
+                           const int hi[2], int kmin, int kmax, Shared& sh) {
+  const auto run = [&](auto nks, auto group, auto split_act) {
+    attend<decltype(nks)::value, decltype(group)::value, decltype(split_act)::value>(
+        q, y, t0, rows, h0, q_heads, head_dim, keys, scale, lo, hi, kmin, kmax, sh);
   };
-  const auto by_act = [&](auto nks) {
+  const auto by_act = [&](auto nks, auto group) {
     if (act_bf16()) {
-      run(nks, Const<bool, false>());
+      run(nks, group, Const<bool, false>());
     } else {
-      run(nks, Const<bool, true>());
+      run(nks, group, Const<bool, true>());
     }
   };
+  const auto by_heads = [&](auto nks) {
+    if constexpr (decltype(nks)::value <= 4) {
+      if (heads == 2) {
+        by_act(nks, Const<int, 2>());
+        return;
+      }
+    }
+    by_act(nks, Const<int, 1>());
+  };
   switch ((head_dim + 63) / 64) {
-    case 1: by_act(Const<int, 1>()); break;
-    case 2: by_act(Const<int, 2>()); break;
-    case 3: by_act(Const<int, 3>()); break;
-    case 4: by_act(Const<int, 4>()); break;
-    case 5: by_act(Const<int, 5>()); break;
-    case 6: by_act(Const<int, 6>()); break;
-    case 7: by_act(Const<int, 7>()); break;
-    default: by_act(Const<int, 8>()); break;
+    case 1: by_heads(Const<int, 1>()); break;
+    case 2: by_heads(Const<int, 2>()); break;
+    case 3: by_heads(Const<int, 3>()); break;
+    case 4: by_heads(Const<int, 4>()); break;
+    case 5: by_heads(Const<int, 5>()); break;
+    case 6: by_heads(Const<int, 6>()); break;
+    case 7: by_heads(Const<int, 7>()); break;
+    default: by_heads(Const<int, 8>()); break;
   }
 }
 

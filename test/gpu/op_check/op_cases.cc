@@ -401,6 +401,10 @@ void KvAndAttention(std::vector<OpCase>* cases, bool quick) {
       {100, 8, 4, 256, 64, 300, 0.1f, 1, 0, false, -1, -1, 400},
       {100, 8, 2, 512, 0, 150, 0.05f, 8, 64, false, -1, -1, 256},
       {100, 8, 2, 512, 0, 150, 0.05f, 1, 0, true, -1, -1, 256},
+      // Units of one head where the query heads of a kv head do not pair up (3 per kv head, or
+      // no GQA); the cases above with an even group and head_dim <= 256 take two per unit.
+      {24, 6, 2, 128, 0, 7, 0.2f, 1, 0, false, -1, -1, 64},
+      {24, 4, 4, 256, 16, 30, 0.1f, 1, 0, true, -1, -1, 64},
   };
   for (const A& a : all) {
     const bool split = a.max_splits > 1;
