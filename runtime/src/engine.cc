@@ -384,8 +384,9 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   // after `part`.
   const auto make_executor = [&](const Plan& run, bool graphs, absl::string_view part)
       -> absl::StatusOr<std::unique_ptr<Executor>> {
-    const LoadPhaseSink on_phase = [&record, part](const LoadPhase& phase) {
-      record({absl::StrCat(part, phase.name), phase.seconds, phase.bytes});
+    const LoadPhaseSink on_phase = [&record, part](LoadPhase phase) {
+      phase.name = absl::StrCat(part, phase.name);
+      record(phase);
     };
     LoadClock host_clock(on_phase);
     if (model->on_cuda() && run.ranks > 1) {
