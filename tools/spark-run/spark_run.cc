@@ -1262,8 +1262,8 @@ int main(int argc, char** argv) {
                "so tokens/s is lower) and print, per op, launches, ms per call, share, modelled MB "
                "moved, GB/s, TFLOP/s")->group(generation);
   app.add_flag("--json", flags.json,
-               "print {\"ids\", [\"text\"], \"timings\", \"memory\", [\"profile\"]} as JSON on stdout "
-               "(one object per turn with --interactive) instead of the streamed text or the ids")
+               "print {\"ids\", [\"text\"], \"timings\", \"memory\", [\"startup\"], [\"profile\"]} as JSON on "
+               "stdout (one object per turn with --interactive) instead of the streamed text or the ids")
       ->group(generation);
   app.add_flag("-v", flags.verbose, "print every resolution decision, the memory table, what was measured next to it, and the cold start (process start to the first token, phase by phase)")
       ->group(generation);
