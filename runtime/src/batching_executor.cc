@@ -117,6 +117,10 @@ absl::StatusOr<int64_t> BatchingExecutor::DropKv(SequenceState& sequence) {
   return state_->Exclusive([&] { return state_->inner->DropKv(sequence); });
 }
 
+absl::Status BatchingExecutor::ShareKv(SequenceState& from, SequenceState& to, int64_t tokens) {
+  return state_->Exclusive([&] { return state_->inner->ShareKv(from, to, tokens); });
+}
+
 absl::StatusOr<std::unique_ptr<SequenceState>> BatchingExecutor::NewSequence(int64_t max_length) {
   return state_->Exclusive([&] { return state_->inner->NewSequence(max_length); });
 }

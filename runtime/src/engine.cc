@@ -230,6 +230,34 @@ absl::StatusOr<bool> Model::MakeRoomForKv(Session& session, const GenerateOption
   return true;
 }
 
+absl::StatusOr<int64_t> Model::SharePrefix(Session& session, absl::Span<const int32_t> prompt,
+                                           int64_t own) {
+  if (!share_kv_prefixes_ || prompt.size() < 2) return 0;
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  const int64_t rewind = Session::MaxRewind(plan(), max_length_);
+  const size_t limit = prompt.size() - 1;  // the last prompt token is prefilled for its logits
+  Session* lender = nullptr;
+  int64_t longest = own + abi::kKvBlockRows - 1;
+  for (Session* idle : idle_) {
+    if (idle == &session || idle->history_has_soft_tokens_) continue;
+    const std::vector<int32_t>& held = idle->history_;
+    const size_t end = std::min(held.size(), limit);
+    size_t common = 0;
+    while (common < end && held[common] == prompt[common]) ++common;
+    const int64_t n = static_cast<int64_t>(common);
+    // Past `rewind` positions after the prefix, its sliding caches overwrote what comes next
+    // needs.
+    if (n <= longest || static_cast<int64_t>(held.size()) - n > rewind) continue;
+    lender = idle;
+    longest = n;
+  }
+  if (lender == nullptr) return 0;
+  SPARK_RETURN_IF_ERROR(executor_->ShareKv(*lender->sequence_, *session.sequence_, longest));
+  ++kv_pool_stats_.shared;
+  kv_pool_stats_.shared_tokens += longest;
+  return longest;
+}
+
 int64_t Model::generating_sessions() const {
   std::lock_guard<std::mutex> lock(sessions_mutex_);
   return running_;
@@ -358,6 +386,7 @@ absl::StatusOr<std::shared_ptr<Model>> Engine::OpenModel(const ModelOptions& opt
   } else if (options.kv_pool_sessions > 0) {
     model->kv_pool_sessions_ = options.kv_pool_sessions;
   }
+  model->share_kv_prefixes_ = options.share_kv_prefixes;
   estimate_options.batch = model->kv_pool_sessions_;
   if (model->kv_pool_sessions_ < model->max_sessions_ || options.kv_pool_sessions == kKvPoolFit) {
     Notice(absl::StrCat(

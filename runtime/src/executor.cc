@@ -43,6 +43,9 @@ class DumpingExecutor final : public Executor {
     return inner_->ReserveSequences(max_length, sequences, full_length_sequences);
   }
   absl::StatusOr<int64_t> DropKv(SequenceState& sequence) override { return inner_->DropKv(sequence); }
+  absl::Status ShareKv(SequenceState& from, SequenceState& to, int64_t tokens) override {
+    return inner_->ShareKv(from, to, tokens);
+  }
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override {
     return inner_->NewSequence(max_length);
   }
@@ -179,6 +182,9 @@ absl::Status Executor::RunStep(absl::Span<const int32_t> ids,
 
 absl::Status Executor::ReserveSequences(int64_t, int64_t, int64_t) { return absl::OkStatus(); }
 absl::StatusOr<int64_t> Executor::DropKv(SequenceState&) { return 0; }
+absl::Status Executor::ShareKv(SequenceState&, SequenceState&, int64_t) {
+  return absl::UnimplementedError(absl::StrCat(name(), " cannot share KV cache blocks"));
+}
 
 namespace {
 constexpr absl::string_view kKvPoolExhaustedPayload = "spark.kv_pool_exhausted";

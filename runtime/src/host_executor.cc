@@ -45,6 +45,7 @@ class HostExecutor final : public Executor {
   absl::Status ReserveSequences(int64_t max_length, int64_t sequences,
                                 int64_t full_length_sequences) override;
   absl::StatusOr<int64_t> DropKv(SequenceState& sequence) override;
+  absl::Status ShareKv(SequenceState& from, SequenceState& to, int64_t tokens) override;
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status RunBatch(absl::Span<const SequenceStep> parts,
                         std::vector<StepResult>* results) override;
@@ -80,9 +81,13 @@ class HostExecutor final : public Executor {
 
   absl::Status AllocateArena();
   void ReleaseSequence(Sequence& sequence);
-  // Allocates the blocks the positions of each part need and makes part r's block tables row r
-  // of the step's tables.
+  // Allocates the blocks the positions of each part need (copying those it shares: CopyBlocks)
+  // and makes part r's block tables row r of the step's tables.
   absl::Status BindSequences(absl::Span<const SequenceStep> parts);
+  // Copy-on-write: each copy's block into its new one, in every cache of its group (K and V).
+  void CopyBlocks(absl::Span<const BlockCopy> copies);
+  // DropKv under pool_mutex_.
+  int64_t DropLocked(SequenceBlocks& blocks);
   // Where the `size` bytes `region` names in `sequence`'s memory lie (one piece for the arena,
   // one per block for a cache), after checking they fit.
   struct RegionPiece {
@@ -90,9 +95,10 @@ class HostExecutor final : public Executor {
     uint64_t offset = 0;  // within the region's bytes
     uint64_t bytes = 0;
   };
+  // For a write, the blocks it touches are made the sequence's own first (copy-on-write).
   absl::StatusOr<std::vector<RegionPiece>> RegionPieces(SequenceState& state,
-                                                        const MemoryRegion& region,
-                                                        uint64_t size);
+                                                        const MemoryRegion& region, uint64_t size,
+                                                        bool write);
   uint8_t* BufferData(int64_t buffer) {
     return reinterpret_cast<uint8_t*>(arena_.data()) + plan_.buffers[buffer].offset;
   }
@@ -229,22 +235,50 @@ void HostExecutor::ReleaseSequence(Sequence& sequence) {
 absl::StatusOr<int64_t> HostExecutor::DropKv(SequenceState& sequence) {
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(sequence));
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  SequenceBlocks& blocks = static_cast<Sequence&>(sequence).blocks;
-  // The dropped blocks' keys and values become NaN (all bits set), so that a step reading a
+  return DropLocked(static_cast<Sequence&>(sequence).blocks);
+}
+
+int64_t HostExecutor::DropLocked(SequenceBlocks& blocks) {
+  std::vector<FreedBlock> freed;
+  const int64_t count = pool_.Drop(blocks, &freed);
+  // The freed blocks' keys and values become NaN (all bits set), so that a step reading a
   // position its sequence no longer holds shows in its logits instead of finding the old bytes
-  // still there (a block given back is often the next one handed out).
-  for (size_t i = 0; i < kv_caches_.size(); ++i) {
-    const uint64_t block_bytes = plan_.kv_caches[i].part_bytes(abi::kKvBlockRows);
-    const int group = pool_.GroupOf(static_cast<int64_t>(i));
-    for (const int32_t block : blocks.tables[static_cast<size_t>(group)]) {
-      if (block < 0) continue;
+  // still there (a block given back is often the next one handed out). Blocks another sequence
+  // still shares keep theirs.
+  for (const FreedBlock& f : freed) {
+    for (size_t i = 0; i < kv_caches_.size(); ++i) {
+      if (pool_.GroupOf(static_cast<int64_t>(i)) != f.group) continue;
+      const uint64_t block_bytes = plan_.kv_caches[i].part_bytes(abi::kKvBlockRows);
       for (std::vector<uint64_t>* part : {&kv_caches_[i].k, &kv_caches_[i].v}) {
-        std::memset(reinterpret_cast<uint8_t*>(part->data()) + block * block_bytes, 0xff,
+        std::memset(reinterpret_cast<uint8_t*>(part->data()) + f.block * block_bytes, 0xff,
                     block_bytes);
       }
     }
   }
-  return pool_.Drop(blocks);
+  return count;
+}
+
+absl::Status HostExecutor::ShareKv(SequenceState& from, SequenceState& to, int64_t tokens) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(from));
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(to));
+  if (&from == &to) return absl::InvalidArgumentError("a sequence cannot share its own KV blocks");
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  SequenceBlocks& blocks = static_cast<Sequence&>(to).blocks;
+  DropLocked(blocks);
+  return pool_.Share(static_cast<Sequence&>(from).blocks, blocks, tokens);
+}
+
+void HostExecutor::CopyBlocks(absl::Span<const BlockCopy> copies) {
+  for (const BlockCopy& copy : copies) {
+    for (size_t i = 0; i < kv_caches_.size(); ++i) {
+      if (pool_.GroupOf(static_cast<int64_t>(i)) != copy.group) continue;
+      const uint64_t block_bytes = plan_.kv_caches[i].part_bytes(abi::kKvBlockRows);
+      for (std::vector<uint64_t>* part : {&kv_caches_[i].k, &kv_caches_[i].v}) {
+        uint8_t* base = reinterpret_cast<uint8_t*>(part->data());
+        std::memcpy(base + copy.to * block_bytes, base + copy.from * block_bytes, block_bytes);
+      }
+    }
+  }
 }
 
 absl::Status HostExecutor::RunBatch(absl::Span<const SequenceStep> parts,
@@ -275,9 +309,15 @@ absl::Status HostExecutor::RunBatch(absl::Span<const SequenceStep> parts,
 
 absl::Status HostExecutor::BindSequences(absl::Span<const SequenceStep> parts) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
+  std::vector<BlockCopy> copies;
   for (size_t r = 0; r < parts.size(); ++r) {
     Sequence& sequence = static_cast<Sequence&>(*parts[r].sequence);
-    SPARK_RETURN_IF_ERROR(pool_.Grow(sequence.blocks, parts[r].call.positions));
+    const absl::Status grown = pool_.Grow(sequence.blocks, parts[r].call.positions, &copies);
+    // The copies of the parts that grew are made even when a later part cannot grow: their
+    // tables name the new blocks already.
+    CopyBlocks(copies);
+    copies.clear();
+    SPARK_RETURN_IF_ERROR(grown);
     for (size_t g = 0; g < tables_.size(); ++g) {
       const std::vector<int32_t>& row = sequence.blocks.tables[g];
       std::copy(row.begin(), row.end(), tables_[g].begin() + r * row.size());
@@ -287,7 +327,7 @@ absl::Status HostExecutor::BindSequences(absl::Span<const SequenceStep> parts) {
 }
 
 absl::StatusOr<std::vector<HostExecutor::RegionPiece>> HostExecutor::RegionPieces(
-    SequenceState& state, const MemoryRegion& region, uint64_t size) {
+    SequenceState& state, const MemoryRegion& region, uint64_t size, bool write) {
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
   Sequence& sequence = static_cast<Sequence&>(state);
   SPARK_RETURN_IF_ERROR(CheckMemoryRegion(plan_, pool_.CacheCapacities(), region, size));
@@ -300,13 +340,15 @@ absl::StatusOr<std::vector<HostExecutor::RegionPiece>> HostExecutor::RegionPiece
                                                   ? cache.k.data()
                                                   : cache.v.data());
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  SPARK_ASSIGN_OR_RETURN(
-      const std::vector<PoolPiece> pieces,
+  std::vector<BlockCopy> copies;
+  const absl::StatusOr<std::vector<PoolPiece>> pieces =
       pool_.MapRange(sequence.blocks, pool_.GroupOf(region.cache),
                      plan_.kv_caches[static_cast<size_t>(region.cache)].part_bytes(1),
-                     region.offset, size));
+                     region.offset, size, write ? &copies : nullptr);
+  CopyBlocks(copies);  // those made before a failure too: the table names them
+  SPARK_RETURN_IF_ERROR(pieces.status());
   std::vector<RegionPiece> out;
-  for (const PoolPiece& piece : pieces) {
+  for (const PoolPiece& piece : *pieces) {
     out.push_back({base + piece.pool_offset, piece.offset, piece.bytes});
   }
   return out;
@@ -315,7 +357,7 @@ absl::StatusOr<std::vector<HostExecutor::RegionPiece>> HostExecutor::RegionPiece
 absl::Status HostExecutor::CopyToMemory(SequenceState& sequence, const MemoryRegion& region,
                                         absl::Span<const uint8_t> bytes) {
   SPARK_ASSIGN_OR_RETURN(const std::vector<RegionPiece> pieces,
-                         RegionPieces(sequence, region, bytes.size()));
+                         RegionPieces(sequence, region, bytes.size(), /*write=*/true));
   for (const RegionPiece& piece : pieces) {
     std::memcpy(piece.data, bytes.data() + piece.offset, piece.bytes);
   }
@@ -325,7 +367,7 @@ absl::Status HostExecutor::CopyToMemory(SequenceState& sequence, const MemoryReg
 absl::Status HostExecutor::CopyFromMemory(SequenceState& sequence, const MemoryRegion& region,
                                           absl::Span<uint8_t> bytes) {
   SPARK_ASSIGN_OR_RETURN(const std::vector<RegionPiece> pieces,
-                         RegionPieces(sequence, region, bytes.size()));
+                         RegionPieces(sequence, region, bytes.size(), /*write=*/false));
   for (const RegionPiece& piece : pieces) {
     std::memcpy(bytes.data() + piece.offset, piece.data, piece.bytes);
   }

@@ -74,6 +74,7 @@ absl::StatusOr<KvBlockPool> KvBlockPool::Make(const Plan& plan, int64_t max_leng
     std::vector<int32_t>& free = pool.free_.emplace_back();
     free.reserve(static_cast<size_t>(blocks));
     for (int64_t b = blocks - 1; b >= 0; --b) free.push_back(static_cast<int32_t>(b));
+    pool.refs_.emplace_back(static_cast<size_t>(blocks), 0);
   }
   return pool;
 }
@@ -110,8 +111,38 @@ SequenceBlocks KvBlockPool::NewSequence() {
   return blocks;
 }
 
-absl::Status KvBlockPool::Grow(SequenceBlocks& blocks, absl::Span<const int32_t> positions) {
-  // The table entries the positions need that hold no block yet, per group (each once).
+int32_t KvBlockPool::Take(int group) {
+  std::vector<int32_t>& free = free_[static_cast<size_t>(group)];
+  const int32_t block = free.back();
+  free.pop_back();
+  refs_[static_cast<size_t>(group)][static_cast<size_t>(block)] = 1;
+  return block;
+}
+
+bool KvBlockPool::Unref(int group, int32_t block) {
+  int32_t& refs = refs_[static_cast<size_t>(group)][static_cast<size_t>(block)];
+  if (--refs > 0) return false;
+  free_[static_cast<size_t>(group)].push_back(block);
+  return true;
+}
+
+void KvBlockPool::Own(int group, std::vector<int32_t>& table, int64_t column,
+                      std::vector<BlockCopy>* copies) {
+  int32_t& entry = table[static_cast<size_t>(column)];
+  if (entry < 0) {
+    entry = Take(group);
+  } else if (References(group, entry) > 1) {
+    const int32_t shared = entry;
+    entry = Take(group);
+    Unref(group, shared);
+    copies->push_back({group, shared, entry});
+  }
+}
+
+absl::Status KvBlockPool::Grow(SequenceBlocks& blocks, absl::Span<const int32_t> positions,
+                               std::vector<BlockCopy>* copies) {
+  // The table entries the positions write that are not the sequence's own yet (none, or shared),
+  // per group, each once.
   std::vector<std::vector<int64_t>> missing(static_cast<size_t>(num_groups()));
   for (int g = 0; g < num_groups(); ++g) {
     const std::vector<int32_t>& table = blocks.tables[static_cast<size_t>(g)];
@@ -119,7 +150,8 @@ absl::Status KvBlockPool::Grow(SequenceBlocks& blocks, absl::Span<const int32_t>
     for (int32_t p : positions) {
       if (p < 0) continue;
       const int64_t column = (p / abi::kKvBlockRows) % Columns(g);
-      if (table[static_cast<size_t>(column)] < 0 &&
+      const int32_t block = table[static_cast<size_t>(column)];
+      if ((block < 0 || References(g, block) > 1) &&
           std::find(need.begin(), need.end(), column) == need.end()) {
         need.push_back(column);
       }
@@ -131,11 +163,8 @@ absl::Status KvBlockPool::Grow(SequenceBlocks& blocks, absl::Span<const int32_t>
     }
   }
   for (int g = 0; g < num_groups(); ++g) {
-    std::vector<int32_t>& table = blocks.tables[static_cast<size_t>(g)];
-    std::vector<int32_t>& free = free_[static_cast<size_t>(g)];
     for (int64_t column : missing[static_cast<size_t>(g)]) {
-      table[static_cast<size_t>(column)] = free.back();
-      free.pop_back();
+      Own(g, blocks.tables[static_cast<size_t>(g)], column, copies);
     }
   }
   return absl::OkStatus();
@@ -146,37 +175,74 @@ void KvBlockPool::Release(SequenceBlocks& blocks) {
   Drop(blocks);
 }
 
-int64_t KvBlockPool::Drop(SequenceBlocks& blocks) {
-  int64_t dropped = 0;
+int64_t KvBlockPool::Drop(SequenceBlocks& blocks, std::vector<FreedBlock>* freed) {
+  int64_t count = 0;
   for (size_t g = 0; g < blocks.tables.size() && g < free_.size(); ++g) {
     for (int32_t& block : blocks.tables[g]) {
-      if (block >= 0) {
-        free_[g].push_back(block);
-        ++dropped;
+      if (block >= 0 && Unref(static_cast<int>(g), block)) {
+        ++count;
+        if (freed != nullptr) freed->push_back({static_cast<int>(g), block});
       }
       block = -1;
     }
   }
-  return dropped;
+  return count;
+}
+
+absl::Status KvBlockPool::Share(const SequenceBlocks& from, SequenceBlocks& to, int64_t tokens) {
+  if (to.num_blocks() > 0) {
+    return absl::InvalidArgumentError(
+        "a sequence that holds KV blocks cannot take another's shared (drop its own first)");
+  }
+  if (tokens < 0 || tokens > max_length_) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot share ", tokens,
+                                                   " positions of sequences of ", max_length_));
+  }
+  if (tokens == 0) return absl::OkStatus();
+  // The columns of every group that positions max(0, tokens - capacity) .. tokens - 1 live in.
+  std::vector<std::vector<int64_t>> columns(static_cast<size_t>(num_groups()));
+  for (int g = 0; g < num_groups(); ++g) {
+    const int64_t first = std::max<int64_t>(0, tokens - Capacity(g)) / abi::kKvBlockRows;
+    const int64_t last = (tokens - 1) / abi::kKvBlockRows;
+    for (int64_t b = first; b <= last; ++b) {
+      const int64_t column = b % Columns(g);
+      if (from.tables[static_cast<size_t>(g)][static_cast<size_t>(column)] < 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the sequence to share from holds no KV block for positions ", b * abi::kKvBlockRows,
+            "..", (b + 1) * abi::kKvBlockRows - 1));
+      }
+      columns[static_cast<size_t>(g)].push_back(column);
+    }
+  }
+  for (int g = 0; g < num_groups(); ++g) {
+    for (int64_t column : columns[static_cast<size_t>(g)]) {
+      const int32_t block = from.tables[static_cast<size_t>(g)][static_cast<size_t>(column)];
+      int32_t& entry = to.tables[static_cast<size_t>(g)][static_cast<size_t>(column)];
+      if (entry >= 0) continue;  // a ring's column met twice
+      entry = block;
+      ++refs_[static_cast<size_t>(g)][static_cast<size_t>(block)];
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<PoolPiece>> KvBlockPool::MapRange(SequenceBlocks& blocks, int group,
                                                              uint64_t slot_bytes, uint64_t offset,
-                                                             uint64_t size) {
+                                                             uint64_t size,
+                                                             std::vector<BlockCopy>* copies) {
   std::vector<PoolPiece> pieces;
   if (size == 0 || slot_bytes == 0) return pieces;
   const uint64_t block_bytes = slot_bytes * abi::kKvBlockRows;
-  // Allocate the blocks the range touches (in this group only).
+  // Allocate the blocks the range touches (in this group only), and for a write unshare them.
   std::vector<int32_t>& table = blocks.tables[static_cast<size_t>(group)];
-  std::vector<int32_t>& free = free_[static_cast<size_t>(group)];
   for (uint64_t column = offset / block_bytes; column * block_bytes < offset + size; ++column) {
-    if (table[column] >= 0) continue;
-    if (free.empty()) {
+    const int32_t block = table[column];
+    if (block >= 0 && (copies == nullptr || References(group, block) == 1)) continue;
+    if (FreeBlocks(group) == 0) {
       return KvPoolExhausted(absl::StrCat("the KV cache pool has no free block for caches of ",
                                           Capacity(group), " slots"));
     }
-    table[column] = free.back();
-    free.pop_back();
+    Own(group, table, static_cast<int64_t>(column), copies);
   }
   for (uint64_t at = offset; at < offset + size;) {
     const uint64_t column = at / block_bytes, within = at % block_bytes;

@@ -87,14 +87,26 @@ absl::StatusOr<GenerateResult> Session::Generate(absl::Span<const int32_t> promp
   // Running: other sessions no longer evict this one's blocks (Model::MakeRoomForKv), so
   // history_ is this thread's until GenerationEnds.
   model_->GenerationStarts(*this);
-  int64_t reuse = 0;
-  if (soft == nullptr && !history_has_soft_tokens_ && !prompt.empty()) {
-    const size_t limit = std::min(history_.size(), prompt.size() - 1);
-    while (static_cast<size_t>(reuse) < limit && history_[reuse] == prompt[reuse]) ++reuse;
-    const int64_t dropped = static_cast<int64_t>(history_.size()) - reuse;
-    if (dropped > MaxRewind(plan, max_length())) reuse = 0;
-  }
-  const absl::StatusOr<GenerateResult> result = GenerateResuming(prompt, soft, options, reuse);
+  const absl::StatusOr<GenerateResult> result = [&]() -> absl::StatusOr<GenerateResult> {
+    int64_t reuse = 0;
+    if (soft == nullptr && !history_has_soft_tokens_ && !prompt.empty()) {
+      const size_t limit = std::min(history_.size(), prompt.size() - 1);
+      while (static_cast<size_t>(reuse) < limit && history_[reuse] == prompt[reuse]) ++reuse;
+      const int64_t dropped = static_cast<int64_t>(history_.size()) - reuse;
+      if (dropped > MaxRewind(plan, max_length())) reuse = 0;
+    }
+    if (soft == nullptr) {
+      // A longer prefix in an idle session's caches: share its blocks (this session's own are
+      // given up).
+      SPARK_ASSIGN_OR_RETURN(const int64_t shared, model_->SharePrefix(*this, prompt, reuse));
+      if (shared > 0) {
+        reuse = shared;
+        history_.assign(prompt.begin(), prompt.begin() + shared);
+        history_has_soft_tokens_ = false;
+      }
+    }
+    return GenerateResuming(prompt, soft, options, reuse);
+  }();
   cancel_.store(false, std::memory_order_relaxed);
   model_->GenerationEnds(*this, [&] {
     if (!result.ok()) {

@@ -135,6 +135,15 @@ absl::StatusOr<int64_t> TensorParallelExecutor::DropKv(SequenceState& state) {
   return dropped[0];
 }
 
+absl::Status TensorParallelExecutor::ShareKv(SequenceState& from_state, SequenceState& to_state,
+                                             int64_t tokens) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(from_state));
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(to_state));
+  auto& from = static_cast<RankSequences&>(from_state);
+  auto& to = static_cast<RankSequences&>(to_state);
+  return OnEveryRank([&](int r) { return ranks_[r]->ShareKv(*from.ranks[r], *to.ranks[r], tokens); });
+}
+
 absl::StatusOr<std::unique_ptr<SequenceState>> TensorParallelExecutor::NewSequence(
     int64_t max_length) {
   std::vector<std::unique_ptr<SequenceState>> sequences(ranks_.size());

@@ -31,6 +31,7 @@ class TensorParallelExecutor final : public Executor {
   absl::Status ReserveSequences(int64_t max_length, int64_t sequences,
                                 int64_t full_length_sequences) override;
   absl::StatusOr<int64_t> DropKv(SequenceState& sequence) override;
+  absl::Status ShareKv(SequenceState& from, SequenceState& to, int64_t tokens) override;
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status RunBatch(absl::Span<const SequenceStep> parts,
                         std::vector<StepResult>* results) override;

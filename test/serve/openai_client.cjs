@@ -259,6 +259,32 @@ async function main() {
     for (let i = 0; i < 32; ++i) check(together[i] === alone[i], `request ${i}: ${JSON.stringify(together[i])} != ${JSON.stringify(alone[i])}`);
   });
 
+  await pass("prefix sharing: a conversation with another's system prompt reads its KV blocks, answers as without", async () => {
+    const system = { role: "system", content: "You answer briefly and never guess. ".repeat(4) };
+    const ask = (c, q) => c.chat.completions.create({
+      model: "tiny-dense", messages: [system, { role: "user", content: q }], max_tokens: 10,
+      temperature: 0 }).then((r) => r.choices[0].message.content);
+    const before = await metric(server.url, "spark_prefix_cache_shared_tokens_total");
+    // The second request runs on a session of its own (the first's keeps its conversation) and
+    // shares the first's blocks of the system prompt.
+    const first = await ask(client, "What is a compiler?");
+    const second = await ask(client, "And a runtime?");
+    const shared = await metric(server.url, "spark_prefix_cache_shared_tokens_total") - before;
+    check(shared >= 16, `${shared} prompt tokens shared`);
+    const ratio = await metric(server.url, "spark_prefix_cache_hit_ratio");
+    check(ratio > 0 && ratio <= 1, `hit ratio ${ratio}`);
+    const plain = await startServer(["--no-prefix-sharing"]);
+    try {
+      const pc = new OpenAI({ baseURL: plain.url + "/v1", apiKey: "unused", maxRetries: 0 });
+      check(await ask(pc, "What is a compiler?") === first, "the first answer, without sharing");
+      check(await ask(pc, "And a runtime?") === second, "the second answer, without sharing");
+      check(await metric(plain.url, "spark_prefix_cache_shared_tokens_total") === 0, "nothing shared with --no-prefix-sharing");
+    } finally {
+      plain.proc.kill("SIGTERM");
+      await plain.exited;
+    }
+  });
+
   await pass("SIGTERM during a stream: the stream ends properly, the server exits 0", async () => {
     const stream = await client.chat.completions.create({
       model: "tiny-dense", messages, max_tokens: 400, temperature: 0, stream: true });

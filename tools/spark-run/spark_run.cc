@@ -106,6 +106,7 @@ struct Flags {
   int64_t streams = 0;
   double compare_logits = 0.0;  // with --streams: > 0 compares the logits rows at this tolerance
   int64_t kv_pool_sequences = 0;  // with --streams: the pool's full-length sessions (0: all)
+  bool no_prefix_sharing = false;  // with --streams: ModelOptions::share_kv_prefixes off
   // Which of them the command line gave (the defaults of generation_config.json apply to the
   // others).
   bool given_prompt = false, given_chat = false, given_system = false, given_tokenizer = false;
@@ -473,6 +474,7 @@ absl::StatusOr<std::shared_ptr<Model>> OpenModel(const std::string& artifact) {
   model_options.profile = F().profile;
   model_options.max_sessions = std::max<int64_t>(1, F().streams);
   model_options.kv_pool_sessions = F().kv_pool_sequences;
+  model_options.share_kv_prefixes = !F().no_prefix_sharing;
   model_options.tensor_parallel = F().tensor_parallel;
   if (!F().dump.empty()) {
     SPARK_RETURN_IF_ERROR(MakeDirectory(F().dump));
@@ -849,7 +851,8 @@ absl::StatusOr<StreamsRun> RunStreams(Model& model, const RunOptions& options, b
 // 2 x rtol x the row's largest |logit|), which a difference within rtol may flip.
 struct LogitsComparison {
   double worst = 0.0;
-  int64_t worst_row = 0;
+  int64_t worst_row = 0;  // a position
+  int64_t first_row = 0;  // the first position compared
   double worst_prompt = 0.0;  // over the prompt's rows (prefill)
   int64_t rows = 0;
   bool diverged_at_near_tie = true;
@@ -863,12 +866,18 @@ LogitsComparison CompareStreamLogits(const GenerateResult& alone, const Generate
     ++first;
   }
   const bool diverged = first < alone.tokens.size() || first < together.tokens.size();
-  // Row prompt_length - 1 + k produced token k; rows up to the divergent token's are comparable.
-  out.rows = std::min<int64_t>({alone.logits_rows, together.logits_rows,
-                                prompt_length + static_cast<int64_t>(first)});
+  // A result's row i is position reused_tokens + i (a prefix read from the cache has no rows:
+  // its own session's or another's, shared). Position prompt_length - 1 + k produced token k;
+  // positions up to the divergent token's, from the later first row of the two, are comparable.
+  const int64_t from = std::max(alone.reused_tokens, together.reused_tokens);
+  const int64_t end = std::min<int64_t>({alone.reused_tokens + alone.logits_rows,
+                                         together.reused_tokens + together.logits_rows,
+                                         prompt_length + static_cast<int64_t>(first)});
+  out.rows = std::max<int64_t>(0, end - from);
+  out.first_row = from;
   for (int64_t r = 0; r < out.rows; ++r) {
-    const float* a = alone.logits.data() + r * vocab;
-    const float* b = together.logits.data() + r * vocab;
+    const float* a = alone.logits.data() + (from + r - alone.reused_tokens) * vocab;
+    const float* b = together.logits.data() + (from + r - together.reused_tokens) * vocab;
     double scale = 0.0, diff = 0.0;
     for (int64_t v = 0; v < vocab; ++v) {
       scale = std::max(scale, static_cast<double>(std::fabs(a[v])));
@@ -877,13 +886,13 @@ LogitsComparison CompareStreamLogits(const GenerateResult& alone, const Generate
     const double relative = scale > 0 ? diff / scale : diff;
     if (relative > out.worst) {
       out.worst = relative;
-      out.worst_row = r;
+      out.worst_row = from + r;
     }
-    if (r < prompt_length) out.worst_prompt = std::max(out.worst_prompt, relative);
+    if (from + r < prompt_length) out.worst_prompt = std::max(out.worst_prompt, relative);
   }
   if (diverged && first < alone.tokens.size() && first < together.tokens.size()) {
-    const int64_t r = prompt_length - 1 + static_cast<int64_t>(first);
-    if (r < alone.logits_rows) {
+    const int64_t r = prompt_length - 1 + static_cast<int64_t>(first) - alone.reused_tokens;
+    if (r >= 0 && r < alone.logits_rows) {
       const float* a = alone.logits.data() + r * vocab;
       double scale = 0.0;
       for (int64_t v = 0; v < vocab; ++v) scale = std::max(scale, static_cast<double>(std::fabs(a[v])));
@@ -917,9 +926,10 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
       const bool ok = c.worst <= rtol && (same || c.diverged_at_near_tie);
       if (!ok) ++failing;
       if (!same || !ok) {
-        Note(absl::StrFormat("stream %d: logits rows 0..%d within %.3e of alone (worst: row "
-                             "%d; prompt rows within %.3e; tolerance %.1e)%s",
-                             i, c.rows - 1, c.worst, c.worst_row, c.worst_prompt, rtol,
+        Note(absl::StrFormat("stream %d: logits of positions %d..%d within %.3e of alone (worst: "
+                             "position %d; prompt positions within %.3e; tolerance %.1e)%s",
+                             i, c.first_row, c.first_row + c.rows - 1, c.worst, c.worst_row,
+                             c.worst_prompt, rtol,
                              same ? "" : c.diverged_at_near_tie
                                              ? "; ids differ past a near-tie"
                                              : "; ids differ where alone had a clear margin"));
@@ -944,10 +954,12 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
   Note(absl::StrFormat(
       "streams: %d; one after another: %d tokens in %.3f s (%.1f tokens/s, %.2f ms between "
       "tokens); all at once: %d tokens in %.3f s (%.1f tokens/s, %.2f ms between tokens of a "
-      "stream), %.2fx; %d steps served %d calls (%d merged, at most %d calls in one)%s",
+      "stream), %.2fx; %d steps served %d calls (%d merged, at most %d calls in one); prefix "
+      "shared %d times (%d tokens)%s",
       n, alone.tokens, alone.seconds, rate(alone), alone.mean_token_gap_ms, together.tokens,
       together.seconds, rate(together), together.mean_token_gap_ms,
       rate(alone) > 0 ? rate(together) / rate(alone) : 0.0, steps, calls, merged, after.max_calls,
+      model.kv_pool_stats().shared, model.kv_pool_stats().shared_tokens,
       model.kv_pool_sessions() < model.max_sessions()
           ? absl::StrFormat("; KV pool of %d full-length streams: %d evicted, %d preempted",
                             model.kv_pool_sessions(), model.kv_pool_stats().evicted,
@@ -971,7 +983,18 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
                                        {"max_calls_per_step", after.max_calls}}));
     Put(out, "kv_pool", Json::object({{"full_length_streams", model.kv_pool_sessions()},
                                       {"evicted", model.kv_pool_stats().evicted},
-                                      {"preempted", model.kv_pool_stats().preempted}}));
+                                      {"preempted", model.kv_pool_stats().preempted},
+                                      {"shared", model.kv_pool_stats().shared},
+                                      {"shared_tokens", model.kv_pool_stats().shared_tokens}}));
+    // Each stream of the run one after another: what it read from caches instead of prefilling
+    // (prefix sharing) and its prefill time, the time to its first token.
+    Json each = Json::array();
+    for (const GenerateResult& r : alone.results) {
+      each.push_back(Json::object({{"reused_tokens", r.reused_tokens},
+                                   {"prefill_tokens", r.prefill_tokens},
+                                   {"prefill_seconds", r.prefill_seconds}}));
+    }
+    Put(out, "alone_streams", std::move(each));
     Put(out, "differing_streams", Json(differing));
     if (rtol > 0) {
       Put(out, "logits", Json::object({{"tolerance", rtol},
@@ -1284,6 +1307,11 @@ int main(int argc, char** argv) {
                  "length (an overcommitted pool: streams that find no free block evict an idle "
                  "stream's caches or are preempted and recomputed); the check is the same")
       ->type_name("N")->group(generation)->check(CLI::Range(int64_t{1}, int64_t{256}));
+  app.add_flag("--no-prefix-sharing", flags.no_prefix_sharing,
+               "with --streams: streams do not share the KV blocks of a prompt prefix another "
+               "(idle) stream holds; by default one that starts with at least 16 tokens more "
+               "than its own caches hold reads them instead of prefilling them")
+      ->group(generation);
   app.add_option("--module-path", flags.module_path,
                  "directory searched first for the image (repeatable, or a comma list)")
       ->group(generation)->allow_extra_args(false)->type_name("DIR")->default_str("");
@@ -1339,6 +1367,7 @@ int main(int argc, char** argv) {
   app.get_option("--soft-tokens-out")->needs(app.get_option("--image"));
   app.get_option("--compare-logits")->needs(streams);
   app.get_option("--kv-pool-sequences")->needs(streams);
+  app.get_option("--no-prefix-sharing")->needs(streams);
   std::vector<std::string> args = spark::rt::DashedFlagNames(argc, argv);
   std::vector<char*> c_args;
   for (std::string& arg : args) c_args.push_back(&arg[0]);

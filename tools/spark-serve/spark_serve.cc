@@ -57,6 +57,7 @@ struct Flags {
   int64_t max_queue = 64;
   int64_t max_sequences = 0;  // 0: rt::kAutoSessions (all: the most, up to it, that fit)
   std::string kv_pool_sequences = "fit";  // all, fit or N: the pool's full-length sessions
+  bool no_prefix_sharing = false;  // ModelOptions::share_kv_prefixes off
   std::string device = "auto";
   double device_memory_utilization = 0.9;
   std::vector<std::string> module_path;
@@ -193,6 +194,7 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   // the pool holds --kv-pool-sequences of them at full length (the engine says how many).
   model_options.max_sessions = flags.max_sequences;
   SPARK_ASSIGN_OR_RETURN(model_options.kv_pool_sessions, KvPoolSessions(flags.kv_pool_sequences));
+  model_options.share_kv_prefixes = !flags.no_prefix_sharing;
   SPARK_ASSIGN_OR_RETURN(loaded.model, rt::Engine(engine_options).OpenModel(model_options));
   if (loaded.model->takes_images()) {
     SPARK_RETURN_IF_ERROR(rt::CheckImageBudget(*loaded.model, flags.image_tokens));
@@ -342,6 +344,11 @@ int main(int argc, char** argv) {
                  "--max-sequences overcommits the pool: a request that finds no free block takes "
                  "an idle session's, or waits and is recomputed; none fails for it")
       ->capture_default_str()->type_name("all|fit|N");
+  app.add_flag("--no-prefix-sharing", flags.no_prefix_sharing,
+               "requests do not share the KV blocks of a prompt prefix an idle session holds (a "
+               "system prompt of other conversations); by default a request whose prompt starts "
+               "with at least 16 tokens more than its own session holds reads them instead of "
+               "prefilling them");
   app.add_option("--device", flags.device, "auto, cuda or host")->capture_default_str();
   app.add_option("--device-memory-utilization", flags.device_memory_utilization,
                  "fraction of the memory pool the model may use")->capture_default_str();

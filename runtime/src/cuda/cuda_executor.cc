@@ -68,6 +68,7 @@ class CudaExecutor final : public Executor {
   absl::Status ReserveSequences(int64_t max_length, int64_t sequences,
                                 int64_t full_length_sequences) override;
   absl::StatusOr<int64_t> DropKv(SequenceState& sequence) override;
+  absl::Status ShareKv(SequenceState& from, SequenceState& to, int64_t tokens) override;
   absl::StatusOr<std::unique_ptr<SequenceState>> NewSequence(int64_t max_length) override;
   absl::Status RunBatch(absl::Span<const SequenceStep> parts,
                         std::vector<StepResult>* results) override;
@@ -88,9 +89,10 @@ class CudaExecutor final : public Executor {
   absl::Status LoadModule();
   absl::Status LoadFunctions();
   absl::Status BindDeviceWeights();
-  absl::Status RegisterWeights(const std::vector<WeightData>& host);
-  absl::Status UploadWeights(const std::vector<WeightData>& host);
-  absl::Status CopyToDevice(const WeightData& weight, CUdeviceptr address);
+  absl::Status RegisterWeights(const std::vector<WeightData>& host,
+                               const StagedUploadOptions& upload);
+  absl::Status UploadWeights(const std::vector<WeightData>& host,
+                             const StagedUploadOptions& upload);
   // A device allocation and its size.
   struct DeviceBlock {
     CUdeviceptr address = 0;
@@ -107,9 +109,12 @@ class CudaExecutor final : public Executor {
     SequenceBlocks blocks;  // guarded by executor->pool_mutex_
   };
   absl::Status AllocateArena();
-  // Allocates the blocks the positions of each part need and copies part r's block tables into
-  // row r of the step's tables on the device.
+  // Allocates the blocks the positions of each part need (copying those it shares: CopyBlocks)
+  // and copies part r's block tables into row r of the step's tables on the device.
   absl::Status BindSequences(absl::Span<const SequenceStep> parts);
+  // Copy-on-write, on the stream (before the steps that follow): each copy's block into its new
+  // one, in every cache of its group (K and V).
+  absl::Status CopyBlocks(absl::Span<const BlockCopy> copies);
   // Where the `size` bytes `region` names in `sequence`'s memory lie on the device (one piece
   // for the arena, one per block for a cache), after checking they fit.
   struct RegionPiece {
@@ -117,9 +122,10 @@ class CudaExecutor final : public Executor {
     uint64_t offset = 0;  // within the region's bytes
     uint64_t bytes = 0;
   };
+  // For a write, the blocks it touches are made the sequence's own first (copy-on-write).
   absl::StatusOr<std::vector<RegionPiece>> RegionPieces(SequenceState& state,
-                                                        const MemoryRegion& region,
-                                                        uint64_t size);
+                                                        const MemoryRegion& region, uint64_t size,
+                                                        bool write);
   void ReleaseSequence(Sequence* sequence);
   // cuMemAlloc / cuMemFree that keep usage_.peak_allocated_bytes.
   absl::Status Allocate(DeviceBlock* block, uint64_t bytes);
@@ -297,22 +303,46 @@ absl::Status CudaExecutor::LoadFunctions() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The copies that put `weight` at `address`: its checkpoint tensor, or its parts one after the
+// other (a tensor-parallel slice, an assembled weight).
+void AppendWeightCopies(const WeightData& weight, CUdeviceptr address,
+                        std::vector<HostToDeviceCopy>* copies) {
+  if (!weight.assembled()) {
+    copies->push_back({weight.data, weight.num_bytes, address});
+    return;
+  }
+  for (const WeightPart& part : weight.parts) {
+    copies->push_back({part.data, part.num_bytes, address});
+    address += part.num_bytes;
+  }
+}
+
+}  // namespace
+
 absl::Status CudaExecutor::BindDeviceWeights() {
+  // SPARK_UPLOAD_THREADS / SPARK_UPLOAD_CHUNK_MIB: a bad value is refused on every GPU, whether
+  // or not this one copies its weights.
+  StagedUploadOptions upload;
+  SPARK_RETURN_IF_ERROR(ReadUploadTuning(&upload));
+  upload.on_progress = options_.on_progress;
   SPARK_ASSIGN_OR_RETURN(const std::vector<WeightData> host,
                          BindWeights(plan_, checkpoint_, options_.rank));
   if (options_.device.integrated) {
-    const absl::Status registered = RegisterWeights(host);
+    const absl::Status registered = RegisterWeights(host, upload);
     if (registered.ok()) return registered;
     Notice(absl::StrCat("cannot use the checkpoint in place on the integrated GPU (",
                         registered.message(), "); copying the weights instead"));
   }
-  return UploadWeights(host);
+  return UploadWeights(host, upload);
 }
 
 // Integrated device: GPU and CPU share memory, so the mapped checkpoint files are registered
 // (read-only) and the weights are read where they are, except those PlaceIntegratedWeights copies
 // (not 16-byte aligned in their file: the kernels' vector loads need it).
-absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) {
+absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host,
+                                           const StagedUploadOptions& upload) {
   const WeightPlacement placement = PlaceIntegratedWeights(plan_, host);
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   std::vector<CUdeviceptr> file_addresses;
@@ -344,32 +374,29 @@ absl::Status CudaExecutor::RegisterWeights(const std::vector<WeightData>& host) 
     SPARK_RETURN_IF_ERROR(Allocate(&weight_block_, copy_total));
     usage_.weight_bytes = copy_total;
   }
+  std::vector<HostToDeviceCopy> copies;
   for (size_t w = 0; w < host.size(); ++w) {
-    CUdeviceptr address = 0;
     if (placement.copied[w]) {
-      address = weight_block_.address + copy_offsets[w];
-      SPARK_RETURN_IF_ERROR(CopyToDevice(host[w], address));
+      const CUdeviceptr address = weight_block_.address + copy_offsets[w];
+      AppendWeightCopies(host[w], address, &copies);
       bindings_.weights.push_back(address);
       continue;
     }
-    for (size_t f = 0; f < checkpoint_.files().size() && address == 0; ++f) {
-      const Checkpoint::File& file = checkpoint_.files()[f];
-      if (host[w].data >= file.data && host[w].data < file.data + file.size) {
-        address = file_addresses[f] + static_cast<uint64_t>(host[w].data - file.data);
-      }
-    }
-    if (address == 0 && host[w].num_bytes > 0) {
+    const FileRange range = FindInFiles(checkpoint_.files(), host[w].data, host[w].num_bytes);
+    if (range.file < 0 && host[w].num_bytes > 0) {
       return absl::InternalError(PrintableText(
           absl::StrCat("weight ", plan_.weights[w].name, " is outside the mapped checkpoint")));
     }
-    bindings_.weights.push_back(address);
+    bindings_.weights.push_back(
+        range.file < 0 ? 0 : file_addresses[static_cast<size_t>(range.file)] + range.offset);
   }
-  return absl::OkStatus();
+  return UploadStaged(*api_, context_, copies, checkpoint_.files(), upload);
 }
 
 // Discrete device: one allocation, each weight copied to its aligned part through pinned
 // staging buffers by several threads (weight_upload.h).
-absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
+absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host,
+                                         const StagedUploadOptions& upload) {
   // (After a failed RegisterWeights: nothing of it stays.)
   for (void* pointer : registered_) api_->cuMemHostUnregister(pointer);
   registered_.clear();
@@ -386,36 +413,11 @@ absl::Status CudaExecutor::UploadWeights(const std::vector<WeightData>& host) {
   usage_.weight_bytes = total;
   std::vector<HostToDeviceCopy> copies;
   for (size_t w = 0; w < host.size(); ++w) {
-    CUdeviceptr address = weight_block_.address + offsets[w];
+    const CUdeviceptr address = weight_block_.address + offsets[w];
     bindings_.weights.push_back(address);
-    if (!host[w].assembled()) {
-      copies.push_back({host[w].data, host[w].num_bytes, address});
-      continue;
-    }
-    for (const WeightPart& part : host[w].parts) {
-      copies.push_back({part.data, part.num_bytes, address});
-      address += part.num_bytes;
-    }
+    AppendWeightCopies(host[w], address, &copies);
   }
-  StagedUploadOptions upload;
-  SPARK_RETURN_IF_ERROR(ReadUploadTuning(&upload));
-  upload.on_progress = options_.on_progress;
   return UploadStaged(*api_, context_, copies, checkpoint_.files(), upload);
-}
-
-// One weight's bytes to `address`: its checkpoint tensor, or its parts one after the other.
-absl::Status CudaExecutor::CopyToDevice(const WeightData& weight, CUdeviceptr address) {
-  if (!weight.assembled()) {
-    SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoD(address, weight.data, weight.num_bytes));
-    return absl::OkStatus();
-  }
-  for (const WeightPart& part : weight.parts) {
-    if (part.num_bytes > 0) {
-      SPARK_CU_RETURN_IF_ERROR(api_, api_->cuMemcpyHtoD(address, part.data, part.num_bytes));
-    }
-    address += part.num_bytes;
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CudaExecutor::Allocate(DeviceBlock* block, uint64_t bytes) {
@@ -521,6 +523,32 @@ absl::StatusOr<int64_t> CudaExecutor::DropKv(SequenceState& sequence) {
   return pool_.Drop(static_cast<Sequence&>(sequence).blocks);
 }
 
+absl::Status CudaExecutor::ShareKv(SequenceState& from, SequenceState& to, int64_t tokens) {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(from));
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(to));
+  if (&from == &to) return absl::InvalidArgumentError("a sequence cannot share its own KV blocks");
+  // Bookkeeping only, as DropKv: the shared blocks are read where they are.
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  SequenceBlocks& blocks = static_cast<Sequence&>(to).blocks;
+  pool_.Drop(blocks);
+  return pool_.Share(static_cast<Sequence&>(from).blocks, blocks, tokens);
+}
+
+absl::Status CudaExecutor::CopyBlocks(absl::Span<const BlockCopy> copies) {
+  for (const BlockCopy& copy : copies) {
+    for (size_t i = 0; i < plan_.kv_caches.size(); ++i) {
+      if (pool_.GroupOf(static_cast<int64_t>(i)) != copy.group) continue;
+      const uint64_t block_bytes = plan_.kv_caches[i].part_bytes(abi::kKvBlockRows);
+      for (const CUdeviceptr base : {bindings_.k_caches[i], bindings_.v_caches[i]}) {
+        SPARK_CU_RETURN_IF_ERROR(
+            api_, api_->cuMemcpyDtoDAsync(base + copy.to * block_bytes,
+                                          base + copy.from * block_bytes, block_bytes, stream_));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<SequenceState>> CudaExecutor::NewSequence(int64_t max_length) {
   SPARK_ASSIGN_OR_RETURN(const bool reserve, pool_.NeedsReserve(max_length));
   if (reserve) {
@@ -535,9 +563,15 @@ absl::StatusOr<std::unique_ptr<SequenceState>> CudaExecutor::NewSequence(int64_t
 
 absl::Status CudaExecutor::BindSequences(absl::Span<const SequenceStep> parts) {
   std::lock_guard<std::mutex> lock(pool_mutex_);
+  std::vector<BlockCopy> copies;
   for (const SequenceStep& part : parts) {
-    SPARK_RETURN_IF_ERROR(
-        pool_.Grow(static_cast<Sequence&>(*part.sequence).blocks, part.call.positions));
+    const absl::Status grown =
+        pool_.Grow(static_cast<Sequence&>(*part.sequence).blocks, part.call.positions, &copies);
+    // The copies of the parts that grew are made even when a later part cannot grow: their
+    // tables name the new blocks already.
+    SPARK_RETURN_IF_ERROR(CopyBlocks(copies));
+    copies.clear();
+    SPARK_RETURN_IF_ERROR(grown);
   }
   // Each group's rows, one per part (the staging buffer lives until Run synchronises the
   // stream).
@@ -560,7 +594,7 @@ absl::Status CudaExecutor::BindSequences(absl::Span<const SequenceStep> parts) {
 }
 
 absl::StatusOr<std::vector<CudaExecutor::RegionPiece>> CudaExecutor::RegionPieces(
-    SequenceState& state, const MemoryRegion& region, uint64_t size) {
+    SequenceState& state, const MemoryRegion& region, uint64_t size, bool write) {
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(state));
   Sequence& sequence = static_cast<Sequence&>(state);
   SPARK_RETURN_IF_ERROR(CheckMemoryRegion(plan_, pool_.CacheCapacities(), region, size));
@@ -571,13 +605,15 @@ absl::StatusOr<std::vector<CudaExecutor::RegionPiece>> CudaExecutor::RegionPiece
                                ? bindings_.k_caches[region.cache]
                                : bindings_.v_caches[region.cache];
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  SPARK_ASSIGN_OR_RETURN(
-      const std::vector<PoolPiece> pieces,
+  std::vector<BlockCopy> copies;
+  const absl::StatusOr<std::vector<PoolPiece>> pieces =
       pool_.MapRange(sequence.blocks, pool_.GroupOf(region.cache),
                      plan_.kv_caches[static_cast<size_t>(region.cache)].part_bytes(1),
-                     region.offset, size));
+                     region.offset, size, write ? &copies : nullptr);
+  SPARK_RETURN_IF_ERROR(CopyBlocks(copies));  // those made before a failure too
+  SPARK_RETURN_IF_ERROR(pieces.status());
   std::vector<RegionPiece> out;
-  for (const PoolPiece& piece : pieces) out.push_back({base + piece.pool_offset, piece.offset, piece.bytes});
+  for (const PoolPiece& piece : *pieces) out.push_back({base + piece.pool_offset, piece.offset, piece.bytes});
   return out;
 }
 
@@ -585,7 +621,7 @@ absl::Status CudaExecutor::CopyToMemory(SequenceState& sequence, const MemoryReg
                                         absl::Span<const uint8_t> bytes) {
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
   SPARK_ASSIGN_OR_RETURN(const std::vector<RegionPiece> pieces,
-                         RegionPieces(sequence, region, bytes.size()));
+                         RegionPieces(sequence, region, bytes.size(), /*write=*/true));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
   for (const RegionPiece& piece : pieces) {
     SPARK_CU_RETURN_IF_ERROR(
@@ -598,7 +634,7 @@ absl::Status CudaExecutor::CopyFromMemory(SequenceState& sequence, const MemoryR
                                           absl::Span<uint8_t> bytes) {
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuCtxSetCurrent(context_));
   SPARK_ASSIGN_OR_RETURN(const std::vector<RegionPiece> pieces,
-                         RegionPieces(sequence, region, bytes.size()));
+                         RegionPieces(sequence, region, bytes.size(), /*write=*/false));
   SPARK_CU_RETURN_IF_ERROR(api_, api_->cuStreamSynchronize(stream_));
   for (const RegionPiece& piece : pieces) {
     SPARK_CU_RETURN_IF_ERROR(

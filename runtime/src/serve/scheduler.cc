@@ -142,13 +142,21 @@ SchedulerStats Scheduler::stats() const {
 }
 
 std::unique_ptr<rt::Session> Scheduler::TakeSession(const std::vector<int32_t>& prompt) {
-  size_t best = 0, best_shared = 0;
+  const bool sharing = model_->shares_kv_prefixes();
+  // Without sharing: the longest common prefix. With it: a session whose whole history the
+  // prompt continues (its conversation's next turn; the longest), else an empty one, else the
+  // least recently used (free_sessions_ holds them in the order they were freed).
+  size_t best = 0, best_common = 0;
+  bool best_whole = false;
   for (size_t i = 0; i < free_sessions_.size(); ++i) {
-    const std::vector<int32_t>& history = free_sessions_[i]->history();
+    const std::vector<int32_t> history = free_sessions_[i]->history();
     const size_t n = std::min(history.size(), prompt.size());
-    size_t shared = 0;
-    while (shared < n && history[shared] == prompt[shared]) ++shared;
-    if (shared > best_shared) best = i, best_shared = shared;
+    size_t common = 0;
+    while (common < n && history[common] == prompt[common]) ++common;
+    const bool whole = common == history.size();  // taking it overwrites nothing
+    const bool better = sharing ? whole && (!best_whole || common > best_common)
+                                : common > best_common;
+    if (better) best = i, best_common = common, best_whole = whole;
   }
   std::unique_ptr<rt::Session> session = std::move(free_sessions_[best]);
   free_sessions_.erase(free_sessions_.begin() + static_cast<std::ptrdiff_t>(best));
@@ -271,6 +279,18 @@ std::string Scheduler::FormatMetrics() const {
   metric("spark_generation_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
   metric("spark_prefix_cache_hit_tokens_total", "counter",
          "Prompt tokens served from the KV cache instead of prefilled.", s.prefill_reused_tokens);
+  const rt::Model::KvPoolStats pool = model_->kv_pool_stats();
+  metric("spark_prefix_cache_shared_tokens_total", "counter",
+         "Of the hits, prompt tokens read from another session's KV blocks (prefix sharing).",
+         pool.shared_tokens);
+  absl::StrAppend(&out,
+                  "# HELP spark_prefix_cache_hit_ratio Prompt tokens served from the KV cache over "
+                  "all prompt tokens of finished requests.\n# TYPE spark_prefix_cache_hit_ratio "
+                  "gauge\nspark_prefix_cache_hit_ratio ",
+                  s.prompt_tokens > 0 ? static_cast<double>(s.prefill_reused_tokens) /
+                                            static_cast<double>(s.prompt_tokens)
+                                      : 0.0,
+                  "\n");
   metric("spark_kv_cache_tokens", "gauge", "Positions the free sessions' KV caches hold.",
          s.cache_tokens);
   metric("spark_kv_cache_capacity_tokens", "gauge", "Positions one session's KV cache can hold.",
@@ -280,7 +300,6 @@ std::string Scheduler::FormatMetrics() const {
          "Sessions the KV cache pool holds at full length (fewer than spark_sessions: "
          "overcommitted).",
          model_->kv_pool_sessions());
-  const rt::Model::KvPoolStats pool = model_->kv_pool_stats();
   metric("spark_kv_pool_evictions_total", "counter",
          "Idle sessions whose KV caches another request took (overcommitted pool).", pool.evicted);
   metric("spark_kv_pool_preemptions_total", "counter",

@@ -131,8 +131,12 @@ class Scheduler {
   Scheduler(std::shared_ptr<rt::Model> model, const rt::Tokenizer& tokenizer, int64_t max_queue);
   void Work();
   void Run(Job& job, rt::Session& session);
-  // The free session whose history shares the longest prefix with `prompt` (removed from the
-  // free list). Needs mutex_ and a free session.
+  // The free session to run `prompt` on (removed from the free list): without prefix sharing,
+  // the one whose history shares the longest prefix with it; with it (rt::ModelOptions::
+  // share_kv_prefixes), one whose whole history the prompt continues (a conversation's next
+  // turn, or an empty session), else the least recently used: the prompt's prefix is then
+  // shared from whichever idle session holds it (Session::Generate), which keeps its own
+  // conversation. Needs mutex_ and a free session.
   std::unique_ptr<rt::Session> TakeSession(const std::vector<int32_t>& prompt);
 
   std::shared_ptr<rt::Model> model_;

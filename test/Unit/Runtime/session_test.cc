@@ -65,6 +65,7 @@ class SessionTest : public ::testing::Test {
     options.max_length = max_length;
     options.max_sessions = max_sessions;
     options.kv_pool_sessions = kv_pool_sessions;
+    options.share_kv_prefixes = share_kv_prefixes_;
     return Engine(engine_options).OpenModel(options);
   }
 
@@ -92,6 +93,7 @@ class SessionTest : public ::testing::Test {
   }
 
   test::TempDir temp_;
+  bool share_kv_prefixes_ = true;  // ModelOptions::share_kv_prefixes of the next Open
 };
 
 TEST_F(SessionTest, OpenModelReportsWhatItLoaded) {
@@ -181,6 +183,108 @@ TEST_F(SessionTest, SlidingCachesLimitHowFarBackASessionGoes) {
     EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows))
         << "keep " << keep;
   }
+}
+
+// Prefix sharing (ModelOptions::share_kv_prefixes): a session whose prompt starts with what an
+// idle session holds reads that session's KV blocks instead of prefilling them; the first write
+// to a shared block copies it, so that neither session sees the other's later tokens. Every
+// result must equal that of a model that shares nothing, on full caches and on a sliding ring.
+class PrefixSharingTest : public SessionTest, public ::testing::WithParamInterface<KvKind> {};
+
+TEST_P(PrefixSharingTest, APromptPrefixAnIdleSessionHoldsIsSharedNotPrefilled) {
+  const Plan plan = TinyPlan(GetParam(), GetParam() == KvKind::kSliding ? 3 : 0);
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(plan, 48, 3);
+  ASSERT_TRUE(model.ok()) << model.status();
+  share_kv_prefixes_ = false;
+  absl::StatusOr<std::shared_ptr<Model>> alone = Open(plan, 48, 3);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  // A 20-token "system prompt", then each request's own words.
+  std::vector<int32_t> system;
+  for (int i = 0; i < 20; ++i) system.push_back((i * 7 + 3) % kVocab);
+  const auto with = [&](std::vector<int32_t> head, std::initializer_list<int32_t> tail) {
+    head.insert(head.end(), tail);
+    return head;
+  };
+  std::unique_ptr<Session> a = *(*model)->NewSession();
+  std::unique_ptr<Session> b = *(*model)->NewSession();
+  const std::vector<int32_t> pa = with(system, {1, 2});
+  absl::StatusOr<GenerateResult> ra = a->Generate(pa, nullptr, Greedy(2));
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  EXPECT_EQ(ra->reused_tokens, 0);
+  EXPECT_EQ((*model)->kv_pool_stats().shared, 0);
+
+  // b: the same system prompt, other words: a's 20 positions are shared, 3 prefilled.
+  const std::vector<int32_t> pb = with(system, {0, 0, 1});
+  absl::StatusOr<GenerateResult> rb = b->Generate(pb, nullptr, Greedy(4, true));
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ(rb->reused_tokens, 20);
+  EXPECT_EQ(rb->prefill_tokens, 3);
+  EXPECT_EQ((*model)->kv_pool_stats().shared, 1);
+  EXPECT_EQ((*model)->kv_pool_stats().shared_tokens, 20);
+  const GenerateResult fb = Fresh(**alone, pb, Greedy(4, true));
+  EXPECT_EQ(rb->tokens, fb.tokens);
+  EXPECT_EQ(LastRows(*rb, rb->logits_rows), LastRows(fb, rb->logits_rows));
+
+  // Both go on with their conversations: each wrote past the shared prefix into its own copies,
+  // so each still holds exactly its own history (its own prefix reused, nothing shared again).
+  const std::vector<int32_t> pa2 = with(a->history(), {2, 2, 0});
+  const std::vector<int32_t> pb2 = with(b->history(), {1, 0});
+  absl::StatusOr<GenerateResult> ra2 = a->Generate(pa2, nullptr, Greedy(3, true));
+  absl::StatusOr<GenerateResult> rb2 = b->Generate(pb2, nullptr, Greedy(3, true));
+  ASSERT_TRUE(ra2.ok()) << ra2.status();
+  ASSERT_TRUE(rb2.ok()) << rb2.status();
+  EXPECT_EQ(ra2->reused_tokens, static_cast<int64_t>(pa2.size()) - 3);
+  EXPECT_EQ(rb2->reused_tokens, static_cast<int64_t>(pb2.size()) - 2);
+  EXPECT_EQ((*model)->kv_pool_stats().shared, 1);
+  for (const auto& [result, prompt] : {std::pair{&*ra2, &pa2}, std::pair{&*rb2, &pb2}}) {
+    const GenerateResult fresh = Fresh(**alone, *prompt, Greedy(3, true));
+    EXPECT_EQ(result->tokens, fresh.tokens);
+    EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows));
+  }
+
+  // A third session shares from the idle one holding the longest prefix (b's, 20 + 5 tokens);
+  // a prefix shorter than one block more than its own is prefilled instead.
+  std::unique_ptr<Session> c = *(*model)->NewSession();
+  const std::vector<int32_t> pc = with(std::vector<int32_t>(pb2.begin(), pb2.begin() + 25), {3});
+  absl::StatusOr<GenerateResult> rc = c->Generate(pc, nullptr, Greedy(2, true));
+  ASSERT_TRUE(rc.ok()) << rc.status();
+  EXPECT_EQ(rc->reused_tokens, 25);
+  const GenerateResult fc = Fresh(**alone, pc, Greedy(2, true));
+  EXPECT_EQ(rc->tokens, fc.tokens);
+  EXPECT_EQ(LastRows(*rc, rc->logits_rows), LastRows(fc, rc->logits_rows));
+  c->Reset();
+  const std::vector<int32_t> short_prefix = with(std::vector<int32_t>(system.begin(),
+                                                                      system.begin() + 15), {3});
+  absl::StatusOr<GenerateResult> rs = c->Generate(short_prefix, nullptr, Greedy(1));
+  ASSERT_TRUE(rs.ok()) << rs.status();
+  EXPECT_EQ(rs->reused_tokens, 0);
+  EXPECT_EQ((*model)->kv_pool_stats().shared, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(FullAndSliding, PrefixSharingTest,
+                         ::testing::Values(KvKind::kFull, KvKind::kSliding),
+                         [](const ::testing::TestParamInfo<KvKind>& info) {
+                           return info.param == KvKind::kFull ? "Full" : "Sliding";
+                         });
+
+TEST_F(SessionTest, ASlidingRingOverwrittenPastThePrefixIsNotShared) {
+  const Plan plan = TinyPlan(KvKind::kSliding, 3);
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(plan, 48, 2);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int64_t rewind = Session::MaxRewind(plan, 48);
+  ASSERT_LT(rewind, 30);
+  std::vector<int32_t> long_prompt;
+  for (int i = 0; i < 20 + rewind + 1; ++i) long_prompt.push_back((i * 5 + 1) % kVocab);
+  std::unique_ptr<Session> a = *(*model)->NewSession();
+  ASSERT_TRUE(a->Generate(long_prompt, nullptr, Greedy(1)).ok());
+  // a's ring moved more than `rewind` positions past 20: what position 20 needs is gone.
+  std::vector<int32_t> prompt(long_prompt.begin(), long_prompt.begin() + 20);
+  prompt.push_back((long_prompt[20] + 1) % kVocab);
+  std::unique_ptr<Session> b = *(*model)->NewSession();
+  absl::StatusOr<GenerateResult> rb = b->Generate(prompt, nullptr, Greedy(2));
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ(rb->reused_tokens, 0);
+  EXPECT_EQ((*model)->kv_pool_stats().shared, 0);
 }
 
 TEST_F(SessionTest, CancelEndsTheRunningGenerationAndOnlyIt) {
@@ -356,6 +460,7 @@ TEST_F(SessionTest, AnOvercommittedPoolPreemptsAndRecomputesSessions) {
 // first token until b is done, so b's calls are its own: 24 prompt tokens in 8 chunks (6 at full
 // steps) and 3 decode steps. Both generate what they generate alone.
 TEST_F(SessionTest, PromptChunksLeaveRoomForOtherSessionsDecodeTokens) {
+  share_kv_prefixes_ = false;  // the run alone below prefills pb, not b's blocks of it
   absl::StatusOr<std::shared_ptr<Model>> model = Open(TinyPlan(KvKind::kFull, 0), 64, 3);
   ASSERT_TRUE(model.ok()) << model.status();
   std::unique_ptr<Session> a = *(*model)->NewSession();

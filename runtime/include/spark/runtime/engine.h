@@ -95,6 +95,10 @@ struct ModelOptions {
   // it held), or else gives up its own, waits for another generation to end and recomputes what
   // it had (Session::Generate): no request fails for want of blocks.
   int64_t kv_pool_sessions = 0;
+  // Prefix sharing: a generation whose prompt starts with at least one KV block
+  // (abi::kKvBlockRows tokens) more than its own session's caches hold, and that an idle session
+  // holds, shares that session's blocks of it instead of prefilling it (Session::Generate).
+  bool share_kv_prefixes = true;
   bool profile = false;  // time every step (RunProfile; CUDA launches without a graph)
   std::string dump_dir;  // when set: every step's outputs to DIR/runNNN.safetensors (must exist)
   // The ranks the caller expects the plan to have (spark-run --tensor-parallel N): refused when
@@ -123,12 +127,17 @@ class Model : public std::enable_shared_from_this<Model> {
   // max_sessions() when the pool is overcommitted.
   int64_t kv_pool_sessions() const { return kv_pool_sessions_; }
   // Sessions that gave up KV blocks so far (overcommitted pool): idle ones evicted, running ones
-  // preempted (and recomputed).
+  // preempted (and recomputed); and generations that shared another session's blocks of their
+  // prompt's prefix (ModelOptions::share_kv_prefixes), with the prompt tokens those held.
   struct KvPoolStats {
     int64_t evicted = 0;
     int64_t preempted = 0;
+    int64_t shared = 0;
+    int64_t shared_tokens = 0;
   };
   KvPoolStats kv_pool_stats() const;
+  // ModelOptions::share_kv_prefixes.
+  bool shares_kv_prefixes() const { return share_kv_prefixes_; }
   // Sessions in Generate now.
   int64_t generating_sessions() const;
   std::string executor_name() const;
@@ -178,6 +187,13 @@ class Model : public std::enable_shared_from_this<Model> {
   // blocks (or only waiting ones run, or `options` or the session is cancelled) and returns true:
   // `session`'s caches hold nothing now.
   absl::StatusOr<bool> MakeRoomForKv(Session& session, const GenerateOptions& options);
+  // Prefix sharing for running `session`, whose own caches hold `own` tokens of `prompt`: the
+  // idle session whose history shares the longest prefix with prompt[0 .. size - 2] (at least
+  // own + abi::kKvBlockRows tokens, no soft tokens, and within what its sliding caches still
+  // hold: Session::MaxRewind) lends its blocks of that prefix (Executor::ShareKv: `session`
+  // gives up its own). Returns the prefix length (0: none shared, nothing changed).
+  absl::StatusOr<int64_t> SharePrefix(Session& session, absl::Span<const int32_t> prompt,
+                                      int64_t own);
 
   std::unique_ptr<Artifact> artifact_;
   std::unique_ptr<Resolution> resolution_;
@@ -196,6 +212,7 @@ class Model : public std::enable_shared_from_this<Model> {
   mutable std::mutex image_encoder_mutex_;
   std::function<BatchingStats()> batching_stats_;
   int64_t kv_pool_sessions_ = 1;
+  bool share_kv_prefixes_ = true;
   mutable std::mutex sessions_mutex_;
   int64_t live_sessions_ = 0;
   std::condition_variable kv_changed_;

@@ -151,6 +151,16 @@ class Executor {
   // then recomputed). How many blocks were returned; the default (no pool) returns 0.
   virtual absl::StatusOr<int64_t> DropKv(SequenceState& sequence);
 
+  // Makes `to` share `from`'s KV blocks of positions 0 .. tokens - 1 (prefix sharing: a prompt
+  // prefix whose keys and values `from` computed): `to` first gives up what it held (as DropKv),
+  // then reads those blocks where they are, no bytes copied; whichever of the two next writes a
+  // shared block (a step, CopyToMemory) gets its own copy of it first (copy-on-write). The caller
+  // vouches that `from`'s caches hold those positions (Session::Generate: an idle session whose
+  // history starts with the prompt). Both made by this executor, not the same sequence;
+  // INVALID_ARGUMENT for tokens outside [0, max_length]. UNIMPLEMENTED for an executor without a
+  // pool (the default).
+  virtual absl::Status ShareKv(SequenceState& from, SequenceState& to, int64_t tokens);
+
   // A sequence of up to `max_length` tokens (at most the pool's; without a pool yet, the pool is
   // reserved for one sequence of max_length), holding no KV blocks: each Run allocates the
   // blocks its positions need from the pool (KvPoolExhausted when it has too few free), and
