@@ -118,17 +118,30 @@ void Row(const char* kernel, const std::string& shape, double ms, double flops, 
   std::fflush(stdout);
 }
 
-void BenchLinear(int T, int out, int in, const char* what, std::mt19937& rng, const Figures& f) {
-  float* x = DeviceRandom<float>(static_cast<size_t>(T) * in, rng, 1.0f);
+// The kernels' activation precision (kernel_wrappers.cuh): 0 f32, 1 bf16 storage.
+void SetActivationPrecision(int precision) {
+  Check(cudaMemcpyToSymbol(spark_activation_precision, &precision, sizeof(int)),
+        "cudaMemcpyToSymbol");
+}
+
+// spark_linear at T tokens; bf16_act: bf16 activation storage (spark-compile
+// --activation-precision bf16), else f32.
+void BenchLinear(int T, int out, int in, const char* what, std::mt19937& rng, const Figures& f,
+                 bool bf16_act = false) {
+  const size_t act = bf16_act ? 2 : 4;
+  void* x = bf16_act ? static_cast<void*>(DeviceRandom<bf16_t>(static_cast<size_t>(T) * in, rng, 1.0f))
+                     : static_cast<void*>(DeviceRandom<float>(static_cast<size_t>(T) * in, rng, 1.0f));
   bf16_t* w = DeviceRandom<bf16_t>(static_cast<size_t>(out) * in, rng, 0.05f);
-  float* y = nullptr;
-  Check(cudaMalloc(&y, static_cast<size_t>(T) * out * sizeof(float)), "cudaMalloc");
+  void* y = nullptr;
+  Check(cudaMalloc(&y, static_cast<size_t>(T) * out * act), "cudaMalloc");
+  if (bf16_act) SetActivationPrecision(1);
   const int grid = LinearGrid(out);
   const double ms = MedianMs([&] { check_linear<<<grid, 256>>>(x, w, y, T, out, in); });
+  if (bf16_act) SetActivationPrecision(0);
   const double flops = 2.0 * T * out * in;
-  const double bytes = 2.0 * out * in + 4.0 * T * (in + out);
+  const double bytes = 2.0 * out * in + static_cast<double>(act) * T * (in + out);
   Row("linear", std::string(what) + " T=" + std::to_string(T) + " " + std::to_string(out) + "x" +
-                    std::to_string(in),
+                    std::to_string(in) + (bf16_act ? " act=bf16" : ""),
       ms, flops, bytes, f);
   cudaFree(x);
   cudaFree(w);
@@ -346,6 +359,12 @@ int main(int argc, char** argv) {
     BenchLinear(T, 21504, 5376, "31B mlp up", rng, f);
     BenchLinear(T, 5376, 21504, "31B mlp down", rng, f);
     BenchLinear(T, 8192, 5376, "31B q", rng, f);
+  }
+  // A 1024-token chunk (spark-compile's default --max-tokens), f32 and bf16 activations.
+  for (bool bf16_act : {false, true}) {
+    BenchLinear(1024, 21504, 5376, "31B mlp up", rng, f, bf16_act);
+    BenchLinear(1024, 5376, 21504, "31B mlp down", rng, f, bf16_act);
+    BenchLinear(1024, 8192, 5376, "31B q", rng, f, bf16_act);
   }
   // Decode steps of several sequences (continuous batching): weights read once per step.
   for (int T : {2, 4, 8, 16, 32}) {

@@ -376,6 +376,14 @@ SPK_DEVICE void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 #endif
 }
+// Waits until at most `kPending` of this thread's most recent groups are still in flight (the
+// older ones are complete and visible to itself).
+template <int kPending>
+SPK_DEVICE void cp_async_wait_pending() {
+#if !defined(SPARK_KERNEL_EMULATION)
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+#endif
+}
 
 // ------------------------------------------------------------------------------------------------
 // Reductions. Block reductions need blockDim.x to be a multiple of 32 (every ABI block size is),

@@ -14,16 +14,17 @@
 //   - f32 A is split into two bf16 terms, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), both
 //     multiplied with the exact bf16 B: ~16 mantissa bits of a per product (relative error
 //     ~2^-17) instead of 2^-9 for a plain bf16 cast, at 2x the MMA work. Pipeline: K runs in
-//     steps of 32 through two shared-memory buffers; bf16 B goes from global to shared memory
+//     steps of 32 through two shared-memory stages; bf16 B goes from global to shared memory
 //     with cp.async (no registers), A (and quantized B) through registers, converted on the way;
 //     while the warps multiply step k, the cp.async operands of step k + 1 are in flight and the
 //     register operands of step k + 2 are being loaded, with one barrier per step.
-//   - bf16 A is already an MMA operand: A and B both go to shared memory by cp.async (step
-//     k + 1 in flight while step k is multiplied) and each product takes one MMA, the exact
-//     product of the bf16 inputs with f32 accumulation.
+//   - bf16 A is already an MMA operand: A goes to shared memory by cp.async, and each product
+//     takes one MMA, the exact product of the bf16 inputs with f32 accumulation. Without the lo
+//     halves three stages fit the same bytes: the cp.async operands run two steps ahead.
 // Fragments come from shared memory with ldmatrix.
 // 256 threads (8 warps, 2 x 4, each 32 x 32 of the tile); K % 8 == 0 and 16-byte aligned rows are
-// the caller's to check. Shared memory: 40 KiB (Smem).
+// the caller's to check. Shared memory: 45 KiB (Smem; static, within the 48 KiB a kernel may
+// declare without opting in).
 #ifndef SPARK_KERNELS_MMA_TILE_CUH_
 #define SPARK_KERNELS_MMA_TILE_CUH_
 
@@ -38,12 +39,45 @@ constexpr int kBN = 128;   // B rows (outputs) per tile
 constexpr int kBK = 32;    // K per shared-memory stage
 constexpr int kPad = 8;    // bf16 padding per shared row (conflict-free ldmatrix)
 constexpr int kLds = kBK + kPad;  // 40 bf16 = 80 bytes per shared row
-constexpr int kStages = 2;
+constexpr int kSplitStages = 2;   // f32 A: hi and lo halves
+constexpr int kPlainStages = 3;   // bf16 A
 
+using SharedRows = uint16_t (*)[kLds];  // a stage's rows of one operand
+
+// The tile's shared memory: two layouts of the same bytes, one per activation precision (the
+// module's: act_bf16()).
 struct Smem {
-  uint16_t a_hi[kStages][kBM][kLds];
-  uint16_t a_lo[kStages][kBM][kLds];
-  uint16_t b[kStages][kBN][kLds];
+  struct Split {  // f32 A split into hi + lo halves
+    uint16_t a_hi[kSplitStages][kBM][kLds];
+    uint16_t a_lo[kSplitStages][kBM][kLds];
+    uint16_t b[kSplitStages][kBN][kLds];
+  };
+  struct Plain {  // bf16 A
+    uint16_t a[kPlainStages][kBM][kLds];
+    uint16_t b[kPlainStages][kBN][kLds];
+  };
+  union {
+    Split split;
+    Plain plain;
+  };
+};
+
+// The stages of the layout the A path uses: kCount of them; a (the hi halves of f32 A), lo
+// (f32 A only) and b rows of stage st.
+template <bool kSplitA>
+struct Stages;
+template <>
+struct Stages<true> {
+  static constexpr int kCount = kSplitStages;
+  static SPK_MEMBER SharedRows a(Smem& s, int st) { return s.split.a_hi[st]; }
+  static SPK_MEMBER SharedRows lo(Smem& s, int st) { return s.split.a_lo[st]; }
+  static SPK_MEMBER SharedRows b(Smem& s, int st) { return s.split.b[st]; }
+};
+template <>
+struct Stages<false> {
+  static constexpr int kCount = kPlainStages;
+  static SPK_MEMBER SharedRows a(Smem& s, int st) { return s.plain.a[st]; }
+  static SPK_MEMBER SharedRows b(Smem& s, int st) { return s.plain.b[st]; }
 };
 
 struct Accum {
@@ -72,15 +106,15 @@ SPK_DEVICE void load_a(ARegs& g, const ARow& a_row, int a_rows, int k_size, int 
   }
 }
 
-// Starts the copy of bf16 A of the K step at k0 into a_hi of stage `st` (one 16-byte chunk per
-// thread of the 64 x 32 bf16 tile); rows at or past a_rows and columns at or past k_size are
-// stored as zeros directly. The caller commits the group.
+// Starts the copy of bf16 A of the K step at k0 into `a` (a stage's A rows; one 16-byte chunk
+// per thread of the 64 x 32 bf16 tile); rows at or past a_rows and columns at or past k_size
+// are stored as zeros directly. The caller commits the group.
 template <class ARow>
-SPK_DEVICE void copy_a_async(Smem& s, int st, const ARow& a_row, int a_rows, int k_size, int k0) {
+SPK_DEVICE void copy_a_async(SharedRows a, const ARow& a_row, int a_rows, int k_size, int k0) {
   const int tid = threadIdx.x;
   const int row = tid >> 2, c8 = tid & 3;
   const int k = k0 + c8 * 8;
-  uint16_t* dst = &s.a_hi[st][row][c8 * 8];
+  uint16_t* dst = &a[row][c8 * 8];
   if (row < a_rows && k < k_size) {
     cp_async16(dst, a_row(row).bf16() + k);
   } else {
@@ -88,8 +122,8 @@ SPK_DEVICE void copy_a_async(Smem& s, int st, const ARow& a_row, int a_rows, int
   }
 }
 
-// Stores A as hi and lo bf16 halves into stage `st`.
-SPK_DEVICE void store_a(const ARegs& g, Smem& s, int st) {
+// Stores A as hi and lo bf16 halves into a stage's rows.
+SPK_DEVICE void store_a(const ARegs& g, SharedRows hi, SharedRows lo) {
   const int tid = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -99,23 +133,23 @@ SPK_DEVICE void store_a(const ARegs& g, Smem& s, int st) {
     uint32_t h01, l01, h23, l23;
     split_bf16x2(v.x, v.y, h01, l01);
     split_bf16x2(v.z, v.w, h23, l23);
-    *reinterpret_cast<uint2*>(&s.a_hi[st][row][c4 * 4]) = make_uint2(h01, h23);
-    *reinterpret_cast<uint2*>(&s.a_lo[st][row][c4 * 4]) = make_uint2(l01, l23);
+    *reinterpret_cast<uint2*>(&hi[row][c4 * 4]) = make_uint2(h01, h23);
+    *reinterpret_cast<uint2*>(&lo[row][c4 * 4]) = make_uint2(l01, l23);
   }
 }
 
-// Starts the copy of B of the K step at k0 into stage `st` (two 16-byte chunks per thread of the
-// 128 x 32 bf16 tile); rows at or past b_rows and columns at or past k_size are stored as zeros
-// directly. The caller commits the group.
+// Starts the copy of B of the K step at k0 into `b` (a stage's B rows; two 16-byte chunks per
+// thread of the 128 x 32 bf16 tile); rows at or past b_rows and columns at or past k_size are
+// stored as zeros directly. The caller commits the group.
 template <class BRow>
-SPK_DEVICE void copy_b_async(Smem& s, int st, const BRow& b_row, int b_rows, int k_size, int k0) {
+SPK_DEVICE void copy_b_async(SharedRows b, const BRow& b_row, int b_rows, int k_size, int k0) {
   const int tid = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int idx = tid + i * kThreads;
     const int row = idx >> 2, c8 = idx & 3;
     const int k = k0 + c8 * 8;
-    uint16_t* dst = &s.b[st][row][c8 * 8];
+    uint16_t* dst = &b[row][c8 * 8];
     if (row < b_rows && k < k_size) {
       cp_async16(dst, b_row(row) + k);
     } else {
@@ -154,20 +188,21 @@ SPK_DEVICE void zero(Accum& acc) {
 // times B, after the lo half when kSplit (f32 A: lo first, then hi, as the split adds them).
 template <bool kSplit>
 SPK_DEVICE void multiply_stage(Smem& s, int st, const Lanes& l, Accum& acc) {
+  const SharedRows a_hi = Stages<kSplit>::a(s, st), b_rows = Stages<kSplit>::b(s, st);
 #pragma unroll
   for (int kk = 0; kk < kBK; kk += 16) {
     uint32_t ah[2][4], al[2][4];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      ldmatrix_x4(ah[i], &s.a_hi[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
+      ldmatrix_x4(ah[i], &a_hi[l.wm + i * 16 + l.a_r][kk + l.a_k]);
       if constexpr (kSplit) {
-        ldmatrix_x4(al[i], &s.a_lo[st][l.wm + i * 16 + l.a_r][kk + l.a_k]);
+        ldmatrix_x4(al[i], &Stages<true>::lo(s, st)[l.wm + i * 16 + l.a_r][kk + l.a_k]);
       }
     }
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
       uint32_t b[4];
-      ldmatrix_x4(b, &s.b[st][l.wn + jj * 16 + l.b_n][kk + l.b_k]);
+      ldmatrix_x4(b, &b_rows[l.wn + jj * 16 + l.b_n][kk + l.b_k]);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -182,60 +217,68 @@ SPK_DEVICE void multiply_stage(Smem& s, int st, const Lanes& l, Accum& acc) {
   }
 }
 
-// The K-step pipeline of every tile. A: bf16 storage goes to shared memory by cp.async and takes
-// one MMA per product; f32 (kSplitA) comes through registers, split into hi + lo (two MMAs).
-// B: a source (below) either copies its step by cp.async (kAsync) or loads it into registers
-// and converts it on the way to shared memory (quantized weights). Register operands are
-// loaded two steps ahead and stored one step ahead; asynchronous copies run one step ahead.
-// One barrier per step: stage st holds step ks; every warp is done with step ks - 1 (stage
-// st ^ 1), which is refilled while step ks is multiplied.
+// The K-step pipeline of every tile, over Stages<kSplitA>::kCount = S shared-memory stages. A:
+// bf16 storage goes to shared memory by cp.async and takes one MMA per product; f32 (kSplitA)
+// comes through registers, split into hi + lo (two MMAs). B: a source (below) either copies its
+// step by cp.async (kAsync) or loads it into registers and converts it on the way to shared
+// memory (quantized weights). Asynchronous copies run S - 1 steps ahead (one commit group per
+// step, empty past the end, so that waiting for "all but the S - 2 newest" always means "this
+// step's"); register operands are loaded two steps ahead and stored one step ahead. One barrier
+// per step: stage ks % S holds step ks, and every warp is done with step ks - 1, whose stage
+// (ks - 1) % S takes the copies of step ks + S - 1 (and, for S = 2, the register stores of step
+// ks + 1, whose stage (ks + 1) % S was last read at step ks + 1 - S <= ks - 1).
 template <bool kSplitA, class ARow, class BSource>
 SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, int a_rows, BSource& b, int k_size,
                               Accum& acc) {
+  using St = Stages<kSplitA>;
+  constexpr int S = St::kCount;
   const Lanes l;
   const int ksteps = (k_size + kBK - 1) / kBK;
   zero(acc);
 
   __syncthreads();  // a previous call's last step is consumed by every warp
   ARegs regs;
-  if constexpr (kSplitA) {
-    load_a(regs, a_row, a_rows, k_size, 0);
-  } else {
-    copy_a_async(s, 0, a_row, a_rows, k_size, 0);
+  if constexpr (kSplitA) load_a(regs, a_row, a_rows, k_size, 0);
+  if constexpr (!BSource::kAsync) b.load(k_size, 0);
+  // The asynchronous copies of steps 0 .. S - 2.
+  for (int p = 0; p < S - 1; ++p) {
+    if (p < ksteps) {
+      if constexpr (!kSplitA) copy_a_async(St::a(s, p), a_row, a_rows, k_size, p * kBK);
+      if constexpr (BSource::kAsync) b.copy_async(St::b(s, p), k_size, p * kBK);
+    }
+    cp_async_commit();
   }
-  if constexpr (BSource::kAsync) {
-    b.copy_async(s, 0, k_size, 0);
-  } else {
-    b.load(k_size, 0);
-  }
-  cp_async_commit();
+  // The register operands of step 0 stored, of step 1 loaded.
   if constexpr (kSplitA) {
-    store_a(regs, s, 0);
+    store_a(regs, St::a(s, 0), St::lo(s, 0));
     if (ksteps > 1) load_a(regs, a_row, a_rows, k_size, kBK);
   }
   if constexpr (!BSource::kAsync) {
-    b.store(s, 0);
+    b.store(St::b(s, 0));
     if (ksteps > 1) b.load(k_size, kBK);
   }
   for (int ks = 0; ks < ksteps; ++ks) {
-    const int st = ks & 1;
-    cp_async_wait_all();
+    cp_async_wait_pending<S - 2>();
     __syncthreads();
+    const int ahead = ks + S - 1;
+    if (ahead < ksteps) {
+      const int st = ahead % S;
+      if constexpr (!kSplitA) copy_a_async(St::a(s, st), a_row, a_rows, k_size, ahead * kBK);
+      if constexpr (BSource::kAsync) b.copy_async(St::b(s, st), k_size, ahead * kBK);
+    }
+    cp_async_commit();
     if (ks + 1 < ksteps) {
-      const int k1 = (ks + 1) * kBK, k2 = (ks + 2) * kBK;
-      if constexpr (!kSplitA) copy_a_async(s, st ^ 1, a_row, a_rows, k_size, k1);
-      if constexpr (BSource::kAsync) b.copy_async(s, st ^ 1, k_size, k1);
-      cp_async_commit();
+      const int st = (ks + 1) % S, k2 = (ks + 2) * kBK;
       if constexpr (kSplitA) {
-        store_a(regs, s, st ^ 1);
+        store_a(regs, St::a(s, st), St::lo(s, st));
         if (ks + 2 < ksteps) load_a(regs, a_row, a_rows, k_size, k2);
       }
       if constexpr (!BSource::kAsync) {
-        b.store(s, st ^ 1);
+        b.store(St::b(s, st));
         if (ks + 2 < ksteps) b.load(k_size, k2);
       }
     }
-    multiply_stage<kSplitA>(s, st, l, acc);
+    multiply_stage<kSplitA>(s, ks % S, l, acc);
   }
 }
 
@@ -250,11 +293,11 @@ struct Bf16Rows {
   static constexpr bool kAsync = true;
   const BRow& b_row;
   int b_rows;
-  SPK_MEMBER void copy_async(Smem& s, int st, int k_size, int k0) const {
-    detail::copy_b_async(s, st, b_row, b_rows, k_size, k0);
+  SPK_MEMBER void copy_async(SharedRows dst, int k_size, int k0) const {
+    detail::copy_b_async(dst, b_row, b_rows, k_size, k0);
   }
   SPK_MEMBER void load(int, int) {}
-  SPK_MEMBER void store(Smem&, int) const {}
+  SPK_MEMBER void store(SharedRows) const {}
 };
 
 // The rows of a quantized weight a B source reads: codes (or elements) and block scales of row
@@ -287,7 +330,7 @@ struct Nvfp4Rows {
       scale = 0u;
     }
   }
-  SPK_MEMBER void store(Smem& s, int st) const {
+  SPK_MEMBER void store(SharedRows b) const {
     const float sc = e4m3_to_f32(scale);
     uint32_t packed[8];
 #pragma unroll
@@ -296,7 +339,7 @@ struct Nvfp4Rows {
       packed[i] =
           pack_bf16x2(e2m1_to_f32(word >> shift) * sc, e2m1_to_f32(word >> (shift + 4)) * sc);
     }
-    uint16_t* dst = &s.b[st][threadIdx.x >> 1][(threadIdx.x & 1) * 16];
+    uint16_t* dst = &b[threadIdx.x >> 1][(threadIdx.x & 1) * 16];
     *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     *reinterpret_cast<uint4*>(dst + 8) = make_uint4(packed[4], packed[5], packed[6], packed[7]);
   }
@@ -316,7 +359,7 @@ struct Fp8Rows {
     const int n = threadIdx.x >> 1, k = k0 + (threadIdx.x & 1) * 16;
     elements = n < b_rows && k < k_size ? ldg_u4(b_row(n).codes + k) : make_uint4(0u, 0u, 0u, 0u);
   }
-  SPK_MEMBER void store(Smem& s, int st) const {
+  SPK_MEMBER void store(SharedRows b) const {
     const uint32_t words[4] = {elements.x, elements.y, elements.z, elements.w};
     uint32_t packed[8];
 #pragma unroll
@@ -324,7 +367,7 @@ struct Fp8Rows {
       const uint32_t word = words[i / 2], shift = (i & 1) * 16;
       packed[i] = pack_bf16x2(e4m3_to_f32(word >> shift), e4m3_to_f32(word >> (shift + 8)));
     }
-    uint16_t* dst = &s.b[st][threadIdx.x >> 1][(threadIdx.x & 1) * 16];
+    uint16_t* dst = &b[threadIdx.x >> 1][(threadIdx.x & 1) * 16];
     *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     *reinterpret_cast<uint4*>(dst + 8) = make_uint4(packed[4], packed[5], packed[6], packed[7]);
   }
