@@ -182,6 +182,13 @@ absl::Status Executor::RunStep(absl::Span<const int32_t> ids,
 
 absl::Status Executor::ReserveSequences(int64_t, int64_t, int64_t) { return absl::OkStatus(); }
 absl::StatusOr<int64_t> Executor::DropKv(SequenceState&) { return 0; }
+absl::Status Executor::CheckSharePair(const SequenceState& from, const SequenceState& to) const {
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(from));
+  SPARK_RETURN_IF_ERROR(CheckOwnSequence(to));
+  if (&from == &to) return absl::InvalidArgumentError("a sequence cannot share its own KV blocks");
+  return absl::OkStatus();
+}
+
 absl::Status Executor::ShareKv(SequenceState&, SequenceState&, int64_t) {
   return absl::UnimplementedError(absl::StrCat(name(), " cannot share KV cache blocks"));
 }

@@ -86,8 +86,11 @@ class HostExecutor final : public Executor {
   absl::Status BindSequences(absl::Span<const SequenceStep> parts);
   // Copy-on-write: each copy's block into its new one, in every cache of its group (K and V).
   void CopyBlocks(absl::Span<const BlockCopy> copies);
-  // DropKv under pool_mutex_.
-  int64_t DropLocked(SequenceBlocks& blocks);
+  // The freed blocks' keys and values become NaN (all bits set), so that a step reading a
+  // position its sequence no longer holds shows in its logits instead of finding the old bytes
+  // still there (a block given back is often the next one handed out). Blocks another sequence
+  // still shares are never freed, so they keep theirs. Under pool_mutex_.
+  void FillWithNaN(absl::Span<const FreedBlock> freed);
   // Where the `size` bytes `region` names in `sequence`'s memory lie (one piece for the arena,
   // one per block for a cache), after checking they fit.
   struct RegionPiece {
@@ -235,16 +238,13 @@ void HostExecutor::ReleaseSequence(Sequence& sequence) {
 absl::StatusOr<int64_t> HostExecutor::DropKv(SequenceState& sequence) {
   SPARK_RETURN_IF_ERROR(CheckOwnSequence(sequence));
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  return DropLocked(static_cast<Sequence&>(sequence).blocks);
+  std::vector<FreedBlock> freed;
+  const int64_t count = pool_.Drop(static_cast<Sequence&>(sequence).blocks, &freed);
+  FillWithNaN(freed);
+  return count;
 }
 
-int64_t HostExecutor::DropLocked(SequenceBlocks& blocks) {
-  std::vector<FreedBlock> freed;
-  const int64_t count = pool_.Drop(blocks, &freed);
-  // The freed blocks' keys and values become NaN (all bits set), so that a step reading a
-  // position its sequence no longer holds shows in its logits instead of finding the old bytes
-  // still there (a block given back is often the next one handed out). Blocks another sequence
-  // still shares keep theirs.
+void HostExecutor::FillWithNaN(absl::Span<const FreedBlock> freed) {
   for (const FreedBlock& f : freed) {
     for (size_t i = 0; i < kv_caches_.size(); ++i) {
       if (pool_.GroupOf(static_cast<int64_t>(i)) != f.group) continue;
@@ -255,17 +255,16 @@ int64_t HostExecutor::DropLocked(SequenceBlocks& blocks) {
       }
     }
   }
-  return count;
 }
 
 absl::Status HostExecutor::ShareKv(SequenceState& from, SequenceState& to, int64_t tokens) {
-  SPARK_RETURN_IF_ERROR(CheckOwnSequence(from));
-  SPARK_RETURN_IF_ERROR(CheckOwnSequence(to));
-  if (&from == &to) return absl::InvalidArgumentError("a sequence cannot share its own KV blocks");
+  SPARK_RETURN_IF_ERROR(CheckSharePair(from, to));
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  SequenceBlocks& blocks = static_cast<Sequence&>(to).blocks;
-  DropLocked(blocks);
-  return pool_.Share(static_cast<Sequence&>(from).blocks, blocks, tokens);
+  std::vector<FreedBlock> freed;
+  SPARK_RETURN_IF_ERROR(pool_.Share(static_cast<Sequence&>(from).blocks,
+                                    static_cast<Sequence&>(to).blocks, tokens, &freed));
+  FillWithNaN(freed);
+  return absl::OkStatus();
 }
 
 void HostExecutor::CopyBlocks(absl::Span<const BlockCopy> copies) {

@@ -189,19 +189,16 @@ int64_t KvBlockPool::Drop(SequenceBlocks& blocks, std::vector<FreedBlock>* freed
   return count;
 }
 
-absl::Status KvBlockPool::Share(const SequenceBlocks& from, SequenceBlocks& to, int64_t tokens) {
-  if (to.num_blocks() > 0) {
-    return absl::InvalidArgumentError(
-        "a sequence that holds KV blocks cannot take another's shared (drop its own first)");
-  }
+absl::Status KvBlockPool::Share(const SequenceBlocks& from, SequenceBlocks& to, int64_t tokens,
+                               std::vector<FreedBlock>* freed) {
+  if (&from == &to) return absl::InvalidArgumentError("a sequence cannot share its own KV blocks");
   if (tokens < 0 || tokens > max_length_) {
     return absl::InvalidArgumentError(absl::StrCat("cannot share ", tokens,
                                                    " positions of sequences of ", max_length_));
   }
-  if (tokens == 0) return absl::OkStatus();
   // The columns of every group that positions max(0, tokens - capacity) .. tokens - 1 live in.
   std::vector<std::vector<int64_t>> columns(static_cast<size_t>(num_groups()));
-  for (int g = 0; g < num_groups(); ++g) {
+  for (int g = 0; g < num_groups() && tokens > 0; ++g) {
     const int64_t first = std::max<int64_t>(0, tokens - Capacity(g)) / abi::kKvBlockRows;
     const int64_t last = (tokens - 1) / abi::kKvBlockRows;
     for (int64_t b = first; b <= last; ++b) {
@@ -214,6 +211,8 @@ absl::Status KvBlockPool::Share(const SequenceBlocks& from, SequenceBlocks& to, 
       columns[static_cast<size_t>(g)].push_back(column);
     }
   }
+  // (A block `to` already shares with `from` keeps `from`'s reference: it is not freed.)
+  Drop(to, freed);
   for (int g = 0; g < num_groups(); ++g) {
     for (int64_t column : columns[static_cast<size_t>(g)]) {
       const int32_t block = from.tables[static_cast<size_t>(g)][static_cast<size_t>(column)];

@@ -110,15 +110,17 @@ class KvBlockPool {
   // the free list (a block another sequence still shares does not), each appended to `freed`
   // when it is not null.
   int64_t Drop(SequenceBlocks& blocks, std::vector<FreedBlock>* freed = nullptr);
-  // Makes `to` (a sequence holding no blocks) share `from`'s blocks of positions 0 .. tokens - 1:
-  // in every group the blocks those positions live in (a ring: the last Capacity(group) of
-  // them), counted once more each; no bytes move. Both sequences then read them, and the first
-  // to write one gets its own copy (Grow, MapRange). What `from`'s caches hold at those
-  // positions is the caller's to know (Session: the same prompt prefix, and a ring not yet
-  // overwritten past what the next position needs). INVALID_ARGUMENT when `to` holds blocks or
-  // tokens is outside [0, max_length()]; FAILED_PRECONDITION, sharing nothing, when `from`
-  // holds no block for one of those positions.
-  absl::Status Share(const SequenceBlocks& from, SequenceBlocks& to, int64_t tokens);
+  // Makes `to` give up what it holds (as Drop, the blocks freed appended to `freed` when it is
+  // not null) and share `from`'s blocks of positions 0 .. tokens - 1 instead: in every group the
+  // blocks those positions live in (a ring: the last Capacity(group) of them), counted once more
+  // each; no bytes move. Both sequences then read them, and the first to write one gets its own
+  // copy (Grow, MapRange). What `from`'s caches hold at those positions is the caller's to know
+  // (Session: the same prompt prefix, and a ring not yet overwritten past what the next position
+  // needs). INVALID_ARGUMENT for tokens outside [0, max_length()] or `to` the same as `from`;
+  // FAILED_PRECONDITION when `from` holds no block for one of those positions: both change
+  // nothing.
+  absl::Status Share(const SequenceBlocks& from, SequenceBlocks& to, int64_t tokens,
+                     std::vector<FreedBlock>* freed = nullptr);
   // How many sequences' tables name `block` of `group` (0: free).
   int32_t References(int group, int32_t block) const {
     return refs_[static_cast<size_t>(group)][static_cast<size_t>(block)];

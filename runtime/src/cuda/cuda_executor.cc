@@ -524,14 +524,11 @@ absl::StatusOr<int64_t> CudaExecutor::DropKv(SequenceState& sequence) {
 }
 
 absl::Status CudaExecutor::ShareKv(SequenceState& from, SequenceState& to, int64_t tokens) {
-  SPARK_RETURN_IF_ERROR(CheckOwnSequence(from));
-  SPARK_RETURN_IF_ERROR(CheckOwnSequence(to));
-  if (&from == &to) return absl::InvalidArgumentError("a sequence cannot share its own KV blocks");
+  SPARK_RETURN_IF_ERROR(CheckSharePair(from, to));
   // Bookkeeping only, as DropKv: the shared blocks are read where they are.
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  SequenceBlocks& blocks = static_cast<Sequence&>(to).blocks;
-  pool_.Drop(blocks);
-  return pool_.Share(static_cast<Sequence&>(from).blocks, blocks, tokens);
+  return pool_.Share(static_cast<Sequence&>(from).blocks, static_cast<Sequence&>(to).blocks,
+                     tokens);
 }
 
 absl::Status CudaExecutor::CopyBlocks(absl::Span<const BlockCopy> copies) {

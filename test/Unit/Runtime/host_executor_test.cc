@@ -421,6 +421,52 @@ TEST_F(HostExecutorTest, ToolsReadAndWriteMemoryAndRunAProgram) {
                             "soft rows need a soft-token merge"));
 }
 
+// Prefix sharing (Executor::ShareKv): b reads a's blocks where they are; a write to a shared
+// block gives the writer a copy first; a dropped sequence's blocks that another still shares keep
+// their bytes (the host fills only freed blocks with NaN).
+TEST_F(HostExecutorTest, SharedKvBlocksAreReadInPlaceAndCopiedOnWrite) {
+  const Plan plan = TinyPlan(KvKind::kFull, 0, /*soft_merge=*/false);
+  std::unique_ptr<Executor> executor = Make(plan);
+  std::unique_ptr<SequenceState> a = *executor->NewSequence(32), b = *executor->NewSequence(32);
+  const auto slot = [](int64_t s) { return MemoryRegion{MemoryRegion::Kind::kKCache, 0,
+                                                        static_cast<uint64_t>(s * kHidden * 4)}; };
+  const auto write = [&](SequenceState& seq, int64_t s, float x) {
+    const float v[kHidden] = {x, x + 1};
+    return executor->CopyToMemory(
+        seq, slot(s), absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(v), sizeof(v)));
+  };
+  const auto read = [&](SequenceState& seq, int64_t s) {
+    float v[kHidden] = {0, 0};
+    EXPECT_TRUE(executor
+                    ->CopyFromMemory(seq, slot(s),
+                                     absl::MakeSpan(reinterpret_cast<uint8_t*>(v), sizeof(v)))
+                    .ok());
+    return v[0];
+  };
+  ASSERT_TRUE(write(*a, 0, 10.0f).ok());
+  ASSERT_TRUE(write(*a, 1, 20.0f).ok());
+  ASSERT_TRUE(write(*b, 0, 99.0f).ok());  // b's own block, given up by the share
+  ASSERT_TRUE(executor->ShareKv(*a, *b, 2).ok());
+  EXPECT_EQ(read(*b, 0), 10.0f);
+  EXPECT_EQ(read(*b, 1), 20.0f);
+  // a gives its blocks up: b still shares them, so nothing is freed and b reads the same bytes.
+  EXPECT_EQ(*executor->DropKv(*a), 0);
+  EXPECT_EQ(read(*b, 1), 20.0f);
+  // Shared again (a takes b's), then b writes slot 1: b's copy changes, a's block does not.
+  ASSERT_TRUE(executor->ShareKv(*b, *a, 2).ok());
+  ASSERT_TRUE(write(*b, 1, 30.0f).ok());
+  EXPECT_EQ(read(*b, 1), 30.0f);
+  EXPECT_EQ(read(*b, 0), 10.0f);  // the rest of the block came with the copy
+  EXPECT_EQ(read(*a, 1), 20.0f);
+  // Refusals.
+  EXPECT_TRUE(ErrorContains(executor->ShareKv(*a, *a, 2), "cannot share its own KV blocks"));
+  std::unique_ptr<Executor> other = Make(plan);
+  std::unique_ptr<SequenceState> c = *other->NewSequence(32);
+  EXPECT_FALSE(executor->ShareKv(*c, *a, 2).ok());
+  EXPECT_TRUE(ErrorContains(executor->ShareKv(*a, *b, 33), "cannot share 33 positions"));
+  EXPECT_EQ(read(*b, 1), 30.0f);  // a refused share leaves b's blocks alone
+}
+
 TEST_F(HostExecutorTest, DecodeAfterPrefillReadsTheCache) {
   std::unique_ptr<Executor> executor = Make(TinyPlan(KvKind::kFull, 0));
   const std::vector<int32_t> ids = {3, 1, 2, 0, 2, 1};

@@ -225,11 +225,20 @@ TEST(KvBlockPoolTest, SharingRefusesWhatItCannotDoAndChangesNothing) {
   EXPECT_EQ(pool.References(full, 0), 1);
   EXPECT_TRUE(StatusIs(pool.Share(a, b, 101), absl::StatusCode::kInvalidArgument,
                        "cannot share 101 positions of sequences of 100"));
-  ASSERT_TRUE(Grow(pool, b, std::vector<int32_t>{0}).ok());
-  EXPECT_TRUE(StatusIs(pool.Share(a, b, 16), absl::StatusCode::kInvalidArgument,
-                       "a sequence that holds KV blocks cannot take another's shared"));
-  pool.Drop(b);
-  EXPECT_TRUE(pool.Share(a, b, 0).ok());
+  EXPECT_TRUE(StatusIs(pool.Share(a, a, 16), absl::StatusCode::kInvalidArgument,
+                       "cannot share its own"));
+  // A sequence that holds blocks keeps them when the share is refused, and gives them up for
+  // the shared ones when it is not.
+  ASSERT_TRUE(Grow(pool, b, std::vector<int32_t>{0, 16, 32}).ok());
+  const int32_t own = b.tables[full][2];
+  EXPECT_FALSE(pool.Share(a, b, 40).ok());
+  EXPECT_EQ(b.tables[full][2], own);
+  std::vector<FreedBlock> freed;
+  ASSERT_TRUE(pool.Share(a, b, 32, &freed).ok());
+  EXPECT_EQ(b.tables[full], a.tables[full]);
+  EXPECT_EQ(freed.size(), 3u + 2u);  // its 3 full blocks and its 2 ring blocks
+  EXPECT_EQ(pool.References(full, own), 0);
+  ASSERT_TRUE(pool.Share(a, b, 0).ok());
   EXPECT_EQ(b.num_blocks(), 0);
 }
 

@@ -237,6 +237,8 @@ class Executor {
   // FAILED_PRECONDITION unless `sequence` was made by this executor (a wrapper such as
   // WithStepDump hands out, and forwards to, its inner executor's sequences).
   absl::Status CheckOwnSequence(const SequenceState& sequence) const;
+  // ShareKv's arguments: both this executor's, not the same sequence.
+  absl::Status CheckSharePair(const SequenceState& from, const SequenceState& to) const;
 
  private:
   StepObserver step_observer_;
