@@ -134,6 +134,9 @@ uint32_t spk_emu_pack_bf16x2(float lo, float hi);
 void spk_emu_mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
 void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row);
 void spk_emu_f16x2_to_f32x2(uint32_t v, float& lo, float& hi);
+void spk_emu_cp_async16(void* shared_dst, const void* global_src);
+void spk_emu_cp_async_commit();
+void spk_emu_cp_async_wait(int pending);
 #endif
 
 // Packs two f32 into bf16x2 with round-to-nearest-even; `lo` goes to the low half (the element
@@ -358,7 +361,7 @@ SPK_DEVICE void ldmatrix_x4(uint32_t d[4], const void* row) {
 // barrier that follows it. Both addresses 16-byte aligned.
 SPK_DEVICE void cp_async16(void* shared_dst, const void* global_src) {
 #if defined(SPARK_KERNEL_EMULATION)
-  std::memcpy(shared_dst, global_src, 16);
+  spk_emu_cp_async16(shared_dst, global_src);
 #else
   uint64_t src;
   asm("cvta.to.global.u64 %0, %1;" : "=l"(src) : "l"(global_src));
@@ -367,12 +370,16 @@ SPK_DEVICE void cp_async16(void* shared_dst, const void* global_src) {
 #endif
 }
 SPK_DEVICE void cp_async_commit() {
-#if !defined(SPARK_KERNEL_EMULATION)
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_cp_async_commit();
+#else
   asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
 SPK_DEVICE void cp_async_wait_all() {
-#if !defined(SPARK_KERNEL_EMULATION)
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_cp_async_wait(0);
+#else
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 #endif
 }
@@ -380,7 +387,9 @@ SPK_DEVICE void cp_async_wait_all() {
 // older ones are complete and visible to itself).
 template <int kPending>
 SPK_DEVICE void cp_async_wait_pending() {
-#if !defined(SPARK_KERNEL_EMULATION)
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_cp_async_wait(kPending);
+#else
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 #endif
 }

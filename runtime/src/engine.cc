@@ -182,12 +182,16 @@ void Model::SessionEnded() {
 void Model::GenerationStarts(Session& session) {
   std::lock_guard<std::mutex> lock(sessions_mutex_);
   idle_.remove(&session);
+  running_sessions_.push_back(&session);
   ++running_;
 }
 
 void Model::GenerationEnds(Session& session, const std::function<void()>& update) {
   std::lock_guard<std::mutex> lock(sessions_mutex_);
   update();
+  session.lending_prompt_.clear();
+  session.lending_held_ = 0;
+  running_sessions_.remove(&session);
   --running_;
   idle_.push_back(&session);
   ++kv_epoch_;
@@ -210,6 +214,7 @@ absl::StatusOr<bool> Model::MakeRoomForKv(Session& session, const GenerateOption
   }
   // None: this session gives up its own and waits for a generation to end or give up blocks.
   SPARK_ASSIGN_OR_RETURN(const int64_t dropped, executor_->DropKv(*session.sequence_));
+  session.lending_held_ = 0;  // nothing to lend until it has recomputed
   if (dropped > 0) {
     ++kv_pool_stats_.preempted;
     ++kv_epoch_;
@@ -238,24 +243,45 @@ absl::StatusOr<int64_t> Model::SharePrefix(Session& session, absl::Span<const in
   const size_t limit = prompt.size() - 1;  // the last prompt token is prefilled for its logits
   Session* lender = nullptr;
   int64_t longest = own + abi::kKvBlockRows - 1;
-  for (Session* idle : idle_) {
-    if (idle == &session || idle->history_has_soft_tokens_) continue;
-    const std::vector<int32_t>& held = idle->history_;
-    const size_t end = std::min(held.size(), limit);
+  // ids[0 .. held) are cached; `written` positions may have been (the sliding caches' check).
+  const auto consider = [&](Session* candidate, absl::Span<const int32_t> ids, int64_t held,
+                            int64_t written) {
+    const size_t end = std::min({static_cast<size_t>(held), ids.size(), limit});
     size_t common = 0;
-    while (common < end && held[common] == prompt[common]) ++common;
+    while (common < end && ids[common] == prompt[common]) ++common;
     const int64_t n = static_cast<int64_t>(common);
     // Past `rewind` positions after the prefix, its sliding caches overwrote what comes next
     // needs.
-    if (n <= longest || static_cast<int64_t>(held.size()) - n > rewind) continue;
-    lender = idle;
+    if (n <= longest || written - n > rewind) return;
+    lender = candidate;
     longest = n;
+  };
+  for (Session* idle : idle_) {
+    if (idle == &session || idle->history_has_soft_tokens_) continue;
+    const int64_t held = static_cast<int64_t>(idle->history_.size());
+    consider(idle, idle->history_, held, held);
+  }
+  for (Session* running : running_sessions_) {
+    if (running == &session || running->lending_held_ <= 0) continue;
+    consider(running, running->lending_prompt_, running->lending_held_,
+             running->lending_held_ + plan().max_tokens);
   }
   if (lender == nullptr) return 0;
   SPARK_RETURN_IF_ERROR(executor_->ShareKv(*lender->sequence_, *session.sequence_, longest));
   ++kv_pool_stats_.shared;
   kv_pool_stats_.shared_tokens += longest;
   return longest;
+}
+
+void Model::StartLending(Session& session, absl::Span<const int32_t> prompt, int64_t held) {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  session.lending_prompt_.assign(prompt.begin(), prompt.end());
+  session.lending_held_ = held;
+}
+
+void Model::Lent(Session& session, int64_t held) {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  if (!session.lending_prompt_.empty()) session.lending_held_ = held;
 }
 
 int64_t Model::generating_sessions() const {

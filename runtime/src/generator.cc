@@ -174,6 +174,7 @@ absl::Status Generation::Run(absl::Span<const int32_t> ids, int64_t first_positi
   }
   if (call.rows != LogitRows::kNone) next_token_ = step_.token;
   result_.cached_tokens = first_position + static_cast<int64_t>(ids.size());
+  if (options_.on_cached) options_.on_cached(result_.cached_tokens);
   return absl::OkStatus();
 }
 

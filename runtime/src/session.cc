@@ -104,6 +104,8 @@ absl::StatusOr<GenerateResult> Session::Generate(absl::Span<const int32_t> promp
         history_.assign(prompt.begin(), prompt.begin() + shared);
         history_has_soft_tokens_ = false;
       }
+      // While it runs, others may share what its steps cache of this prompt.
+      model_->StartLending(*this, prompt, reuse);
     }
     return GenerateResuming(prompt, soft, options, reuse);
   }();
@@ -150,6 +152,12 @@ absl::StatusOr<GenerateResult> Session::GenerateResuming(absl::Span<const int32_
     generated.push_back(id);
     return !options.on_token || options.on_token(id);
   };
+  if (soft == nullptr) {
+    run.on_cached = [&](int64_t n) {
+      model_->Lent(*this, n);
+      if (options.on_cached) options.on_cached(n);
+    };
+  }
   std::vector<int32_t> ids(prompt.begin(), prompt.end());
   GenerateResult total;
   total.reused_tokens = reuse;

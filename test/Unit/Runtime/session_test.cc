@@ -261,6 +261,48 @@ TEST_P(PrefixSharingTest, APromptPrefixAnIdleSessionHoldsIsSharedNotPrefilled) {
   EXPECT_EQ((*model)->kv_pool_stats().shared, 2);
 }
 
+// A running session lends too: what its steps have cached of its prompt. Here a holds at its
+// first token (its prompt prefilled) until b, with the same 20-token system prompt, is done.
+TEST_P(PrefixSharingTest, ARunningSessionLendsWhatItsStepsCachedOfItsPrompt) {
+  const Plan plan = TinyPlan(GetParam(), GetParam() == KvKind::kSliding ? 3 : 0);
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(plan, 48, 2);
+  ASSERT_TRUE(model.ok()) << model.status();
+  share_kv_prefixes_ = false;
+  absl::StatusOr<std::shared_ptr<Model>> alone = Open(plan, 48, 2);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  std::vector<int32_t> pa, pb;
+  for (int i = 0; i < 20; ++i) pa.push_back((i * 3 + 1) % kVocab);
+  pb = pa;
+  pa.insert(pa.end(), {2, 2});
+  pb.insert(pb.end(), {0, 1, 3});
+  std::unique_ptr<Session> a = *(*model)->NewSession();
+  std::unique_ptr<Session> b = *(*model)->NewSession();
+  std::atomic<bool> a_waiting{false}, b_done{false};
+  GenerateOptions held = Greedy(6, true);
+  held.on_token = [&](int32_t) {
+    if (!a_waiting.exchange(true)) {
+      while (!b_done) std::this_thread::yield();
+    }
+    return true;
+  };
+  absl::StatusOr<GenerateResult> ra;
+  std::thread ta([&] { ra = a->Generate(pa, nullptr, held); });
+  while (!a_waiting) std::this_thread::yield();
+  absl::StatusOr<GenerateResult> rb = b->Generate(pb, nullptr, Greedy(6, true));
+  b_done = true;
+  ta.join();
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ(rb->reused_tokens, 20);
+  EXPECT_EQ((*model)->kv_pool_stats().shared, 1);
+  // Both as if nothing were shared: a went on writing past position 22 into its own copies.
+  for (const auto& [result, prompt] : {std::pair{&*ra, &pa}, std::pair{&*rb, &pb}}) {
+    const GenerateResult fresh = Fresh(**alone, *prompt, Greedy(6, true));
+    EXPECT_EQ(result->tokens, fresh.tokens);
+    EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(FullAndSliding, PrefixSharingTest,
                          ::testing::Values(KvKind::kFull, KvKind::kSliding),
                          [](const ::testing::TestParamInfo<KvKind>& info) {

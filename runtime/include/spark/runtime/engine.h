@@ -188,12 +188,19 @@ class Model : public std::enable_shared_from_this<Model> {
   // `session`'s caches hold nothing now.
   absl::StatusOr<bool> MakeRoomForKv(Session& session, const GenerateOptions& options);
   // Prefix sharing for running `session`, whose own caches hold `own` tokens of `prompt`: the
-  // idle session whose history shares the longest prefix with prompt[0 .. size - 2] (at least
-  // own + abi::kKvBlockRows tokens, no soft tokens, and within what its sliding caches still
-  // hold: Session::MaxRewind) lends its blocks of that prefix (Executor::ShareKv: `session`
-  // gives up its own). Returns the prefix length (0: none shared, nothing changed).
+  // session whose cached ids share the longest prefix with prompt[0 .. size - 2] lends its
+  // blocks of that prefix (Executor::ShareKv: `session` gives up its own), when that is at least
+  // own + abi::kKvBlockRows tokens, without soft tokens, and within what the lender's sliding
+  // caches still hold (Session::MaxRewind). Lenders: idle sessions (their history) and running
+  // ones (the part of their prompt their steps have written so far; a step that ended but was not
+  // reported yet may have written max_tokens more positions, which the sliding-cache check
+  // counts). Returns the prefix length (0: none shared, nothing changed).
   absl::StatusOr<int64_t> SharePrefix(Session& session, absl::Span<const int32_t> prompt,
                                       int64_t own);
+  // A running session's prompt (no soft tokens), `held` positions of it cached, and later how
+  // many positions its steps have cached (Lent): what SharePrefix may lend from it.
+  void StartLending(Session& session, absl::Span<const int32_t> prompt, int64_t held);
+  void Lent(Session& session, int64_t held);
 
   std::unique_ptr<Artifact> artifact_;
   std::unique_ptr<Resolution> resolution_;
@@ -217,6 +224,7 @@ class Model : public std::enable_shared_from_this<Model> {
   int64_t live_sessions_ = 0;
   std::condition_variable kv_changed_;
   std::list<Session*> idle_;  // idle sessions, least recently used first
+  std::list<Session*> running_sessions_;  // sessions in Generate
   int64_t running_ = 0;       // sessions in Generate
   int64_t waiting_ = 0;       // of which waiting for KV blocks (MakeRoomForKv)
   uint64_t kv_epoch_ = 0;     // counts generations ended and blocks given up

@@ -94,6 +94,10 @@ struct GenerateOptions {
   // earlier generation with the same ids there): they are not prefilled again. At most
   // prompt.size() - 1 (the last prompt token is always run, for its logits).
   int64_t cached_prefix = 0;
+  // When set, called after every step with n: positions [0, n) of prompt + generated tokens
+  // hold their keys and values now (GenerateResult::cached_tokens so far). Session::Generate
+  // lets other sessions share the prompt's part of them while this one runs.
+  std::function<void(int64_t n)> on_cached;
 };
 
 struct GenerateResult {

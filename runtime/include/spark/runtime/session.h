@@ -75,6 +75,11 @@ class Session {
   // it then); the generating thread's while it runs.
   std::vector<int32_t> history_;
   bool history_has_soft_tokens_ = false;
+  // While a generation without soft tokens runs: its prompt, and how many positions of it (and
+  // of the tokens after it) the caches hold so far, for other sessions to share (Model::
+  // SharePrefix). Guarded by the model's sessions_mutex_.
+  std::vector<int32_t> lending_prompt_;
+  int64_t lending_held_ = 0;
   std::atomic<bool> cancel_{false};
 };
 

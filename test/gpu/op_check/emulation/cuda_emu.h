@@ -2,7 +2,10 @@
 // kernels without a GPU (`run --device emulated`, emulated_kernels.h). It checks
 // kernel *logic* (indexing, grid-stride loops, block/warp reductions, barriers, the mma.sync
 // fragment layout as documented in kernels/common.cuh) against the host reference; it does not
-// check timing, memory-model subtleties, or the accuracy of ex2.approx (2^x is exact here).
+// check timing, memory-model subtleties, or the accuracy of ex2.approx (2^x is exact here). One
+// exception: cp.async copies land as late as the GPU allows, when their thread waits for their
+// group (or exits), so that a stage read before its wait, or refilled while another thread still
+// reads it, shows up in the results.
 //
 // Model: blocks run one after another; the threads of a block are cooperative fibers (ucontext)
 // that switch only at barriers. __syncthreads is a barrier over the block; warp shuffles and
@@ -59,13 +62,33 @@ namespace spk_emu {
 // Barrier 0 is the block (__syncthreads), barrier 1 + w is warp w (shuffles, mma.sync).
 // Fibers start through ucontext and then switch with _setjmp/_longjmp, which (unlike
 // swapcontext) make no system call.
+// A cp.async copy in flight: its 16 bytes read at issue, written at its thread's wait.
+struct AsyncCopy {
+  void* dst = nullptr;
+  unsigned char bytes[16];
+  int group = 0;
+};
 struct Fiber {
   ucontext_t ctx;
   jmp_buf jb;
   bool started = false;
   bool done = false;
   int waiting = -1;  // barrier id, or -1 when runnable
+  std::vector<AsyncCopy> copies;  // cp.async in flight
+  int committed = 0;              // cp.async groups committed
 };
+// Lands this fiber's copies of the groups older than its newest `pending` ones.
+inline void LandCopies(Fiber& f, int pending) {
+  std::vector<AsyncCopy> left;
+  for (const AsyncCopy& c : f.copies) {
+    if (c.group < f.committed - pending) {
+      std::memcpy(c.dst, c.bytes, 16);
+    } else {
+      left.push_back(c);
+    }
+  }
+  f.copies.swap(left);
+}
 struct Block {
   int threads = 0;
   std::vector<Fiber> fibers;
@@ -102,6 +125,8 @@ inline void Trampoline() {
   Block& b = *g_block;
   b.body();
   Fiber& f = b.fibers[b.current];
+  ++f.committed;  // copies never waited for land when the thread exits
+  LandCopies(f, 0);
   f.done = true;
   // An exited thread no longer takes part in barriers (as on the GPU).
   for (int id : {0, 1 + b.current / 32}) {
@@ -261,6 +286,18 @@ inline void spk_emu_f16x2_to_f32x2(uint32_t v, float& lo, float& hi) {
 
 // Warp-collective ldmatrix .x4 (common.cuh): every lane reads its words of the four matrices from
 // the row addresses the lanes gave.
+inline void spk_emu_cp_async16(void* shared_dst, const void* global_src) {
+  spk_emu::Fiber& f = spk_emu::g_block->fibers[spk_emu::g_block->current];
+  spk_emu::AsyncCopy c;
+  c.dst = shared_dst;
+  std::memcpy(c.bytes, global_src, 16);
+  c.group = f.committed;
+  f.copies.push_back(c);
+}
+inline void spk_emu_cp_async_commit() { ++spk_emu::g_block->fibers[spk_emu::g_block->current].committed; }
+inline void spk_emu_cp_async_wait(int pending) {
+  spk_emu::LandCopies(spk_emu::g_block->fibers[spk_emu::g_block->current], pending);
+}
 inline void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row) {
   uint64_t* slots = spk_emu::Slots();
   const int lane = spk_emu::Lane();
