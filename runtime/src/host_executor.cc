@@ -86,6 +86,10 @@ class HostExecutor final : public Executor {
   absl::Status BindSequences(absl::Span<const SequenceStep> parts);
   // Copy-on-write: each copy's block into its new one, in every cache of its group (K and V).
   void CopyBlocks(absl::Span<const BlockCopy> copies);
+  // Calls fn(part, block_bytes) for the K and the V part of every cache of capacity group
+  // `group` (the part's pool, blocks of block_bytes).
+  template <typename Fn>
+  void ForEachPart(int group, Fn fn);
   // The freed blocks' keys and values become NaN (all bits set), so that a step reading a
   // position its sequence no longer holds shows in its logits instead of finding the old bytes
   // still there (a block given back is often the next one handed out). Blocks another sequence
@@ -244,16 +248,22 @@ absl::StatusOr<int64_t> HostExecutor::DropKv(SequenceState& sequence) {
   return count;
 }
 
+template <typename Fn>
+void HostExecutor::ForEachPart(int group, Fn fn) {
+  for (size_t i = 0; i < kv_caches_.size(); ++i) {
+    if (pool_.GroupOf(static_cast<int64_t>(i)) != group) continue;
+    const uint64_t block_bytes = plan_.kv_caches[i].part_bytes(abi::kKvBlockRows);
+    for (std::vector<uint64_t>* part : {&kv_caches_[i].k, &kv_caches_[i].v}) {
+      fn(reinterpret_cast<uint8_t*>(part->data()), block_bytes);
+    }
+  }
+}
+
 void HostExecutor::FillWithNaN(absl::Span<const FreedBlock> freed) {
   for (const FreedBlock& f : freed) {
-    for (size_t i = 0; i < kv_caches_.size(); ++i) {
-      if (pool_.GroupOf(static_cast<int64_t>(i)) != f.group) continue;
-      const uint64_t block_bytes = plan_.kv_caches[i].part_bytes(abi::kKvBlockRows);
-      for (std::vector<uint64_t>* part : {&kv_caches_[i].k, &kv_caches_[i].v}) {
-        std::memset(reinterpret_cast<uint8_t*>(part->data()) + f.block * block_bytes, 0xff,
-                    block_bytes);
-      }
-    }
+    ForEachPart(f.group, [&](uint8_t* base, uint64_t block_bytes) {
+      std::memset(base + f.block * block_bytes, 0xff, block_bytes);
+    });
   }
 }
 
@@ -269,14 +279,9 @@ absl::Status HostExecutor::ShareKv(SequenceState& from, SequenceState& to, int64
 
 void HostExecutor::CopyBlocks(absl::Span<const BlockCopy> copies) {
   for (const BlockCopy& copy : copies) {
-    for (size_t i = 0; i < kv_caches_.size(); ++i) {
-      if (pool_.GroupOf(static_cast<int64_t>(i)) != copy.group) continue;
-      const uint64_t block_bytes = plan_.kv_caches[i].part_bytes(abi::kKvBlockRows);
-      for (std::vector<uint64_t>* part : {&kv_caches_[i].k, &kv_caches_[i].v}) {
-        uint8_t* base = reinterpret_cast<uint8_t*>(part->data());
-        std::memcpy(base + copy.to * block_bytes, base + copy.from * block_bytes, block_bytes);
-      }
-    }
+    ForEachPart(copy.group, [&](uint8_t* base, uint64_t block_bytes) {
+      std::memcpy(base + copy.to * block_bytes, base + copy.from * block_bytes, block_bytes);
+    });
   }
 }
 
