@@ -19,12 +19,10 @@
 //     while the warps multiply step k, the cp.async operands of step k + 1 are in flight and the
 //     register operands of step k + 2 are being loaded, with one barrier per step.
 //   - bf16 A is already an MMA operand: A goes to shared memory by cp.async, and each product
-//     takes one MMA, the exact product of the bf16 inputs with f32 accumulation. Without the lo
-//     halves three stages fit the same bytes: the cp.async operands run two steps ahead.
+//     takes one MMA, the exact product of the bf16 inputs with f32 accumulation.
 // Fragments come from shared memory with ldmatrix.
 // 256 threads (8 warps, 2 x 4, each 32 x 32 of the tile); K % 8 == 0 and 16-byte aligned rows are
-// the caller's to check. Shared memory: 45 KiB (Smem; static, within the 48 KiB a kernel may
-// declare without opting in).
+// the caller's to check. Shared memory: 40 KiB (Smem).
 #ifndef SPARK_KERNELS_MMA_TILE_CUH_
 #define SPARK_KERNELS_MMA_TILE_CUH_
 
@@ -40,7 +38,12 @@ constexpr int kBK = 32;    // K per shared-memory stage
 constexpr int kPad = 8;    // bf16 padding per shared row (conflict-free ldmatrix)
 constexpr int kLds = kBK + kPad;  // 40 bf16 = 80 bytes per shared row
 constexpr int kSplitStages = 2;   // f32 A: hi and lo halves
-constexpr int kPlainStages = 3;   // bf16 A
+// bf16 A: two as well. Three (the copies two steps ahead, in the same bytes as f32's two) passed
+// the CPU emulation, including copies that land as late as the GPU allows, but one op-check
+// case (linear T=100 out=520 in=704, bf16 activations) left outputs unwritten on the H100
+// (2026-12-07) and could not be looked into again there: the stage count is a parameter of the
+// pipeline, to be raised once that is understood.
+constexpr int kPlainStages = 2;
 
 using SharedRows = uint16_t (*)[kLds];  // a stage's rows of one operand
 
