@@ -40,9 +40,11 @@ constexpr int kLds = kBK + kPad;  // 40 bf16 = 80 bytes per shared row
 constexpr int kSplitStages = 2;   // f32 A: hi and lo halves
 // bf16 A: two as well. Three (the copies two steps ahead, in the same bytes as f32's two) passed
 // the CPU emulation, including copies that land as late as the GPU allows, but one op-check
-// case (linear T=100 out=520 in=704, bf16 activations) left outputs unwritten on the H100
-// (2026-12-07) and could not be looked into again there: the stage count is a parameter of the
-// pipeline, to be raised once that is understood.
+// case (linear T=100 out=520 in=704, bf16 activations) gave NaN outputs on the H100 (the op
+// check's outputs start as NaN: unwritten or computed, not known) where the host reference has
+// none, 2026-12-07, and could not be looked into again there: the stage count is a parameter of
+// the pipeline, to be raised once that is understood (whether the two-stage kernels of d31f54a
+// fail that case too was not run either).
 constexpr int kPlainStages = 2;
 
 using SharedRows = uint16_t (*)[kLds];  // a stage's rows of one operand
