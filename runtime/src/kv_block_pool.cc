@@ -150,8 +150,7 @@ absl::Status KvBlockPool::Grow(SequenceBlocks& blocks, absl::Span<const int32_t>
     for (int32_t p : positions) {
       if (p < 0) continue;
       const int64_t column = (p / abi::kKvBlockRows) % Columns(g);
-      const int32_t block = table[static_cast<size_t>(column)];
-      if ((block < 0 || References(g, block) > 1) &&
+      if (NeedsOwn(g, table[static_cast<size_t>(column)], /*write=*/true) &&
           std::find(need.begin(), need.end(), column) == need.end()) {
         need.push_back(column);
       }
@@ -235,8 +234,7 @@ absl::StatusOr<std::vector<PoolPiece>> KvBlockPool::MapRange(SequenceBlocks& blo
   // Allocate the blocks the range touches (in this group only), and for a write unshare them.
   std::vector<int32_t>& table = blocks.tables[static_cast<size_t>(group)];
   for (uint64_t column = offset / block_bytes; column * block_bytes < offset + size; ++column) {
-    const int32_t block = table[column];
-    if (block >= 0 && (copies == nullptr || References(group, block) == 1)) continue;
+    if (!NeedsOwn(group, table[column], /*write=*/copies != nullptr)) continue;
     if (FreeBlocks(group) == 0) {
       return KvPoolExhausted(absl::StrCat("the KV cache pool has no free block for caches of ",
                                           Capacity(group), " slots"));

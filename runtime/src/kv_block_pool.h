@@ -148,6 +148,11 @@ class KvBlockPool {
 
   // Takes a free block of `group` (the caller checked there is one), named by one table.
   int32_t Take(int group);
+  // Whether a table entry holding `block` of `group` (-1: none) needs Own before it is read
+  // (no block) or, for a write, before it is written (a block other tables name too).
+  bool NeedsOwn(int group, int32_t block, bool write) const {
+    return block < 0 || (write && References(group, block) > 1);
+  }
   // One table fewer names `block` of `group`; true when it went back to the free list.
   bool Unref(int group, int32_t block);
   // The table entry `column` of `group` made the sequence's own: a fresh block where it holds

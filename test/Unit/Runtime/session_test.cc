@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -85,6 +86,27 @@ class SessionTest : public ::testing::Test {
     absl::StatusOr<GenerateResult> result = (*session)->Generate(prompt, nullptr, options);
     EXPECT_TRUE(result.ok()) << result.status();
     return *std::move(result);
+  }
+
+  // `first` generates after `prompt` on another thread, which holds at its first token (its
+  // prompt prefilled) until `while_held` has run on this one; returns what `first` generated.
+  static absl::StatusOr<GenerateResult> WhileHeldAtFirstToken(
+      Session& first, const std::vector<int32_t>& prompt, GenerateOptions options,
+      const std::function<void()>& while_held) {
+    std::atomic<bool> waiting{false}, released{false};
+    options.on_token = [&](int32_t) {
+      if (!waiting.exchange(true)) {
+        while (!released) std::this_thread::yield();
+      }
+      return true;
+    };
+    absl::StatusOr<GenerateResult> result;
+    std::thread thread([&] { result = first.Generate(prompt, nullptr, options); });
+    while (!waiting) std::this_thread::yield();
+    while_held();
+    released = true;
+    thread.join();
+    return result;
   }
 
   // The last `rows` logits rows of `result`.
@@ -277,20 +299,9 @@ TEST_P(PrefixSharingTest, ARunningSessionLendsWhatItsStepsCachedOfItsPrompt) {
   pb.insert(pb.end(), {0, 1, 3});
   std::unique_ptr<Session> a = *(*model)->NewSession();
   std::unique_ptr<Session> b = *(*model)->NewSession();
-  std::atomic<bool> a_waiting{false}, b_done{false};
-  GenerateOptions held = Greedy(6, true);
-  held.on_token = [&](int32_t) {
-    if (!a_waiting.exchange(true)) {
-      while (!b_done) std::this_thread::yield();
-    }
-    return true;
-  };
-  absl::StatusOr<GenerateResult> ra;
-  std::thread ta([&] { ra = a->Generate(pa, nullptr, held); });
-  while (!a_waiting) std::this_thread::yield();
-  absl::StatusOr<GenerateResult> rb = b->Generate(pb, nullptr, Greedy(6, true));
-  b_done = true;
-  ta.join();
+  absl::StatusOr<GenerateResult> rb;
+  absl::StatusOr<GenerateResult> ra = WhileHeldAtFirstToken(
+      *a, pa, Greedy(6, true), [&] { rb = b->Generate(pb, nullptr, Greedy(6, true)); });
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_TRUE(rb.ok()) << rb.status();
   EXPECT_EQ(rb->reused_tokens, 20);
@@ -509,23 +520,14 @@ TEST_F(SessionTest, PromptChunksLeaveRoomForOtherSessionsDecodeTokens) {
   std::unique_ptr<Session> b = *(*model)->NewSession();
   const std::vector<int32_t> pa = {2, 0, 1}, pb = {2, 1, 0, 0, 1, 2, 2, 1, 0, 1, 1, 2,
                                                    0, 1, 2, 2, 0, 1, 0, 2, 1, 1, 0, 2};
-  std::atomic<bool> a_waiting{false}, b_done{false};
-  GenerateOptions decode = Greedy(12);
-  decode.on_token = [&](int32_t) {
-    if (!a_waiting.exchange(true)) {
-      while (!b_done) std::this_thread::yield();
-    }
-    return true;
-  };
-  absl::StatusOr<GenerateResult> ra;
-  std::thread ta([&] { ra = a->Generate(pa, nullptr, decode); });
-  while (!a_waiting) std::this_thread::yield();
-  EXPECT_EQ((*model)->generating_sessions(), 1);
-  const int64_t calls_before = (*model)->batching_stats().calls;
-  absl::StatusOr<GenerateResult> rb = b->Generate(pb, nullptr, Greedy(4));
-  const int64_t b_calls = (*model)->batching_stats().calls - calls_before;
-  b_done = true;
-  ta.join();
+  absl::StatusOr<GenerateResult> rb;
+  int64_t b_calls = 0;
+  const absl::StatusOr<GenerateResult> ra = WhileHeldAtFirstToken(*a, pa, Greedy(12), [&] {
+    EXPECT_EQ((*model)->generating_sessions(), 1);
+    const int64_t calls_before = (*model)->batching_stats().calls;
+    rb = b->Generate(pb, nullptr, Greedy(4));
+    b_calls = (*model)->batching_stats().calls - calls_before;
+  });
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_TRUE(rb.ok()) << rb.status();
   EXPECT_EQ(b_calls, 8 + 3);
