@@ -191,6 +191,14 @@ void Model::GenerationEnds(Session& session, const std::function<void()>& update
   update();
   session.lending_prompt_.clear();
   session.lending_held_ = 0;
+  // Those waiting for this generation's steps choose again (its caches are idle now).
+  bool ended_waits = false;
+  for (PrefixWait* wait : prefix_waits_) {
+    if (wait->lender != &session || wait->shared >= 0) continue;
+    wait->shared = 0;
+    ended_waits = true;
+  }
+  if (ended_waits) prefix_shared_.notify_all();
   running_sessions_.remove(&session);
   --running_;
   idle_.push_back(&session);
@@ -236,35 +244,75 @@ absl::StatusOr<bool> Model::MakeRoomForKv(Session& session, const GenerateOption
 }
 
 absl::StatusOr<int64_t> Model::SharePrefix(Session& session, absl::Span<const int32_t> prompt,
-                                           int64_t own) {
+                                           int64_t own, const std::atomic<bool>* cancel) {
   if (!share_kv_prefixes_ || prompt.size() < 2) return 0;
-  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  std::unique_lock<std::mutex> lock(sessions_mutex_);
   const int64_t rewind = Session::MaxRewind(plan(), max_length_);
   const size_t limit = prompt.size() - 1;  // the last prompt token is prefilled for its logits
-  Session* lender = nullptr;
-  int64_t longest = own + abi::kKvBlockRows - 1;
-  // ids[0 .. held) are cached; `written` positions may have been (the sliding caches' check).
-  const auto consider = [&](Session* candidate, absl::Span<const int32_t> ids, int64_t held,
-                            int64_t written) {
+  const auto common_prefix = [&](absl::Span<const int32_t> ids, int64_t held) {
     const size_t end = std::min({static_cast<size_t>(held), ids.size(), limit});
     size_t common = 0;
     while (common < end && ids[common] == prompt[common]) ++common;
-    const int64_t n = static_cast<int64_t>(common);
-    // Past `rewind` positions after the prefix, its sliding caches overwrote what comes next
-    // needs.
-    if (n <= longest || written - n > rewind) return;
-    lender = candidate;
-    longest = n;
+    return static_cast<int64_t>(common);
   };
-  for (Session* idle : idle_) {
-    if (idle == &session || idle->history_has_soft_tokens_) continue;
-    const int64_t held = static_cast<int64_t>(idle->history_.size());
-    consider(idle, idle->history_, held, held);
-  }
-  for (Session* running : running_sessions_) {
-    if (running == &session || running->lending_held_ <= 0) continue;
-    consider(running, running->lending_prompt_, running->lending_held_,
-             running->lending_held_ + plan().max_tokens);
+  Session* lender = nullptr;
+  int64_t longest = 0;
+  bool waited = false;
+  for (;;) {
+    lender = nullptr;
+    longest = own + abi::kKvBlockRows - 1;
+    // ids[0 .. held) are cached; `written` positions may have been (the sliding caches' check).
+    const auto consider = [&](Session* candidate, absl::Span<const int32_t> ids, int64_t held,
+                              int64_t written) {
+      const int64_t n = common_prefix(ids, held);
+      // Past `rewind` positions after the prefix, its sliding caches overwrote what comes next
+      // needs.
+      if (n <= longest || written - n > rewind) return;
+      lender = candidate;
+      longest = n;
+    };
+    for (Session* idle : idle_) {
+      if (idle == &session || idle->history_has_soft_tokens_) continue;
+      const int64_t held = static_cast<int64_t>(idle->history_.size());
+      consider(idle, idle->history_, held, held);
+    }
+    for (Session* running : running_sessions_) {
+      if (running == &session || running->lending_held_ <= 0) continue;
+      consider(running, running->lending_prompt_, running->lending_held_,
+               running->lending_held_ + plan().max_tokens);
+    }
+    // Requests that arrive together: a running session whose steps have not yet cached the
+    // longer prefix its prompt shares. Wait for them (Lent shares it) rather than prefill it a
+    // second time beside them; only while the pool holds every session's caches.
+    PrefixWait wait;
+    wait.waiter = &session;
+    wait.tokens = longest;
+    if (!waited && kv_pool_sessions_ >= max_sessions_) {
+      for (Session* running : running_sessions_) {
+        if (running == &session || running->lending_prompt_.empty()) continue;
+        const int64_t n = common_prefix(running->lending_prompt_, limit);
+        if (n > wait.tokens && running->lending_held_ < n) {
+          wait.lender = running;
+          wait.tokens = n;
+        }
+      }
+    }
+    if (wait.lender == nullptr) break;
+    waited = true;
+    ++kv_pool_stats_.awaited;
+    prefix_waits_.push_back(&wait);
+    const auto cancelled = [&] {
+      return (cancel != nullptr && cancel->load(std::memory_order_relaxed)) ||
+             session.cancel_.load(std::memory_order_relaxed);
+    };
+    // (Cancel flags are set without a notification: look at them every 50 ms.)
+    while (wait.shared < 0 && wait.status.ok() && !cancelled()) {
+      prefix_shared_.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    prefix_waits_.remove(&wait);
+    SPARK_RETURN_IF_ERROR(wait.status);
+    if (wait.shared > 0 || cancelled()) return std::max<int64_t>(wait.shared, 0);
+    // The lender's generation ended first: choose again among what the caches hold now.
   }
   if (lender == nullptr) return 0;
   SPARK_RETURN_IF_ERROR(executor_->ShareKv(*lender->sequence_, *session.sequence_, longest));
@@ -281,7 +329,27 @@ void Model::StartLending(Session& session, absl::Span<const int32_t> prompt, int
 
 void Model::Lent(Session& session, int64_t held) {
   std::lock_guard<std::mutex> lock(sessions_mutex_);
-  if (!session.lending_prompt_.empty()) session.lending_held_ = held;
+  if (session.lending_prompt_.empty()) return;
+  session.lending_held_ = held;
+  // Sessions waiting for this one's steps to cache their prefix (SharePrefix): between two of its
+  // steps its caches hold exactly `held` positions, so its sliding rings have moved held - tokens
+  // positions past the prefix (at most one step's chunk, within what they keep).
+  const int64_t rewind = Session::MaxRewind(plan(), max_length_);
+  bool served = false;
+  for (PrefixWait* wait : prefix_waits_) {
+    if (wait->lender != &session || wait->shared >= 0 || held < wait->tokens) continue;
+    served = true;
+    if (held - wait->tokens > rewind) {
+      wait->shared = 0;
+      continue;
+    }
+    wait->status = executor_->ShareKv(*session.sequence_, *wait->waiter->sequence_, wait->tokens);
+    if (!wait->status.ok()) continue;
+    wait->shared = wait->tokens;
+    ++kv_pool_stats_.shared;
+    kv_pool_stats_.shared_tokens += wait->tokens;
+  }
+  if (served) prefix_shared_.notify_all();
 }
 
 int64_t Model::generating_sessions() const {

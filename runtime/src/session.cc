@@ -98,7 +98,8 @@ absl::StatusOr<GenerateResult> Session::Generate(absl::Span<const int32_t> promp
     if (soft == nullptr) {
       // A longer prefix in an idle session's caches: share its blocks (this session's own are
       // given up).
-      SPARK_ASSIGN_OR_RETURN(const int64_t shared, model_->SharePrefix(*this, prompt, reuse));
+      SPARK_ASSIGN_OR_RETURN(const int64_t shared, model_->SharePrefix(*this, prompt, reuse,
+                                                                              options.cancel));
       if (shared > 0) reuse = shared;  // (history_ is set when the generation ends)
       // While it runs, others may share what its steps cache of this prompt.
       model_->StartLending(*this, prompt, reuse);

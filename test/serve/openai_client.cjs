@@ -273,11 +273,29 @@ async function main() {
     check(shared >= 16, `${shared} prompt tokens shared`);
     const ratio = await metric(server.url, "spark_prefix_cache_hit_ratio");
     check(ratio > 0 && ratio <= 1, `hit ratio ${ratio}`);
+    // A burst with a system prompt no session holds yet: the requests arrive together, and those
+    // that find another prefilling it wait for that prefill and share it (how many do depends on
+    // timing); the answers are those of requests run one at a time without sharing.
+    const burstSystem = { role: "system", content: "Reply in one short sentence, plainly. ".repeat(4) };
+    const askBurst = (c, q) => c.chat.completions.create({
+      model: "tiny-dense", messages: [burstSystem, { role: "user", content: q }], max_tokens: 8,
+      temperature: 0 }).then((r) => r.choices[0].message.content);
+    const questions = ["Why?", "How so?", "What else?", "When?", "Where to?", "Who?"];
+    const awaitedBefore = await metric(server.url, "spark_prefix_cache_awaited_total");
+    const burst = await Promise.all(questions.map((q) => askBurst(client, q)));
+    const awaited = await metric(server.url, "spark_prefix_cache_awaited_total") - awaitedBefore;
+    check(Number.isInteger(awaited) && awaited >= 0 && awaited < questions.length,
+          `spark_prefix_cache_awaited_total grew by ${awaited}`);
     const plain = await startServer(["--no-prefix-sharing"]);
     try {
       const pc = new OpenAI({ baseURL: plain.url + "/v1", apiKey: "unused", maxRetries: 0 });
       check(await ask(pc, "What is a compiler?") === first, "the first answer, without sharing");
       check(await ask(pc, "And a runtime?") === second, "the second answer, without sharing");
+      for (let i = 0; i < questions.length; ++i) {
+        const one = await askBurst(pc, questions[i]);
+        check(one === burst[i], `burst request ${i}: ${JSON.stringify(burst[i])} != ${JSON.stringify(one)} without sharing`);
+      }
+      check(await metric(plain.url, "spark_prefix_cache_awaited_total") === 0, "no request waited with --no-prefix-sharing");
       check(await metric(plain.url, "spark_prefix_cache_shared_tokens_total") === 0, "nothing shared with --no-prefix-sharing");
     } finally {
       plain.proc.kill("SIGTERM");

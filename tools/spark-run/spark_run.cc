@@ -955,12 +955,12 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
       "streams: %d; one after another: %d tokens in %.3f s (%.1f tokens/s, %.2f ms between "
       "tokens); all at once: %d tokens in %.3f s (%.1f tokens/s, %.2f ms between tokens of a "
       "stream), %.2fx; %d steps served %d calls (%d merged, at most %d calls in one); prefix "
-      "shared %d times (%d tokens)%s",
+      "shared %d times (%d tokens; %d waited for another stream to prefill it)%s",
       n, alone.tokens, alone.seconds, rate(alone), alone.mean_token_gap_ms, together.tokens,
       together.seconds, rate(together), together.mean_token_gap_ms,
       rate(alone) > 0 ? rate(together) / rate(alone) : 0.0, steps, calls, merged, after.max_calls,
       model.kv_pool_stats().shared, model.kv_pool_stats().shared_tokens,
-      model.kv_pool_sessions() < model.max_sessions()
+      model.kv_pool_stats().awaited, model.kv_pool_sessions() < model.max_sessions()
           ? absl::StrFormat("; KV pool of %d full-length streams: %d evicted, %d preempted",
                             model.kv_pool_sessions(), model.kv_pool_stats().evicted,
                             model.kv_pool_stats().preempted)
@@ -985,22 +985,27 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
                                       {"evicted", model.kv_pool_stats().evicted},
                                       {"preempted", model.kv_pool_stats().preempted},
                                       {"shared", model.kv_pool_stats().shared},
-                                      {"shared_tokens", model.kv_pool_stats().shared_tokens}}));
-    // Each stream of the run one after another: what it read from caches instead of prefilling
-    // (prefix sharing) and its prefill time, the time to its first token.
-    Json each = Json::array();
-    for (const GenerateResult& r : alone.results) {
-      each.push_back(Json::object({{"reused_tokens", r.reused_tokens},
-                                   {"prefill_tokens", r.prefill_tokens},
-                                   {"prefill_seconds", r.prefill_seconds}}));
-    }
-    Put(out, "alone_streams", std::move(each));
+                                      {"shared_tokens", model.kv_pool_stats().shared_tokens},
+                                      {"awaited", model.kv_pool_stats().awaited}}));
+    // Each stream of a run: what it read from caches instead of prefilling (prefix sharing) and
+    // its prefill time (from its first step: a wait for another stream's prefill is not in it).
+    const auto each = [](const StreamsRun& run) {
+      Json streams = Json::array();
+      for (const GenerateResult& r : run.results) {
+        streams.push_back(Json::object({{"reused_tokens", r.reused_tokens},
+                                        {"prefill_tokens", r.prefill_tokens},
+                                        {"prefill_seconds", r.prefill_seconds}}));
+      }
+      return streams;
+    };
+    Put(out, "alone_streams", each(alone));
     Put(out, "differing_streams", Json(differing));
     if (rtol > 0) {
       Put(out, "logits", Json::object({{"tolerance", rtol},
                                        {"worst_row_relative", worst},
                                        {"failing_streams", failing}}));
     }
+    Put(out, "together_streams", each(together));
     Json ids = Json::array();
     for (const GenerateResult& r : together.results) ids.push_back(Json(r.tokens));
     Put(out, "ids", std::move(ids));

@@ -283,6 +283,10 @@ std::string Scheduler::FormatMetrics() const {
   metric("spark_prefix_cache_shared_tokens_total", "counter",
          "Of the hits, prompt tokens read from another session's KV blocks (prefix sharing).",
          pool.shared_tokens);
+  metric("spark_prefix_cache_awaited_total", "counter",
+         "Requests that waited for a running request to prefill the prompt prefix they share "
+         "(arriving together) instead of prefilling it beside it.",
+         pool.awaited);
   absl::StrAppend(&out,
                   "# HELP spark_prefix_cache_hit_ratio Prompt tokens served from the KV cache over "
                   "all prompt tokens of finished requests.\n# TYPE spark_prefix_cache_hit_ratio "

@@ -109,6 +109,15 @@ class SessionTest : public ::testing::Test {
     return result;
   }
 
+  // Until a session of `model` waits for another's prefill (KvPoolStats::awaited), or 10 s
+  // have passed (then the test's expectations fail instead of hanging).
+  static void UntilAwaited(const Model& model) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (model.kv_pool_stats().awaited == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+  }
+
   // The last `rows` logits rows of `result`.
   static std::vector<float> LastRows(const GenerateResult& result, int64_t rows) {
     return std::vector<float>(result.logits.end() - rows * kVocab, result.logits.end());
@@ -312,6 +321,88 @@ TEST_P(PrefixSharingTest, ARunningSessionLendsWhatItsStepsCachedOfItsPrompt) {
     EXPECT_EQ(result->tokens, fresh.tokens);
     EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows));
   }
+}
+
+// Requests that arrive together: b starts while a is still prefilling the prefix they share (a
+// holds after its first step, a chunk of at most 8 tokens, until b waits). b waits for a's steps instead of prefilling
+// the prefix beside them; a shares it between two of its steps, once they cached it.
+TEST_P(PrefixSharingTest, ARequestWaitsForARunningPrefillOfItsPrefix) {
+  const Plan plan = TinyPlan(GetParam(), GetParam() == KvKind::kSliding ? 3 : 0);
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(plan, 48, 2);
+  ASSERT_TRUE(model.ok()) << model.status();
+  share_kv_prefixes_ = false;
+  absl::StatusOr<std::shared_ptr<Model>> alone = Open(plan, 48, 2);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  std::vector<int32_t> pa, pb;
+  for (int i = 0; i < 20; ++i) pa.push_back((i * 5 + 2) % kVocab);
+  pb = pa;
+  pa.insert(pa.end(), {2, 2});
+  pb.insert(pb.end(), {0, 1, 3});
+  std::unique_ptr<Session> a = *(*model)->NewSession();
+  std::unique_ptr<Session> b = *(*model)->NewSession();
+  GenerateOptions oa = Greedy(4, true);
+  oa.prefill_chunk_tokens = [] { return int64_t{8}; };
+  std::atomic<int64_t> first_cached{0};
+  oa.on_cached = [&](int64_t n) {
+    int64_t none = 0;
+    if (first_cached.compare_exchange_strong(none, n)) {  // a's first step: hold until b waits
+      UntilAwaited(**model);
+    }
+  };
+  absl::StatusOr<GenerateResult> ra, rb;
+  std::thread thread([&] { ra = a->Generate(pa, nullptr, oa); });
+  while (first_cached == 0) std::this_thread::yield();
+  rb = b->Generate(pb, nullptr, Greedy(4, true));
+  thread.join();
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_LT(first_cached, 20);  // b arrived before a had cached the prefix
+  EXPECT_EQ((*model)->kv_pool_stats().awaited, 1);
+  EXPECT_EQ((*model)->kv_pool_stats().shared, 1);
+  EXPECT_EQ((*model)->kv_pool_stats().shared_tokens, 20);
+  EXPECT_EQ(rb->reused_tokens, 20);
+  EXPECT_EQ(rb->prefill_tokens, 3);
+  for (const auto& [result, prompt] : {std::pair{&*ra, &pa}, std::pair{&*rb, &pb}}) {
+    const GenerateResult fresh = Fresh(**alone, *prompt, Greedy(4, true));
+    EXPECT_EQ(result->tokens, fresh.tokens);
+    EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows));
+  }
+}
+
+// A waiting request whose lender ends before caching the prefix (here: cancelled at its first
+// step) chooses again: a's caches, idle now, hold only what its first step wrote (at most 8
+// tokens, less than one block more than b's own), so b prefills its prompt itself.
+TEST_P(PrefixSharingTest, AWaitEndsWithTheLendersGeneration) {
+  const Plan plan = TinyPlan(GetParam(), GetParam() == KvKind::kSliding ? 3 : 0);
+  absl::StatusOr<std::shared_ptr<Model>> model = Open(plan, 48, 2);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<int32_t> pa, pb;
+  for (int i = 0; i < 20; ++i) pa.push_back((i * 5 + 2) % kVocab);
+  pb = pa;
+  pa.insert(pa.end(), {2, 2});
+  pb.insert(pb.end(), {0, 1, 3});
+  std::unique_ptr<Session> a = *(*model)->NewSession();
+  std::unique_ptr<Session> b = *(*model)->NewSession();
+  GenerateOptions oa = Greedy(4);
+  oa.prefill_chunk_tokens = [] { return int64_t{8}; };
+  std::atomic<bool> first{false};
+  oa.on_cached = [&](int64_t) {
+    if (first.exchange(true)) return;
+    UntilAwaited(**model);
+    a->Cancel();
+  };
+  absl::StatusOr<GenerateResult> ra, rb;
+  std::thread thread([&] { ra = a->Generate(pa, nullptr, oa); });
+  while (!first) std::this_thread::yield();
+  rb = b->Generate(pb, nullptr, Greedy(4));
+  thread.join();
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_TRUE(ra->cancelled);
+  EXPECT_EQ((*model)->kv_pool_stats().awaited, 1);
+  EXPECT_EQ((*model)->kv_pool_stats().shared, 0);
+  EXPECT_EQ(rb->reused_tokens, 0);
+  EXPECT_EQ(rb->prefill_tokens, static_cast<int64_t>(pb.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(FullAndSliding, PrefixSharingTest,

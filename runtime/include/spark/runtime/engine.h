@@ -10,6 +10,7 @@
 #ifndef SPARK_RUNTIME_ENGINE_H_
 #define SPARK_RUNTIME_ENGINE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -129,11 +130,14 @@ class Model : public std::enable_shared_from_this<Model> {
   // Sessions that gave up KV blocks so far (overcommitted pool): idle ones evicted, running ones
   // preempted (and recomputed); and generations that shared another session's blocks of their
   // prompt's prefix (ModelOptions::share_kv_prefixes), with the prompt tokens those held.
+  // `awaited`: generations that waited for a running session's steps to cache the prefix they
+  // share (requests arriving together), instead of prefilling it beside it.
   struct KvPoolStats {
     int64_t evicted = 0;
     int64_t preempted = 0;
     int64_t shared = 0;
     int64_t shared_tokens = 0;
+    int64_t awaited = 0;
   };
   KvPoolStats kv_pool_stats() const;
   // ModelOptions::share_kv_prefixes.
@@ -195,8 +199,14 @@ class Model : public std::enable_shared_from_this<Model> {
   // ones (the part of their prompt their steps have written so far; a step that ended but was not
   // reported yet may have written max_tokens more positions, which the sliding-cache check
   // counts). Returns the prefix length (0: none shared, nothing changed).
+  // When a running session's prompt shares a longer prefix that its steps have not cached yet
+  // (requests that arrive together), `session` waits for them instead (while the pool holds
+  // every session's caches, so that no step of the lender waits for blocks in turn): the lender
+  // shares the prefix from Lent, between two of its own steps, when its caches hold exactly what
+  // its steps wrote. Waiting ends early when the lender's generation ends (then the choice above
+  // is made again), or on `cancel` / the session's Cancel.
   absl::StatusOr<int64_t> SharePrefix(Session& session, absl::Span<const int32_t> prompt,
-                                      int64_t own);
+                                      int64_t own, const std::atomic<bool>* cancel);
   // A running session's prompt (no soft tokens), `held` positions of it cached, and later how
   // many positions its steps have cached (Lent): what SharePrefix may lend from it.
   void StartLending(Session& session, absl::Span<const int32_t> prompt, int64_t held);
@@ -225,6 +235,17 @@ class Model : public std::enable_shared_from_this<Model> {
   std::condition_variable kv_changed_;
   std::list<Session*> idle_;  // idle sessions, least recently used first
   std::list<Session*> running_sessions_;  // sessions in Generate
+  // A session waiting in SharePrefix for `lender`'s steps to cache their first `tokens` prompt
+  // ids; Lent (or the lender's GenerationEnds) sets `shared` (0: not shared) or `status`.
+  struct PrefixWait {
+    Session* lender = nullptr;
+    Session* waiter = nullptr;
+    int64_t tokens = 0;
+    int64_t shared = -1;
+    absl::Status status;
+  };
+  std::list<PrefixWait*> prefix_waits_;
+  std::condition_variable prefix_shared_;
   int64_t running_ = 0;       // sessions in Generate
   int64_t waiting_ = 0;       // of which waiting for KV blocks (MakeRoomForKv)
   uint64_t kv_epoch_ = 0;     // counts generations ended and blocks given up
