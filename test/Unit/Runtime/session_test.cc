@@ -220,7 +220,43 @@ TEST_F(SessionTest, SlidingCachesLimitHowFarBackASessionGoes) {
 // idle session holds reads that session's KV blocks instead of prefilling them; the first write
 // to a shared block copies it, so that neither session sees the other's later tokens. Every
 // result must equal that of a model that shares nothing, on full caches and on a sliding ring.
-class PrefixSharingTest : public SessionTest, public ::testing::WithParamInterface<KvKind> {};
+class PrefixSharingTest : public SessionTest, public ::testing::WithParamInterface<KvKind> {
+ protected:
+  // Two sessions a and b of a sharing model (the parameter's cache kind, max_length 48), a model
+  // that shares nothing to compare with, and their prompts: a 20-token "system prompt" (ids
+  // (i * step + first) % kVocab), then a's {2, 2} and b's {0, 1, 3}.
+  void OpenTwo(int step, int first) {
+    const Plan plan = TinyPlan(GetParam(), GetParam() == KvKind::kSliding ? 3 : 0);
+    absl::StatusOr<std::shared_ptr<Model>> model = Open(plan, 48, 2);
+    ASSERT_TRUE(model.ok()) << model.status();
+    share_kv_prefixes_ = false;
+    absl::StatusOr<std::shared_ptr<Model>> alone = Open(plan, 48, 2);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    model_ = *std::move(model);
+    alone_ = *std::move(alone);
+    pa_.clear();
+    for (int i = 0; i < 20; ++i) pa_.push_back((i * step + first) % kVocab);
+    pb_ = pa_;
+    pa_.insert(pa_.end(), {2, 2});
+    pb_.insert(pb_.end(), {0, 1, 3});
+    a_ = *model_->NewSession();
+    b_ = *model_->NewSession();
+  }
+
+  // a's and b's results equal what fresh sessions of the non-sharing model generate (tokens
+  // and logits), `max_new_tokens` each.
+  void ExpectAsAlone(const GenerateResult& ra, const GenerateResult& rb, int64_t max_new_tokens) {
+    for (const auto& [result, prompt] : {std::pair{&ra, &pa_}, std::pair{&rb, &pb_}}) {
+      const GenerateResult fresh = Fresh(*alone_, *prompt, Greedy(max_new_tokens, true));
+      EXPECT_EQ(result->tokens, fresh.tokens);
+      EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows));
+    }
+  }
+
+  std::shared_ptr<Model> model_, alone_;
+  std::vector<int32_t> pa_, pb_;
+  std::unique_ptr<Session> a_, b_;
+};
 
 TEST_P(PrefixSharingTest, APromptPrefixAnIdleSessionHoldsIsSharedNotPrefilled) {
   const Plan plan = TinyPlan(GetParam(), GetParam() == KvKind::kSliding ? 3 : 0);
@@ -295,114 +331,72 @@ TEST_P(PrefixSharingTest, APromptPrefixAnIdleSessionHoldsIsSharedNotPrefilled) {
 // A running session lends too: what its steps have cached of its prompt. Here a holds at its
 // first token (its prompt prefilled) until b, with the same 20-token system prompt, is done.
 TEST_P(PrefixSharingTest, ARunningSessionLendsWhatItsStepsCachedOfItsPrompt) {
-  const Plan plan = TinyPlan(GetParam(), GetParam() == KvKind::kSliding ? 3 : 0);
-  absl::StatusOr<std::shared_ptr<Model>> model = Open(plan, 48, 2);
-  ASSERT_TRUE(model.ok()) << model.status();
-  share_kv_prefixes_ = false;
-  absl::StatusOr<std::shared_ptr<Model>> alone = Open(plan, 48, 2);
-  ASSERT_TRUE(alone.ok()) << alone.status();
-  std::vector<int32_t> pa, pb;
-  for (int i = 0; i < 20; ++i) pa.push_back((i * 3 + 1) % kVocab);
-  pb = pa;
-  pa.insert(pa.end(), {2, 2});
-  pb.insert(pb.end(), {0, 1, 3});
-  std::unique_ptr<Session> a = *(*model)->NewSession();
-  std::unique_ptr<Session> b = *(*model)->NewSession();
+  ASSERT_NO_FATAL_FAILURE(OpenTwo(3, 1));
   absl::StatusOr<GenerateResult> rb;
   absl::StatusOr<GenerateResult> ra = WhileHeldAtFirstToken(
-      *a, pa, Greedy(6, true), [&] { rb = b->Generate(pb, nullptr, Greedy(6, true)); });
+      *a_, pa_, Greedy(6, true), [&] { rb = b_->Generate(pb_, nullptr, Greedy(6, true)); });
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_TRUE(rb.ok()) << rb.status();
   EXPECT_EQ(rb->reused_tokens, 20);
-  EXPECT_EQ((*model)->kv_pool_stats().shared, 1);
+  EXPECT_EQ(model_->kv_pool_stats().shared, 1);
   // Both as if nothing were shared: a went on writing past position 22 into its own copies.
-  for (const auto& [result, prompt] : {std::pair{&*ra, &pa}, std::pair{&*rb, &pb}}) {
-    const GenerateResult fresh = Fresh(**alone, *prompt, Greedy(6, true));
-    EXPECT_EQ(result->tokens, fresh.tokens);
-    EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows));
-  }
+  ExpectAsAlone(*ra, *rb, 6);
 }
 
 // Requests that arrive together: b starts while a is still prefilling the prefix they share (a
-// holds after its first step, a chunk of at most 8 tokens, until b waits). b waits for a's steps instead of prefilling
-// the prefix beside them; a shares it between two of its steps, once they cached it.
+// holds after its first step, a chunk of at most 8 tokens, until b waits). b waits for a's steps
+// instead of prefilling the prefix beside them; a shares it between two of its steps, once they
+// cached it.
 TEST_P(PrefixSharingTest, ARequestWaitsForARunningPrefillOfItsPrefix) {
-  const Plan plan = TinyPlan(GetParam(), GetParam() == KvKind::kSliding ? 3 : 0);
-  absl::StatusOr<std::shared_ptr<Model>> model = Open(plan, 48, 2);
-  ASSERT_TRUE(model.ok()) << model.status();
-  share_kv_prefixes_ = false;
-  absl::StatusOr<std::shared_ptr<Model>> alone = Open(plan, 48, 2);
-  ASSERT_TRUE(alone.ok()) << alone.status();
-  std::vector<int32_t> pa, pb;
-  for (int i = 0; i < 20; ++i) pa.push_back((i * 5 + 2) % kVocab);
-  pb = pa;
-  pa.insert(pa.end(), {2, 2});
-  pb.insert(pb.end(), {0, 1, 3});
-  std::unique_ptr<Session> a = *(*model)->NewSession();
-  std::unique_ptr<Session> b = *(*model)->NewSession();
+  ASSERT_NO_FATAL_FAILURE(OpenTwo(5, 2));
   GenerateOptions oa = Greedy(4, true);
   oa.prefill_chunk_tokens = [] { return int64_t{8}; };
   std::atomic<int64_t> first_cached{0};
   oa.on_cached = [&](int64_t n) {
     int64_t none = 0;
-    if (first_cached.compare_exchange_strong(none, n)) {  // a's first step: hold until b waits
-      UntilAwaited(**model);
-    }
+    if (first_cached.compare_exchange_strong(none, n)) UntilAwaited(*model_);
   };
   absl::StatusOr<GenerateResult> ra, rb;
-  std::thread thread([&] { ra = a->Generate(pa, nullptr, oa); });
+  std::thread thread([&] { ra = a_->Generate(pa_, nullptr, oa); });
   while (first_cached == 0) std::this_thread::yield();
-  rb = b->Generate(pb, nullptr, Greedy(4, true));
+  rb = b_->Generate(pb_, nullptr, Greedy(4, true));
   thread.join();
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_TRUE(rb.ok()) << rb.status();
   EXPECT_LT(first_cached, 20);  // b arrived before a had cached the prefix
-  EXPECT_EQ((*model)->kv_pool_stats().awaited, 1);
-  EXPECT_EQ((*model)->kv_pool_stats().shared, 1);
-  EXPECT_EQ((*model)->kv_pool_stats().shared_tokens, 20);
+  EXPECT_EQ(model_->kv_pool_stats().awaited, 1);
+  EXPECT_EQ(model_->kv_pool_stats().shared, 1);
+  EXPECT_EQ(model_->kv_pool_stats().shared_tokens, 20);
   EXPECT_EQ(rb->reused_tokens, 20);
   EXPECT_EQ(rb->prefill_tokens, 3);
-  for (const auto& [result, prompt] : {std::pair{&*ra, &pa}, std::pair{&*rb, &pb}}) {
-    const GenerateResult fresh = Fresh(**alone, *prompt, Greedy(4, true));
-    EXPECT_EQ(result->tokens, fresh.tokens);
-    EXPECT_EQ(LastRows(*result, result->logits_rows), LastRows(fresh, result->logits_rows));
-  }
+  ExpectAsAlone(*ra, *rb, 4);
 }
 
 // A waiting request whose lender ends before caching the prefix (here: cancelled at its first
 // step) chooses again: a's caches, idle now, hold only what its first step wrote (at most 8
 // tokens, less than one block more than b's own), so b prefills its prompt itself.
 TEST_P(PrefixSharingTest, AWaitEndsWithTheLendersGeneration) {
-  const Plan plan = TinyPlan(GetParam(), GetParam() == KvKind::kSliding ? 3 : 0);
-  absl::StatusOr<std::shared_ptr<Model>> model = Open(plan, 48, 2);
-  ASSERT_TRUE(model.ok()) << model.status();
-  std::vector<int32_t> pa, pb;
-  for (int i = 0; i < 20; ++i) pa.push_back((i * 5 + 2) % kVocab);
-  pb = pa;
-  pa.insert(pa.end(), {2, 2});
-  pb.insert(pb.end(), {0, 1, 3});
-  std::unique_ptr<Session> a = *(*model)->NewSession();
-  std::unique_ptr<Session> b = *(*model)->NewSession();
+  ASSERT_NO_FATAL_FAILURE(OpenTwo(5, 2));
   GenerateOptions oa = Greedy(4);
   oa.prefill_chunk_tokens = [] { return int64_t{8}; };
   std::atomic<bool> first{false};
   oa.on_cached = [&](int64_t) {
     if (first.exchange(true)) return;
-    UntilAwaited(**model);
-    a->Cancel();
+    UntilAwaited(*model_);
+    a_->Cancel();
   };
   absl::StatusOr<GenerateResult> ra, rb;
-  std::thread thread([&] { ra = a->Generate(pa, nullptr, oa); });
+  std::thread thread([&] { ra = a_->Generate(pa_, nullptr, oa); });
   while (!first) std::this_thread::yield();
-  rb = b->Generate(pb, nullptr, Greedy(4));
+  rb = b_->Generate(pb_, nullptr, Greedy(4));
   thread.join();
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_TRUE(rb.ok()) << rb.status();
   EXPECT_TRUE(ra->cancelled);
-  EXPECT_EQ((*model)->kv_pool_stats().awaited, 1);
-  EXPECT_EQ((*model)->kv_pool_stats().shared, 0);
+  EXPECT_EQ(model_->kv_pool_stats().awaited, 1);
+  EXPECT_EQ(model_->kv_pool_stats().shared, 0);
   EXPECT_EQ(rb->reused_tokens, 0);
-  EXPECT_EQ(rb->prefill_tokens, static_cast<int64_t>(pb.size()));
+  EXPECT_EQ(rb->prefill_tokens, static_cast<int64_t>(pb_.size()));
 }
 
 INSTANTIATE_TEST_SUITE_P(FullAndSliding, PrefixSharingTest,
