@@ -298,8 +298,33 @@ SPK_DEVICE void attend_token(ActIn q, const int* positions, const int* sequences
 }
 
 // Steps of at least kTileMinTokens tokens that do not split take the tensor-core tiles
-// (attention_tile.cuh), 16 tokens x one or two heads of one kv head per unit.
+// (attention_tile.cuh), 16 tokens x one, two or four heads of one kv head per unit.
 constexpr int kTileMinTokens = 16;
+
+// The tensor-core units of a cache type. bf16 caches: the staged units (K and V tiles in shared
+// memory by cp.async; 31B prefill of 4096 tokens with bf16 caches and activations 2,160 against
+// 1,697 tokens/s with the direct ones, H100, bench/results/2026-12-07-h100-attention-staged.md).
+// f32 caches: the direct units (fragments from global memory): staged f32 tiles are twice the
+// bytes, so half the keys per tile (and head_dim 512's V not staged) within the static shared
+// memory, and measured 4 % slower (1,296 against 1,356 tokens/s, same run).
+SPK_DEVICE bool tile_applies(int head_dim, ActIn q, const float* k, const float* v) {
+  return attn_tile::direct::applies(head_dim, q, k, v);
+}
+SPK_DEVICE bool tile_applies(int head_dim, ActIn q, const unsigned short* k,
+                             const unsigned short* v) {
+  return attn_tile::staged::applies(head_dim, q, k, v);
+}
+SPK_DEVICE int tile_heads(const float*, int q_heads, int kv_heads, int head_dim) {
+  return attn_tile::direct::unit_heads(q_heads, kv_heads, head_dim);
+}
+SPK_DEVICE int tile_heads(const unsigned short*, int q_heads, int kv_heads, int head_dim) {
+  return attn_tile::staged::unit_heads(q_heads, kv_heads, head_dim);
+}
+// The two kinds' shared memory: a launch uses one.
+union TileShared {
+  attn_tile::direct::Shared direct;
+  attn_tile::staged::Shared staged;
+};
 
 // The K and V rows of kv head kvh of one sequence's cache (attention_tile.cuh's Keys).
 template <typename C>
@@ -326,7 +351,7 @@ SPK_DEVICE bool attend_tile_unit(ActIn q, const int* positions, const int* seque
                                  const int* block_table, const C* k_cache, const C* v_cache,
                                  ActOut y, int num_tokens, int t0, int h0, int heads, int q_heads,
                                  int kv_heads, int head_dim, int capacity, int window, float scale,
-                                 const int* last_visible, attn_tile::Shared& sh) {
+                                 const int* last_visible, TileShared& sh) {
   const int rows = num_tokens - t0 < attn_tile::kRows ? num_tokens - t0 : attn_tile::kRows;
   const int seq = ldg_i(sequences + t0);
   const int g = lane_id() >> 2;
@@ -351,8 +376,13 @@ SPK_DEVICE bool attend_tile_unit(ActIn q, const int* positions, const int* seque
       table_row_of(block_table, seq, capacity), k_cache + static_cast<int64_t>(kvh) * head_dim,
       v_cache + static_cast<int64_t>(kvh) * head_dim,
       capacity, static_cast<int64_t>(kv_heads) * head_dim};
-  attn_tile::attend_any(q, y, t0, rows, h0, heads, q_heads, head_dim, keys, scale, lo, hi, kmin,
-                        kmax, sh);
+  if constexpr (sizeof(C) == 4) {
+    attn_tile::direct::attend_any(q, y, t0, rows, h0, heads, q_heads, head_dim, keys, scale, lo,
+                                  hi, kmin, kmax, sh.direct);
+  } else {
+    attn_tile::staged::attend_any(q, y, t0, rows, h0, heads, q_heads, head_dim, keys, scale, lo,
+                                  hi, kmin, kmax, sh.staged);
+  }
   return true;
 }
 
@@ -362,14 +392,14 @@ SPK_DEVICE void attention(ActIn q, const int* positions, const int* sequences,
                           float* partials, int num_tokens, int q_heads, int kv_heads, int head_dim,
                           int capacity, int window, float scale, int max_splits, int split_rows,
                           const int* last_visible, float* s_m, float* s_l,
-                          float (*s_o)[kMaxHeadDim], attn_tile::Shared& tile_shared) {
+                          float (*s_o)[kMaxHeadDim], TileShared& tile_shared) {
   const int splits =
       partials == nullptr ? 1 : spark::abi::AttentionSplits(num_tokens, max_splits, split_rows);
   const bool vec = (head_dim % 128) == 0 && q.aligned4() && aligned_x4(k_cache) &&
                    aligned_x4(v_cache);
   if (num_tokens >= kTileMinTokens && splits == 1 &&
-      attn_tile::applies(head_dim, q, k_cache, v_cache)) {
-    const int heads = attn_tile::unit_heads(q_heads, kv_heads, head_dim);
+      tile_applies(head_dim, q, k_cache, v_cache)) {
+    const int heads = tile_heads(k_cache, q_heads, kv_heads, head_dim);
     const int head_units = q_heads / heads;
     const int64_t units =
         static_cast<int64_t>((num_tokens + attn_tile::kRows - 1) / attn_tile::kRows) * head_units;
@@ -424,16 +454,27 @@ SPK_EXPORT void spark_kv_write(const void* k, const void* v, const int* position
 
 // An unknown cache_dtype writes NaN to y, and to the partial records when the step splits (so
 // that the merge also yields NaN); the runtime rejects such a plan before launching.
-SPK_EXPORT void spark_attention(const void* q, const int* positions, const int* sequences,
+SPK_EXPORT_INLINE void spark_attention(const void* q, const int* positions, const int* sequences,
                                 const int* block_table, const void* k_cache, const void* v_cache, void* y_out, float* partials, int num_tokens,
                                 int q_heads, int kv_heads, int head_dim, int capacity, int window,
                                 float scale, int max_splits, int split_rows, int cache_dtype,
                                 const int* last_visible) {
   using namespace spk::attn;
-  __shared__ float s_m[kWarps];
-  __shared__ float s_l[kWarps];
-  __shared__ __align__(16) float s_o[kWarps][kMaxHeadDim];
-  __shared__ spk::attn_tile::Shared tile_shared;
+  // The per-token path's partials and the tensor-core units' tiles: one or the other is in use
+  // at any time (each unit and each token ends with a barrier), and together they would not fit
+  // the 48 KB a block may declare statically.
+  __shared__ union {
+    struct {
+      float m[kWarps];
+      float l[kWarps];
+      __align__(16) float o[kWarps][kMaxHeadDim];
+    } token;
+    spk::attn::TileShared tile;
+  } shared;
+  float* const s_m = shared.token.m;
+  float* const s_l = shared.token.l;
+  float(*const s_o)[kMaxHeadDim] = shared.token.o;
+  spk::attn::TileShared& tile_shared = shared.tile;
   if (num_tokens <= 0 || q_heads <= 0 || kv_heads <= 0 || head_dim <= 0 || capacity <= 0) return;
   const spk::ActOut y{y_out};
   if (cache_dtype == spark::abi::kCacheF32) {

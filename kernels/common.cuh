@@ -133,6 +133,7 @@ SPK_DEVICE float e4m3_to_f32(uint32_t bits) {
 uint32_t spk_emu_pack_bf16x2(float lo, float hi);
 void spk_emu_mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
 void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row);
+void spk_emu_ldmatrix_x4_trans(uint32_t d[4], const void* row);
 void spk_emu_f16x2_to_f32x2(uint32_t v, float& lo, float& hi);
 void spk_emu_cp_async16(void* shared_dst, const void* global_src);
 void spk_emu_cp_async_commit();
@@ -350,6 +351,20 @@ SPK_DEVICE void ldmatrix_x4(uint32_t d[4], const void* row) {
   spk_emu_ldmatrix_x4(d, row);
 #else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+               : "r"(shared_addr(row))
+               : "memory");
+#endif
+}
+
+// ldmatrix .x4 .trans: as ldmatrix_x4, each matrix transposed on the way: d[m] receives matrix
+// m's elements (rows 2 (lane % 4) and 2 (lane % 4) + 1, column lane / 4), the layout of an mma B
+// operand register when the stored rows are its k index (keys of a V tile stored key-major).
+SPK_DEVICE void ldmatrix_x4_trans(uint32_t d[4], const void* row) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_ldmatrix_x4_trans(d, row);
+#else
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                : "r"(shared_addr(row))
                : "memory");

@@ -405,6 +405,9 @@ void KvAndAttention(std::vector<OpCase>* cases, bool quick) {
       // no GQA); the cases above with an even group and head_dim <= 256 take two per unit.
       {24, 6, 2, 128, 0, 7, 0.2f, 1, 0, false, -1, -1, 64},
       {24, 4, 4, 256, 16, 30, 0.1f, 1, 0, true, -1, -1, 64},
+      // Two heads of head_dim 256 on a bf16 cache (tiles of 32 keys by ldmatrix), across
+      // several tiles and a window that is not a multiple of them.
+      {64, 8, 4, 256, 48, 20, 0.1f, 1, 0, true, -1, -1, 128},
   };
   for (const A& a : all) {
     const bool split = a.max_splits > 1;
@@ -448,6 +451,24 @@ void KvAndAttention(std::vector<OpCase>* cases, bool quick) {
   b.ints["cache_dtype"] = abi::kCacheBF16;
   b.label += " cache=bf16";
   Add(cases, Bf16(b), false);
+  // bf16 activations on the other unit shapes: four heads of head_dim 128, one of 512 (f32
+  // cache: its V rows from global memory; bf16 cache: staged).
+  for (const auto& [q, kvh, hd, bf16_cache] :
+       {std::tuple{8, 2, 128, false}, std::tuple{8, 2, 512, false}, std::tuple{8, 2, 512, true}}) {
+    OpCase d = Make("attention", 40,
+                    {{"q_heads", q}, {"kv_heads", kvh}, {"head_dim", hd}, {"window", 0},
+                     {"max_splits", 1}, {"split_rows", 0},
+                     {"cache_dtype", bf16_cache ? abi::kCacheBF16 : abi::kCacheF32}},
+                    PerToken(q), kDot,
+                    absl::StrCat("T=40 q=", q, " kv=", kvh, " hd=", hd, " causal",
+                                 bf16_cache ? " cache=bf16" : ""));
+    d.floats["scale"] = 0.1f;
+    d.first_position = 30;
+    d.max_length = 96;
+    d.cache_bf16 = bf16_cache;
+    d.nulls = {"partials", "last_visible"};
+    Add(cases, Bf16(d), false);
+  }
 }
 
 void Moe(std::vector<OpCase>* cases, bool quick) {

@@ -284,8 +284,8 @@ inline void spk_emu_f16x2_to_f32x2(uint32_t v, float& lo, float& hi) {
   hi = cvt(v >> 16);
 }
 
-// Warp-collective ldmatrix .x4 (common.cuh): every lane reads its words of the four matrices from
-// the row addresses the lanes gave.
+// cp.async: the 16 bytes are read now and land at the thread's wait for their group (the file's
+// header).
 inline void spk_emu_cp_async16(void* shared_dst, const void* global_src) {
   spk_emu::Fiber& f = spk_emu::g_block->fibers[spk_emu::g_block->current];
   spk_emu::AsyncCopy c;
@@ -298,15 +298,37 @@ inline void spk_emu_cp_async_commit() { ++spk_emu::g_block->fibers[spk_emu::g_bl
 inline void spk_emu_cp_async_wait(int pending) {
   spk_emu::LandCopies(spk_emu::g_block->fibers[spk_emu::g_block->current], pending);
 }
-inline void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row) {
+// The row addresses the 32 lanes of a warp give an ldmatrix (warp-collective): lane l's at [l].
+inline const uint64_t* spk_emu_ldmatrix_rows(const void* row) {
   uint64_t* slots = spk_emu::Slots();
-  const int lane = spk_emu::Lane();
   spk_emu::WarpSync();  // previous readers of the slots are done
-  slots[lane] = reinterpret_cast<uintptr_t>(row);
+  slots[spk_emu::Lane()] = reinterpret_cast<uintptr_t>(row);
   spk_emu::WarpSync();
+  return slots;
+}
+// Warp-collective ldmatrix .x4 (common.cuh): every lane reads its words of the four matrices from
+// the row addresses the lanes gave.
+inline void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row) {
+  const uint64_t* rows = spk_emu_ldmatrix_rows(row);
+  const int lane = spk_emu::Lane();
   for (int m = 0; m < 4; ++m) {
-    const char* r = reinterpret_cast<const char*>(slots[m * 8 + lane / 4]);
+    const char* r = reinterpret_cast<const char*>(rows[m * 8 + lane / 4]);
     std::memcpy(&d[m], r + (lane % 4) * 4, 4);
+  }
+}
+// ldmatrix .x4 .trans: lane l's half h of d[m] is row 2 (l % 4) + h, column l / 4 of matrix m.
+inline void spk_emu_ldmatrix_x4_trans(uint32_t d[4], const void* row) {
+  const uint64_t* rows = spk_emu_ldmatrix_rows(row);
+  const int lane = spk_emu::Lane();
+  for (int m = 0; m < 4; ++m) {
+    uint32_t word = 0;
+    for (int h = 0; h < 2; ++h) {
+      const char* r = reinterpret_cast<const char*>(rows[m * 8 + 2 * (lane % 4) + h]);
+      uint16_t v;
+      std::memcpy(&v, r + (lane / 4) * 2, 2);
+      word |= static_cast<uint32_t>(v) << (16 * h);
+    }
+    d[m] = word;
   }
 }
 
