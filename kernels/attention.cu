@@ -301,12 +301,12 @@ SPK_DEVICE void attend_token(ActIn q, const int* positions, const int* sequences
 // (attention_tile.cuh), 16 tokens x one, two or four heads of one kv head per unit.
 constexpr int kTileMinTokens = 16;
 
-// The tensor-core units of a cache type. bf16 caches: the staged units (K and V tiles in shared
-// memory by cp.async; 31B prefill of 4096 tokens with bf16 caches and activations 2,160 against
-// 1,697 tokens/s with the direct ones, H100, bench/results/2026-12-07-h100-attention-staged.md).
-// f32 caches: the direct units (fragments from global memory): staged f32 tiles are twice the
-// bytes, so half the keys per tile (and head_dim 512's V not staged) within the static shared
-// memory, and measured 4 % slower (1,296 against 1,356 tokens/s, same run).
+// The tensor-core units of a cache type (bench/results/2026-12-07-h100-attention-staged.md).
+// bf16 caches: the staged units (K and V tiles in shared memory by cp.async; 31B prefill of 4096
+// tokens with bf16 caches and activations 2,153 against 1,707 tokens/s with the direct ones,
+// H200). f32 caches: the direct units (fragments from global memory): staged f32 tiles are twice
+// the bytes, so half the keys per tile (and head_dim 512's V not staged) within the static
+// shared memory, and measured 4 % slower (1,296 against 1,356 tokens/s, H100).
 SPK_DEVICE bool tile_applies(int head_dim, ActIn q, const float* k, const float* v) {
   return attn_tile::direct::applies(head_dim, q, k, v);
 }
