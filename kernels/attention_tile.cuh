@@ -69,6 +69,17 @@ SPK_DEVICE void mma_terms(float acc[4], const uint32_t a_hi[4], const uint32_t a
   mma_bf16_16816(acc, a_hi, b0_hi, b1_hi);
 }
 
+// Calls run(Const<bool, kSplitAct>()) for the activation type: f32 activations are split into
+// hi + lo bf16 terms, bf16 ones are MMA operands as they are.
+template <typename F>
+SPK_DEVICE void by_activation(const F& run) {
+  if (act_bf16()) {
+    run(Const<bool, false>());
+  } else {
+    run(Const<bool, true>());
+  }
+}
+
 namespace direct {
 
 constexpr int kKeys = 32;  // 4 n8 blocks of scores
@@ -313,16 +324,11 @@ template <typename Keys>
 SPK_DEVICE void attend_any(ActIn q, ActOut y, int t0, int rows, int h0, int heads, int q_heads,
                            int head_dim, const Keys& keys, float scale, const int lo[2],
                            const int hi[2], int kmin, int kmax, Shared& sh) {
-  const auto run = [&](auto nks, auto group, auto split_act) {
-    attend<decltype(nks)::value, decltype(group)::value, decltype(split_act)::value>(
-        q, y, t0, rows, h0, q_heads, head_dim, keys, scale, lo, hi, kmin, kmax, sh);
-  };
   const auto by_act = [&](auto nks, auto group) {
-    if (act_bf16()) {
-      run(nks, group, Const<bool, false>());
-    } else {
-      run(nks, group, Const<bool, true>());
-    }
+    by_activation([&](auto split_act) {
+      attend<decltype(nks)::value, decltype(group)::value, decltype(split_act)::value>(
+          q, y, t0, rows, h0, q_heads, head_dim, keys, scale, lo, hi, kmin, kmax, sh);
+    });
   };
   const auto by_heads = [&](auto nks) {
     if constexpr (decltype(nks)::value <= 4) {
@@ -612,16 +618,11 @@ template <typename Keys>
 SPK_DEVICE void attend_any(ActIn q, ActOut y, int t0, int rows, int h0, int heads, int q_heads,
                            int head_dim, const Keys& keys, float scale, const int lo[2],
                            const int hi[2], int kmin, int kmax, Shared& sh) {
-  const auto run = [&](auto nks, auto group, auto split_act) {
-    attend<decltype(nks)::value, decltype(group)::value, decltype(split_act)::value>(
-        q, y, t0, rows, h0, q_heads, head_dim, keys, scale, lo, hi, kmin, kmax, sh);
-  };
   const auto by_act = [&](auto nks, auto group) {
-    if (act_bf16()) {
-      run(nks, group, Const<bool, false>());
-    } else {
-      run(nks, group, Const<bool, true>());
-    }
+    by_activation([&](auto split_act) {
+      attend<decltype(nks)::value, decltype(group)::value, decltype(split_act)::value>(
+          q, y, t0, rows, h0, q_heads, head_dim, keys, scale, lo, hi, kmin, kmax, sh);
+    });
   };
   const auto by_steps = [&](auto group) {
     constexpr int kCw = kWarps / decltype(group)::value;
