@@ -968,12 +968,13 @@ int RunAll(const std::string& dir, const Options& options) {
   return failures == 0 ? 0 : 1;
 }
 
-int Usage() {
-  std::fprintf(stderr,
+// The usage on stderr (exit 2), or on stdout for --help (exit 0).
+int Usage(bool help = false) {
+  std::fprintf(help ? stdout : stderr,
                "usage: spark-op-check emit DIR [--quick] [--only op,...]\n"
                "       spark-op-check run DIR [--device cuda|emulated|host] [--target sm_90a] [--quick] "
                "[--only op,...] [--seed N] [--group NAME]\n");
-  return 2;
+  return help ? 0 : 2;
 }
 
 }  // namespace
@@ -984,8 +985,12 @@ int main(int argc, char** argv) {
   using namespace spark::op_check;
   // Line-buffered, so that a run stopped by a time limit leaves the lines of its finished cases.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return Usage(true);
+  }
   if (argc < 3) return Usage();
   const std::string mode = argv[1], dir = argv[2];
+  if (dir.empty() || dir[0] == '-') return Usage();  // an option where DIR belongs
   Options options;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
