@@ -136,6 +136,9 @@ void spk_emu_ldmatrix_x4(uint32_t d[4], const void* row);
 void spk_emu_ldmatrix_x4_trans(uint32_t d[4], const void* row);
 void spk_emu_f16x2_to_f32x2(uint32_t v, float& lo, float& hi);
 void spk_emu_cp_async16(void* shared_dst, const void* global_src);
+void spk_emu_cp_async4(void* shared_dst, const void* global_src);
+void spk_emu_mma_nvfp4_m16n8k64(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                uint32_t scale_a, uint32_t scale_b);
 void spk_emu_cp_async_commit();
 void spk_emu_cp_async_wait(int pending);
 #endif
@@ -333,6 +336,42 @@ SPK_DEVICE void mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uin
 #endif
 }
 
+// Block-scaled FP4 on tensor cores (sm_120a / sm_121a only: SPK_HAS_FP4_MMA; GB10 has no
+// tcgen05 / wgmma): D = A * B + C for one warp, m16n8k64, A and B E2M1 codes (eight per register,
+// the lower k in the lower nibble), each 16 k-elements of a row of A and of a column of B scaled
+// by a ue4m3 byte (`.kind::mxf4nvf4.block_scale.scale_vec::4X`, PTX ISA 8.7+), C / D f32. With
+// g = lane / 4, q = lane % 4 (PTX ISA "Matrix Fragments for mma.m16n8k64"; CUTLASS's
+// SM120_16x8x64_TN_VS agrees):
+//   a[i] nibble j: A[g + 8 (i & 1)][8q + j + 32 (i >> 1)]     b[i] nibble j: B[8q + j + 32 i][g]
+//   c[i]: C[g + 8 (i >> 1)][2q + (i & 1)]
+//   scale_a (thread-id-a 0: lanes 4g and 4g + 1 give rows g and g + 8; the others are ignored):
+//     byte b = the scale of A[row][16b .. 16b + 15]
+//   scale_b (thread-id-b 0: lane 4g gives column g): byte b = the scale of B[16b .. 16b + 15][g]
+// so with A and B stored row-major (K contiguous, two codes per byte) a[i] is the 32-bit word at
+// byte 4q + 16 (i >> 1) of row g + 8 (i & 1)'s 32 bytes of the k-step, and a scale register is a
+// row's 4 consecutive scale bytes. The hardware's accumulation order and rounding inside the
+// instruction are unspecified (PTX); the CPU emulation sums exactly and rounds once.
+#if defined(SPARK_KERNEL_EMULATION) || defined(__CUDA_ARCH_FEAT_SM120_ALL) || \
+    defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#define SPK_HAS_FP4_MMA 1
+SPK_DEVICE void mma_nvfp4_m16n8k64(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                   uint32_t scale_a, uint32_t scale_b) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_mma_nvfp4_m16n8k64(c, a, b0, b1, scale_a, scale_b);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1."
+      "f32.ue4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3}, %10, {0, 0}, "
+      "%11, {0, 0};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(scale_a),
+        "r"(scale_b));
+#endif
+}
+#else
+#define SPK_HAS_FP4_MMA 0
+#endif
+
 #if !defined(SPARK_KERNEL_EMULATION)
 // The 32-bit shared-window address of a generic pointer into shared memory.
 SPK_DEVICE uint32_t shared_addr(const void* p) {
@@ -381,6 +420,18 @@ SPK_DEVICE void cp_async16(void* shared_dst, const void* global_src) {
   uint64_t src;
   asm("cvta.to.global.u64 %0, %1;" : "=l"(src) : "l"(global_src));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_addr(shared_dst)), "l"(src)
+               : "memory");
+#endif
+}
+// Asynchronous 4-byte copy global -> shared (cp.async.ca), as cp_async16; both addresses 4-byte
+// aligned.
+SPK_DEVICE void cp_async4(void* shared_dst, const void* global_src) {
+#if defined(SPARK_KERNEL_EMULATION)
+  spk_emu_cp_async4(shared_dst, global_src);
+#else
+  uint64_t src;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(src) : "l"(global_src));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared_addr(shared_dst)), "l"(src)
                : "memory");
 #endif
 }

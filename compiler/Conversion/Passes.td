@@ -39,7 +39,11 @@ def SparkLowerToKernelsPass : Pass<"spark-lower-to-kernels", "mlir::ModuleOp"> {
     Option<"activationPrecision", "activation-precision", "std::string", /*default=*/"\"f32\"",
            "Element type of the activation buffers: f32, or bf16 (bf16 storage, what kernels "
            "store rounded to nearest even; workspaces stay f32; the program records it, the "
-           "gpu.module defines the kernels' spark_activation_precision constant)">
+           "gpu.module defines the kernels' spark_activation_precision constant)">,
+    Option<"fp4Activations", "fp4-activations", "bool", /*default=*/"false",
+           "W4A4: linears with NVFP4 weights and an input width that is a multiple of 64 "
+           "quantize their activations to NVFP4 per token row (quantize_nvfp4_rows) and multiply "
+           "both in NVFP4 (linear_nvfp4_a4); the others stay W4A16">
   ];
   let statistics = [
     Statistic<"numLaunches", "num-launches", "Number of kernel launches in the plan">,

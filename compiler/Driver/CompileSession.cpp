@@ -209,6 +209,7 @@ LogicalResult compileModule(ModuleOp module, const CompileOptions &options) {
     kernel.imageMaxPatches = options.maxImageTokens * 9;
     kernel.kvCacheDType = options.kvCacheDType;
     kernel.activationPrecision = options.activationPrecision;
+    kernel.fp4Activations = options.fp4Activations;
     if (failed(runPipeline(module, options, "kernel pipeline",
                            [&](OpPassManager &pm) { buildKernelPipeline(pm, kernel); })))
       return failure();

@@ -26,6 +26,8 @@ struct CompileOptions {
   bool maxImageTokensGiven = false;  // --max-image-tokens on the command line: the model needs one
   std::string kvCacheDType;  // "f32", "bf16", or empty: as the module declares (f32)
   std::string activationPrecision = "f32";  // "f32" or "bf16" (kernel_abi.h ActivationPrecision)
+  /// --fp4-activations: W4A4 for the NVFP4 linears (docs/quantization.md).
+  bool fp4Activations = false;
   /// --tensor-parallel: the ranks the text model is split over (spark-shard-tensor-parallel;
   /// docs/multi-gpu.md); 1: not split.
   int64_t tensorParallel = 1;

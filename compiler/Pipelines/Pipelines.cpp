@@ -31,6 +31,7 @@ void spark::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &
   lowerOptions.imageMaxPatches = options.imageMaxPatches;
   lowerOptions.kvCacheDType = options.kvCacheDType;
   lowerOptions.activationPrecision = options.activationPrecision;
+  lowerOptions.fp4Activations = options.fp4Activations;
   pm.addPass(createSparkLowerToKernelsPass(lowerOptions));
   pm.addPass(createSparkPlanArenaPass());
   pm.addPass(createSparkOutlineKernelEntriesPass());
@@ -59,6 +60,7 @@ void spark::buildSparkCompilePipeline(OpPassManager &pm,
   kernel.imageMaxPatches = options.imageMaxPatches;
   kernel.kvCacheDType = options.kvCacheDType;
   kernel.activationPrecision = options.activationPrecision;
+  kernel.fp4Activations = options.fp4Activations;
   buildKernelPipeline(pm, kernel);
   NVVMPipelineOptions nvvm;
   nvvm.chip = options.chip;

@@ -36,6 +36,11 @@ struct KernelPipelineOptions : mlir::PassPipelineOptions<KernelPipelineOptions> 
       *this, "activation-precision",
       llvm::cl::desc("What activation buffers hold: f32, or bf16 (every kernel output rounded)"),
       llvm::cl::init("f32")};
+  Option<bool> fp4Activations{
+      *this, "fp4-activations",
+      llvm::cl::desc("W4A4: NVFP4-weight linears (input width a multiple of 64) quantize their "
+                     "activations to NVFP4"),
+      llvm::cl::init(false)};
 };
 
 struct NVVMPipelineOptions : mlir::PassPipelineOptions<NVVMPipelineOptions> {
@@ -70,6 +75,11 @@ struct CompilePipelineOptions : mlir::PassPipelineOptions<CompilePipelineOptions
       *this, "activation-precision",
       llvm::cl::desc("What activation buffers hold: f32, or bf16 (every kernel output rounded)"),
       llvm::cl::init("f32")};
+  Option<bool> fp4Activations{
+      *this, "fp4-activations",
+      llvm::cl::desc("W4A4: NVFP4-weight linears (input width a multiple of 64) quantize their "
+                     "activations to NVFP4"),
+      llvm::cl::init(false)};
   Option<std::string> chip{*this, "chip", llvm::cl::desc("NVPTX chip, e.g. sm_121a"),
                            llvm::cl::init("sm_121a")};
   Option<std::string> features{*this, "features",

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "spark/runtime/kernel_abi.h"
+#include "spark/runtime/quantize.h"
 #include "spark/runtime/quantized_weights.h"
 
 namespace spark {
@@ -185,6 +186,42 @@ void LinearNvfp4(const float* x, const unsigned char* w, const unsigned char* bl
       }
     }
     DequantisedRowTimesTokens(x, row.data(), y, num_tokens, out_features, in_features, o);
+  }
+}
+
+void QuantizeNvfp4Rows(const float* x, float* q, int32_t num_tokens, int32_t cols,
+                       int32_t row_words) {
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    quant::QuantizeNvfp4Row(x + t * cols, cols, reinterpret_cast<uint8_t*>(q + t * row_words));
+  }
+}
+
+// W4A4: the block products are exact in f32 (E2M1 x E2M1 sums of 16 and two e4m3 scales); the
+// host adds them in double, in index order.
+void LinearNvfp4A4(const float* xq, const unsigned char* w, const unsigned char* block_scale,
+                   const float* tensor_scale, float* y, int32_t num_tokens, int32_t out_features,
+                   int32_t in_features, int32_t row_words) {
+  const int64_t blocks = in_features / quant::kNvfp4BlockSize;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const unsigned char* row = reinterpret_cast<const unsigned char*>(xq + t * row_words);
+    float global;
+    std::memcpy(&global, row, sizeof(global));
+    const unsigned char* a_codes = row + abi::kNvfp4RowCodesOffset;
+    const unsigned char* a_scales = row + abi::Nvfp4RowScalesOffset(in_features);
+    for (int64_t o = 0; o < out_features; ++o) {
+      const unsigned char* w_codes = w + o * (in_features / 2);
+      double acc = 0.0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        float sum = 0.0f;
+        for (int64_t i = b * quant::kNvfp4BlockSize; i < (b + 1) * quant::kNvfp4BlockSize; ++i) {
+          sum += quant::E2M1Value(quant::PackedE2M1Code(a_codes, i)) *
+                 quant::E2M1Value(quant::PackedE2M1Code(w_codes, i));
+        }
+        acc += sum * (quant::E4M3Value(a_scales[b]) *
+                      quant::E4M3Value(block_scale[o * blocks + b]));
+      }
+      y[t * out_features + o] = static_cast<float>(acc * global * tensor_scale[0]);
+    }
   }
 }
 

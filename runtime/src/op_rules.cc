@@ -70,6 +70,18 @@ std::string BrokenRule(const abi::OpSpec& spec, const std::function<int64_t(int)
                               " (the KV block), found ", i32(rule->a));
         }
         break;
+      case abi::RuleKind::kMultipleOf64:
+        if (i32(rule->a) % 64 != 0) {
+          return absl::StrCat(a, " must be a multiple of 64, found ", i32(rule->a));
+        }
+        break;
+      case abi::RuleKind::kNvfp4RowWords:
+        if (i32(rule->a) != abi::Nvfp4RowWords(i32(rule->b))) {
+          return absl::StrCat(a, " must be ", abi::Nvfp4RowWords(i32(rule->b)),
+                              " (the words of a packed NVFP4 row of ", b, " = ", i32(rule->b),
+                              "), found ", i32(rule->a));
+        }
+        break;
       case abi::RuleKind::kLess:
         if (i32(rule->a) >= i32(rule->b)) {
           return absl::StrCat(a, " must be less than ", b, ", found ", i32(rule->a),

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "spark/runtime/host_kernels.h"
+#include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/quantized_weights.h"
 
 namespace spark {
@@ -86,6 +88,31 @@ uint8_t E2M1MagnitudeCode(float magnitude) {
   return code;
 }
 
+namespace {
+
+// One NVFP4 block of 16 values (f32; bf16 weights are widened exactly) under `tensor_scale`
+// (divisor = 6 x tensor_scale, rounded to f32 once by the caller): its e4m3 block scale, and its
+// codes ORed into `codes` (a row's packed codes; the block's elements start at `first`, even).
+uint8_t QuantizeNvfp4Block(const float* block, float tensor_scale, float divisor, int64_t first,
+                           uint8_t* codes) {
+  float amax = 0.0f;
+  for (int i = 0; i < kNvfp4BlockSize; ++i) amax = std::max(amax, std::fabs(block[i]));
+  float block_scale = amax / divisor;
+  if (block_scale == 0.0f) block_scale = 1.0f;
+  block_scale = std::max(block_scale, kMinBlockScale);  // never rounds to 0
+  const uint8_t scale = E4M3FromFloat(block_scale);
+  const float den = E4M3Value(scale) * tensor_scale;
+  for (int i = 0; i < kNvfp4BlockSize; ++i) {
+    const float w = block[i];
+    const uint8_t code = E2M1MagnitudeCode(std::fabs(w / den)) | (w < 0.0f ? 8 : 0);
+    const int64_t element = first + i;
+    codes[element / 2] = static_cast<uint8_t>(codes[element / 2] | (code << ((element & 1) * 4)));
+  }
+  return scale;
+}
+
+}  // namespace
+
 Nvfp4Weight QuantizeNvfp4(const uint16_t* bf16, int64_t rows, int64_t cols, int threads) {
   Nvfp4Weight out;
   const int64_t blocks = cols / kNvfp4BlockSize;
@@ -95,26 +122,34 @@ Nvfp4Weight QuantizeNvfp4(const uint16_t* bf16, int64_t rows, int64_t cols, int 
   out.tensor_scale = amax == 0.0f ? 1.0f : amax / (kE2M1Max * kE4M3Max);
   const float divisor = kE2M1Max * out.tensor_scale;  // 6 x tensor_scale, rounded to f32
   ParallelFor(rows, threads, [&](int64_t row_begin, int64_t row_end) {
+    float block[kNvfp4BlockSize];
     for (int64_t r = row_begin; r < row_end; ++r) {
+      uint8_t* codes = reinterpret_cast<uint8_t*>(&out.codes[r * (cols / 2)]);
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint16_t* block = bf16 + r * cols + b * kNvfp4BlockSize;
-        float block_scale = AbsMax(block, kNvfp4BlockSize) / divisor;
-        if (block_scale == 0.0f) block_scale = 1.0f;
-        block_scale = std::max(block_scale, kMinBlockScale);  // never rounds to 0
-        const uint8_t scale = E4M3FromFloat(block_scale);
-        out.block_scales[r * blocks + b] = static_cast<char>(scale);
-        const float den = E4M3Value(scale) * out.tensor_scale;
         for (int i = 0; i < kNvfp4BlockSize; ++i) {
-          const float w = rt::Bf16ToF32(block[i]);
-          const uint8_t code = E2M1MagnitudeCode(std::fabs(w / den)) | (w < 0.0f ? 8 : 0);
-          const int64_t element = b * kNvfp4BlockSize + i;
-          char& byte = out.codes[r * (cols / 2) + element / 2];
-          byte = static_cast<char>(static_cast<uint8_t>(byte) | (code << ((element & 1) * 4)));
+          block[i] = rt::Bf16ToF32(bf16[r * cols + b * kNvfp4BlockSize + i]);
         }
+        out.block_scales[r * blocks + b] = static_cast<char>(
+            QuantizeNvfp4Block(block, out.tensor_scale, divisor, b * kNvfp4BlockSize, codes));
       }
     }
   });
   return out;
+}
+
+void QuantizeNvfp4Row(const float* x, int64_t cols, uint8_t* row) {
+  std::fill(row, row + abi::Nvfp4RowBytes(cols), uint8_t{0});
+  float amax = 0.0f;
+  for (int64_t i = 0; i < cols; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float global = amax == 0.0f ? 1.0f : amax / (kE2M1Max * kE4M3Max);
+  std::memcpy(row, &global, sizeof(global));
+  const float divisor = kE2M1Max * global;
+  uint8_t* codes = row + abi::kNvfp4RowCodesOffset;
+  uint8_t* scales = row + abi::Nvfp4RowScalesOffset(cols);
+  for (int64_t b = 0; b < cols / kNvfp4BlockSize; ++b) {
+    scales[b] = QuantizeNvfp4Block(x + b * kNvfp4BlockSize, global, divisor, b * kNvfp4BlockSize,
+                                   codes);
+  }
 }
 
 Fp8Weight QuantizeFp8(const uint16_t* bf16, int64_t count, int threads) {

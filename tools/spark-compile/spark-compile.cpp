@@ -70,6 +70,14 @@ static cl::opt<std::string> activationPrecision(
              "the activation arena; kernels compute in f32 and round what they store, the "
              "numerics of an engine that keeps its activations in bf16; docs/precision.md)"),
     cl::value_desc("f32|bf16"), cl::init("f32"), cl::cat(sparkCompileCategory));
+static cl::opt<bool> fp4Activations(
+    "fp4-activations",
+    cl::desc("W4A4 for checkpoints with NVFP4 weights: each linear with NVFP4 weights and an "
+             "input width that is a multiple of 64 quantizes its activations to NVFP4 per token "
+             "row (a global scale per row, an e4m3 scale per 16 elements) and multiplies both in "
+             "4 bits: block-scaled FP4 MMA on sm_120a / sm_121a, the CUDA cores elsewhere "
+             "(numerics only, slower than W4A16). Changes the results (docs/quantization.md)"),
+    cl::init(false), cl::cat(sparkCompileCategory));
 static cl::opt<int64_t> tensorParallel(
     "tensor-parallel",
     cl::desc("Split the text model over N ranks (GPUs), Megatron-style: attention by KV-head "
@@ -169,11 +177,20 @@ int main(int argc, char **argv) {
     return 1;
   }
   options.activationPrecision = activationPrecision;
-  for (const std::string &target : options.targets)
-    if (Expected<spark::CudaTarget> parsed = spark::parseCudaTarget(target); !parsed) {
+  options.fp4Activations = fp4Activations;
+  for (const std::string &target : options.targets) {
+    Expected<spark::CudaTarget> parsed = spark::parseCudaTarget(target);
+    if (!parsed) {
       WithColor::error(errs(), "spark-compile") << toString(parsed.takeError()) << "\n";
       return 1;
     }
+    // The kernels take the block-scaled FP4 MMA only where the library's bitcode has it.
+    if (fp4Activations && parsed->chip != "sm_120a" && parsed->chip != "sm_121a")
+      WithColor::note(errs(), "spark-compile")
+          << "--fp4-activations on " << target << ": it has no block-scaled FP4 MMA (sm_120a "
+          << "and sm_121a have), so its W4A4 products run on the CUDA cores: the numerics of "
+          << "W4A4, slower than W4A16\n";
+  }
   options.output = outputPath;
   if (outputPath.getNumOccurrences() == 0) {
     // The default output is named after what is emitted.

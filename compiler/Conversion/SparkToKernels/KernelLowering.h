@@ -99,6 +99,9 @@ public:
   /// The rows of every buffer (the most tokens one call processes).
   virtual int64_t maxTokens() const = 0;
   virtual bool bf16Activations() const = 0;
+  /// --fp4-activations: NVFP4-weight linears whose input width is a multiple of 64 quantize
+  /// their activations to NVFP4 (quantize_nvfp4_rows) and run W4A4 (linear_nvfp4_a4).
+  virtual bool fp4Activations() const = 0;
   /// Appends a step of registry op `op` with `args` in the registry's order: a launch, or for a
   /// transfer op (a copy) a spark.transfer, which ignores `grid`. Its source is the op's name,
   /// with `suffix` appended after a dot when given ("layers.0.self_attn.merge").

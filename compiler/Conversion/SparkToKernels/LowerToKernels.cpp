@@ -100,9 +100,9 @@ enum class EntryKind { kForward, kImageEncoder };
 class Lowering final : public KernelLowering {
 public:
   Lowering(ModuleOp module, func::FuncOp entry, EntryKind kind, int64_t maxTokens,
-           bool bf16Activations)
+           bool bf16Activations, bool fp4Activations)
       : module(module), entry(entry), kind(kind), tokens(maxTokens), bf16(bf16Activations),
-        ctx(module.getContext()) {
+        fp4(fp4Activations), ctx(module.getContext()) {
     populateEmbeddingLowerings(table);
     populateElementwiseLowerings(table);
     populateNormLowerings(table);
@@ -134,6 +134,7 @@ public:
   KvCacheOp cacheOp(int64_t id) override { return caches[id]; }
   int64_t maxTokens() const override { return tokens; }
   bool bf16Activations() const override { return bf16; }
+  bool fp4Activations() const override { return fp4; }
   void launch(abi::OpId op, SmallVector<Arg> args, GridRule grid,
               StringRef suffix = "") override;
   void fuse(Operation *op) override { fusedAway.insert(op); }
@@ -159,6 +160,7 @@ private:
   EntryKind kind;
   int64_t tokens;
   bool bf16;
+  bool fp4;
   MLIRContext *ctx;
   LoweringTable table;
   /// The op being lowered, and what its lowering did wrong (reported after it returns).
@@ -695,7 +697,7 @@ struct SparkLowerToKernelsPass
     }
     int64_t launches = 0, entries = 0;
     Lowering lowering(module, entryFunc, EntryKind::kForward, maxTokens,
-                      activationPrecision == "bf16");
+                      activationPrecision == "bf16", fp4Activations);
     if (failed(lowering.run(launches, entries)))
       return signalPassFailure();
     // The image encoder (a multimodal model's vision tower), lowered into a program of its own
@@ -712,7 +714,7 @@ struct SparkLowerToKernelsPass
       }
       int64_t encoderLaunches = 0, encoderEntries = 0;
       Lowering encoderLowering(module, encoder, EntryKind::kImageEncoder, imageMaxPatches,
-                               activationPrecision == "bf16");
+                               activationPrecision == "bf16", fp4Activations);
       if (failed(encoderLowering.run(encoderLaunches, encoderEntries)))
         return signalPassFailure();
       launches += encoderLaunches;

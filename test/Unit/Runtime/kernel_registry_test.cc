@@ -83,6 +83,7 @@ TEST(KernelRegistryTest, ArgumentsAreConsistent) {
       EXPECT_EQ(spec.args[rule->a].kind, param ? ArgKind::kF32 : ArgKind::kI32) << spec.op;
       const bool unary = param || rule->kind == RuleKind::kPositive || rule->kind == RuleKind::kEven ||
                          rule->kind == RuleKind::kMultipleOf16 || rule->kind == RuleKind::kMultipleOf4 ||
+                         rule->kind == RuleKind::kMultipleOf64 ||
                          rule->kind == RuleKind::kZeroOrOne ||
                          rule->kind == RuleKind::kWholeKvBlocks;
       if (unary) {

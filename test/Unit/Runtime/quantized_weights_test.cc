@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/host_kernel_dispatch.h"
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/quantize.h"
@@ -274,6 +275,101 @@ TEST(QuantizedLinearTest, RulesAreChecked) {
   std::vector<HostArg> per_row = fp8;
   per_row[7] = HostArg::I32(5);
   EXPECT_TRUE(rt::RunHostKernel("linear_fp8", per_row).ok());
+}
+
+// W4A4 activations: a row quantized by QuantizeNvfp4Row is the row quantized as a one-row NVFP4
+// weight (the same rules, the row's amax as the tensor's), in kernel_abi.h's packed layout.
+TEST(Fp4ActivationsTest, ARowIsQuantizedAsAOneRowWeight) {
+  constexpr int64_t kCols = 192;  // 12 blocks: 12 scale bytes padded to 16
+  std::vector<uint16_t> bf16(kCols);
+  std::vector<float> x(kCols);
+  for (int64_t i = 0; i < kCols; ++i) {
+    bf16[i] = rt::F32ToBf16(std::sin(0.37f * i) * (i < 16 ? 0.001f : i < 64 ? 3.0f : 40.0f));
+    x[i] = rt::Bf16ToF32(bf16[i]);
+  }
+  for (int i = 96; i < 112; ++i) x[i] = 0.0f, bf16[i] = 0;  // an all-zero block
+  const quant::Nvfp4Weight weight = quant::QuantizeNvfp4(bf16.data(), 1, kCols);
+  std::vector<uint8_t> row(abi::Nvfp4RowBytes(kCols), 0xee);
+  ASSERT_EQ(row.size(), 16u + kCols / 2 + 16u);
+  quant::QuantizeNvfp4Row(x.data(), kCols, row.data());
+  float global;
+  std::memcpy(&global, row.data(), 4);
+  EXPECT_EQ(global, weight.tensor_scale);
+  EXPECT_EQ(std::string(row.begin() + 4, row.begin() + 16), std::string(12, '\0'));
+  EXPECT_EQ(std::string(row.begin() + abi::kNvfp4RowCodesOffset,
+                        row.begin() + abi::Nvfp4RowScalesOffset(kCols)),
+            weight.codes);
+  EXPECT_EQ(std::string(row.begin() + abi::Nvfp4RowScalesOffset(kCols),
+                        row.begin() + abi::Nvfp4RowScalesOffset(kCols) + kCols / 16),
+            weight.block_scales);
+  EXPECT_EQ(weight.block_scales[6], static_cast<char>(0x38));  // the zero block: scale 1
+  EXPECT_EQ(std::string(row.end() - 4, row.end()), std::string(4, '\0'));  // padding
+  // A row of zeros: global scale 1, codes 0.
+  std::vector<float> zeros(kCols, 0.0f);
+  quant::QuantizeNvfp4Row(zeros.data(), kCols, row.data());
+  std::memcpy(&global, row.data(), 4);
+  EXPECT_EQ(global, 1.0f);
+  EXPECT_EQ(row[abi::kNvfp4RowCodesOffset], 0);
+}
+
+// linear_nvfp4_a4 computes linear_nvfp4 on the dequantised activations: e2m1(code) x block scale
+// x the row's global scale.
+TEST(Fp4ActivationsTest, TheW4A4ProductIsTheProductOfTheDequantisedActivations) {
+  constexpr int32_t kT = 3, kOut = 5, kIn = 128;
+  const int32_t words = static_cast<int32_t>(abi::Nvfp4RowWords(kIn));
+  std::vector<float> x(kT * kIn);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11f * i) * (i % 7 == 0 ? 9.0f : 1.0f);
+  std::vector<uint16_t> w_bf16(kOut * kIn);
+  for (size_t i = 0; i < w_bf16.size(); ++i) w_bf16[i] = rt::F32ToBf16(std::sin(0.05f * i));
+  const quant::Nvfp4Weight w = quant::QuantizeNvfp4(w_bf16.data(), kOut, kIn);
+  std::vector<float> rows(kT * words), dequantised(kT * kIn), y_a4(kT * kOut), y_a16(kT * kOut);
+  rt::host::QuantizeNvfp4Rows(x.data(), rows.data(), kT, kIn, words);
+  for (int t = 0; t < kT; ++t) {
+    const auto* row = reinterpret_cast<const unsigned char*>(rows.data() + t * words);
+    float global;
+    std::memcpy(&global, row, 4);
+    for (int i = 0; i < kIn; ++i) {
+      dequantised[t * kIn + i] =
+          E2M1Value(quant::PackedE2M1Code(row + abi::kNvfp4RowCodesOffset, i)) *
+          E4M3Value(row[abi::Nvfp4RowScalesOffset(kIn) + i / 16]) * global;
+    }
+  }
+  const auto* codes = reinterpret_cast<const unsigned char*>(w.codes.data());
+  const auto* scales = reinterpret_cast<const unsigned char*>(w.block_scales.data());
+  rt::host::LinearNvfp4A4(rows.data(), codes, scales, &w.tensor_scale, y_a4.data(), kT, kOut,
+                          kIn, words);
+  rt::host::LinearNvfp4(dequantised.data(), codes, scales, &w.tensor_scale, y_a16.data(), kT,
+                        kOut, kIn);
+  double worst = 0.0, largest = 0.0, moved = 0.0;
+  for (int i = 0; i < kT * kOut; ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(y_a4[i] - y_a16[i])));
+    largest = std::max(largest, static_cast<double>(std::fabs(y_a16[i])));
+  }
+  EXPECT_LE(worst, 1e-6 * largest);
+  // ... and not the product of the activations as they were (W4A16): quantization moved them.
+  std::vector<float> y_plain(kT * kOut);
+  rt::host::LinearNvfp4(x.data(), codes, scales, &w.tensor_scale, y_plain.data(), kT, kOut, kIn);
+  for (int i = 0; i < kT * kOut; ++i) moved = std::max(moved, static_cast<double>(std::fabs(y_plain[i] - y_a4[i])));
+  EXPECT_GT(moved, 1e-3 * largest);
+}
+
+// The rules of the W4A4 ops: whole FP4 MMA k-steps and the packed row's size.
+TEST(Fp4ActivationsTest, RulesAreChecked) {
+  using rt::HostArg;
+  std::vector<float> x(256), q(256);
+  std::vector<HostArg> args = {HostArg::Ptr(x.data()), HostArg::Ptr(q.data()), HostArg::I32(1),
+                               HostArg::I32(48), HostArg::I32(16)};
+  absl::Status status = rt::RunHostKernel("quantize_nvfp4_rows", args);
+  EXPECT_EQ(status.message(),
+            "host kernel 'quantize_nvfp4_rows': cols must be a multiple of 64, found 48");
+  args[3] = HostArg::I32(64);
+  args[4] = HostArg::I32(15);
+  status = rt::RunHostKernel("quantize_nvfp4_rows", args);
+  EXPECT_EQ(status.message(),
+            "host kernel 'quantize_nvfp4_rows': row_words must be 16 (the words of a packed "
+            "NVFP4 row of cols = 64), found 15");
+  args[4] = HostArg::I32(16);
+  EXPECT_TRUE(rt::RunHostKernel("quantize_nvfp4_rows", args).ok());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "kernels/elementwise.cu"
 #include "kernels/embedding.cu"
 #include "kernels/linear.cu"
+#include "kernels/linear_fp4.cu"
 #include "kernels/moe.cu"
 #include "kernels/rms_norm.cu"
 #include "kernels/rope.cu"

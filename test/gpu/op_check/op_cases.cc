@@ -253,6 +253,26 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
     OpCase c = linear("linear_nvfp4", t, out, in);
     Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 8 || t == 37));
   }
+  // W4A4 (--fp4-activations): the activation quantizer (byte for byte), and the W4A4 product on the warp-per-row path (up to 8
+  // tokens; every call on targets without the FP4 MMA) and the block-scaled FP4 tiles (sm_120a /
+  // sm_121a, and the CPU emulation): partial tiles, several k-steps, a one-step K.
+  for (const auto& [t, cols, bf16] :
+       {std::tuple{1, 5376, false}, std::tuple{37, 2816, false}, std::tuple{5, 64, false},
+        std::tuple{37, 2112, true}}) {
+    OpCase c = Make("quantize_nvfp4_rows", t,
+                    {{"cols", cols}, {"row_words", abi::Nvfp4RowWords(cols)}}, PerToken(1),
+                    kExact, absl::StrCat("T=", t, " cols=", cols));
+    Add(cases, bf16 ? Bf16(c) : c, t == 37);
+  }
+  for (const auto& [t, out, in, bf16] :
+       {std::tuple{1, 2048, 1536, false}, std::tuple{5, 1027, 2816, false},
+        std::tuple{8, 300, 64, false},    std::tuple{37, 2048, 1536, false},
+        std::tuple{100, 520, 704, false}, std::tuple{9, 130, 64, false},
+        std::tuple{70, 2816, 2112, true}, std::tuple{1, 1024, 2816, true}}) {
+    OpCase c = linear("linear_nvfp4_a4", t, out, in);
+    c.ints["row_words"] = abi::Nvfp4RowWords(in);
+    Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 37));
+  }
   // FP8 (W8A16): per-tensor and per-row scales.
   for (const auto& [t, out, in, per_row, bf16] :
        {std::tuple{1, 2048, 1536, false, false}, std::tuple{5, 1536, 2816, true, false},

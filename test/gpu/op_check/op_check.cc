@@ -44,6 +44,7 @@
 #include "spark/runtime/host_kernels.h"
 #include "spark/runtime/kernel_abi.h"
 #include "spark/runtime/plan.h"
+#include "spark/runtime/quantize.h"
 #include "spark/runtime/safetensors.h"
 #include "spark/runtime/status_macros.h"
 
@@ -635,7 +636,16 @@ Memory InitialMemory(const Module& m, const std::vector<OpCase>& all, const rt::
       const BufferSpec& buffer = m.buffers[b.index];
       Rng rng{Hash(buffer.name, seed)};
       const int64_t count = static_cast<int64_t>(BufferBytes(m, buffer) / DTypeSize(buffer.dtype));
-      if (buffer.dtype == DType::kI32) {
+      if (c.op == "linear_nvfp4_a4" && std::string(a.name) == "xq") {
+        // Packed NVFP4 rows as quantize_nvfp4_rows writes them: random activations quantized by
+        // the host's rules, every third row 40 times larger (row global scales differ).
+        const int64_t cols = c.ints.at("in_features"), words = c.ints.at("row_words");
+        std::vector<float> x(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < count / words; ++r) {
+          for (float& v : x) v = rng.Normal(r % 3 == 0 ? 40.0f : 1.0f);
+          quant::QuantizeNvfp4Row(x.data(), cols, mem.buffers[b.index].data() + 4 * r * words);
+        }
+      } else if (buffer.dtype == DType::kI32) {
         const std::vector<int32_t> v = IntInput(c, a.name, count, rng);
         std::memcpy(mem.buffers[b.index].data(), v.data(), 4 * v.size());
       } else {
@@ -786,6 +796,18 @@ int RunGroup(const std::string& dir, const Module& m, const std::vector<OpCase>&
     if (host.ok()) runs[0].executor = std::move(*host);
     if (status.ok() && options.device == "emulated") {
       absl::StatusOr<std::vector<rt::WeightData>> again = rt::BindWeights(plan, **checkpoint);
+      // The CUDA executor uploads each weight to an allocation of its own; the emulated run reads
+      // copies likewise (malloc's 16-byte alignment) instead of the checkpoint's packed bytes, so
+      // that the kernels take the vector and tensor-core paths they take on the GPU.
+      if (again.ok()) {
+        for (rt::WeightData& w : *again) {
+          auto copy = std::make_shared<std::vector<uint8_t>>(w.num_bytes);
+          rt::CopyWeightBytes(w, copy->data());
+          w.data = copy->data();
+          w.parts.clear();
+          w.computed = std::move(copy);
+        }
+      }
       const int precision = plan.activation_precision == DType::kBF16 ? abi::kActivationBF16
                                                                       : abi::kActivationF32;
       absl::StatusOr<std::unique_ptr<rt::Executor>> emulated =
@@ -898,6 +920,14 @@ int RunGroup(const std::string& dir, const Module& m, const std::vector<OpCase>&
           }
         }
         if (!ties.empty()) notes[ci].push_back(absl::StrCat(ties.size(), " near-tie rows"));
+        continue;
+      }
+      if (c.op == "quantize_nvfp4_rows") {  // packed codes and scales: byte for byte
+        const auto diff = std::mismatch(got.begin(), got.end(), ref.begin());
+        if (diff.first != got.end()) {
+          result.error = INFINITY;
+          notes[ci].push_back(absl::StrCat("packed rows differ at byte ", diff.first - got.begin()));
+        }
         continue;
       }
       const Error e = Compare(got, ref, dtype);

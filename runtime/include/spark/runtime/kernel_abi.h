@@ -191,6 +191,8 @@ enum class RuleKind : int {
   kOneOrEqual,     // a == 1 or a == b (one scale per tensor, or one per row)
   kZeroOrOne,      // a == 0 or a == 1
   kWholeKvBlocks,  // a > 0 and a % kKvBlockRows == 0 (a KV cache capacity)
+  kMultipleOf64,   // a % 64 == 0 (a dimension of NVFP4 activations: whole FP4 MMA k-steps)
+  kNvfp4RowWords,  // a == Nvfp4RowWords(b) (the f32 words of one packed NVFP4 activation row)
 };
 struct Rule {
   RuleKind kind;
@@ -562,6 +564,25 @@ SPARK_ABI_HD constexpr int MoePathFor(long long num_tokens) {
 SPARK_ABI_HD constexpr bool MoeDownGrouped(int path, bool has_partials) {
   return path == kMoeGrouped && has_partials;
 }
+
+// ---- NVFP4 activations (W4A4: spark-compile --fp4-activations) ----
+// quantize_nvfp4_rows writes each token row of `cols` activations (cols % 64 == 0) as one packed
+// row of an f32 workspace, which linear_nvfp4_a4 reads. Byte layout of a row:
+//   [0, 4)                        the row's global scale g (f32)
+//   [4, 16)                       zero
+//   [16, 16 + cols / 2)           E2M1 codes, two per byte, element 2j in the low nibble (as
+//                                 ModelOpt's NVFP4 weights)
+//   [16 + cols / 2, + cols / 16)  e4m3 block scales, one per 16 elements, then zeros up to a
+//                                 multiple of 16 bytes
+// so that codes and scales start 16-byte aligned and the row is Nvfp4RowWords(cols) words.
+inline constexpr int kNvfp4RowCodesOffset = 16;
+SPARK_ABI_HD constexpr long long Nvfp4RowScalesOffset(long long cols) {
+  return kNvfp4RowCodesOffset + cols / 2;
+}
+SPARK_ABI_HD constexpr long long Nvfp4RowBytes(long long cols) {
+  return Nvfp4RowScalesOffset(cols) + (cols / 16 + 15) / 16 * 16;
+}
+SPARK_ABI_HD constexpr long long Nvfp4RowWords(long long cols) { return Nvfp4RowBytes(cols) / 4; }
 
 // Returns the spec for `op` (a plan's op name), or nullptr when the op is unknown.
 inline const OpSpec* FindOp(const char* op) {

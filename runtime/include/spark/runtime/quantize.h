@@ -44,6 +44,12 @@ struct Fp8Weight {
   std::string elements;  // count e4m3 bytes
   float scale = 1.0f;
 };
+// One row of `cols` activations (cols % 64 == 0) as NVFP4 with its own global scale (W4A4,
+// quantize_nvfp4_rows): the NVFP4 rules above with the row as the tensor (global scale amax /
+// (6 * 448), 1 for a row of zeros), written to `row` in kernel_abi.h's packed row layout
+// (Nvfp4RowBytes(cols) bytes, padding zeroed).
+void QuantizeNvfp4Row(const float* x, int64_t cols, uint8_t* row);
+
 Fp8Weight QuantizeFp8(const uint16_t* bf16, int64_t count, int threads = 1);
 
 }  // namespace quant

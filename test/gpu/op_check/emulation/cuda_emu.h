@@ -66,6 +66,7 @@ namespace spk_emu {
 struct AsyncCopy {
   void* dst = nullptr;
   unsigned char bytes[16];
+  int size = 16;
   int group = 0;
 };
 struct Fiber {
@@ -82,7 +83,7 @@ inline void LandCopies(Fiber& f, int pending) {
   std::vector<AsyncCopy> left;
   for (const AsyncCopy& c : f.copies) {
     if (c.group < f.committed - pending) {
-      std::memcpy(c.dst, c.bytes, 16);
+      std::memcpy(c.dst, c.bytes, c.size);
     } else {
       left.push_back(c);
     }
@@ -294,6 +295,15 @@ inline void spk_emu_cp_async16(void* shared_dst, const void* global_src) {
   c.group = f.committed;
   f.copies.push_back(c);
 }
+inline void spk_emu_cp_async4(void* shared_dst, const void* global_src) {
+  spk_emu::Fiber& f = spk_emu::g_block->fibers[spk_emu::g_block->current];
+  spk_emu::AsyncCopy c;
+  c.dst = shared_dst;
+  c.size = 4;
+  std::memcpy(c.bytes, global_src, 4);
+  c.group = f.committed;
+  f.copies.push_back(c);
+}
 inline void spk_emu_cp_async_commit() { ++spk_emu::g_block->fibers[spk_emu::g_block->current].committed; }
 inline void spk_emu_cp_async_wait(int pending) {
   spk_emu::LandCopies(spk_emu::g_block->fibers[spk_emu::g_block->current], pending);
@@ -370,6 +380,59 @@ inline void spk_emu_mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0,
     float acc = c[e];
     for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
     c[e] = acc;
+  }
+}
+// Warp-collective block-scaled FP4 MMA (common.cuh mma_nvfp4_m16n8k64), from the PTX ISA's
+// fragment layouts for m16n8k64 and its block-scaling rules (.scale_vec::4X, ue4m3, selectors
+// {0, 0}): the products of the dequantised values summed exactly (double) and rounded once.
+inline void spk_emu_mma_nvfp4_m16n8k64(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1,
+                                       uint32_t scale_a, uint32_t scale_b) {
+  uint64_t* slots = spk_emu::Slots();
+  const int lane = spk_emu::Lane();
+  spk_emu::WarpSync();
+  slots[lane * 10 + 0] = a[0];
+  slots[lane * 10 + 1] = a[1];
+  slots[lane * 10 + 2] = a[2];
+  slots[lane * 10 + 3] = a[3];
+  slots[lane * 10 + 4] = b0;
+  slots[lane * 10 + 5] = b1;
+  slots[lane * 10 + 6] = scale_a;
+  slots[lane * 10 + 7] = scale_b;
+  spk_emu::WarpSync();
+  auto e2m1 = [](uint32_t code) {
+    static const double kMagnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+    return (code & 8u) != 0u ? -kMagnitude[code & 7u] : kMagnitude[code & 7u];
+  };
+  auto ue4m3 = [](uint32_t byte) {  // bit 7 must be 0 (PTX); 0x7f is NaN
+    if (byte > 0x7eu) return std::nan("");
+    const uint32_t e = byte >> 3, m = byte & 7u;
+    return e == 0u ? m * std::ldexp(1.0, -9) : std::ldexp(1.0 + m / 8.0, static_cast<int>(e) - 7);
+  };
+  double A[16][64], B[64][8], scale_rows[16][4], scale_cols[8][4];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l >> 2, q = l & 3;
+    const uint64_t* s = slots + l * 10;
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 8; ++j) {
+        A[g + 8 * (i & 1)][8 * q + j + 32 * (i >> 1)] = e2m1((s[i] >> (4 * j)) & 15u);
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 8; ++j) B[8 * q + j + 32 * i][g] = e2m1((s[4 + i] >> (4 * j)) & 15u);
+    }
+    for (int b = 0; b < 4; ++b) {
+      if (q < 2) scale_rows[g + 8 * q][b] = ue4m3((s[6] >> (8 * b)) & 255u);  // lanes 4g, 4g+1
+      if (q == 0) scale_cols[g][b] = ue4m3((s[7] >> (8 * b)) & 255u);        // lane 4g
+    }
+  }
+  const int g = lane >> 2, q = lane & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + (e >= 2 ? 8 : 0), col = 2 * q + (e & 1);
+    double acc = c[e];
+    for (int k = 0; k < 64; ++k) {
+      acc += A[row][k] * scale_rows[row][k / 16] * B[k][col] * scale_cols[col][k / 16];
+    }
+    c[e] = static_cast<float>(acc);
   }
 }
 }  // namespace spk
