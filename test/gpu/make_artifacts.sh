@@ -59,6 +59,12 @@ for m in tiny-dense tiny-e2b tiny-moe; do
     # test/gpu/results/2026-12-02-h200-quantized-experts.txt.)
     [ $m = tiny-moe ] || "$BIN/spark-compile" "$q.mlir" --target sm_90a --activation-precision bf16 \
       -o "$q.act-bf16.sm_90a.cubin"
+    # W4A4 (--fp4-activations: on sm_90a the warp-per-row path; the sm_121a image for its SASS).
+    if [ $fmt = nvfp4 ]; then
+      "$BIN/spark-compile" "$q.mlir" --target sm_90a --fp4-activations -o "$q.fp4-act.sm_90a.cubin" \
+        2> /dev/null
+      "$BIN/spark-compile" "$q.mlir" --target sm_121a --fp4-activations -o "$q.fp4-act.sm_121a.cubin"
+    fi
     rm -f "$q.mlir"
   done
 done

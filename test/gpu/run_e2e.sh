@@ -31,7 +31,9 @@
 #      W4A16 / W8A16 kernels on the GPU against the host reference on the same checkpoint, logits
 #      at 1e-3 and greedy ids equal (f32 activations), and with bf16 activations at ACT_BF16_RTOL;
 #      memcheck on one with --sanitizer; q-tiny-moe-ctnvfp4 is the NVFP4 one in compressed-tensors'
-#      layout (its global scales inverted at load);
+#      layout (its global scales inverted at load); the NVFP4 ones compiled with --fp4-activations
+#      (W4A4: on sm_90a the warp-per-row path) cuda against host at 1e-3, and their sm_121a images'
+#      linear_nvfp4_a4 entries must hold the block-scaled FP4 MMA (OMMA) in their SASS;
 #  11. when ARTIFACT_DIR has trunc6-26b-a4b-nvfp4{,.mt8}.sm_90a.cubin and python3 has torch: a
 #      6-layer Gemma 4 26B-A4B with random weights (tools/reference/make_full_size.py, in
 #      /dev/shm) quantized to NVFP4 by spark-quantize (beside SPARK_RUN), a 600-token prompt:
@@ -223,6 +225,12 @@ quantized() { # checkpoint image dir rtol
   $CMP "$d/cuda.safetensors" "$d/host.safetensors" --golden-tensor logits --rtol "$rtol" | head -1
   echo "tokens: equal the host's"
 }
+fp4_sass() {  # the sm_121a linear_nvfp4_a4 entries hold the block-scaled FP4 MMA (OMMA)
+  local n
+  n=$(cuobjdump -sass "$1" | awk '/Function : /{on = ($0 ~ /spark_linear_nvfp4_a4/)} on' | grep -c 'OMMA')
+  echo "linear_nvfp4_a4 entries: $n OMMA"
+  [ "$n" -gt 0 ]
+}
 for q in "$ART"/q-*/; do
   [ -d "$q" ] || continue
   n=$(basename "$q")
@@ -230,6 +238,14 @@ for q in "$ART"/q-*/; do
   check $n "cuda vs host (rtol 1e-3)" quantized "$q" "$ART/$n.sm_90a.cubin" $qd 1e-3
   if [ -f "$ART/$n.act-bf16.sm_90a.cubin" ]; then
     check $n "bf16 act.: cuda vs host ($ACT_BF16_RTOL)" quantized "$q" "$ART/$n.act-bf16.sm_90a.cubin" $qd $ACT_BF16_RTOL
+  fi
+  if [ -f "$ART/$n.fp4-act.sm_90a.cubin" ]; then  # W4A4: quantize_nvfp4_rows, linear_nvfp4_a4
+    check $n "W4A4 (--fp4-activations): cuda vs host (rtol 1e-3)" quantized "$q" \
+      "$ART/$n.fp4-act.sm_90a.cubin" $qd 1e-3
+  fi
+  if [ -f "$ART/$n.fp4-act.sm_121a.cubin" ] && command -v cuobjdump > /dev/null; then
+    check $n "W4A4 sm_121a SASS: block-scaled FP4 MMA in linear_nvfp4_a4" fp4_sass \
+      "$ART/$n.fp4-act.sm_121a.cubin"
   fi
 done
 for qn in q-tiny-dense-nvfp4 q-tiny-moe-nvfp4 q-tiny-moe-fp8 q-tiny-moe-ctnvfp4; do
