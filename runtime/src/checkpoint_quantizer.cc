@@ -153,7 +153,7 @@ uint64_t TensorBytes(const TensorHeader& header) {
 struct OutputTensor {
   TensorHeader header;
   const TensorView* source = nullptr;  // the input tensor (the module's weight)
-  enum class Part { kCopy, kCodes, kBlockScales, kTensorScale } part = Part::kCopy;
+  enum class Part { kCopy, kCodes, kBlockScales, kTensorScale, kInputScale } part = Part::kCopy;
 };
 
 class Quantizer {
@@ -172,6 +172,8 @@ class Quantizer {
   // the next call) for a quantized part.
   absl::StatusOr<absl::string_view> Produce(const OutputTensor& tensor);
   absl::Status WriteConfigs(const fs::path& in, const fs::path& out) const;
+  // The static activation scale of `module` from options_.input_amax.
+  absl::StatusOr<float> InputScale(const std::string& module) const;
   void Progress(const std::string& file) const {
     if (options_.on_progress) options_.on_progress(done_bytes_, checkpoint_.total_bytes(), file);
   }
@@ -190,6 +192,7 @@ class Quantizer {
   std::string produced_;  // the part Produce() returned last
   uint64_t done_bytes_ = 0;
   int quantized_ = 0;
+  int input_scales_ = 0;
   int threads_ = options_.threads > 0
                      ? options_.threads
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -263,6 +266,9 @@ std::vector<OutputTensor> Quantizer::Plan(const std::vector<const TensorView*>& 
       out.push_back({{module + ".weight_scale", "F32", {}}, t, OutputTensor::Part::kTensorScale});
       parts_left_[module] = 2;
     }
+    if (!options_.input_amax.empty()) {
+      out.push_back({{module + ".input_scale", "F32", {}}, t, OutputTensor::Part::kInputScale});
+    }
   }
   // Laid out so that the GPU can read every tensor in place (an integrated device): the header
   // is padded to 16 bytes, then come the tensors whose size is a multiple of 16 (each 16-byte
@@ -279,8 +285,40 @@ std::vector<OutputTensor> Quantizer::Plan(const std::vector<const TensorView*>& 
   return out;
 }
 
+absl::StatusOr<float> Quantizer::InputScale(const std::string& module) const {
+  auto found = options_.input_amax.find(module);
+  float amax = found != options_.input_amax.end() ? found->second : -1.0f;
+  // An expert no calibration token reached: the largest amax of its layer's experts for the same
+  // projection ("<layer>.experts.<e>.<projection>").
+  const size_t experts = module.find(".experts.");
+  if (amax < 0.0f && experts != std::string::npos) {
+    const size_t dot = module.find('.', experts + 9);
+    const std::string layer = module.substr(0, experts + 9);
+    const std::string projection = dot == std::string::npos ? "" : module.substr(dot);
+    for (const auto& [name, value] : options_.input_amax) {
+      if (absl::StartsWith(name, layer) && absl::EndsWith(name, projection) &&
+          name.find('.', experts + 9) == name.size() - projection.size()) {
+        amax = std::max(amax, value);
+      }
+    }
+  }
+  if (amax < 0.0f) {
+    return absl::InternalError(PrintableText(absl::StrCat(
+        "calibration measured no input for ", module, " (it is quantized but no step of the "
+        "model's plan read it)")));
+  }
+  if (amax == 0.0f) return 1.0f;
+  return amax / (format_ == Format::kNvfp4 ? quant::kE2M1Max * quant::kE4M3Max : quant::kE4M3Max);
+}
+
 absl::StatusOr<absl::string_view> Quantizer::Produce(const OutputTensor& tensor) {
   const TensorView& source = *tensor.source;
+  if (tensor.part == OutputTensor::Part::kInputScale) {
+    SPARK_ASSIGN_OR_RETURN(const float scale, InputScale(ModuleOf(source.name)));
+    ++input_scales_;
+    produced_ = FloatBytes(scale);
+    return absl::string_view(produced_);
+  }
   if (tensor.part == OutputTensor::Part::kCopy) {
     done_bytes_ += source.num_bytes;
     return absl::string_view(reinterpret_cast<const char*>(source.data), source.num_bytes);
@@ -408,6 +446,7 @@ absl::StatusOr<QuantizeCheckpointResult> Quantizer::Run() {
   }
   QuantizeCheckpointResult result;
   result.quantized_layers = quantized_;
+  result.input_scales = input_scales_;
   result.narrow_layers = static_cast<int>(kept_narrow_.size());
   result.input_bytes = checkpoint_.total_bytes();
   result.output_bytes = total_size;

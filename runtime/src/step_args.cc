@@ -319,6 +319,7 @@ StepOutput MakeStepOutput(const Plan& plan, int step_index, const OutputBuffer& 
   out.step_index = step_index;
   out.step = &plan.steps[step_index];
   out.name = output.name;
+  out.buffer = output.buffer;
   out.dtype = buffer.dtype;
   out.shape.push_back(num_tokens);
   out.shape.insert(out.shape.end(), buffer.row_shape.begin(), buffer.row_shape.end());

@@ -28,10 +28,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "artifact_cache.h"
 #include "http_server.h"
 #include "openai_api.h"
 #include "scheduler.h"
+#include "spark/runtime/artifact_cache.h"
 #include "spark/runtime/chat_template.h"
 #include "spark/runtime/device.h"
 #include "spark/runtime/engine.h"
@@ -74,7 +74,7 @@ void Note(const std::string& text) {
 // The model name clients use: --model-name, else the artifact's stem.
 std::string ModelName(const Flags& flags) {
   if (!flags.model_name.empty()) return flags.model_name;
-  if (serve::IsCheckpointDirectory(flags.model)) {
+  if (rt::IsCheckpointDirectory(flags.model)) {
     std::string dir = flags.model;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     return dir.substr(dir.rfind('/') + 1);
@@ -113,18 +113,8 @@ absl::StatusOr<std::string> ArtifactFor(const Flags& flags, rt::DeviceMode mode)
       return devices.status();
     }
   }
-  serve::CompileRequest request;
-  request.checkpoint = flags.model;
-  request.target = target;
-  const std::string prefix = rt::RunningInstallPrefix();
-  request.tools_dir = prefix.empty() ? "" : prefix + "/bin";
-  const char* cache = std::getenv("SPARK_CACHE_DIR");
-  const char* home = std::getenv("HOME");
-  request.cache_dir = absl::StrCat(cache != nullptr ? cache
-                                   : home != nullptr ? absl::StrCat(home, "/.cache/spark")
-                                                     : std::string("/tmp/spark-cache"),
-                                   "/artifacts");
-  return serve::CompiledArtifact(request, [](absl::string_view text) { Note(std::string(text)); });
+  return rt::CompiledArtifact(rt::DefaultCompileRequest(flags.model, target),
+                              [](absl::string_view text) { Note(std::string(text)); });
 }
 
 absl::StatusOr<Loaded> Load(const Flags& flags) {
@@ -184,7 +174,7 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
   }
   rt::ModelOptions model_options;
   model_options.artifact = flags.model;
-  if (serve::IsCheckpointDirectory(flags.model)) {
+  if (rt::IsCheckpointDirectory(flags.model)) {
     SPARK_ASSIGN_OR_RETURN(model_options.artifact, ArtifactFor(flags, engine_options.device));
   }
   model_options.weights = flags.weights;
@@ -208,7 +198,7 @@ absl::StatusOr<Loaded> Load(const Flags& flags) {
 }
 
 absl::Status Serve(Flags flags) {
-  if (flags.weights.empty() && serve::IsCheckpointDirectory(flags.model)) flags.weights = flags.model;
+  if (flags.weights.empty() && rt::IsCheckpointDirectory(flags.model)) flags.weights = flags.model;
   if (flags.weights.empty()) {
     return absl::InvalidArgumentError(
         "--weights is required (a checkpoint directory or .safetensors file)");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ struct QuantizeCheckpointOptions {
   // lm_head, *embed_tokens*, *router*, *vision*, *audio*. Fused MoE experts are written one
   // linear per expert (<layer>.experts.<e>.{gate,up,down}_proj) unless all are excluded.
   std::vector<std::string> exclude;
+  // Calibration (spark-quantize --calibration-prompt-ids; calibration.h): the amax of each linear
+  // module's input. When not empty, every quantized module gets ModelOpt's static activation scale
+  // `<module>.input_scale` (F32 scalar): amax / (6 * 448) for NVFP4, amax / 448 for FP8 (1 for an
+  // amax of 0). An expert no calibration token was routed to takes the largest amax of its layer's
+  // experts for that projection; any other quantized module without an amax is an error.
+  std::map<std::string, float> input_amax;
   int threads = 0;  // 0: every hardware thread
   // Called as tensors are written: bytes of the input done, of the input in all, the file.
   std::function<void(uint64_t done, uint64_t total, const std::string& file)> on_progress;
@@ -36,6 +43,7 @@ struct QuantizeCheckpointOptions {
 
 struct QuantizeCheckpointResult {
   int quantized_layers = 0;
+  int input_scales = 0;  // input_scale tensors written (calibration)
   int narrow_layers = 0;  // NVFP4 linears kept bf16: input width no multiple of 16
   uint64_t input_bytes = 0;
   uint64_t output_bytes = 0;

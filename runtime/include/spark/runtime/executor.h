@@ -42,6 +42,7 @@ struct StepOutput {
   int step_index = 0;
   const Step* step = nullptr;
   std::string name;  // "<step index>.<source>", plus ".<argument>" when the step has several
+  int64_t buffer = -1;  // the plan buffer
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;  // [num_tokens, row_shape...]
   const void* data = nullptr;  // host memory, valid during the call

@@ -1,9 +1,10 @@
-#include "artifact_cache.h"
+#include "spark/runtime/artifact_cache.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,10 +14,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spark/runtime/module_resolver.h"
 #include "spark/runtime/plan_format.h"
 
 namespace spark {
-namespace serve {
+namespace rt {
 namespace {
 
 namespace fs = std::filesystem;
@@ -59,6 +61,21 @@ std::string Tool(const CompileRequest& request, const char* name) {
 }
 
 }  // namespace
+
+CompileRequest DefaultCompileRequest(const std::string& checkpoint, const std::string& target) {
+  CompileRequest request;
+  request.checkpoint = checkpoint;
+  request.target = target;
+  const std::string prefix = RunningInstallPrefix();
+  request.tools_dir = prefix.empty() ? "" : prefix + "/bin";
+  const char* cache = std::getenv("SPARK_CACHE_DIR");
+  const char* home = std::getenv("HOME");
+  request.cache_dir = absl::StrCat(cache != nullptr ? cache
+                                   : home != nullptr ? absl::StrCat(home, "/.cache/spark")
+                                                     : std::string("/tmp/spark-cache"),
+                                   "/artifacts");
+  return request;
+}
 
 bool IsCheckpointDirectory(const std::string& path) {
   std::error_code error;
@@ -126,5 +143,5 @@ absl::StatusOr<std::string> CompiledArtifact(const CompileRequest& request,
   return artifact.string();
 }
 
-}  // namespace serve
+}  // namespace rt
 }  // namespace spark

@@ -1,9 +1,10 @@
-// spark-serve MODEL where MODEL is a checkpoint directory (config.json + safetensors) with no
-// compiled artifact: it is imported and compiled by spark-import and spark-compile, run as child
-// processes (the server links no MLIR), into a cache directory keyed by the checkpoint and the
-// options, and the cached artifact is used the next time.
-#ifndef SPARK_RUNTIME_SRC_SERVE_ARTIFACT_CACHE_H_
-#define SPARK_RUNTIME_SRC_SERVE_ARTIFACT_CACHE_H_
+// A checkpoint directory (config.json + safetensors) with no compiled artifact, for the tools that
+// take one (spark-serve MODEL, spark-quantize --calibration-prompt-ids): it is imported and
+// compiled by spark-import and spark-compile, run as child processes (the runtime links no MLIR),
+// into a cache directory keyed by the checkpoint and the options, and the cached artifact is used
+// the next time.
+#ifndef SPARK_RUNTIME_ARTIFACT_CACHE_H_
+#define SPARK_RUNTIME_ARTIFACT_CACHE_H_
 
 #include <functional>
 #include <string>
@@ -12,7 +13,7 @@
 #include "absl/strings/string_view.h"
 
 namespace spark {
-namespace serve {
+namespace rt {
 
 struct CompileRequest {
   std::string checkpoint;  // directory with config.json
@@ -20,6 +21,11 @@ struct CompileRequest {
   std::string tools_dir;   // where spark-import and spark-compile are (else PATH)
   std::string cache_dir;   // the cache's root
 };
+
+// The request for `checkpoint` and `target` with the defaults the tools use: spark-import and
+// spark-compile from the running installation's bin/ (else PATH), the cache under
+// $SPARK_CACHE_DIR (default ~/.cache/spark)/artifacts.
+CompileRequest DefaultCompileRequest(const std::string& checkpoint, const std::string& target);
 
 // True when `path` is a directory holding a config.json.
 bool IsCheckpointDirectory(const std::string& path);
@@ -30,7 +36,7 @@ bool IsCheckpointDirectory(const std::string& path);
 absl::StatusOr<std::string> CompiledArtifact(const CompileRequest& request,
                                              const std::function<void(absl::string_view)>& note);
 
-}  // namespace serve
+}  // namespace rt
 }  // namespace spark
 
-#endif  // SPARK_RUNTIME_SRC_SERVE_ARTIFACT_CACHE_H_
+#endif  // SPARK_RUNTIME_ARTIFACT_CACHE_H_
