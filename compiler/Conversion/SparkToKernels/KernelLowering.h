@@ -102,6 +102,10 @@ public:
   /// --fp4-activations: NVFP4-weight linears whose input width is a multiple of 64 quantize
   /// their activations to NVFP4 (quantize_nvfp4_rows) and run W4A4 (linear_nvfp4_a4).
   virtual bool fp4Activations() const = 0;
+  /// The packed NVFP4 rows of activation `activation`, `cols` wide (a scratch that
+  /// quantize_nvfp4_rows writes): launched when first asked for, then shared by every linear that
+  /// reads the same value (q, k and v; gate and up).
+  virtual Arg nvfp4Rows(mlir::Value activation, int64_t cols) = 0;
   /// Appends a step of registry op `op` with `args` in the registry's order: a launch, or for a
   /// transfer op (a copy) a spark.transfer, which ignores `grid`. Its source is the op's name,
   /// with `suffix` appended after a dot when given ("layers.0.self_attn.merge").

@@ -3,8 +3,9 @@
 // spark.linear to linear, linear_nvfp4 or linear_fp8 by the weight's format (the verifier checked
 // the scales): one warp per output row, 8 warps per block, for any token count (the kernels take
 // their GEMV or tensor-core path from it). With fp4Activations (spark-compile --fp4-activations),
-// an NVFP4 linear whose input width is a multiple of 64 becomes quantize_nvfp4_rows (a block per
-// token row, into a scratch of packed NVFP4 rows) and linear_nvfp4_a4 (W4A4).
+// an NVFP4 linear whose input width is a multiple of 64 becomes linear_nvfp4_a4 (W4A4) over the
+// packed NVFP4 rows of its input, which one quantize_nvfp4_rows (a block per token row) writes
+// for all the linears that read that input.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelLowering.h"
@@ -38,14 +39,10 @@ LogicalResult lowerLinear(LinearOp l, KernelLowering &k) {
     break;
   case LinearOp::WeightFormat::kNvfp4:
     if (k.fp4Activations() && inFeatures % 64 == 0) {
-      const int64_t rowWords = abi::Nvfp4RowWords(inFeatures);
-      Arg rows = k.scratch("nvfp4_rows", {rowWords});
-      k.launch(abi::OpId::kQuantizeNvfp4Rows,
-               {in, rows, Arg::numTokens(), k.i32(inFeatures), k.i32(rowWords)}, perToken(1),
-               "quantize");
       k.launch(abi::OpId::kLinearNvfp4A4,
-               {rows, *w, scales[0], scales[1], y, Arg::numTokens(), k.i32(outFeatures),
-                k.i32(inFeatures), k.i32(rowWords)},
+               {k.nvfp4Rows(l.getInput(), inFeatures), *w, scales[0], scales[1], y,
+                Arg::numTokens(), k.i32(outFeatures), k.i32(inFeatures),
+                k.i32(abi::Nvfp4RowWords(inFeatures))},
                grid);
       break;
     }

@@ -135,6 +135,17 @@ public:
   int64_t maxTokens() const override { return tokens; }
   bool bf16Activations() const override { return bf16; }
   bool fp4Activations() const override { return fp4; }
+  Arg nvfp4Rows(Value activation, int64_t cols) override {
+    auto [it, made] = fp4Rows.try_emplace(activation, Arg::null());
+    if (!made)
+      return it->second;
+    const int64_t words = abi::Nvfp4RowWords(cols);
+    it->second = scratch("nvfp4_rows", {words});
+    launch(abi::OpId::kQuantizeNvfp4Rows,
+           {input(activation), it->second, Arg::numTokens(), i32(cols), i32(words)}, perToken(1),
+           "quantize");
+    return it->second;
+  }
   void launch(abi::OpId op, SmallVector<Arg> args, GridRule grid,
               StringRef suffix = "") override;
   void fuse(Operation *op) override { fusedAway.insert(op); }
@@ -161,6 +172,8 @@ private:
   int64_t tokens;
   bool bf16;
   bool fp4;
+  /// The quantized rows of each activation a W4A4 linear read (nvfp4Rows).
+  DenseMap<Value, Arg> fp4Rows;
   MLIRContext *ctx;
   LoweringTable table;
   /// The op being lowered, and what its lowering did wrong (reported after it returns).
