@@ -413,13 +413,20 @@ SPK_DEVICE void ldmatrix_x4_trans(uint32_t d[4], const void* row) {
 // Asynchronous 16-byte copy global -> shared (cp.async.cg: cached in L2 only). The copies a thread
 // issued are complete and visible to itself after cp_async_wait_all(), to the block after a
 // barrier that follows it. Both addresses 16-byte aligned.
+#if !defined(SPARK_KERNEL_EMULATION)
+// The global-window address of a generic pointer into global memory.
+SPK_DEVICE uint64_t global_addr(const void* p) {
+  uint64_t a;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(a) : "l"(p));
+  return a;
+}
+#endif
 SPK_DEVICE void cp_async16(void* shared_dst, const void* global_src) {
 #if defined(SPARK_KERNEL_EMULATION)
   spk_emu_cp_async16(shared_dst, global_src);
 #else
-  uint64_t src;
-  asm("cvta.to.global.u64 %0, %1;" : "=l"(src) : "l"(global_src));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_addr(shared_dst)), "l"(src)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_addr(shared_dst)),
+               "l"(global_addr(global_src))
                : "memory");
 #endif
 }
@@ -429,9 +436,8 @@ SPK_DEVICE void cp_async4(void* shared_dst, const void* global_src) {
 #if defined(SPARK_KERNEL_EMULATION)
   spk_emu_cp_async4(shared_dst, global_src);
 #else
-  uint64_t src;
-  asm("cvta.to.global.u64 %0, %1;" : "=l"(src) : "l"(global_src));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared_addr(shared_dst)), "l"(src)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(shared_addr(shared_dst)),
+               "l"(global_addr(global_src))
                : "memory");
 #endif
 }

@@ -25,6 +25,7 @@
 #include <memory>
 #include <csetjmp>
 #include <functional>
+#include <initializer_list>
 #include <ucontext.h>
 #include <vector>
 
@@ -224,6 +225,16 @@ inline T Shuffle(T v, Source source) {
   std::memcpy(&r, &other, sizeof(T));
   return r;
 }
+// Warp-collective: every lane publishes its operands (at most 10) to slots[lane * 10 + i]; returns
+// the slots, which hold every lane's until the warp's next exchange.
+inline const uint64_t* ShareOperands(std::initializer_list<uint64_t> operands) {
+  uint64_t* slots = Slots();
+  WarpSync();  // previous readers of the slots are done
+  int i = 0;
+  for (const uint64_t v : operands) slots[Lane() * 10 + i++] = v;
+  WarpSync();
+  return slots;
+}
 }  // namespace spk_emu
 
 template <typename T>
@@ -344,17 +355,9 @@ inline void spk_emu_ldmatrix_x4_trans(uint32_t d[4], const void* row) {
 
 // Warp-collective m16n8k16 bf16 MMA with the fragment layout documented in common.cuh.
 inline void spk_emu_mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  uint64_t* slots = spk_emu::Slots();
-  const int lane = spk_emu::Lane();
-  spk_emu::WarpSync();
   // slots[lane * 10 + ...]: a0..a3, b0, b1
-  slots[lane * 10 + 0] = a[0];
-  slots[lane * 10 + 1] = a[1];
-  slots[lane * 10 + 2] = a[2];
-  slots[lane * 10 + 3] = a[3];
-  slots[lane * 10 + 4] = b0;
-  slots[lane * 10 + 5] = b1;
-  spk_emu::WarpSync();
+  const uint64_t* slots = spk_emu::ShareOperands({a[0], a[1], a[2], a[3], b0, b1});
+  const int lane = spk_emu::Lane();
   auto bf = [](uint32_t w, int half) {
     const uint32_t u = half ? (w & 0xffff0000u) : (w << 16);
     float f;
@@ -387,18 +390,9 @@ inline void spk_emu_mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0,
 // {0, 0}): the products of the dequantised values summed exactly (double) and rounded once.
 inline void spk_emu_mma_nvfp4_m16n8k64(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1,
                                        uint32_t scale_a, uint32_t scale_b) {
-  uint64_t* slots = spk_emu::Slots();
+  // slots[lane * 10 + ...]: a0..a3, b0, b1, scale_a, scale_b
+  const uint64_t* slots = spk_emu::ShareOperands({a[0], a[1], a[2], a[3], b0, b1, scale_a, scale_b});
   const int lane = spk_emu::Lane();
-  spk_emu::WarpSync();
-  slots[lane * 10 + 0] = a[0];
-  slots[lane * 10 + 1] = a[1];
-  slots[lane * 10 + 2] = a[2];
-  slots[lane * 10 + 3] = a[3];
-  slots[lane * 10 + 4] = b0;
-  slots[lane * 10 + 5] = b1;
-  slots[lane * 10 + 6] = scale_a;
-  slots[lane * 10 + 7] = scale_b;
-  spk_emu::WarpSync();
   auto e2m1 = [](uint32_t code) {
     static const double kMagnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
     return (code & 8u) != 0u ? -kMagnitude[code & 7u] : kMagnitude[code & 7u];
