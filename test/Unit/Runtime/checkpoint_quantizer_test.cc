@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -108,6 +109,80 @@ TEST(CheckpointQuantizerTest, AFailureLeavesNoOutput) {
   options.output = dir.Path("empty");
   EXPECT_FALSE(QuantizeCheckpoint(options).ok());
   EXPECT_TRUE(std::filesystem::is_empty(dir.Path("empty")));
+}
+
+// Calibration's input_amax becomes each quantized module's input_scale (amax / (6 x 448) for
+// NVFP4, / 448 for FP8; 1 for 0); a fused MoE layer's experts get theirs per expert, and an
+// expert no calibration token reached takes the largest of its layer's for that projection; a
+// quantized module with no amax at all is an error that leaves no output.
+TEST(CheckpointQuantizerTest, CalibrationWritesInputScales) {
+  TempDir dir;
+  dir.Write("in/config.json", R"({"model_type": "gemma4_text", "hidden_size": 32})");
+  const std::vector<OwnedTensor> tensors = {
+      Bf16Tensor("model.layers.0.self_attn.q_proj.weight", {64, 32}, 0.05f),
+      Bf16Tensor("model.layers.0.mlp.down_proj.weight", {32, 48}, 0.05f),
+      Bf16Tensor("model.layers.0.experts.gate_up_proj", {3, 2 * 16, 32}, 0.05f),
+      Bf16Tensor("model.layers.0.experts.down_proj", {3, 32, 16}, 0.05f),
+  };
+  ASSERT_TRUE(WriteSafetensors(dir.Path("in/model.safetensors"), tensors).ok());
+  QuantizeCheckpointOptions options;
+  options.input = dir.Path("in");
+  options.output = dir.Path("out");
+  options.format = QuantizedFormat::kNvfp4;
+  options.input_amax = {{"model.layers.0.self_attn.q_proj", 26.88f},
+                        {"model.layers.0.mlp.down_proj", 0.0f},
+                        {"model.layers.0.experts.0.gate_proj", 2.688f},
+                        {"model.layers.0.experts.0.up_proj", 2.688f},
+                        {"model.layers.0.experts.2.gate_proj", 5.376f},
+                        {"model.layers.0.experts.2.up_proj", 5.376f},
+                        {"model.layers.0.experts.0.down_proj", 1.0f},
+                        {"model.layers.0.experts.1.down_proj", 8.0f},
+                        {"model.layers.0.experts.2.down_proj", 4.0f}};
+  const absl::StatusOr<QuantizeCheckpointResult> result = QuantizeCheckpoint(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->quantized_layers, 2 + 3 * 3);
+  EXPECT_EQ(result->input_scales, 2 + 3 * 3);
+  const absl::StatusOr<std::vector<OwnedTensor>> written =
+      ReadSafetensorsFile(dir.Path("out/model.safetensors"));
+  ASSERT_TRUE(written.ok()) << written.status();
+  std::map<std::string, float> scale;
+  for (const OwnedTensor& t : *written) {
+    if (t.name.size() > 12 && t.name.compare(t.name.size() - 12, 12, ".input_scale") == 0) {
+      ASSERT_EQ(t.dtype, "F32");
+      ASSERT_EQ(t.bytes.size(), 4u);
+      std::memcpy(&scale[t.name.substr(0, t.name.size() - 12)], t.bytes.data(), 4);
+    }
+  }
+  EXPECT_EQ(scale.size(), 11u);
+  EXPECT_EQ(scale["model.layers.0.self_attn.q_proj"], 26.88f / 2688.0f);
+  EXPECT_EQ(scale["model.layers.0.mlp.down_proj"], 1.0f);
+  EXPECT_EQ(scale["model.layers.0.experts.0.gate_proj"], 2.688f / 2688.0f);
+  EXPECT_EQ(scale["model.layers.0.experts.1.gate_proj"], 5.376f / 2688.0f);  // not routed
+  EXPECT_EQ(scale["model.layers.0.experts.1.up_proj"], 5.376f / 2688.0f);
+  EXPECT_EQ(scale["model.layers.0.experts.1.down_proj"], 8.0f / 2688.0f);
+  // FP8: amax / 448; a quantized module calibration never reached is an error, nothing written.
+  options.format = QuantizedFormat::kFp8;
+  options.output = dir.Path("fp8");
+  options.input_amax.erase("model.layers.0.mlp.down_proj");
+  const absl::StatusOr<QuantizeCheckpointResult> missing = QuantizeCheckpoint(options);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(
+                "calibration measured no input for model.layers.0.mlp.down_proj"),
+            absl::string_view::npos)
+      << missing.status();
+  EXPECT_FALSE(std::filesystem::exists(dir.Path("fp8")));
+  options.input_amax["model.layers.0.mlp.down_proj"] = 44.8f;
+  ASSERT_TRUE(QuantizeCheckpoint(options).ok());
+  const absl::StatusOr<std::vector<OwnedTensor>> fp8 =
+      ReadSafetensorsFile(dir.Path("fp8/model.safetensors"));
+  ASSERT_TRUE(fp8.ok());
+  for (const OwnedTensor& t : *fp8) {
+    if (t.name == "model.layers.0.mlp.down_proj.input_scale") {
+      float v;
+      std::memcpy(&v, t.bytes.data(), 4);
+      EXPECT_EQ(v, 44.8f / 448.0f);
+    }
+  }
 }
 
 TEST(CheckpointQuantizerTest, FormatNames) {
