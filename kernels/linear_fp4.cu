@@ -89,7 +89,9 @@ SPK_DEVICE void rows_path(const float* xq, const unsigned char* w, const unsigne
   const int blocks = in / 16;
   const int64_t scales_offset = spark::abi::Nvfp4RowScalesOffset(in);
   const int lane = lane_id();
-  const bool w_aligned = aligned8(w);  // packed rows are 16-byte aligned in their workspace
+  // 8-byte code loads where the pointers allow (the compiler aligns every buffer to 256 bytes and
+  // a packed row is a multiple of 16 bytes; a plan may place a workspace at any 4-byte offset).
+  const bool w_aligned = aligned8(w), xq_aligned = aligned8(xq);
   const int64_t warps = static_cast<int64_t>(gridDim.x) * num_warps();
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * num_warps() + warp_id(); o < out;
        o += warps) {
@@ -112,8 +114,8 @@ SPK_DEVICE void rows_path(const float* xq, const unsigned char* w, const unsigne
         for (int j = 0; j < kRowsPathTokens; ++j) {
           if (j < nt) {
             const unsigned char* row = packed_row(xq, t0 + j, row_words);
-            const uint2 ac = *reinterpret_cast<const uint2*>(
-                row + spark::abi::kNvfp4RowCodesOffset + 8 * b);
+            const uint2 ac =
+                load_block_codes(row + spark::abi::kNvfp4RowCodesOffset + 8 * b, xq_aligned);
             // Exact: |sum| <= 16 x 36 and the scales' product has at most 8 significant bits.
             acc[j] += block_dot(ac, wv) * (e4m3_to_f32(row[scales_offset + b]) * ws);
           }
