@@ -209,9 +209,12 @@ int* DeviceRouting(int T, int E, int K, std::mt19937& rng) {
   return d;
 }
 
-void BenchMoe(int T, int hidden, int inter, int E, int K, std::mt19937& rng, const Figures& f) {
+// bf16_act: bf16 activation storage (x, act and y; the buffers are allocated at f32 size).
+void BenchMoe(int T, int hidden, int inter, int E, int K, std::mt19937& rng, const Figures& f,
+              bool bf16_act = false) {
   const int slots = T * K;
-  float* x = DeviceRandom<float>(static_cast<size_t>(T) * hidden, rng, 1.0f);
+  void* x = bf16_act ? static_cast<void*>(DeviceRandom<bf16_t>(static_cast<size_t>(T) * hidden, rng, 1.0f))
+                     : static_cast<void*>(DeviceRandom<float>(static_cast<size_t>(T) * hidden, rng, 1.0f));
   bf16_t* gu = DeviceRandom<bf16_t>(static_cast<size_t>(E) * 2 * inter * hidden, rng, 0.05f);
   bf16_t* down = DeviceRandom<bf16_t>(static_cast<size_t>(E) * hidden * inter, rng, 0.05f);
   float* w = DeviceRandom<float>(slots, rng, 1.0f);
@@ -226,7 +229,8 @@ void BenchMoe(int T, int hidden, int inter, int E, int K, std::mt19937& rng, con
   const int grid_dn = Grid((int64_t{T} * hidden + 7) / 8);
   const std::string shape = "T=" + std::to_string(T) + " hidden=" + std::to_string(hidden) +
                             " inter=" + std::to_string(inter) + " E=" + std::to_string(E) +
-                            " K=" + std::to_string(K);
+                            " K=" + std::to_string(K) + (bf16_act ? " act=bf16" : "");
+  if (bf16_act) SetActivationPrecision(1);
   const double gu_ms = MedianMs([&] {
     check_moe_gate_up<<<grid_gu, 256>>>(x, gu, idx, act, T, hidden, inter, E, K, path);
   });
@@ -236,9 +240,10 @@ void BenchMoe(int T, int hidden, int inter, int E, int K, std::mt19937& rng, con
   const double dn_ms = MedianMs([&] {
     check_moe_down<<<grid_dn, 256>>>(act, down, w, idx, y, parts, T, hidden, inter, E, K, path);
   });
+  if (bf16_act) SetActivationPrecision(0);
   Row("moe_down (grouped)", shape, dn_ms, 2.0 * slots * inter * hidden, 2.0 * E * hidden * inter,
       f);
-  for (void* p : {static_cast<void*>(x), static_cast<void*>(gu), static_cast<void*>(down),
+  for (void* p : {x, static_cast<void*>(gu), static_cast<void*>(down),
                   static_cast<void*>(w), static_cast<void*>(idx), static_cast<void*>(act),
                   static_cast<void*>(y), static_cast<void*>(parts)}) {
     cudaFree(p);
@@ -335,13 +340,18 @@ void BenchMoeFormats(int T, int hidden, int inter, int E, int K, std::mt19937& r
 int main(int argc, char** argv) {
   Figures f{0.0, 781.0};
   const char* label = "working tree";
+  bool moe_only = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--only=moe") == 0) {
+      moe_only = true;
+      continue;
+    }
     if (std::strncmp(argv[i], "--gemm-tflops=", 14) == 0) {
       f.gemm_tflops = std::atof(argv[i] + 14);
     } else if (std::strncmp(argv[i], "--label=", 8) == 0) {
       label = argv[i] + 8;
     } else {
-      std::fprintf(stderr, "usage: %s [--gemm-tflops=X] [--label=TEXT]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--gemm-tflops=X] [--label=TEXT] [--only=moe]\n", argv[0]);
       return 2;
     }
   }
@@ -354,6 +364,12 @@ int main(int argc, char** argv) {
   std::printf("| kernel | shape | ms (median of 20) | TFLOP/s | weight+activation GB/s |\n");
   std::printf("| --- | --- | --- | --- | --- |\n");
   std::mt19937 rng(1234);
+  if (moe_only) {  // the grouped experts alone, at the chunk sizes prefill runs
+    BenchMoe(512, 2816, 704, 128, 8, rng, f);
+    BenchMoe(1024, 2816, 704, 128, 8, rng, f);
+    BenchMoe(1024, 2816, 704, 128, 8, rng, f, /*bf16_act=*/true);
+    return 0;
+  }
   // 31B (hidden 5376, MLP 21504, 32 x 256 query heads): a 512-token prefill chunk and decode.
   for (int T : {512, 1}) {
     BenchLinear(T, 21504, 5376, "31B mlp up", rng, f);

@@ -62,6 +62,9 @@ SPK_DEVICE int64_t global_thread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 SPK_DEVICE int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+// Set bits of v: the clang builtin (llvm.ctpop, `popc` in PTX) rather than CUDA's __popc, which
+// clang resolves through libdevice (not linked).
+SPK_DEVICE int popc(unsigned v) { return __builtin_popcount(v); }
 SPK_DEVICE int64_t global_warp() {
   return static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
 }

@@ -52,36 +52,62 @@ template <class W>
 constexpr int kDecodeRows = W::kGemvRows;
 #endif
 
-// The slots (t * top_k + k) routed to expert e, in slot order: writes those of rank
-// [first, first + mma::kBM) to rows[rank - first] and returns how many slots e has in all.
+// The slots (t * top_k + k) routed to expert e are listed in shared memory kListedRows at a
+// time (an expert has at most one slot per token, so one list holds it for calls of up to
+// kListedRows tokens: the default --max-tokens) and taken 64 rows per tile.
+constexpr int kListedRows = 1024;
+
+// Writes the slots routed to expert e of rank [first, first + kListedRows), in slot order, to
+// rows[rank - first] and returns how many slots e has in all. Two passes over `indices` and
+// two barriers: each warp counts the hits in its own run of slots (a ballot per 32), then writes
+// its hits after the earlier warps' (the second pass only where its ranks meet the window).
 // Every thread of the (256-thread) block must call it; s_warp holds 8 ints.
 SPK_DEVICE int expert_rows(const int* indices, int num_slots, int e, int first, int* rows,
                            int* s_warp) {
-  const int lane = lane_id(), warp = warp_id();
-  int total = 0;
-  __syncthreads();  // the caller is done with rows from the previous call
-  for (int base = 0; base < num_slots; base += blockDim.x) {
-    const int slot = base + static_cast<int>(threadIdx.x);
-    const int hit = slot < num_slots && ldg_i(indices + slot) == e ? 1 : 0;
-    int incl = hit;  // inclusive prefix count within the warp
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int other = __shfl_sync(0xffffffffu, incl, lane >= off ? lane - off : lane);
-      if (lane >= off) incl += other;
-    }
-    if (lane == 31) s_warp[warp] = incl;
-    __syncthreads();
-    int before = 0, chunk = 0;
-    for (int w = 0; w < num_warps(); ++w) {
-      if (w < warp) before += s_warp[w];
-      chunk += s_warp[w];
-    }
-    const int rank = total + before + incl - 1;
-    if (hit && rank >= first && rank < first + mma::kBM) rows[rank - first] = slot;
-    total += chunk;
-    __syncthreads();  // s_warp is rewritten by the next chunk
+  const int lane = lane_id(), warp = warp_id(), warps = num_warps();
+  const int per_warp = ((num_slots + 31) / 32 + warps - 1) / warps * 32;
+  const int begin = warp * per_warp;
+  const int end = begin + per_warp < num_slots ? begin + per_warp : num_slots;
+  const auto hits = [&](int base) {
+    const int slot = base + lane;
+    return __ballot_sync(0xffffffffu, slot < end && ldg_i(indices + slot) == e);
+  };
+  __syncthreads();  // the caller is done with rows and s_warp from the previous call
+  int count = 0;
+  for (int base = begin; base < end; base += 32) count += popc(hits(base));
+  if (lane == 0) s_warp[warp] = count;
+  __syncthreads();
+  int before = 0, total = 0;
+  for (int w = 0; w < warps; ++w) {
+    if (w < warp) before += s_warp[w];
+    total += s_warp[w];
   }
+  if (before < first + kListedRows && before + count > first) {  // warp-uniform
+    int rank = before;
+    for (int base = begin; base < end; base += 32) {
+      const unsigned mask = hits(base);
+      const int r = rank + popc(mask & ((1u << lane) - 1u));
+      if ((mask >> lane) & 1u && r >= first && r < first + kListedRows) rows[r - first] = base + lane;
+      rank += popc(mask);
+    }
+  }
+  __syncthreads();  // rows complete
   return total;
+}
+
+// Calls group(rows, n) for expert e's slots n <= mma::kBM at a time (rows: n slots in shared
+// memory, in slot order). Every thread of the block must call it.
+template <class Group>
+SPK_DEVICE void for_each_row_group(const int* indices, int num_slots, int e, int* s_rows,
+                                   int* s_warp, const Group& group) {
+  for (int window = 0;; window += kListedRows) {
+    const int total = expert_rows(indices, num_slots, e, window, s_rows, s_warp);
+    const int listed = total - window < kListedRows ? total - window : kListedRows;
+    for (int first = 0; first < listed; first += mma::kBM) {
+      group(s_rows + first, listed - first < mma::kBM ? listed - first : mma::kBM);
+    }
+    if (total <= window + kListedRows) return;
+  }
 }
 
 // Slots whose index is outside [0, num_experts) belong to no expert's group: their rows (of
@@ -108,7 +134,7 @@ SPK_DEVICE void gate_up_grouped(ActIn x, const Experts& experts, const int* indi
                                 int num_tokens, int hidden, int intermediate, int num_experts,
                                 int top_k) {
   __shared__ __align__(16) mma::Smem smem;
-  __shared__ int s_rows[mma::kBM];
+  __shared__ int s_rows[kListedRows];
   __shared__ int s_warp[8];
   const int num_slots = num_tokens * top_k;
   zero_unrouted_rows(indices, num_slots, num_experts, act, intermediate);
@@ -118,23 +144,20 @@ SPK_DEVICE void gate_up_grouped(ActIn x, const Experts& experts, const int* indi
     const int e = static_cast<int>(tile / col_tiles);
     const int i0 = static_cast<int>(tile % col_tiles) * (mma::kBN / 2);
     const auto w = experts(e);
-    for (int first = 0;; first += mma::kBM) {
-      const int total = expert_rows(indices, num_slots, e, first, s_rows, s_warp);
-      if (first >= total) break;
-      const int nrows = total - first < mma::kBM ? total - first : mma::kBM;
+    for_each_row_group(indices, num_slots, e, s_rows, s_warp, [&](const int* rows, int nrows) {
       const auto x_row = [&](int r) -> ActIn {
-        return x + static_cast<int64_t>(s_rows[r] / top_k) * hidden;
+        return x + static_cast<int64_t>(rows[r] / top_k) * hidden;
       };
       mma::Accum acc;
       w.tile_gate_up(smem, x_row, nrows, i0, intermediate, acc);
       mma::for_each_pair(acc, [&](int r, int c, float gate, float up) {
         const int i = i0 + (c >> 1);
         if (r < nrows && i < intermediate) {
-          act[static_cast<int64_t>(s_rows[r]) * intermediate + i] =
+          act[static_cast<int64_t>(rows[r]) * intermediate + i] =
               spk_gelu(gate * w.row_scale(i)) * (up * w.row_scale(intermediate + i));
         }
       });
-    }
+    });
   }
 }
 
@@ -146,7 +169,7 @@ SPK_DEVICE void down_grouped(ActIn act, const Experts& experts, ActIn weights, c
                              float* partials, int num_tokens, int hidden, int intermediate,
                              int num_experts, int top_k) {
   __shared__ __align__(16) mma::Smem smem;
-  __shared__ int s_rows[mma::kBM];
+  __shared__ int s_rows[kListedRows];
   __shared__ int s_warp[8];
   const int num_slots = num_tokens * top_k;
   zero_unrouted_rows(indices, num_slots, num_experts, partials, hidden);
@@ -156,24 +179,21 @@ SPK_DEVICE void down_grouped(ActIn act, const Experts& experts, ActIn weights, c
     const int e = static_cast<int>(tile / col_tiles);
     const int h0 = static_cast<int>(tile % col_tiles) * mma::kBN;
     const auto w = experts(e);
-    for (int first = 0;; first += mma::kBM) {
-      const int total = expert_rows(indices, num_slots, e, first, s_rows, s_warp);
-      if (first >= total) break;
-      const int nrows = total - first < mma::kBM ? total - first : mma::kBM;
+    for_each_row_group(indices, num_slots, e, s_rows, s_warp, [&](const int* rows, int nrows) {
       const auto act_row = [&](int r) -> ActIn {
-        return act + static_cast<int64_t>(s_rows[r]) * intermediate;
+        return act + static_cast<int64_t>(rows[r]) * intermediate;
       };
       mma::Accum acc;
       w.tile(smem, act_row, nrows, h0, hidden, acc);
       mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
         if (r >= nrows) return;
-        const int slot = s_rows[r], h = h0 + c;
+        const int slot = rows[r], h = h0 + c;
         const float ws = weights.ldg(slot);
         float* row = partials + static_cast<int64_t>(slot) * hidden;
         if (h < hidden) row[h] = ws * (c0 * w.row_scale(h));
         if (h + 1 < hidden) row[h + 1] = ws * (c1 * w.row_scale(h + 1));
       });
-    }
+    });
   }
 }
 

@@ -522,7 +522,10 @@ void Moe(std::vector<OpCase>* cases, bool quick) {
       {1, H, I, E, K, true, false},         // decode: ungrouped despite a workspace
       {5, 1001, 100, 6, 2, false, false},   {40, 1008, 100, 6, 2, true, false},
       {200, 1008, 104, 6, 2, true, false},  {24, 64, 32, 8, 2, true, false},
-      {24, 64, 32, 8, 2, true, true},       {1, 64, 32, 8, 2, false, false}};
+      {24, 64, 32, 8, 2, true, true},       {1, 64, 32, 8, 2, false, false},
+      // 1100 slots per expert: more than one shared-memory list of an expert's rows (moe.cu
+      // kListedRows) and 18 tiles of 64 rows each.
+      {1100, 64, 32, 2, 2, true, false}};
   const struct {
     const char* gate_up;
     const char* down;

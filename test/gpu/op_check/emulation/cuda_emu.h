@@ -252,6 +252,15 @@ inline T __shfl_up_sync(unsigned /*mask*/, T v, int delta) {
   return spk_emu::Shuffle(v, [delta](int lane) { return lane >= delta ? lane - delta : lane; });
 }
 
+// Warp vote: bit l of the result is lane l's predicate (every lane of the warp takes part, as
+// the kernels call it).
+inline unsigned __ballot_sync(unsigned /*mask*/, int predicate) {
+  const uint64_t* slots = spk_emu::ShareOperands({predicate != 0 ? 1u : 0u});
+  unsigned bits = 0;
+  for (int l = 0; l < 32; ++l) bits |= static_cast<unsigned>(slots[l * 10]) << l;
+  return bits;
+}
+
 // Fibers switch only at barriers, so a plain read-modify-write is atomic here.
 template <typename T>
 inline T atomicAdd(T* p, T v) {
