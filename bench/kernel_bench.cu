@@ -5,7 +5,8 @@
 // spark_linear_fp8, W4A16 / W8A16, the same shapes: bytes are the weights' real bytes, 0.5625 and
 // 1 per weight) and the grouped MoE experts (spark_moe_gate_up /
 // spark_moe_down at a 512-token chunk of 26B-A4B, random top-8 routing; then the experts in
-// bf16, NVFP4 and FP8 at decode and at a 512-token chunk). Each figure is set
+// bf16, NVFP4 and FP8 at decode and at a 512-token chunk); with --only=moe just the grouped
+// experts, at 512- and 1024-token chunks (f32, and bf16 activations). Each figure is set
 // against the ceiling of the same GPU: the device-to-device copy bandwidth this program measures,
 // and a bf16 GEMM throughput given on the command line (bench/ceilings.py measures it with
 // torch.matmul).

@@ -47,6 +47,8 @@
 #       and the GEMM ceiling (SPARK_GEMM_TFLOPS, default 781: bench/ceilings.py on the H200). With
 #       BASE_DIR (a directory holding another copy of kernels/), the same program is also built
 #       from that copy, so that two kernel variants are timed in one run.
+#       SPARK_KERNEL_BENCH_ONLY=moe times only the grouped MoE experts (512- and 1024-token
+#       chunks, f32 and bf16 activations).
 #   bench/run_bench.sh all OUTDIR IMAGEDIR SPARK_RUN
 #       every stage in one run, for a machine without a per-command time limit (about 45 minutes
 #       on the H200): ceilings, tiny, then for 26b-a4b and 31b: spark, pytorch eager, pytorch
@@ -218,12 +220,14 @@ case "$stage" in
         bench/kernel_bench.cu -o "$2" || exit 1
     }
     build . "$out/kernel_bench"
-    "$out/kernel_bench" --gemm-tflops="$tflops" --label="kernels/ of the working tree" \
+    only=()
+    [[ -n "${SPARK_KERNEL_BENCH_ONLY:-}" ]] && only=(--only="$SPARK_KERNEL_BENCH_ONLY")
+    "$out/kernel_bench" "${only[@]}" --gemm-tflops="$tflops" --label="kernels/ of the working tree" \
       | tee "$out/kernels.md"
     if [[ -n "$base" ]]; then
       build "$base" "$out/kernel_bench_base"
       echo | tee -a "$out/kernels.md"
-      "$out/kernel_bench_base" --gemm-tflops="$tflops" --label="kernels/ of $base" \
+      "$out/kernel_bench_base" "${only[@]}" --gemm-tflops="$tflops" --label="kernels/ of $base" \
         | tee -a "$out/kernels.md"
     fi
     ;;
