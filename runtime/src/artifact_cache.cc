@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "spark/runtime/module_resolver.h"
 #include "spark/runtime/plan_format.h"
+#include "spark/runtime/target.h"
 
 namespace spark {
 namespace rt {
@@ -53,7 +54,8 @@ std::string ReadTail(const std::string& path) {
   return all.size() > 2000 ? all.substr(all.size() - 2000) : all;
 }
 
-// The tool beside spark-serve when it is there, else the one on PATH.
+// The tool in request.tools_dir (the running installation's bin/) when it is there, else the one
+// on PATH.
 std::string Tool(const CompileRequest& request, const char* name) {
   std::error_code error;
   const fs::path beside = fs::path(request.tools_dir) / name;
@@ -75,6 +77,11 @@ CompileRequest DefaultCompileRequest(const std::string& checkpoint, const std::s
                                                      : std::string("/tmp/spark-cache"),
                                    "/artifacts");
   return request;
+}
+
+std::string ArtifactTargetFor(const DeviceInfo* device) {
+  return device == nullptr ? "compute_90"
+                           : NativeTargetFor(device->cc_major, device->cc_minor).ToString();
 }
 
 bool IsCheckpointDirectory(const std::string& path) {
@@ -123,18 +130,19 @@ absl::StatusOr<std::string> CompiledArtifact(const CompileRequest& request,
                     dir.string(), ")"));
   // Written under a temporary name and renamed, so that an interrupted compile leaves no
   // artifact that looks complete.
-  const std::string partial = (dir / absl::StrCat("partial.", request.target, ptx ? ".ptx" : ".cubin")).string();
-  status = RunTool({Tool(request, "spark-compile"), mlir, "--target", request.target, "-o", partial},
-                   log);
+  const std::string partial =
+      (dir / absl::StrCat("partial.", request.target, ptx ? ".ptx" : ".cubin")).string();
+  status = RunTool(
+      {Tool(request, "spark-compile"), mlir, "--target", request.target, "-o", partial}, log);
   if (status != 0) {
-    return absl::InternalError(absl::StrCat("spark-compile --target ", request.target, " failed (exit ",
-                                            status, "):\n", ReadTail(log)));
+    return absl::InternalError(absl::StrCat("spark-compile --target ", request.target,
+                                            " failed (exit ", status, "):\n", ReadTail(log)));
   }
-  if (ptx) {
+  if (ptx) {  // its plan first: the PTX is what marks the entry complete
     fs::rename(dir / absl::StrCat("partial.", request.target, ".plan"),
                dir / absl::StrCat("model.", request.target, ".plan"), error);
   }
-  fs::rename(partial, artifact, error);
+  if (!error) fs::rename(partial, artifact, error);
   if (error) {
     return absl::InternalError(absl::StrCat("cannot move the compiled model to ", artifact.string(),
                                             ": ", error.message()));

@@ -28,6 +28,12 @@ bool IsMoeDown(abi::OpId op) {
          op == abi::OpId::kMoeDownFp8;
 }
 
+// The argument holding the activations a linear or MoE expert step reads; null for other ops.
+const char* InputArgName(abi::OpId op) {
+  if (IsLinear(op) || IsMoeGateUp(op)) return "x";
+  return IsMoeDown(op) ? "act" : nullptr;
+}
+
 // The module a weight belongs to: its name without ".weight".
 std::string ModuleOf(const std::string& weight) {
   return absl::EndsWith(weight, ".weight") ? weight.substr(0, weight.size() - 7) : weight;
@@ -42,16 +48,14 @@ const StepArg& ArgOf(const Step& step, const char* name) {
 
 LinearInputRanges::LinearInputRanges(const Plan& plan)
     : plan_(plan), watched_(plan.buffers.size(), false) {
+  const auto watch = [&](const StepArg& arg) {
+    if (arg.kind == ArgRefKind::kBuffer) watched_[arg.index] = true;
+  };
   for (const Step& step : plan.steps) {
-    const char* input = IsLinear(step.op)       ? "x"
-                        : IsMoeGateUp(step.op) ? "x"
-                        : IsMoeDown(step.op)   ? "act"
-                                               : nullptr;
+    const char* input = InputArgName(step.op);
     if (input == nullptr) continue;
-    for (const char* name : {input, IsLinear(step.op) ? input : "indices"}) {
-      const StepArg& arg = ArgOf(step, name);
-      if (arg.kind == ArgRefKind::kBuffer) watched_[arg.index] = true;
-    }
+    watch(ArgOf(step, input));
+    if (!IsLinear(step.op)) watch(ArgOf(step, "indices"));  // the experts of each row
   }
 }
 
@@ -79,9 +83,10 @@ absl::Status LinearInputRanges::Observe(const StepOutput& output) {
 
 absl::Status LinearInputRanges::MeasureInput(int step_index) {
   const Step& step = plan_.steps[step_index];
+  const char* input_name = InputArgName(step.op);
+  if (input_name == nullptr) return absl::OkStatus();
   const bool gate_up = IsMoeGateUp(step.op), down = IsMoeDown(step.op);
-  if (!IsLinear(step.op) && !gate_up && !down) return absl::OkStatus();
-  const StepArg& input = ArgOf(step, down ? "act" : "x");
+  const StepArg& input = ArgOf(step, input_name);
   const StepArg& weight = ArgOf(step, IsLinear(step.op) ? "w" : gate_up ? "gate_up" : "down");
   const auto found = latest_.find(input.index);
   if (input.kind != ArgRefKind::kBuffer || weight.kind != ArgRefKind::kWeight ||

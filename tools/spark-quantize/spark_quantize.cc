@@ -76,11 +76,10 @@ absl::StatusOr<std::map<std::string, float>> Calibrate(const std::string& input,
   SPARK_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> prompts,
                          ReadPromptIds(prompts_path));
   std::vector<rt::DeviceInfo> devices;
-  std::string target = "compute_90";  // the plan is all the host executor reads
   if (device == "cuda") {
-    SPARK_ASSIGN_OR_RETURN(devices, rt::ListDevices());
-    target = absl::StrCat("sm_", devices.front().cc_major, devices.front().cc_minor, "a");
+    SPARK_ASSIGN_OR_RETURN(devices, rt::ListDevices());  // not empty when it succeeds
   }
+  const std::string target = rt::ArtifactTargetFor(devices.empty() ? nullptr : &devices.front());
   SPARK_ASSIGN_OR_RETURN(
       const std::string image,
       rt::CompiledArtifact(rt::DefaultCompileRequest(input, target), [](absl::string_view text) {

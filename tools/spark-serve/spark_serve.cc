@@ -104,15 +104,13 @@ absl::StatusOr<int64_t> KvPoolSessions(const std::string& value) {
 }
 
 absl::StatusOr<std::string> ArtifactFor(const Flags& flags, rt::DeviceMode mode) {
-  std::string target = "compute_90";
+  absl::StatusOr<std::vector<rt::DeviceInfo>> devices = std::vector<rt::DeviceInfo>{};
   if (mode != rt::DeviceMode::kHost) {
-    absl::StatusOr<std::vector<rt::DeviceInfo>> devices = rt::ListDevices();
-    if (devices.ok()) {
-      target = absl::StrCat("sm_", devices->front().cc_major, devices->front().cc_minor, "a");
-    } else if (mode == rt::DeviceMode::kCuda) {
-      return devices.status();
-    }
+    devices = rt::ListDevices();
+    if (!devices.ok() && mode == rt::DeviceMode::kCuda) return devices.status();
   }
+  const std::string target = rt::ArtifactTargetFor(
+      devices.ok() && !devices->empty() ? &devices->front() : nullptr);
   return rt::CompiledArtifact(rt::DefaultCompileRequest(flags.model, target),
                               [](absl::string_view text) { Note(std::string(text)); });
 }

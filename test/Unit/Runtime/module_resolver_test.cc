@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "loader_test_util.h"
+#include "spark/runtime/artifact_cache.h"
 #include "spark/runtime/target.h"
 
 namespace spark {
@@ -87,6 +88,18 @@ TEST(TargetTest, NativeTargetForDevice) {
   EXPECT_EQ(NativeTargetFor(9, 0).ToString(), "sm_90a");
   EXPECT_EQ(NativeTargetFor(12, 1).ToString(), "sm_121a");
   EXPECT_EQ(NativeTargetFor(8, 9).ToString(), "sm_89");
+}
+
+// What spark-serve and spark-quantize compile a checkpoint directory for (artifact_cache.h).
+TEST(TargetTest, ArtifactTargetForDevice) {
+  EXPECT_EQ(ArtifactTargetFor(nullptr), "compute_90");  // the host executor: PTX and its plan
+  DeviceInfo a100, gb10;
+  a100.cc_major = 8;
+  a100.cc_minor = 0;
+  gb10.cc_major = 12;
+  gb10.cc_minor = 1;
+  EXPECT_EQ(ArtifactTargetFor(&a100), "sm_80");  // no arch-specific target below 9.0
+  EXPECT_EQ(ArtifactTargetFor(&gb10), "sm_121a");
 }
 
 TEST(TargetTest, ParsesComputeCapability) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "spark/runtime/device.h"
 
 namespace spark {
 namespace rt {
@@ -26,6 +27,11 @@ struct CompileRequest {
 // spark-compile from the running installation's bin/ (else PATH), the cache under
 // $SPARK_CACHE_DIR (default ~/.cache/spark)/artifacts.
 CompileRequest DefaultCompileRequest(const std::string& checkpoint, const std::string& target);
+
+// The target to compile a checkpoint for: `device`'s native target (target.h NativeTargetFor), or
+// for the host reference executor (`device` null), which reads only the plan, compute_90 (PTX and
+// its plan: no ptxas needed).
+std::string ArtifactTargetFor(const DeviceInfo* device);
 
 // True when `path` is a directory holding a config.json.
 bool IsCheckpointDirectory(const std::string& path);
