@@ -104,6 +104,11 @@ int Grid(int64_t blocks) {
   return static_cast<int>(std::clamp<int64_t>(blocks, 1, spark::abi::kMaxLaunchBlocks));
 }
 int LinearGrid(int out) { return Grid((out + 7) / 8); }
+// The dynamic shared memory the runtime gives a dense linear's launch of T tokens (plan.h
+// LaunchSharedBytes: the prefill tiles' stages); main() opts the wrappers in.
+int LinearShared(int T) {
+  return spark::abi::CallSharedBytes(spark::abi::OpId::kLinear, T);
+}
 
 struct Figures {
   double copy_gbs;
@@ -137,7 +142,8 @@ void BenchLinear(int T, int out, int in, const char* what, std::mt19937& rng, co
   Check(cudaMalloc(&y, static_cast<size_t>(T) * out * act), "cudaMalloc");
   if (bf16_act) SetActivationPrecision(1);
   const int grid = LinearGrid(out);
-  const double ms = MedianMs([&] { check_linear<<<grid, 256>>>(x, w, y, T, out, in); });
+  const double ms =
+      MedianMs([&] { check_linear<<<grid, 256, LinearShared(T)>>>(x, w, y, T, out, in); });
   if (bf16_act) SetActivationPrecision(0);
   const double flops = 2.0 * T * out * in;
   const double bytes = 2.0 * out * in + static_cast<double>(act) * T * (in + out);
@@ -179,11 +185,11 @@ void BenchQuantizedLinear(int T, int out, int in, const char* what, std::mt19937
   const std::string shape = std::string(what) + " T=" + std::to_string(T) + " " +
                             std::to_string(out) + "x" + std::to_string(in);
   const double ms4 = MedianMs([&] {
-    check_linear_nvfp4<<<grid, 256>>>(x, codes, blocks, scale, y, T, out, in);
+    check_linear_nvfp4<<<grid, 256, LinearShared(T)>>>(x, codes, blocks, scale, y, T, out, in);
   });
   Row("linear_nvfp4", shape, ms4, flops, out * in * (0.5 + 1.0 / 16) + activations, f);
   const double ms8 = MedianMs([&] {
-    check_linear_fp8<<<grid, 256>>>(x, fp8, scale, y, T, out, in, out);
+    check_linear_fp8<<<grid, 256, LinearShared(T)>>>(x, fp8, scale, y, T, out, in, out);
   });
   Row("linear_fp8", shape, ms8, flops, 1.0 * out * in + activations, f);
   for (void* p : {static_cast<void*>(x), static_cast<void*>(codes), static_cast<void*>(blocks),
@@ -341,10 +347,10 @@ void BenchMoeFormats(int T, int hidden, int inter, int E, int K, std::mt19937& r
 int main(int argc, char** argv) {
   Figures f{0.0, 781.0};
   const char* label = "working tree";
-  bool moe_only = false;
+  bool moe_only = false, linear_only = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--only=moe") == 0) {
-      moe_only = true;
+    if (std::strcmp(argv[i], "--only=moe") == 0 || std::strcmp(argv[i], "--only=linear") == 0) {
+      (argv[i][7] == 'm' ? moe_only : linear_only) = true;
       continue;
     }
     if (std::strncmp(argv[i], "--gemm-tflops=", 14) == 0) {
@@ -352,12 +358,23 @@ int main(int argc, char** argv) {
     } else if (std::strncmp(argv[i], "--label=", 8) == 0) {
       label = argv[i] + 8;
     } else {
-      std::fprintf(stderr, "usage: %s [--gemm-tflops=X] [--label=TEXT] [--only=moe]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--gemm-tflops=X] [--label=TEXT] [--only=moe|linear]\n",
+                   argv[0]);
       return 2;
     }
   }
   cudaDeviceProp prop{};
   Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  const int tile_bytes = spark::abi::kLinearTileSharedBytes;
+  Check(cudaFuncSetAttribute(check_linear, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             tile_bytes),
+        "cudaFuncSetAttribute");
+  Check(cudaFuncSetAttribute(check_linear_nvfp4, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             tile_bytes),
+        "cudaFuncSetAttribute");
+  Check(cudaFuncSetAttribute(check_linear_fp8, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             tile_bytes),
+        "cudaFuncSetAttribute");
   f.copy_gbs = CopyBandwidthGBs();
   std::printf("kernel_bench: %s; GPU %s (sm_%d%d); copy %.0f GB/s (measured), GEMM ceiling %.0f "
               "TFLOP/s (given)\n\n",
@@ -382,6 +399,13 @@ int main(int argc, char** argv) {
     BenchLinear(1024, 21504, 5376, "31B mlp up", rng, f, bf16_act);
     BenchLinear(1024, 5376, 21504, "31B mlp down", rng, f, bf16_act);
     BenchLinear(1024, 8192, 5376, "31B q", rng, f, bf16_act);
+  }
+  if (linear_only) {  // the dense linears alone: the prefill tiles, then the quantized ones
+    for (int T : {512, 1}) {
+      BenchQuantizedLinear(T, 21504, 5376, "31B mlp up", rng, f);
+      BenchQuantizedLinear(T, 5376, 21504, "31B mlp down", rng, f);
+    }
+    return 0;
   }
   // Decode steps of several sequences (continuous batching): weights read once per step.
   for (int T : {2, 4, 8, 16, 32}) {

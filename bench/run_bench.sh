@@ -48,7 +48,8 @@
 #       BASE_DIR (a directory holding another copy of kernels/), the same program is also built
 #       from that copy, so that two kernel variants are timed in one run.
 #       SPARK_KERNEL_BENCH_ONLY=moe times only the grouped MoE experts (512- and 1024-token
-#       chunks, f32 and bf16 activations).
+#       chunks, f32 and bf16 activations); =linear only the dense linears (31B shapes: 512- and
+#       1024-token chunks with f32 and bf16 activations, decode, NVFP4 / FP8 at 512 and 1).
 #   bench/run_bench.sh all OUTDIR IMAGEDIR SPARK_RUN
 #       every stage in one run, for a machine without a per-command time limit (about 45 minutes
 #       on the H200): ceilings, tiny, then for 26b-a4b and 31b: spark, pytorch eager, pytorch

@@ -375,6 +375,28 @@ SPK_DEVICE void mma_nvfp4_m16n8k64(float c[4], const uint32_t a[4], uint32_t b0,
 #define SPK_HAS_FP4_MMA 0
 #endif
 
+// The block's dynamic shared memory (16-byte aligned), and how many bytes of it the launch gave
+// (%dynamic_smem_size; rt::LaunchSharedBytes says how many a step's launch gets).
+#if !defined(SPARK_KERNEL_EMULATION)
+extern __shared__ __align__(16) unsigned char spk_dynamic_shared[];
+#endif
+SPK_DEVICE unsigned char* dynamic_shared() {
+#if defined(SPARK_KERNEL_EMULATION)
+  return spk_emu_dynamic_shared();
+#else
+  return spk_dynamic_shared;
+#endif
+}
+SPK_DEVICE uint32_t dynamic_shared_bytes() {
+#if defined(SPARK_KERNEL_EMULATION)
+  return spk_emu_dynamic_shared_bytes();
+#else
+  uint32_t n;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+  return n;
+#endif
+}
+
 #if !defined(SPARK_KERNEL_EMULATION)
 // The 32-bit shared-window address of a generic pointer into shared memory.
 SPK_DEVICE uint32_t shared_addr(const void* p) {

@@ -10,12 +10,14 @@
 //      vector-friendly sizes (below), 16-byte aligned x and w, blockDim.x == 256: the
 //      small-batch GEMV on tensor cores (below): 16 output rows per block, its warps splitting
 //      the input dimension; each weight read once per step, each activation once per 16 rows.
-//   2. more tokens, the same conditions: tensor-core tiles with
-//      `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+, including sm_121a; mma_tile.cuh).
-//      A block computes a 64-token x 128-row tile of y, K in steps of 32 through two
-//      shared-memory stages (fragments by ldmatrix; the loads of the next steps overlap the
-//      MMAs). bf16 weights go to shared memory by cp.async; quantized ones through registers, as
-//      code x block scale in bf16 (exact), the tensor or row scale applied to the accumulators.
+//   2. more tokens, the same conditions, and the launch's dynamic shared memory (the registry's
+//      abi::kLinearTileSharedBytes for these calls): tensor-core tiles with
+//      `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+, including sm_121a; mma_tile.cuh
+//      DenseTile, DenseSplitTile). A block computes a 128-token (bf16 activations) or 64-token
+//      (f32) x 128-row tile of y, K in steps of 32 through three shared-memory stages
+//      (fragments by ldmatrix; the loads of the next steps overlap the MMAs). bf16 weights go
+//      to shared memory by cp.async; quantized ones through registers, as code x block scale in
+//      bf16 (exact), the tensor or row scale applied to the accumulators.
 //      f32 activations are split into two bf16 terms, x = hi + lo, both multiplied with the
 //      (exact) bf16 weights: relative error ~2^-17 per product instead of 2^-9 for a plain bf16
 //      cast, at 2x the MMA work; bf16 activations go to shared memory by cp.async as they are and
@@ -39,7 +41,9 @@ namespace linear {
 namespace {
 
 constexpr int kGemvUnroll = 8;  // 16-byte weight loads in flight per lane (decode GEMV)
-constexpr int kSmallBatchMaxTokens = 16;  // past it the tiles are faster (H200, 31B shapes)
+// Past it the tiles are faster (H200, 31B shapes); the registry gives larger calls the tiles'
+// shared memory.
+constexpr int kSmallBatchMaxTokens = spark::abi::kLinearSmallBatchMaxTokens;
 
 // ---- weight formats: weight_formats.cuh ----
 using weights::Bf16Weights;
@@ -363,10 +367,9 @@ SPK_DEVICE void small_batch(ActIn x, const W& w, ActOut y, int T, int out, int i
 }
 
 template <class W>
-SPK_DEVICE void small_batch_dispatch(ActIn x, const W& w, ActOut y, int T, int out, int in,
-                                     mma::Smem& smem) {
-  static_assert(kSmallBatchWarps * 2 * 128 * sizeof(float) <= sizeof(mma::Smem), "shared");
-  float* red = reinterpret_cast<float*>(&smem);
+SPK_DEVICE void small_batch_dispatch(ActIn x, const W& w, ActOut y, int T, int out, int in) {
+  // The warps' partial tiles (static: calls of these sizes get no dynamic shared memory).
+  __shared__ __align__(16) float red[kSmallBatchWarps * 2 * 128];
   static_assert(kSmallBatchMaxTokens <= 16, "n-tiles");
   if (T <= 8)
     small_batch<1>(x, w, y, T, out, in, red);
@@ -376,17 +379,19 @@ SPK_DEVICE void small_batch_dispatch(ActIn x, const W& w, ActOut y, int T, int o
 
 // ---- tensor-core tiles (prefill): mma_tile.cuh ----
 
-template <class W>
-SPK_DEVICE void gemm_mma(ActIn x, const W& w, ActOut y, int T, int out, int in, mma::Smem& smem) {
-  const int mt = (T + mma::kBM - 1) / mma::kBM;
+// y over tiles of shape Tile, in the launch's dynamic shared memory.
+template <class Tile, class W>
+SPK_DEVICE void gemm_tiles(ActIn x, const W& w, ActOut y, int T, int out, int in) {
+  mma::Smem<Tile>& smem = *reinterpret_cast<mma::Smem<Tile>*>(dynamic_shared());
+  const int mt = (T + Tile::kBM - 1) / Tile::kBM;
   const int nt = (out + mma::kBN - 1) / mma::kBN;
   for (int64_t tile = blockIdx.x; tile < static_cast<int64_t>(mt) * nt; tile += gridDim.x) {
     // Consecutive blocks take consecutive token tiles of the same weight tile (L2 reuse).
-    const int m0 = static_cast<int>(tile % mt) * mma::kBM;
+    const int m0 = static_cast<int>(tile % mt) * Tile::kBM;
     const int n0 = static_cast<int>(tile / mt) * mma::kBN;
     const auto x_row = [&](int r) -> ActIn { return x + static_cast<int64_t>(m0 + r) * in; };
-    mma::Accum acc;
-    w.tile(smem, x_row, mma::rows_in_tile(m0, T, mma::kBM), n0, out, acc);
+    mma::Accum<Tile> acc;
+    w.tile(smem, x_row, mma::rows_in_tile(m0, T, Tile::kBM), n0, out, acc);
     mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
       const int t = m0 + r, col = n0 + c;
       if (t >= T) return;
@@ -395,6 +400,24 @@ SPK_DEVICE void gemm_mma(ActIn x, const W& w, ActOut y, int T, int out, int in, 
       if (col + 1 < out) yr[col + 1] = c1 * w.row_scale(col + 1);
     });
   }
+}
+
+// The tile shape of the module's activation precision (mma_tile.cuh): 128 x 128 for bf16, 64 x 128
+// for f32 (hi and lo halves).
+template <class W>
+SPK_DEVICE void gemm_mma(ActIn x, const W& w, ActOut y, int T, int out, int in) {
+  if (act_bf16()) {
+    gemm_tiles<mma::DenseTile>(x, w, y, T, out, in);
+  } else {
+    gemm_tiles<mma::DenseSplitTile>(x, w, y, T, out, in);
+  }
+}
+
+// Whether the launch gave the dense tiles their shared memory.
+SPK_DEVICE bool has_tile_memory() {
+  const uint32_t need = act_bf16() ? sizeof(mma::Smem<mma::DenseTile>)
+                                   : sizeof(mma::Smem<mma::DenseSplitTile>);
+  return dynamic_shared_bytes() >= need;
 }
 
 // The whole op for weights of format W.
@@ -411,12 +434,12 @@ SPK_DEVICE void run(const void* x_in, const W& w, void* y_out, int num_tokens, i
   }
   // 8-element activation loads (16 bytes of bf16, two of 16 of f32) and 16-byte weight loads.
   const bool vec = w.vector_ok() && aligned16(x_in);
-  // Both tensor-core paths use this block's shared memory (the small batch for its partial sums).
-  __shared__ __align__(16) mma::Smem smem;
+  // The tiles' stages are in the dynamic shared memory the registry gives calls of their sizes
+  // (abi::CallSharedBytes); a launch given less (none of spark's) takes the GEMV.
   if (vec && num_tokens >= 2 && num_tokens <= kSmallBatchMaxTokens && blockDim.x == 256) {
-    small_batch_dispatch(x, w, y, num_tokens, out_features, in_features, smem);
-  } else if (vec && num_tokens > kSmallBatchMaxTokens && blockDim.x == 256) {
-    gemm_mma(x, w, y, num_tokens, out_features, in_features, smem);
+    small_batch_dispatch(x, w, y, num_tokens, out_features, in_features);
+  } else if (vec && num_tokens > kSmallBatchMaxTokens && blockDim.x == 256 && has_tile_memory()) {
+    gemm_mma(x, w, y, num_tokens, out_features, in_features);
   } else if (vec) {
     gemv_dispatch<true>(x, w, y, num_tokens, out_features, in_features);
   } else {

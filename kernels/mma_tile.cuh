@@ -1,5 +1,6 @@
-// One 64 x 128 output tile of C = A @ B^T on tensor cores (`mma.sync.m16n8k16` bf16, f32
-// accumulation), shared by the dense GEMM (linear.cu) and the grouped MoE GEMM (moe.cu).
+// One output tile of C = A @ B^T on tensor cores (`mma.sync.m16n8k16` bf16, f32 accumulation),
+// 64 or 128 x 128 (GroupedTile, DenseTile, DenseSplitTile below), shared by the dense GEMM
+// (linear.cu) and the grouped MoE GEMM (moe.cu).
 //
 // A is activations (f32 or bf16 storage, common.cuh ActIn), B weights in checkpoint layout
 // [rows, K]: bf16, or quantized (NVFP4, FP8) and converted to bf16 on the way to shared memory
@@ -14,15 +15,16 @@
 //   - f32 A is split into two bf16 terms, a = hi + lo (hi = bf16(a), lo = bf16(a - hi)), both
 //     multiplied with the exact bf16 B: ~16 mantissa bits of a per product (relative error
 //     ~2^-17) instead of 2^-9 for a plain bf16 cast, at 2x the MMA work. Pipeline: K runs in
-//     steps of 32 through two shared-memory stages; bf16 B goes from global to shared memory
+//     steps of 32 through shared-memory stages; bf16 B goes from global to shared memory
 //     with cp.async (no registers), A (and quantized B) through registers, converted on the way;
 //     while the warps multiply step k, the cp.async operands of step k + 1 are in flight and the
-//     register operands of step k + 2 are being loaded, with one barrier per step.
+//     register operands of step k + 2 are being loaded (with three stages the cp.async
+//     operands run two steps ahead), one barrier per step.
 //   - bf16 A is already an MMA operand: A goes to shared memory by cp.async, and each product
 //     takes one MMA, the exact product of the bf16 inputs with f32 accumulation.
 // Fragments come from shared memory with ldmatrix.
-// 256 threads (8 warps, 2 x 4, each 32 x 32 of the tile); K % 8 == 0 and 16-byte aligned rows are
-// the caller's to check. Shared memory: 40 KiB (Smem).
+// 256 threads (8 warps, 2 x 4, each kBM / 2 x 32 of the tile); K % 8 == 0 and 16-byte aligned
+// rows are the caller's to check. Shared memory: Smem<Cfg>, the caller's (static or dynamic).
 #ifndef SPARK_KERNELS_MMA_TILE_CUH_
 #define SPARK_KERNELS_MMA_TILE_CUH_
 
@@ -32,78 +34,110 @@ namespace spk {
 namespace mma {
 
 constexpr int kThreads = 256;
-constexpr int kBM = 64;    // A rows (tokens) per tile
 constexpr int kBN = 128;   // B rows (outputs) per tile
 constexpr int kBK = 32;    // K per shared-memory stage
 constexpr int kPad = 8;    // bf16 padding per shared row (conflict-free ldmatrix)
 constexpr int kLds = kBK + kPad;  // 40 bf16 = 80 bytes per shared row
-constexpr int kSplitStages = 2;   // f32 A: hi and lo halves
-// bf16 A: two as well. Three (the copies two steps ahead, in the same bytes as f32's two) passed
-// the CPU emulation, including copies that land as late as the GPU allows, but one op-check
-// case (linear T=100 out=520 in=704, bf16 activations) gave NaN outputs on the H100 (the op
-// check's outputs start as NaN: unwritten or computed, not known) where the host reference has
-// none, 2026-12-07, and could not be looked into again there: the stage count is a parameter of
-// the pipeline, to be raised once that is understood (whether the two-stage kernels of d31f54a
-// fail that case too was not run either).
-constexpr int kPlainStages = 2;
+
+// A tile shape: kBM A rows (tokens) x kBN B rows, the 8 warps as 2 x 4, each kBM / 2 x 32 of the
+// tile (kMBlocks 16-row blocks of 4 8-column blocks); and the shared-memory stages of each A
+// path: kSplitStages for f32 A (hi and lo halves), kPlainStages for bf16 A. A kernel uses one A
+// path (the module's activation precision), so only that path's stages matter to it.
+//   GroupedTile     the grouped MoE experts (moe.cu): 64-row tiles (an expert's slots come 64 at
+//                   a time), two stages: 40 KiB of static shared memory beside the slot lists.
+//   DenseTile       the dense linears' prefill with bf16 activations (linear.cu): 128-row tiles
+//                   (half the shared-memory loads per product and twice the products per barrier
+//                   of 64-row ones), three stages (the copies two steps ahead): 60 KiB.
+//   DenseSplitTile  the same with f32 activations: 64-row tiles (128 rows of hi and lo halves
+//                   took 166 registers, and a linear's decode GEMV, in the same entry, would run
+//                   at half the occupancy), three stages: 60 KiB.
+// The dense tiles live in the dynamic shared memory the registry gives calls past the
+// small-batch sizes (abi::kLinearTileSharedBytes).
+// (bf16 A in three stages of 64-row tiles gave NaN outputs on the H100 for one op-check case
+// (linear T=100 out=520 in=704) on 2026-12-07, in 45 KiB of static shared memory; not
+// understood. kernels/README.md has the later GPU runs of the three-stage dense tiles.)
+struct GroupedTile {
+  static constexpr int kBM = 64;
+  static constexpr int kSplitStages = 2;
+  static constexpr int kPlainStages = 2;
+};
+struct DenseTile {
+  static constexpr int kBM = 128;
+  static constexpr int kSplitStages = 2;
+  static constexpr int kPlainStages = 3;
+};
+struct DenseSplitTile {
+  static constexpr int kBM = 64;
+  static constexpr int kSplitStages = 3;
+  static constexpr int kPlainStages = 3;
+};
 
 using SharedRows = uint16_t (*)[kLds];  // a stage's rows of one operand
 
-// The tile's shared memory: two layouts of the same bytes, one per activation precision (the
+// A tile's shared memory: two layouts of the same bytes, one per activation precision (the
 // module's: act_bf16()).
+template <class Cfg>
 struct Smem {
   struct Split {  // f32 A split into hi + lo halves
-    uint16_t a_hi[kSplitStages][kBM][kLds];
-    uint16_t a_lo[kSplitStages][kBM][kLds];
-    uint16_t b[kSplitStages][kBN][kLds];
+    uint16_t a_hi[Cfg::kSplitStages][Cfg::kBM][kLds];
+    uint16_t a_lo[Cfg::kSplitStages][Cfg::kBM][kLds];
+    uint16_t b[Cfg::kSplitStages][kBN][kLds];
   };
   struct Plain {  // bf16 A
-    uint16_t a[kPlainStages][kBM][kLds];
-    uint16_t b[kPlainStages][kBN][kLds];
+    uint16_t a[Cfg::kPlainStages][Cfg::kBM][kLds];
+    uint16_t b[Cfg::kPlainStages][kBN][kLds];
   };
   union {
     Split split;
     Plain plain;
   };
 };
+static_assert(sizeof(Smem<GroupedTile>) == 40 * 1024, "GroupedTile shared memory");
+static_assert(sizeof(Smem<DenseTile>) <= spark::abi::kLinearTileSharedBytes &&
+                  sizeof(Smem<DenseSplitTile>) <= spark::abi::kLinearTileSharedBytes,
+              "a dense tile's shared memory exceeds what the registry gives a linear's call");
 
 // The stages of the layout the A path uses: kCount of them; a (the hi halves of f32 A), lo
 // (f32 A only) and b rows of stage st.
-template <bool kSplitA>
+template <class Cfg, bool kSplitA>
 struct Stages;
-template <>
-struct Stages<true> {
-  static constexpr int kCount = kSplitStages;
-  static SPK_MEMBER SharedRows a(Smem& s, int st) { return s.split.a_hi[st]; }
-  static SPK_MEMBER SharedRows lo(Smem& s, int st) { return s.split.a_lo[st]; }
-  static SPK_MEMBER SharedRows b(Smem& s, int st) { return s.split.b[st]; }
+template <class Cfg>
+struct Stages<Cfg, true> {
+  static constexpr int kCount = Cfg::kSplitStages;
+  static SPK_MEMBER SharedRows a(Smem<Cfg>& s, int st) { return s.split.a_hi[st]; }
+  static SPK_MEMBER SharedRows lo(Smem<Cfg>& s, int st) { return s.split.a_lo[st]; }
+  static SPK_MEMBER SharedRows b(Smem<Cfg>& s, int st) { return s.split.b[st]; }
 };
-template <>
-struct Stages<false> {
-  static constexpr int kCount = kPlainStages;
-  static SPK_MEMBER SharedRows a(Smem& s, int st) { return s.plain.a[st]; }
-  static SPK_MEMBER SharedRows b(Smem& s, int st) { return s.plain.b[st]; }
+template <class Cfg>
+struct Stages<Cfg, false> {
+  static constexpr int kCount = Cfg::kPlainStages;
+  static SPK_MEMBER SharedRows a(Smem<Cfg>& s, int st) { return s.plain.a[st]; }
+  static SPK_MEMBER SharedRows b(Smem<Cfg>& s, int st) { return s.plain.b[st]; }
 };
 
+template <class Cfg>
 struct Accum {
-  float v[2][4][4];  // [16-row block][8-column block][fragment element]
+  static constexpr int kMBlocks = Cfg::kBM / 32;  // 16-row blocks per warp
+  float v[kMBlocks][4][4];  // [16-row block][8-column block][fragment element]
 };
 
 namespace detail {
 
-// A of one K step in registers: two float4 per thread (64 x 32 f32 = 512 float4 / 256 threads).
+// A of one K step in registers, f32: kBM x 32 f32 = kBM * 8 float4, kChunks per thread.
+template <class Cfg>
 struct ARegs {
-  float4 v[2];
+  static constexpr int kChunks = Cfg::kBM * kBK / 4 / kThreads;
+  float4 v[kChunks];
 };
 
 // Loads f32 A of the K step starting at k0; rows at or past a_rows and columns at or past
 // k_size are zeros.
-template <class ARow>
-SPK_DEVICE void load_a(ARegs& g, const ARow& a_row, int a_rows, int k_size, int k0) {
+template <class Cfg, class ARow>
+SPK_DEVICE void load_a(ARegs<Cfg>& g, const ARow& a_row, int a_rows, int k_size, int k0) {
   const int tid = threadIdx.x;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int idx = tid + i * kThreads;  // 0..511
+  for (int i = 0; i < ARegs<Cfg>::kChunks; ++i) {
+    const int idx = tid + i * kThreads;
     const int row = idx >> 3, c4 = idx & 7;
     const int k = k0 + c4 * 4;
     g.v[i] = (row < a_rows && k < k_size) ? ldg_f4(a_row(row).f32() + k)
@@ -111,27 +145,32 @@ SPK_DEVICE void load_a(ARegs& g, const ARow& a_row, int a_rows, int k_size, int 
   }
 }
 
-// Starts the copy of bf16 A of the K step at k0 into `a` (a stage's A rows; one 16-byte chunk
-// per thread of the 64 x 32 bf16 tile); rows at or past a_rows and columns at or past k_size
-// are stored as zeros directly. The caller commits the group.
-template <class ARow>
+// Starts the copy of bf16 A of the K step at k0 into `a` (a stage's A rows; the kBM x 32 bf16
+// tile in 16-byte chunks, kBM / 64 per thread); rows at or past a_rows and columns at or past
+// k_size are stored as zeros directly. The caller commits the group.
+template <class Cfg, class ARow>
 SPK_DEVICE void copy_a_async(SharedRows a, const ARow& a_row, int a_rows, int k_size, int k0) {
   const int tid = threadIdx.x;
-  const int row = tid >> 2, c8 = tid & 3;
-  const int k = k0 + c8 * 8;
-  uint16_t* dst = &a[row][c8 * 8];
-  if (row < a_rows && k < k_size) {
-    cp_async16(dst, a_row(row).bf16() + k);
-  } else {
-    *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+  for (int i = 0; i < Cfg::kBM * kBK / 8 / kThreads; ++i) {
+    const int idx = tid + i * kThreads;
+    const int row = idx >> 2, c8 = idx & 3;
+    const int k = k0 + c8 * 8;
+    uint16_t* dst = &a[row][c8 * 8];
+    if (row < a_rows && k < k_size) {
+      cp_async16(dst, a_row(row).bf16() + k);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+    }
   }
 }
 
 // Stores A as hi and lo bf16 halves into a stage's rows.
-SPK_DEVICE void store_a(const ARegs& g, SharedRows hi, SharedRows lo) {
+template <class Cfg>
+SPK_DEVICE void store_a(const ARegs<Cfg>& g, SharedRows hi, SharedRows lo) {
   const int tid = threadIdx.x;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < ARegs<Cfg>::kChunks; ++i) {
     const int idx = tid + i * kThreads;
     const int row = idx >> 3, c4 = idx & 7;
     const float4 v = g.v[i];
@@ -163,16 +202,16 @@ SPK_DEVICE void copy_b_async(SharedRows b, const BRow& b_row, int b_rows, int k_
   }
 }
 
-
-// This thread's place in the tile: its warp's 32 x 32 part (rows wm.., columns wn..) and its
+// This thread's place in the tile: its warp's kBM / 2 x 32 part (rows wm.., columns wn..) and its
 // ldmatrix row addresses (see ldmatrix_x4): A matrices 0..3 are (rows 0-7, k 0-7), (rows 8-15,
 // k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) of a 16 x 16 block = a0..a3; B matrices are
 // (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) of 16 B rows = b0, b1 of one
 // 8-column block, then b0, b1 of the next.
+template <class Cfg>
 struct Lanes {
   int wm, wn, a_r, a_k, b_n, b_k;
   SPK_MEMBER Lanes()
-      : wm((warp_id() >> 2) * 32),
+      : wm((warp_id() >> 2) * (Cfg::kBM / 2)),
         wn((warp_id() & 3) * 32),
         a_r(lane_id() & 15),
         a_k((lane_id() >> 4) * 8),
@@ -180,9 +219,10 @@ struct Lanes {
         b_k(((lane_id() >> 3) & 1) * 8) {}
 };
 
-SPK_DEVICE void zero(Accum& acc) {
+template <class Cfg>
+SPK_DEVICE void zero(Accum<Cfg>& acc) {
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < Accum<Cfg>::kMBlocks; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -191,39 +231,38 @@ SPK_DEVICE void zero(Accum& acc) {
 
 // acc += the products of stage `st` (K = kBK) for this thread's fragments: the hi half of A
 // times B, after the lo half when kSplit (f32 A: lo first, then hi, as the split adds them).
-template <bool kSplit>
-SPK_DEVICE void multiply_stage(Smem& s, int st, const Lanes& l, Accum& acc) {
-  const SharedRows a_hi = Stages<kSplit>::a(s, st), b_rows = Stages<kSplit>::b(s, st);
+// Per 16 k, the warp's B fragments are loaded once and each 16-row block's A fragments in turn
+// (fewer registers live than all A fragments at once).
+template <bool kSplit, class Cfg>
+SPK_DEVICE void multiply_stage(Smem<Cfg>& s, int st, const Lanes<Cfg>& l, Accum<Cfg>& acc) {
+  using St = Stages<Cfg, kSplit>;
+  const SharedRows a_hi = St::a(s, st), b_rows = St::b(s, st);
 #pragma unroll
   for (int kk = 0; kk < kBK; kk += 16) {
-    uint32_t ah[2][4], al[2][4];
+    uint32_t b[2][4];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      ldmatrix_x4(ah[i], &a_hi[l.wm + i * 16 + l.a_r][kk + l.a_k]);
-      if constexpr (kSplit) {
-        ldmatrix_x4(al[i], &Stages<true>::lo(s, st)[l.wm + i * 16 + l.a_r][kk + l.a_k]);
-      }
-    }
+    for (int jj = 0; jj < 2; ++jj) ldmatrix_x4(b[jj], &b_rows[l.wn + jj * 16 + l.b_n][kk + l.b_k]);
 #pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-      uint32_t b[4];
-      ldmatrix_x4(b, &b_rows[l.wn + jj * 16 + l.b_n][kk + l.b_k]);
+    for (int i = 0; i < Accum<Cfg>::kMBlocks; ++i) {
+      uint32_t ah[4], al[4];
+      ldmatrix_x4(ah, &a_hi[l.wm + i * 16 + l.a_r][kk + l.a_k]);
+      if constexpr (kSplit) ldmatrix_x4(al, &St::lo(s, st)[l.wm + i * 16 + l.a_r][kk + l.a_k]);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int jj = 0; jj < 2; ++jj) {
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int h = 0; h < 2; ++h) {
           if constexpr (kSplit) {
-            mma_bf16_16816(acc.v[i][2 * jj + h], al[i], b[2 * h], b[2 * h + 1]);
+            mma_bf16_16816(acc.v[i][2 * jj + h], al, b[jj][2 * h], b[jj][2 * h + 1]);
           }
-          mma_bf16_16816(acc.v[i][2 * jj + h], ah[i], b[2 * h], b[2 * h + 1]);
+          mma_bf16_16816(acc.v[i][2 * jj + h], ah, b[jj][2 * h], b[jj][2 * h + 1]);
         }
       }
     }
   }
 }
 
-// The K-step pipeline of every tile, over Stages<kSplitA>::kCount = S shared-memory stages. A:
-// bf16 storage goes to shared memory by cp.async and takes one MMA per product; f32 (kSplitA)
+// The K-step pipeline of every tile, over Stages<Cfg, kSplitA>::kCount = S shared-memory stages.
+// A: bf16 storage goes to shared memory by cp.async and takes one MMA per product; f32 (kSplitA)
 // comes through registers, split into hi + lo (two MMAs). B: a source (below) either copies its
 // step by cp.async (kAsync) or loads it into registers and converts it on the way to shared
 // memory (quantized weights). Asynchronous copies run S - 1 steps ahead (one commit group per
@@ -232,23 +271,23 @@ SPK_DEVICE void multiply_stage(Smem& s, int st, const Lanes& l, Accum& acc) {
 // per step: stage ks % S holds step ks, and every warp is done with step ks - 1, whose stage
 // (ks - 1) % S takes the copies of step ks + S - 1 (and, for S = 2, the register stores of step
 // ks + 1, whose stage (ks + 1) % S was last read at step ks + 1 - S <= ks - 1).
-template <bool kSplitA, class ARow, class BSource>
-SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, int a_rows, BSource& b, int k_size,
-                              Accum& acc) {
-  using St = Stages<kSplitA>;
+template <bool kSplitA, class Cfg, class ARow, class BSource>
+SPK_DEVICE void tile_pipeline(Smem<Cfg>& s, const ARow& a_row, int a_rows, BSource& b, int k_size,
+                              Accum<Cfg>& acc) {
+  using St = Stages<Cfg, kSplitA>;
   constexpr int S = St::kCount;
-  const Lanes l;
+  const Lanes<Cfg> l;
   const int ksteps = (k_size + kBK - 1) / kBK;
   zero(acc);
 
   __syncthreads();  // a previous call's last step is consumed by every warp
-  ARegs regs;
+  ARegs<Cfg> regs;
   if constexpr (kSplitA) load_a(regs, a_row, a_rows, k_size, 0);
   if constexpr (!BSource::kAsync) b.load(k_size, 0);
   // The asynchronous copies of steps 0 .. S - 2.
   for (int p = 0; p < S - 1; ++p) {
     if (p < ksteps) {
-      if constexpr (!kSplitA) copy_a_async(St::a(s, p), a_row, a_rows, k_size, p * kBK);
+      if constexpr (!kSplitA) copy_a_async<Cfg>(St::a(s, p), a_row, a_rows, k_size, p * kBK);
       if constexpr (BSource::kAsync) b.copy_async(St::b(s, p), k_size, p * kBK);
     }
     cp_async_commit();
@@ -268,7 +307,7 @@ SPK_DEVICE void tile_pipeline(Smem& s, const ARow& a_row, int a_rows, BSource& b
     const int ahead = ks + S - 1;
     if (ahead < ksteps) {
       const int st = ahead % S;
-      if constexpr (!kSplitA) copy_a_async(St::a(s, st), a_row, a_rows, k_size, ahead * kBK);
+      if constexpr (!kSplitA) copy_a_async<Cfg>(St::a(s, st), a_row, a_rows, k_size, ahead * kBK);
       if constexpr (BSource::kAsync) b.copy_async(St::b(s, st), k_size, ahead * kBK);
     }
     cp_async_commit();
@@ -378,15 +417,15 @@ struct Fp8Rows {
   }
 };
 
-// acc = A_tile @ B_tile^T over K = k_size, B from `b` (a source above). a_row(r) (r < a_rows
-// <= 64) returns the row as an ActIn; rows past a_rows are zeros. It and the source's row
-// function are called again at every K step, so they should be cheap (e.g. a lookup in shared
-// memory). Every thread of the block must call this; it may be called again at once for the next
-// tile (it begins with a barrier). The module's activation precision picks the A path (folded at
-// code generation).
-template <class ARow, class BSource>
-SPK_DEVICE void tile_mma_from(Smem& s, const ARow& a_row, int a_rows, BSource& b, int k_size,
-                              Accum& acc) {
+// acc = A_tile @ B_tile^T over K = k_size, B from `b` (a source above), in a tile of shape Cfg
+// (its shared memory `s`). a_row(r) (r < a_rows <= Cfg::kBM) returns the row as an ActIn; rows
+// past a_rows are zeros. It and the source's row function are called again at every K step, so
+// they should be cheap (e.g. a lookup in shared memory). Every thread of the block must call
+// this; it may be called again at once for the next tile (it begins with a barrier). The
+// module's activation precision picks the A path (folded at code generation).
+template <class Cfg, class ARow, class BSource>
+SPK_DEVICE void tile_mma_from(Smem<Cfg>& s, const ARow& a_row, int a_rows, BSource& b,
+                              int k_size, Accum<Cfg>& acc) {
   if (act_bf16()) {
     detail::tile_pipeline<false>(s, a_row, a_rows, b, k_size, acc);
   } else {
@@ -395,9 +434,9 @@ SPK_DEVICE void tile_mma_from(Smem& s, const ARow& a_row, int a_rows, BSource& b
 }
 
 // The same with bf16 B rows: b_row(n) (n < b_rows <= 128) returns the row's address.
-template <class ARow, class BRow>
-SPK_DEVICE void tile_mma(Smem& s, const ARow& a_row, int a_rows, const BRow& b_row, int b_rows,
-                         int k_size, Accum& acc) {
+template <class Cfg, class ARow, class BRow>
+SPK_DEVICE void tile_mma(Smem<Cfg>& s, const ARow& a_row, int a_rows, const BRow& b_row,
+                         int b_rows, int k_size, Accum<Cfg>& acc) {
   Bf16Rows<BRow> b{b_row, b_rows};
   tile_mma_from(s, a_row, a_rows, b, k_size, acc);
 }
@@ -409,14 +448,14 @@ SPK_DEVICE int rows_in_tile(int64_t first, int64_t total, int tile_rows) {
 }
 
 // Calls out(row, col, c0, c1) for this thread's share of the tile: c0 at (row, col), c1 at
-// (row, col + 1), row < 64 and col < 128 (even) relative to the tile.
-template <class Out>
-SPK_DEVICE void for_each_pair(const Accum& acc, const Out& out) {
+// (row, col + 1), row < Cfg::kBM and col < 128 (even) relative to the tile.
+template <class Cfg, class Out>
+SPK_DEVICE void for_each_pair(const Accum<Cfg>& acc, const Out& out) {
   const int lane = lane_id(), warp = warp_id();
   const int g = lane >> 2, tig = lane & 3;
-  const int wm = (warp >> 2) * 32, wn = (warp & 3) * 32;
+  const int wm = (warp >> 2) * (Cfg::kBM / 2), wn = (warp & 3) * 32;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < Accum<Cfg>::kMBlocks; ++i) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int col = wn + j * 8 + tig * 2;

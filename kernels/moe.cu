@@ -95,7 +95,10 @@ SPK_DEVICE int expert_rows(const int* indices, int num_slots, int e, int first, 
   return total;
 }
 
-// Calls group(rows, n) for expert e's slots n <= mma::kBM at a time (rows: n slots in shared
+// The slots of one tile (the grouped experts' tile shape).
+constexpr int kTileRows = mma::GroupedTile::kBM;
+
+// Calls group(rows, n) for expert e's slots n <= kTileRows at a time (rows: n slots in shared
 // memory, in slot order). Every thread of the block must call it.
 template <class Group>
 SPK_DEVICE void for_each_row_group(const int* indices, int num_slots, int e, int* s_rows,
@@ -103,8 +106,8 @@ SPK_DEVICE void for_each_row_group(const int* indices, int num_slots, int e, int
   for (int window = 0;; window += kListedRows) {
     const int total = expert_rows(indices, num_slots, e, window, s_rows, s_warp);
     const int listed = total - window < kListedRows ? total - window : kListedRows;
-    for (int first = 0; first < listed; first += mma::kBM) {
-      group(s_rows + first, listed - first < mma::kBM ? listed - first : mma::kBM);
+    for (int first = 0; first < listed; first += kTileRows) {
+      group(s_rows + first, listed - first < kTileRows ? listed - first : kTileRows);
     }
     if (total <= window + kListedRows) return;
   }
@@ -133,7 +136,7 @@ template <class Experts>
 SPK_DEVICE void gate_up_grouped(ActIn x, const Experts& experts, const int* indices, ActOut act,
                                 int num_tokens, int hidden, int intermediate, int num_experts,
                                 int top_k) {
-  __shared__ __align__(16) mma::Smem smem;
+  __shared__ __align__(16) mma::Smem<mma::GroupedTile> smem;
   __shared__ int s_rows[kListedRows];
   __shared__ int s_warp[8];
   const int num_slots = num_tokens * top_k;
@@ -148,7 +151,7 @@ SPK_DEVICE void gate_up_grouped(ActIn x, const Experts& experts, const int* indi
       const auto x_row = [&](int r) -> ActIn {
         return x + static_cast<int64_t>(rows[r] / top_k) * hidden;
       };
-      mma::Accum acc;
+      mma::Accum<mma::GroupedTile> acc;
       w.tile_gate_up(smem, x_row, nrows, i0, intermediate, acc);
       mma::for_each_pair(acc, [&](int r, int c, float gate, float up) {
         const int i = i0 + (c >> 1);
@@ -168,7 +171,7 @@ template <class Experts>
 SPK_DEVICE void down_grouped(ActIn act, const Experts& experts, ActIn weights, const int* indices,
                              float* partials, int num_tokens, int hidden, int intermediate,
                              int num_experts, int top_k) {
-  __shared__ __align__(16) mma::Smem smem;
+  __shared__ __align__(16) mma::Smem<mma::GroupedTile> smem;
   __shared__ int s_rows[kListedRows];
   __shared__ int s_warp[8];
   const int num_slots = num_tokens * top_k;
@@ -183,7 +186,7 @@ SPK_DEVICE void down_grouped(ActIn act, const Experts& experts, ActIn weights, c
       const auto act_row = [&](int r) -> ActIn {
         return act + static_cast<int64_t>(rows[r]) * intermediate;
       };
-      mma::Accum acc;
+      mma::Accum<mma::GroupedTile> acc;
       w.tile(smem, act_row, nrows, h0, hidden, acc);
       mma::for_each_pair(acc, [&](int r, int c, float c0, float c1) {
         if (r >= nrows) return;

@@ -12,9 +12,10 @@
 //                               tensor scale of its group of rows, or its own row scale)
 //   kGemvRows                   the rows one decode warp takes at once (linear.cu)
 //   vector_ok()                 whether the 16-byte paths may read it (sizes and alignment)
-//   tile(s, a_row, a_rows, n0, rows, acc)  acc = A tile @ B^T on tensor cores (mma_tile.cuh; A
-//                               rows a_row(r), r < a_rows), B row n of the tile = matrix row
-//                               n0 + n (a zero row at or past `rows`);
+//   tile(s, a_row, a_rows, n0, rows, acc)  acc = A tile @ B^T on tensor cores (mma_tile.cuh, a
+//                               tile of the shape of s and acc; A rows a_row(r), r < a_rows),
+//                               B row n of the tile = matrix row n0 + n (a zero row at or past
+//                               `rows`);
 //   tile_gate_up(s, a_row, a_rows, i0, half, acc)  the same over an expert's stacked gate and up
 //                               halves (`half` rows each): B row n = gate row i0 + n / 2 for even
 //                               n, up row i0 + n / 2 for odd n (zero rows past the half's end).
@@ -61,15 +62,15 @@ struct Bf16Weights {
   SPK_MEMBER void group_scales(int64_t, int, float*) const {}
   SPK_MEMBER float element(int64_t r, int k) const { return ldg_bf16(w + r * in + k); }
   SPK_MEMBER float row_scale(int64_t) const { return 1.0f; }
-  template <class A>
-  SPK_MEMBER void tile(mma::Smem& s, const A& a_row, int a_rows, int64_t n0, int rows,
-                       mma::Accum& acc) const {
+  template <class Cfg, class A>
+  SPK_MEMBER void tile(mma::Smem<Cfg>& s, const A& a_row, int a_rows, int64_t n0, int rows,
+                       mma::Accum<Cfg>& acc) const {
     const auto w_row = [&](int n) -> const unsigned short* { return w + (n0 + n) * in; };
     mma::tile_mma(s, a_row, a_rows, w_row, mma::rows_in_tile(n0, rows, mma::kBN), in, acc);
   }
-  template <class A>
-  SPK_MEMBER void tile_gate_up(mma::Smem& s, const A& a_row, int a_rows, int i0, int half,
-                               mma::Accum& acc) const {
+  template <class Cfg, class A>
+  SPK_MEMBER void tile_gate_up(mma::Smem<Cfg>& s, const A& a_row, int a_rows, int i0, int half,
+                               mma::Accum<Cfg>& acc) const {
     const auto w_row = [&](int n) -> const unsigned short* {
       const int i = i0 + (n >> 1);
       return w + static_cast<int64_t>((n & 1) ? half + i : i) * in;
@@ -116,18 +117,18 @@ struct Nvfp4Weights {
            e4m3_to_f32(__ldg(block_scale + r * (in / 16) + k / 16));
   }
   SPK_MEMBER float row_scale(int64_t r) const { return __ldg(tensor_scale + r / rows_per_scale); }
-  template <class A>
-  SPK_MEMBER void tile(mma::Smem& s, const A& a_row, int a_rows, int64_t n0, int rows,
-                       mma::Accum& acc) const {
+  template <class Cfg, class A>
+  SPK_MEMBER void tile(mma::Smem<Cfg>& s, const A& a_row, int a_rows, int64_t n0, int rows,
+                       mma::Accum<Cfg>& acc) const {
     const auto w_row = [&](int n) -> mma::QuantRow {
       return {w + (n0 + n) * (in / 2), block_scale + (n0 + n) * (in / 16)};
     };
     mma::Nvfp4Rows<decltype(w_row)> b{w_row, mma::rows_in_tile(n0, rows, mma::kBN)};
     mma::tile_mma_from(s, a_row, a_rows, b, in, acc);
   }
-  template <class A>
-  SPK_MEMBER void tile_gate_up(mma::Smem& s, const A& a_row, int a_rows, int i0, int half,
-                               mma::Accum& acc) const {
+  template <class Cfg, class A>
+  SPK_MEMBER void tile_gate_up(mma::Smem<Cfg>& s, const A& a_row, int a_rows, int i0, int half,
+                               mma::Accum<Cfg>& acc) const {
     const auto w_row = [&](int n) -> mma::QuantRow {
       const int i = i0 + (n >> 1);
       const int64_t r = (n & 1) ? half + i : i;
@@ -169,16 +170,16 @@ struct Fp8Weights {
   SPK_MEMBER void group_scales(int64_t, int, float*) const {}
   SPK_MEMBER float element(int64_t r, int k) const { return e4m3_to_f32(__ldg(w + r * in + k)); }
   SPK_MEMBER float row_scale(int64_t r) const { return __ldg(scale + r / rows_per_scale); }
-  template <class A>
-  SPK_MEMBER void tile(mma::Smem& s, const A& a_row, int a_rows, int64_t n0, int rows,
-                       mma::Accum& acc) const {
+  template <class Cfg, class A>
+  SPK_MEMBER void tile(mma::Smem<Cfg>& s, const A& a_row, int a_rows, int64_t n0, int rows,
+                       mma::Accum<Cfg>& acc) const {
     const auto w_row = [&](int n) -> mma::QuantRow { return {w + (n0 + n) * in, nullptr}; };
     mma::Fp8Rows<decltype(w_row)> b{w_row, mma::rows_in_tile(n0, rows, mma::kBN)};
     mma::tile_mma_from(s, a_row, a_rows, b, in, acc);
   }
-  template <class A>
-  SPK_MEMBER void tile_gate_up(mma::Smem& s, const A& a_row, int a_rows, int i0, int half,
-                               mma::Accum& acc) const {
+  template <class Cfg, class A>
+  SPK_MEMBER void tile_gate_up(mma::Smem<Cfg>& s, const A& a_row, int a_rows, int i0, int half,
+                               mma::Accum<Cfg>& acc) const {
     const auto w_row = [&](int n) -> mma::QuantRow {
       const int i = i0 + (n >> 1);
       return {w + static_cast<int64_t>((n & 1) ? half + i : i) * in, nullptr};

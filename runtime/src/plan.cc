@@ -910,7 +910,7 @@ absl::Status CheckLaunch(const Step& step, const abi::OpSpec& spec,
                                   spec.block_size, ", found ", step.block[0]));
   }
   return CheckRange(origin, absl::StrCat(path, ".shared_bytes"), step.shared_bytes, 0,
-                    kInt32Max);
+                    kMaxStepSharedBytes);
 }
 
 }  // namespace
@@ -1693,6 +1693,10 @@ const Program* ProgramOf(const Plan& plan, int64_t num_tokens, bool soft_tokens)
     }
   }
   return nullptr;
+}
+
+int LaunchSharedBytes(const Step& step, int64_t num_tokens) {
+  return step.shared_bytes + abi::CallSharedBytes(step.op, num_tokens);
 }
 
 void BuildPrograms(Plan* plan) {

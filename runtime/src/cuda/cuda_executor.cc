@@ -277,6 +277,7 @@ absl::Status CudaExecutor::LoadModule() {
 
 absl::Status CudaExecutor::LoadFunctions() {
   std::map<std::string, CUfunction> by_name;
+  std::map<std::string, int> opted_in;  // dynamic shared memory each kernel opted in to
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const Step& step = plan_.steps[i];
     if (!IsLaunch(step)) {  // a transfer: no kernel (Transfer)
@@ -291,14 +292,27 @@ absl::Status CudaExecutor::LoadFunctions() {
             "kernel ", step.kernel, " of step ", i, " (", step.source, ", op ", OpName(step),
             ") is not in ", artifact_.path, "; the image does not match its plan (recompile it)")));
       }
-      if (step.shared_bytes > kDefaultSharedBytes) {
-        SPARK_CU_RETURN_IF_ERROR(
-            api_, api_->cuFuncSetAttribute(function, cu::kFuncAttrMaxDynamicSharedSizeBytes,
-                                           step.shared_bytes));
-      }
       found = by_name.emplace(step.kernel, function).first;
     }
     functions_.push_back(found->second);
+    // The most dynamic shared memory a call of this step gets (the largest call: the sizes
+    // grow with the token count); a kernel past the default opts in once, at its largest.
+    const int most = LaunchSharedBytes(step, plan_.max_tokens);
+    int& opted = opted_in[step.kernel];
+    if (most > kDefaultSharedBytes && most > opted) {
+      const CUresult result = api_->cuFuncSetAttribute(
+          found->second, cu::kFuncAttrMaxDynamicSharedSizeBytes, most);
+      if (result != cu::kSuccess) {
+        return WithContext(
+            CuResultToStatus(*api_, result, "cuFuncSetAttribute(max dynamic shared memory)",
+                             __FILE__, __LINE__),
+            absl::StrCat("kernel ", step.kernel, " of step ", i, " (", step.source, ", op ",
+                         OpName(step), ") needs ", most, " bytes of dynamic shared memory for ",
+                         "calls of ", plan_.max_tokens, " tokens, which ", name(),
+                         " does not give one block"));
+      }
+      opted = most;
+    }
   }
   return absl::OkStatus();
 }
@@ -757,8 +771,9 @@ absl::Status CudaExecutor::Launch(const ProgramLaunch& launch, int32_t num_soft_
   for (size_t i = 0; i < slots.size(); ++i) params[i] = &slots[i];
   SPARK_CU_RETURN_IF_ERROR(
       api_, api_->cuLaunchKernel(functions_[step_index], launch.blocks, 1, 1,
-                                 step.block[0], step.block[1], step.block[2], step.shared_bytes,
-                                 stream_, params.data(), nullptr));
+                                 step.block[0], step.block[1], step.block[2],
+                                 LaunchSharedBytes(step, launch.num_tokens), stream_,
+                                 params.data(), nullptr));
   return absl::OkStatus();
 }
 

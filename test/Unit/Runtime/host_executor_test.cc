@@ -753,9 +753,12 @@ TEST_F(HostExecutorTest, AKernelRunnerRunsEveryLaunchInsteadOfTheReferences) {
   plan_ = TinyPlan(KvKind::kFull, 0);
   std::vector<abi::OpId> ran;
   absl::Status fail_with = absl::OkStatus();
-  HostKernelRunner runner = [&](abi::OpId op, absl::Span<const HostArg> args, int blocks) {
+  HostKernelRunner runner = [&](abi::OpId op, absl::Span<const HostArg> args, int blocks,
+                                int shared_bytes) {
     ran.push_back(op);
     EXPECT_GE(blocks, 1);
+    // Calls of 3 tokens: no op gets the dense linears' tile memory (more than 16 tokens).
+    EXPECT_EQ(shared_bytes, 0) << abi::Spec(op).op;
     if (!fail_with.ok()) return fail_with;
     return RunHostKernel(op, args);  // the references, so that the numbers can be checked
   };

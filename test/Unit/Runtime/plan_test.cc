@@ -1214,10 +1214,34 @@ TEST(PlanTest, RejectsBadLaunchConfiguration) {
   plan = TestPlan();
   plan.steps[0].shared_bytes = -1;
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan steps[0].shared_bytes: expected an "
-                                                  "integer in [0, 2147483647], found -1"));
+                                                  "integer in [0, 232448], found -1"));
+  plan = TestPlan();
+  plan.steps[0].shared_bytes = kMaxStepSharedBytes + 1;
+  EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan steps[0].shared_bytes: expected an "
+                                                  "integer in [0, 232448], found 232449"));
   plan = TestPlan();
   plan.steps[0].kernel.clear();
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan steps[0].kernel: empty kernel symbol"));
+}
+
+// A launch's dynamic shared memory: the step's own plus the registry's for the call's size
+// (the dense linears' tiles past the small-batch sizes; nothing for decode calls).
+TEST(PlanTest, LaunchSharedBytesAddsTheRegistrysPerCallSize) {
+  Step step;
+  step.op = abi::OpId::kLinear;
+  EXPECT_EQ(LaunchSharedBytes(step, 1), 0);
+  EXPECT_EQ(LaunchSharedBytes(step, abi::kLinearSmallBatchMaxTokens), 0);
+  EXPECT_EQ(LaunchSharedBytes(step, abi::kLinearSmallBatchMaxTokens + 1),
+            abi::kLinearTileSharedBytes);
+  for (abi::OpId op : {abi::OpId::kLinearNvfp4, abi::OpId::kLinearFp8}) {
+    step.op = op;
+    EXPECT_EQ(LaunchSharedBytes(step, 1024), abi::kLinearTileSharedBytes) << abi::Spec(op).op;
+  }
+  step.op = abi::OpId::kRmsNorm;
+  step.shared_bytes = 1024;
+  EXPECT_EQ(LaunchSharedBytes(step, 1024), 1024);
+  step.op = abi::OpId::kLinear;
+  EXPECT_EQ(LaunchSharedBytes(step, 1024), 1024 + abi::kLinearTileSharedBytes);
 }
 
 TEST(PlanTest, RejectsOutOfRangeIds) {

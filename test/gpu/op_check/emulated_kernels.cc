@@ -30,23 +30,24 @@ namespace {
 
 template <typename... A, size_t... I>
 void LaunchWith(void (*kernel)(A...), const rt::HostArg* args, int blocks, int block_size,
-                std::index_sequence<I...>) {
-  spk_emu::Launch(kernel, blocks, block_size, rt::HostArgAs<A>(args[I])...);
+                int shared_bytes, std::index_sequence<I...>) {
+  spk_emu::Launch(kernel, blocks, block_size, shared_bytes, rt::HostArgAs<A>(args[I])...);
 }
 template <typename... A>
-void Launch(void (*kernel)(A...), const rt::HostArg* args, int blocks, int block_size) {
-  LaunchWith(kernel, args, blocks, block_size, std::index_sequence_for<A...>());
+void Launch(void (*kernel)(A...), const rt::HostArg* args, int blocks, int block_size,
+            int shared_bytes) {
+  LaunchWith(kernel, args, blocks, block_size, shared_bytes, std::index_sequence_for<A...>());
 }
 
 }  // namespace
 
-bool RunEmulatedKernel(abi::OpId op, const rt::HostArg* args, int blocks,
+bool RunEmulatedKernel(abi::OpId op, const rt::HostArg* args, int blocks, int shared_bytes,
                        int activation_precision) {
   spark_activation_precision = activation_precision;
   switch (op) {
-#define SPARK_EMULATED_CASE(Name, op_name, block_size, runs, flops) \
-  case abi::OpId::k##Name:                                          \
-    Launch(&spark_##op_name, args, blocks, block_size);             \
+#define SPARK_EMULATED_CASE(Name, op_name, block_size, runs, flops)   \
+  case abi::OpId::k##Name:                                            \
+    Launch(&spark_##op_name, args, blocks, block_size, shared_bytes); \
     return true;
     SPARK_KERNEL_OPS(SPARK_EMULATED_CASE)
 #undef SPARK_EMULATED_CASE

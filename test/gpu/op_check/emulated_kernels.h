@@ -19,11 +19,12 @@
 namespace spark {
 namespace op_check {
 
-// Runs spark_<op>(args...) on `blocks` blocks of the op's registry block size, with the
-// activation precision `activation_precision` (abi::ActivationPrecision). `args` must hold the
-// op's num_args arguments of the registry's kinds (the host executor checked them). False for an
-// op without a kernel (a transfer).
-bool RunEmulatedKernel(abi::OpId op, const rt::HostArg* args, int blocks,
+// Runs spark_<op>(args...) on `blocks` blocks of the op's registry block size with
+// `shared_bytes` of dynamic shared memory (rt::LaunchSharedBytes), with the activation precision
+// `activation_precision` (abi::ActivationPrecision). `args` must hold the op's num_args
+// arguments of the registry's kinds (the host executor checked them). False for an op without a
+// kernel (a transfer).
+bool RunEmulatedKernel(abi::OpId op, const rt::HostArg* args, int blocks, int shared_bytes,
                        int activation_precision);
 
 }  // namespace op_check

@@ -241,6 +241,11 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
                                    std::tuple{24, 128, 16}, std::tuple{24, 96, 128}}) {
     Add(cases, Bf16(linear("linear", t, out, in)), false);
   }
+  // The prefill tiles over several token tiles (128 rows with bf16 activations, 64 with f32) and,
+  // on one block, one block's tiles after one another (their shared-memory stages reused).
+  Add(cases, Bf16(linear("linear", 300, 520, 704)), false);
+  Add(cases, Bf16(OneBlock(linear("linear", 200, 1027, 1536))), false);
+  Add(cases, OneBlock(linear("linear", 200, 520, 704)), false);
   // NVFP4 (W4A16): GEMV rows per warp (4 at one token, 2 at two), tiles, scalar paths.
   for (const auto& [t, out, in, bf16] :
        {std::tuple{1, 2048, 1536, false}, std::tuple{3, 704, 2816, false},
@@ -253,6 +258,7 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
     OpCase c = linear("linear_nvfp4", t, out, in);
     Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 8 || t == 37));
   }
+  Add(cases, Bf16(OneBlock(linear("linear_nvfp4", 150, 520, 704))), true);
   // W4A4 (--fp4-activations): the activation quantizer (byte for byte), and the W4A4 product on the warp-per-row path (up to 8
   // tokens; every call on targets without the FP4 MMA) and the block-scaled FP4 tiles (sm_120a /
   // sm_121a, and the CPU emulation): partial tiles, several k-steps, a one-step K.
@@ -287,11 +293,11 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
         std::tuple{40, 512, 1536, true, false},   std::tuple{40, 300, 2112, true, false},
         std::tuple{24, 96, 16, false, false},     std::tuple{7, 64, 24, false, false},
         std::tuple{37, 1024, 1536, true, true},   std::tuple{8, 1023, 2816, true, false},
-        std::tuple{24, 520, 704, false, true}}) {
+        std::tuple{24, 520, 704, false, true},    std::tuple{130, 300, 2112, true, true}}) {
     OpCase c = linear("linear_fp8", t, out, in);
     c.ints["scale_count"] = per_row ? out : 1;
     c.label += per_row ? " per-row" : " per-tensor";
-    Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 37));
+    Add(cases, bf16 ? Bf16(c) : c, t == 130 || (!bf16 && (t == 1 || t == 37)));
   }
   // FP8 NaN codes (0x7f, 0xff) in the weights: the output rows they reach are NaN on both sides,
   // through the GEMV (1 token), the small batch (5) and the tiles (37).

@@ -736,9 +736,9 @@ std::set<int64_t> NearTieRows(const std::vector<uint8_t>& logits, DType dtype,
 
 // The host executor's kernel runner of the CPU emulation (emulated_kernels.h).
 rt::HostKernelRunner EmulatedRunner(int activation_precision) {
-  return [activation_precision](abi::OpId op, absl::Span<const rt::HostArg> args,
-                                int blocks) -> absl::Status {
-    if (!RunEmulatedKernel(op, args.data(), blocks, activation_precision)) {
+  return [activation_precision](abi::OpId op, absl::Span<const rt::HostArg> args, int blocks,
+                                int shared_bytes) -> absl::Status {
+    if (!RunEmulatedKernel(op, args.data(), blocks, shared_bytes, activation_precision)) {
       return absl::InternalError(absl::StrCat("no emulated kernel for op ", abi::Spec(op).op));
     }
     return absl::OkStatus();

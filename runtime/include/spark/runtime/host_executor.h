@@ -22,11 +22,11 @@ namespace rt {
 
 // Another implementation of the registry's kernel ops on host memory, run instead of the host
 // references (spark-op-check's CPU emulation of the CUDA kernels): called for every launch step
-// with the step's arguments, checked against the registry, and its grid for the call
-// (abi::LaunchBlocks). Activations stay in the arena's element type (the references get them
-// widened to f32). Transfer steps run as always.
-using HostKernelRunner =
-    std::function<absl::Status(abi::OpId op, absl::Span<const HostArg> args, int blocks)>;
+// with the step's arguments, checked against the registry, its grid for the call
+// (abi::LaunchBlocks) and its dynamic shared memory (LaunchSharedBytes). Activations stay in the
+// arena's element type (the references get them widened to f32). Transfer steps run as always.
+using HostKernelRunner = std::function<absl::Status(
+    abi::OpId op, absl::Span<const HostArg> args, int blocks, int shared_bytes)>;
 
 // `plan` and the memory behind `weights` (indexed by weight id, see BindWeights) must outlive the
 // executor. INVALID_ARGUMENT if the plan lacks an entry buffer or the weights do not match it.

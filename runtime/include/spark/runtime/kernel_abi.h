@@ -565,6 +565,23 @@ SPARK_ABI_HD constexpr bool MoeDownGrouped(int path, bool has_partials) {
   return path == kMoeGrouped && has_partials;
 }
 
+// ---- Dynamic shared memory of a call ----
+// The dense linears (linear, linear_nvfp4, linear_fp8) multiply calls of more than
+// kLinearSmallBatchMaxTokens tokens in 128 x 128 tensor-core tiles whose pipeline stages live in
+// kLinearTileSharedBytes of dynamic shared memory (kernels/mma_tile.cuh DenseTile); calls of
+// fewer tokens (decode) take the GEMV paths and get none, so that their occupancy is not cut by
+// memory they do not use. A launch gets its step's Step::shared_bytes plus CallSharedBytes(op,
+// T) (plan.h LaunchSharedBytes); within GB10's 99 KB per block with the kernels' static shared
+// memory. A kernel checks what it got (dynamic_shared_bytes()) and takes a GEMV path when it is
+// less.
+inline constexpr int kLinearSmallBatchMaxTokens = 16;
+inline constexpr int kLinearTileSharedBytes = 61440;
+SPARK_ABI_HD constexpr int CallSharedBytes(OpId op, long long num_tokens) {
+  const bool dense_linear =
+      op == OpId::kLinear || op == OpId::kLinearNvfp4 || op == OpId::kLinearFp8;
+  return dense_linear && num_tokens > kLinearSmallBatchMaxTokens ? kLinearTileSharedBytes : 0;
+}
+
 // ---- NVFP4 activations (W4A4: spark-compile --fp4-activations) ----
 // quantize_nvfp4_rows writes each token row of `cols` activations (cols % 64 == 0) as one packed
 // row of an f32 workspace, which linear_nvfp4_a4 reads. Byte layout of a row:

@@ -135,6 +135,10 @@ inline bool IsEntryLiteral(const StepArg& arg) {
 // A step: a kernel launch, or, for an op the registry runs without a kernel (a transfer: a copy
 // within the device), the runtime's own data movement. IsLaunch says which; a transfer has no
 // kernel, grid, block or shared memory (empty and zero).
+// The largest Step::shared_bytes a plan may hold: the most shared memory any NVIDIA GPU gives
+// one block (227 KiB, sm_90 / sm_100); a device with less refuses it when the image loads.
+inline constexpr int kMaxStepSharedBytes = 227 * 1024;
+
 struct Step {
   abi::OpId op = abi::OpId::kCopy;  // kernel-level op (kernel_ops.def); OpName(step) names it
   std::string kernel;  // entry point symbol in the cubin (launches)
@@ -142,6 +146,8 @@ struct Step {
   // Its grid for a call of T tokens: abi::LaunchBlocks(grid, T) blocks (1-D; launches).
   abi::GridRule grid;
   int block[3] = {1, 1, 1};
+  // Dynamic shared memory every launch of the step gets (0 from spark-compile: the registry's
+  // per-call sizes come on top, LaunchSharedBytes); at most kMaxStepSharedBytes.
   int shared_bytes = 0;
   std::vector<StepArg> args;  // in kernel ABI order
   // One of the steps that only turn the last hidden state into logits (the final norm, the LM
@@ -261,6 +267,12 @@ const Program* ProgramOf(const Plan& plan, int64_t num_tokens, bool soft_tokens)
 // the programs with it (BuildPrograms) and ValidatePlan checks them with it; the executors only
 // run programs.
 bool StepRuns(const Step& step, int64_t num_tokens, bool soft_tokens);
+
+// The dynamic shared memory a launch of `step` for a call of `num_tokens` tokens gets: the
+// step's own shared_bytes plus what the registry gives its op at that size (abi::CallSharedBytes:
+// the dense linears' tensor-core tiles), so that decode launches of a step carry none of its
+// prefill tiles' memory. Both executors launch with it.
+int LaunchSharedBytes(const Step& step, int64_t num_tokens);
 
 // Sets plan->programs from plan->steps: the decode program (one token, no soft rows), then the
 // calls of 2..max_tokens tokens (and, when the plan has soft inputs, of 1..max_tokens tokens with

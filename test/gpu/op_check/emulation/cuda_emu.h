@@ -102,6 +102,12 @@ struct Block {
 };
 inline Block* g_block = nullptr;
 
+// The block's dynamic shared memory (extern __shared__ on the GPU): as large as any GPU gives a
+// block, of which a launch gets `g_dynamic_shared_bytes` (reported by %dynamic_smem_size).
+constexpr size_t kMaxDynamicShared = 227 * 1024;
+alignas(16) inline unsigned char g_dynamic_shared[kMaxDynamicShared];
+inline unsigned g_dynamic_shared_bytes = 0;
+
 inline int Lane() { return static_cast<int>(threadIdx.x & 31u); }
 inline int Warp() { return static_cast<int>(threadIdx.x >> 5); }
 inline uint64_t* Slots() { return g_block->warp_slots[Warp()].data(); }
@@ -144,13 +150,19 @@ inline std::vector<char*>& Stacks() {
   return stacks;
 }
 
-// Runs kernel(args...) on grid x block threads.
+// Runs kernel(args...) on grid x block threads with `shared_bytes` of dynamic shared memory.
 template <typename... P, typename... A>
-void Launch(void (*kernel)(P...), int grid, int block, A... args) {
+void Launch(void (*kernel)(P...), int grid, int block, int shared_bytes, A... args) {
   if (block % 32 != 0) {
     std::fprintf(stderr, "emulation: block size %d is not a multiple of 32\n", block);
     std::exit(2);
   }
+  if (shared_bytes < 0 || static_cast<size_t>(shared_bytes) > kMaxDynamicShared) {
+    std::fprintf(stderr, "emulation: %d bytes of dynamic shared memory (at most %zu)\n",
+                 shared_bytes, kMaxDynamicShared);
+    std::exit(2);
+  }
+  g_dynamic_shared_bytes = static_cast<unsigned>(shared_bytes);
   constexpr size_t kStack = 256 * 1024;
   for (int bi = 0; bi < grid; ++bi) {
     Block b;
@@ -207,6 +219,9 @@ void Launch(void (*kernel)(P...), int grid, int block, A... args) {
 }  // namespace spk_emu
 
 inline void __syncthreads() { spk_emu::Arrive(0); }
+// The dynamic shared memory of the block, and its size (common.cuh dynamic_shared()).
+inline unsigned char* spk_emu_dynamic_shared() { return spk_emu::g_dynamic_shared; }
+inline unsigned spk_emu_dynamic_shared_bytes() { return spk_emu::g_dynamic_shared_bytes; }
 
 namespace spk_emu {
 // A warp shuffle: every lane publishes v, then reads the value of lane source(lane).
