@@ -106,8 +106,8 @@ int Grid(int64_t blocks) {
 int LinearGrid(int out) { return Grid((out + 7) / 8); }
 // The dynamic shared memory the runtime gives a dense linear's launch of T tokens (plan.h
 // LaunchSharedBytes: the prefill tiles' stages); main() opts the wrappers in.
-int LinearShared(int T) {
-  return spark::abi::CallSharedBytes(spark::abi::OpId::kLinear, T);
+int LinearShared(int T, bool bf16_act) {
+  return spark::abi::CallSharedBytes(spark::abi::OpId::kLinear, T, bf16_act);
 }
 
 struct Figures {
@@ -143,7 +143,7 @@ void BenchLinear(int T, int out, int in, const char* what, std::mt19937& rng, co
   if (bf16_act) SetActivationPrecision(1);
   const int grid = LinearGrid(out);
   const double ms =
-      MedianMs([&] { check_linear<<<grid, 256, LinearShared(T)>>>(x, w, y, T, out, in); });
+      MedianMs([&] { check_linear<<<grid, 256, LinearShared(T, bf16_act)>>>(x, w, y, T, out, in); });
   if (bf16_act) SetActivationPrecision(0);
   const double flops = 2.0 * T * out * in;
   const double bytes = 2.0 * out * in + static_cast<double>(act) * T * (in + out);
@@ -185,11 +185,11 @@ void BenchQuantizedLinear(int T, int out, int in, const char* what, std::mt19937
   const std::string shape = std::string(what) + " T=" + std::to_string(T) + " " +
                             std::to_string(out) + "x" + std::to_string(in);
   const double ms4 = MedianMs([&] {
-    check_linear_nvfp4<<<grid, 256, LinearShared(T)>>>(x, codes, blocks, scale, y, T, out, in);
+    check_linear_nvfp4<<<grid, 256, LinearShared(T, false)>>>(x, codes, blocks, scale, y, T, out, in);
   });
   Row("linear_nvfp4", shape, ms4, flops, out * in * (0.5 + 1.0 / 16) + activations, f);
   const double ms8 = MedianMs([&] {
-    check_linear_fp8<<<grid, 256, LinearShared(T)>>>(x, fp8, scale, y, T, out, in, out);
+    check_linear_fp8<<<grid, 256, LinearShared(T, false)>>>(x, fp8, scale, y, T, out, in, out);
   });
   Row("linear_fp8", shape, ms8, flops, 1.0 * out * in + activations, f);
   for (void* p : {static_cast<void*>(x), static_cast<void*>(codes), static_cast<void*>(blocks),

@@ -378,13 +378,15 @@ SPK_DEVICE void mma_nvfp4_m16n8k64(float c[4], const uint32_t a[4], uint32_t b0,
 // The block's dynamic shared memory (16-byte aligned), and how many bytes of it the launch gave
 // (%dynamic_smem_size; rt::LaunchSharedBytes says how many a step's launch gets).
 #if !defined(SPARK_KERNEL_EMULATION)
-extern __shared__ __align__(16) unsigned char spk_dynamic_shared[];
+// Left undefined in the library: ptxas and the driver make it the launch's dynamic shared memory
+// (with spark_activation_precision the library's undefined symbols, kernel-library-*.test).
+extern "C" __shared__ __align__(16) unsigned char spark_dynamic_shared[];
 #endif
 SPK_DEVICE unsigned char* dynamic_shared() {
 #if defined(SPARK_KERNEL_EMULATION)
   return spk_emu_dynamic_shared();
 #else
-  return spk_dynamic_shared;
+  return spark_dynamic_shared;
 #endif
 }
 SPK_DEVICE uint32_t dynamic_shared_bytes() {

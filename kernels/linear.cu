@@ -10,12 +10,12 @@
 //      vector-friendly sizes (below), 16-byte aligned x and w, blockDim.x == 256: the
 //      small-batch GEMV on tensor cores (below): 16 output rows per block, its warps splitting
 //      the input dimension; each weight read once per step, each activation once per 16 rows.
-//   2. more tokens, the same conditions, and the launch's dynamic shared memory (the registry's
-//      abi::kLinearTileSharedBytes for these calls): tensor-core tiles with
+//   2. more tokens, the same conditions, and the launch's dynamic shared memory (what the
+//      registry gives these calls, abi::CallSharedBytes): tensor-core tiles with
 //      `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+, including sm_121a; mma_tile.cuh
-//      DenseTile, DenseSplitTile). A block computes a 128-token (bf16 activations) or 64-token
-//      (f32) x 128-row tile of y, K in steps of 32 through three shared-memory stages
-//      (fragments by ldmatrix; the loads of the next steps overlap the MMAs). bf16 weights go
+//      DenseTile, DenseSplitTile). A block computes a 128-token x 128-row tile of y, K in steps
+//      of 32 through three shared-memory stages, with bf16 activations, a 64-token one through
+//      two with f32 (fragments by ldmatrix; the loads of the next steps overlap the MMAs). bf16 weights go
 //      to shared memory by cp.async; quantized ones through registers, as code x block scale in
 //      bf16 (exact), the tensor or row scale applied to the accumulators.
 //      f32 activations are split into two bf16 terms, x = hi + lo, both multiplied with the

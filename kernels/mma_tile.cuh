@@ -50,12 +50,14 @@ constexpr int kLds = kBK + kPad;  // 40 bf16 = 80 bytes per shared row
 //                   of 64-row ones), three stages (the copies two steps ahead): 60 KiB.
 //   DenseSplitTile  the same with f32 activations: 64-row tiles (128 rows of hi and lo halves
 //                   took 166 registers, and a linear's decode GEMV, in the same entry, would run
-//                   at half the occupancy), three stages: 60 KiB.
+//                   at half the occupancy), two stages: 40 KiB (a third stage measured no faster
+//                   on the H100, bench/results/2026-12-07-h100-dense-tiles.md).
 // The dense tiles live in the dynamic shared memory the registry gives calls past the
-// small-batch sizes (abi::kLinearTileSharedBytes).
+// small-batch sizes (abi::kLinearTileSharedBytes, abi::kLinearSplitTileSharedBytes).
 // (bf16 A in three stages of 64-row tiles gave NaN outputs on the H100 for one op-check case
 // (linear T=100 out=520 in=704) on 2026-12-07, in 45 KiB of static shared memory; not
-// understood. kernels/README.md has the later GPU runs of the three-stage dense tiles.)
+// understood. DenseTile's three stages passed the whole op check of the linears on the H100,
+// that case included, memcheck and racecheck clean: kernels/README.md.)
 struct GroupedTile {
   static constexpr int kBM = 64;
   static constexpr int kSplitStages = 2;
@@ -68,8 +70,8 @@ struct DenseTile {
 };
 struct DenseSplitTile {
   static constexpr int kBM = 64;
-  static constexpr int kSplitStages = 3;
-  static constexpr int kPlainStages = 3;
+  static constexpr int kSplitStages = 2;
+  static constexpr int kPlainStages = 2;
 };
 
 using SharedRows = uint16_t (*)[kLds];  // a stage's rows of one operand
@@ -94,7 +96,7 @@ struct Smem {
 };
 static_assert(sizeof(Smem<GroupedTile>) == 40 * 1024, "GroupedTile shared memory");
 static_assert(sizeof(Smem<DenseTile>) <= spark::abi::kLinearTileSharedBytes &&
-                  sizeof(Smem<DenseSplitTile>) <= spark::abi::kLinearTileSharedBytes,
+                  sizeof(Smem<DenseSplitTile>) <= spark::abi::kLinearSplitTileSharedBytes,
               "a dense tile's shared memory exceeds what the registry gives a linear's call");
 
 // The stages of the layout the A path uses: kCount of them; a (the hi halves of f32 A), lo

@@ -464,7 +464,7 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
     } else if (run_kernel) {
       status = CheckHostArgs(step.op, args);
       if (status.ok()) status = kernel_runner_(step.op, args, launch.blocks,
-                                                LaunchSharedBytes(step, launch.num_tokens));
+                                                LaunchSharedBytes(plan_, step, launch.num_tokens));
     } else {
       status = RunHostKernel(step.op, args);
     }

@@ -1695,8 +1695,9 @@ const Program* ProgramOf(const Plan& plan, int64_t num_tokens, bool soft_tokens)
   return nullptr;
 }
 
-int LaunchSharedBytes(const Step& step, int64_t num_tokens) {
-  return step.shared_bytes + abi::CallSharedBytes(step.op, num_tokens);
+int LaunchSharedBytes(const Plan& plan, const Step& step, int64_t num_tokens) {
+  return step.shared_bytes + abi::CallSharedBytes(step.op, num_tokens,
+                                                  plan.activation_precision == DType::kBF16);
 }
 
 void BuildPrograms(Plan* plan) {

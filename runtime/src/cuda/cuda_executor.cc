@@ -37,8 +37,6 @@ namespace {
 
 // Device allocations that hold several parts (weights, KV caches) align each part to this.
 constexpr uint64_t kPartAlignment = 256;
-// Kernels may use this much dynamic shared memory without opting in.
-constexpr int kDefaultSharedBytes = 48 * 1024;
 constexpr size_t kJitLogBytes = 16 * 1024;
 
 uint64_t AlignUp(uint64_t value, uint64_t alignment) {
@@ -296,10 +294,12 @@ absl::Status CudaExecutor::LoadFunctions() {
     }
     functions_.push_back(found->second);
     // The most dynamic shared memory a call of this step gets (the largest call: the sizes
-    // grow with the token count); a kernel past the default opts in once, at its largest.
-    const int most = LaunchSharedBytes(step, plan_.max_tokens);
+    // grow with the token count). Every kernel that gets any opts in, at its largest: without
+    // it a launch may only take 48 KiB less the kernel's static shared memory (a kernel with
+    // 40 KiB static and 40 KiB dynamic was refused, CUDA_ERROR_INVALID_VALUE, on the H200).
+    const int most = LaunchSharedBytes(plan_, step, plan_.max_tokens);
     int& opted = opted_in[step.kernel];
-    if (most > kDefaultSharedBytes && most > opted) {
+    if (most > opted) {
       const CUresult result = api_->cuFuncSetAttribute(
           found->second, cu::kFuncAttrMaxDynamicSharedSizeBytes, most);
       if (result != cu::kSuccess) {
@@ -772,7 +772,7 @@ absl::Status CudaExecutor::Launch(const ProgramLaunch& launch, int32_t num_soft_
   SPARK_CU_RETURN_IF_ERROR(
       api_, api_->cuLaunchKernel(functions_[step_index], launch.blocks, 1, 1,
                                  step.block[0], step.block[1], step.block[2],
-                                 LaunchSharedBytes(step, launch.num_tokens), stream_,
+                                 LaunchSharedBytes(plan_, step, launch.num_tokens), stream_,
                                  params.data(), nullptr));
   return absl::OkStatus();
 }

@@ -6,8 +6,10 @@
 // The tensor-core paths of the linear entry, in the PTX for sm_121a (the DGX Spark): f32
 // activations take two MMAs per product (hi + lo) and reach the tile's shared memory through
 // registers; bf16 ones take one MMA per product and go to shared memory by cp.async, like the
-// weights. MMA counts: the tile's (f32 32, bf16 16) and the small-batch GEMV's (f32 16, bf16 12:
-// its hi + lo pairs and n-tiles, as clang unrolls them).
+// weights. MMA counts: the tile's (f32 32: 64-row tiles, two per product; bf16 32: 128-row
+// tiles, one per product) and the small-batch GEMV's (f32 16, bf16 12: its hi + lo pairs and
+// n-tiles, as clang unrolls them); cp.async copies: the weights' (one), and with bf16 the two
+// 16-byte chunks of each thread's 128-row A tile.
 // RUN: spark-compile %s --target sm_121a --emit ptx -o %t.f32.ptx
 // RUN: grep -c "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" %t.f32.ptx | FileCheck %s --check-prefix=MMA-F32
 // RUN: grep -c "cp.async.cg.shared.global" %t.f32.ptx | FileCheck %s --check-prefix=CPASYNC-F32
@@ -41,9 +43,9 @@
 // PTX-F32: .visible .global .align 4 .u32 spark_activation_precision;
 
 // MMA-F32: {{^}}48{{$}}
-// MMA-BF16: {{^}}28{{$}}
+// MMA-BF16: {{^}}44{{$}}
 // CPASYNC-F32: {{^}}1{{$}}
-// CPASYNC-BF16: {{^}}2{{$}}
+// CPASYNC-BF16: {{^}}3{{$}}
 
 module {
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x32xf32> {

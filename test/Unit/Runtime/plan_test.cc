@@ -1224,24 +1224,31 @@ TEST(PlanTest, RejectsBadLaunchConfiguration) {
   EXPECT_TRUE(StatusIs(ParsePlan(plan), kInvalid, "plan steps[0].kernel: empty kernel symbol"));
 }
 
-// A launch's dynamic shared memory: the step's own plus the registry's for the call's size
-// (the dense linears' tiles past the small-batch sizes; nothing for decode calls).
+// A launch's dynamic shared memory: the step's own plus the registry's for the call's size and
+// the plan's activation precision (the dense linears' tiles past the small-batch sizes; nothing
+// for decode calls).
 TEST(PlanTest, LaunchSharedBytesAddsTheRegistrysPerCallSize) {
+  Plan plan;
   Step step;
   step.op = abi::OpId::kLinear;
-  EXPECT_EQ(LaunchSharedBytes(step, 1), 0);
-  EXPECT_EQ(LaunchSharedBytes(step, abi::kLinearSmallBatchMaxTokens), 0);
-  EXPECT_EQ(LaunchSharedBytes(step, abi::kLinearSmallBatchMaxTokens + 1),
+  EXPECT_EQ(LaunchSharedBytes(plan, step, 1), 0);
+  EXPECT_EQ(LaunchSharedBytes(plan, step, abi::kLinearSmallBatchMaxTokens), 0);
+  EXPECT_EQ(LaunchSharedBytes(plan, step, abi::kLinearSmallBatchMaxTokens + 1),
+            abi::kLinearSplitTileSharedBytes);
+  plan.activation_precision = DType::kBF16;
+  EXPECT_EQ(LaunchSharedBytes(plan, step, abi::kLinearSmallBatchMaxTokens + 1),
             abi::kLinearTileSharedBytes);
+  EXPECT_EQ(LaunchSharedBytes(plan, step, 1), 0);
   for (abi::OpId op : {abi::OpId::kLinearNvfp4, abi::OpId::kLinearFp8}) {
     step.op = op;
-    EXPECT_EQ(LaunchSharedBytes(step, 1024), abi::kLinearTileSharedBytes) << abi::Spec(op).op;
+    EXPECT_EQ(LaunchSharedBytes(plan, step, 1024), abi::kLinearTileSharedBytes)
+        << abi::Spec(op).op;
   }
   step.op = abi::OpId::kRmsNorm;
   step.shared_bytes = 1024;
-  EXPECT_EQ(LaunchSharedBytes(step, 1024), 1024);
+  EXPECT_EQ(LaunchSharedBytes(plan, step, 1024), 1024);
   step.op = abi::OpId::kLinear;
-  EXPECT_EQ(LaunchSharedBytes(step, 1024), 1024 + abi::kLinearTileSharedBytes);
+  EXPECT_EQ(LaunchSharedBytes(plan, step, 1024), 1024 + abi::kLinearTileSharedBytes);
 }
 
 TEST(PlanTest, RejectsOutOfRangeIds) {

@@ -567,19 +567,22 @@ SPARK_ABI_HD constexpr bool MoeDownGrouped(int path, bool has_partials) {
 
 // ---- Dynamic shared memory of a call ----
 // The dense linears (linear, linear_nvfp4, linear_fp8) multiply calls of more than
-// kLinearSmallBatchMaxTokens tokens in 128 x 128 tensor-core tiles whose pipeline stages live in
-// kLinearTileSharedBytes of dynamic shared memory (kernels/mma_tile.cuh DenseTile); calls of
-// fewer tokens (decode) take the GEMV paths and get none, so that their occupancy is not cut by
-// memory they do not use. A launch gets its step's Step::shared_bytes plus CallSharedBytes(op,
-// T) (plan.h LaunchSharedBytes); within GB10's 99 KB per block with the kernels' static shared
-// memory. A kernel checks what it got (dynamic_shared_bytes()) and takes a GEMV path when it is
-// less.
+// kLinearSmallBatchMaxTokens tokens in tensor-core tiles whose pipeline stages live in dynamic
+// shared memory (kernels/mma_tile.cuh): kLinearTileSharedBytes with bf16 activations (128 x 128
+// tiles, three stages), kLinearSplitTileSharedBytes with f32 (64 x 128, two stages of hi and lo
+// halves); calls of fewer tokens (decode) take the GEMV paths and get none, so that their
+// occupancy is not cut by memory they do not use. A launch gets its step's Step::shared_bytes plus
+// CallSharedBytes(op, T, activations are bf16) (plan.h LaunchSharedBytes); within GB10's 99 KB
+// per block with the kernels' static shared memory. A kernel checks what it got
+// (dynamic_shared_bytes()) and takes a GEMV path when it is less.
 inline constexpr int kLinearSmallBatchMaxTokens = 16;
 inline constexpr int kLinearTileSharedBytes = 61440;
-SPARK_ABI_HD constexpr int CallSharedBytes(OpId op, long long num_tokens) {
+inline constexpr int kLinearSplitTileSharedBytes = 40960;
+SPARK_ABI_HD constexpr int CallSharedBytes(OpId op, long long num_tokens, bool bf16_activations) {
   const bool dense_linear =
       op == OpId::kLinear || op == OpId::kLinearNvfp4 || op == OpId::kLinearFp8;
-  return dense_linear && num_tokens > kLinearSmallBatchMaxTokens ? kLinearTileSharedBytes : 0;
+  if (!dense_linear || num_tokens <= kLinearSmallBatchMaxTokens) return 0;
+  return bf16_activations ? kLinearTileSharedBytes : kLinearSplitTileSharedBytes;
 }
 
 // ---- NVFP4 activations (W4A4: spark-compile --fp4-activations) ----

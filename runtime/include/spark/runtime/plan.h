@@ -268,11 +268,12 @@ const Program* ProgramOf(const Plan& plan, int64_t num_tokens, bool soft_tokens)
 // run programs.
 bool StepRuns(const Step& step, int64_t num_tokens, bool soft_tokens);
 
-// The dynamic shared memory a launch of `step` for a call of `num_tokens` tokens gets: the
-// step's own shared_bytes plus what the registry gives its op at that size (abi::CallSharedBytes:
-// the dense linears' tensor-core tiles), so that decode launches of a step carry none of its
-// prefill tiles' memory. Both executors launch with it.
-int LaunchSharedBytes(const Step& step, int64_t num_tokens);
+// The dynamic shared memory a launch of `step` (of `plan`) for a call of `num_tokens` tokens
+// gets: the step's own shared_bytes plus what the registry gives its op at that size and the
+// plan's activation precision (abi::CallSharedBytes: the dense linears' tensor-core tiles), so
+// that decode launches of a step carry none of its prefill tiles' memory. Both executors launch
+// with it.
+int LaunchSharedBytes(const Plan& plan, const Step& step, int64_t num_tokens);
 
 // Sets plan->programs from plan->steps: the decode program (one token, no soft rows), then the
 // calls of 2..max_tokens tokens (and, when the plan has soft inputs, of 1..max_tokens tokens with
