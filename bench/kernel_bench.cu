@@ -142,8 +142,9 @@ void BenchLinear(int T, int out, int in, const char* what, std::mt19937& rng, co
   Check(cudaMalloc(&y, static_cast<size_t>(T) * out * act), "cudaMalloc");
   if (bf16_act) SetActivationPrecision(1);
   const int grid = LinearGrid(out);
+  const int shared = LinearShared(T, bf16_act);
   const double ms =
-      MedianMs([&] { check_linear<<<grid, 256, LinearShared(T, bf16_act)>>>(x, w, y, T, out, in); });
+      MedianMs([&] { check_linear<<<grid, 256, shared>>>(x, w, y, T, out, in); });
   if (bf16_act) SetActivationPrecision(0);
   const double flops = 2.0 * T * out * in;
   const double bytes = 2.0 * out * in + static_cast<double>(act) * T * (in + out);
@@ -179,17 +180,17 @@ void BenchQuantizedLinear(int T, int out, int in, const char* what, std::mt19937
   float* scale = DeviceRandom<float>(out, rng, 0.01f);
   float* y = nullptr;
   Check(cudaMalloc(&y, static_cast<size_t>(T) * out * sizeof(float)), "cudaMalloc");
-  const int grid = LinearGrid(out);
+  const int grid = LinearGrid(out), shared = LinearShared(T, false);
   const double flops = 2.0 * T * out * in;
   const double activations = 4.0 * T * (in + out);
   const std::string shape = std::string(what) + " T=" + std::to_string(T) + " " +
                             std::to_string(out) + "x" + std::to_string(in);
   const double ms4 = MedianMs([&] {
-    check_linear_nvfp4<<<grid, 256, LinearShared(T, false)>>>(x, codes, blocks, scale, y, T, out, in);
+    check_linear_nvfp4<<<grid, 256, shared>>>(x, codes, blocks, scale, y, T, out, in);
   });
   Row("linear_nvfp4", shape, ms4, flops, out * in * (0.5 + 1.0 / 16) + activations, f);
   const double ms8 = MedianMs([&] {
-    check_linear_fp8<<<grid, 256, LinearShared(T, false)>>>(x, fp8, scale, y, T, out, in, out);
+    check_linear_fp8<<<grid, 256, shared>>>(x, fp8, scale, y, T, out, in, out);
   });
   Row("linear_fp8", shape, ms8, flops, 1.0 * out * in + activations, f);
   for (void* p : {static_cast<void*>(x), static_cast<void*>(codes), static_cast<void*>(blocks),

@@ -15,9 +15,9 @@
 //      `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+, including sm_121a; mma_tile.cuh
 //      DenseTile, DenseSplitTile). A block computes a 128-token x 128-row tile of y, K in steps
 //      of 32 through three shared-memory stages, with bf16 activations, a 64-token one through
-//      two with f32 (fragments by ldmatrix; the loads of the next steps overlap the MMAs). bf16 weights go
-//      to shared memory by cp.async; quantized ones through registers, as code x block scale in
-//      bf16 (exact), the tensor or row scale applied to the accumulators.
+//      two with f32 (fragments by ldmatrix; the loads of the next steps overlap the MMAs). bf16
+//      weights go to shared memory by cp.async; quantized ones through registers, as code x
+//      block scale in bf16 (exact), the tensor or row scale applied to the accumulators.
 //      f32 activations are split into two bf16 terms, x = hi + lo, both multiplied with the
 //      (exact) bf16 weights: relative error ~2^-17 per product instead of 2^-9 for a plain bf16
 //      cast, at 2x the MMA work; bf16 activations go to shared memory by cp.async as they are and
