@@ -6,7 +6,8 @@
 // 1 per weight) and the grouped MoE experts (spark_moe_gate_up /
 // spark_moe_down at a 512-token chunk of 26B-A4B, random top-8 routing; then the experts in
 // bf16, NVFP4 and FP8 at decode and at a 512-token chunk); with --only=moe just the grouped
-// experts, at 512- and 1024-token chunks (f32, and bf16 activations). Each figure is set
+// experts, at 512- and 1024-token chunks (f32, and bf16 activations); with --only=small-batch
+// the linears of decode steps of 1 to 16 sequences at 31B and 26B-A4B shapes. Each figure is set
 // against the ceiling of the same GPU: the device-to-device copy bandwidth this program measures,
 // and a bf16 GEMM throughput given on the command line (bench/ceilings.py measures it with
 // torch.matmul).
@@ -348,18 +349,21 @@ void BenchMoeFormats(int T, int hidden, int inter, int E, int K, std::mt19937& r
 int main(int argc, char** argv) {
   Figures f{0.0, 781.0};
   const char* label = "working tree";
-  bool moe_only = false, linear_only = false;
+  bool moe_only = false, linear_only = false, small_batch_only = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--only=moe") == 0 || std::strcmp(argv[i], "--only=linear") == 0) {
-      (argv[i][7] == 'm' ? moe_only : linear_only) = true;
-      continue;
-    }
-    if (std::strncmp(argv[i], "--gemm-tflops=", 14) == 0) {
+    if (std::strcmp(argv[i], "--only=moe") == 0) {
+      moe_only = true;
+    } else if (std::strcmp(argv[i], "--only=linear") == 0) {
+      linear_only = true;
+    } else if (std::strcmp(argv[i], "--only=small-batch") == 0) {
+      small_batch_only = true;
+    } else if (std::strncmp(argv[i], "--gemm-tflops=", 14) == 0) {
       f.gemm_tflops = std::atof(argv[i] + 14);
     } else if (std::strncmp(argv[i], "--label=", 8) == 0) {
       label = argv[i] + 8;
     } else {
-      std::fprintf(stderr, "usage: %s [--gemm-tflops=X] [--label=TEXT] [--only=moe|linear]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--gemm-tflops=X] [--label=TEXT] [--only=moe|linear|small-batch]\n",
                    argv[0]);
       return 2;
     }
@@ -387,6 +391,21 @@ int main(int argc, char** argv) {
     BenchMoe(512, 2816, 704, 128, 8, rng, f);
     BenchMoe(1024, 2816, 704, 128, 8, rng, f);
     BenchMoe(1024, 2816, 704, 128, 8, rng, f, /*bf16_act=*/true);
+    return 0;
+  }
+  if (small_batch_only) {  // decode steps of 1 to 16 sequences: the GEMV and the small batch
+    struct Shape {
+      int out, in;
+      const char* what;
+    };
+    for (const Shape& s : {Shape{21504, 5376, "31B mlp up"}, Shape{5376, 21504, "31B mlp down"},
+                           Shape{8192, 5376, "31B q"}, Shape{4096, 2816, "26B-A4B q"},
+                           Shape{2816, 4096, "26B-A4B o"}, Shape{2112, 2816, "26B-A4B mlp up"}}) {
+      for (int T : {1, 2, 4, 8, 16}) BenchLinear(T, s.out, s.in, s.what, rng, f);
+      BenchLinear(8, s.out, s.in, s.what, rng, f, /*bf16_act=*/true);
+    }
+    for (int T : {1, 4, 8, 16}) BenchQuantizedLinear(T, 21504, 5376, "31B mlp up", rng, f);
+    for (int T : {1, 8}) BenchQuantizedLinear(T, 4096, 2816, "26B-A4B q", rng, f);
     return 0;
   }
   // 31B (hidden 5376, MLP 21504, 32 x 256 query heads): a 512-token prefill chunk and decode.

@@ -49,7 +49,8 @@
 #       from that copy, so that two kernel variants are timed in one run.
 #       SPARK_KERNEL_BENCH_ONLY=moe times only the grouped MoE experts (512- and 1024-token
 #       chunks, f32 and bf16 activations); =linear only the dense linears (31B shapes: 512- and
-#       1024-token chunks with f32 and bf16 activations, decode, NVFP4 / FP8 at 512 and 1).
+#       1024-token chunks with f32 and bf16 activations, decode, NVFP4 / FP8 at 512 and 1);
+#       =small-batch the linears of decode steps of 1 to 16 sequences (31B and 26B-A4B shapes).
 #   bench/run_bench.sh all OUTDIR IMAGEDIR SPARK_RUN
 #       every stage in one run, for a machine without a per-command time limit (about 45 minutes
 #       on the H200): ceilings, tiny, then for 26b-a4b and 31b: spark, pytorch eager, pytorch

@@ -399,6 +399,18 @@ SPK_DEVICE uint32_t dynamic_shared_bytes() {
 #endif
 }
 
+// How many multiprocessors the GPU has (%nsmid: an upper bound of the SM ids, the SM count on
+// every GPU spark targets), for kernels that size their work units to fill the GPU.
+SPK_DEVICE int multiprocessor_count() {
+#if defined(SPARK_KERNEL_EMULATION)
+  return spk_emu_multiprocessor_count();
+#else
+  uint32_t n;
+  asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+  return static_cast<int>(n);
+#endif
+}
+
 #if !defined(SPARK_KERNEL_EMULATION)
 // The 32-bit shared-window address of a generic pointer into shared memory.
 SPK_DEVICE uint32_t shared_addr(const void* p) {

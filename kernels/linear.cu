@@ -8,8 +8,9 @@
 // Four paths, chosen per call:
 //   1. 2 <= num_tokens <= kSmallBatchMaxTokens (decode steps of several sequences),
 //      vector-friendly sizes (below), 16-byte aligned x and w, blockDim.x == 256: the
-//      small-batch GEMV on tensor cores (below): 16 output rows per block, its warps splitting
-//      the input dimension; each weight read once per step, each activation once per 16 rows.
+//      small-batch GEMV on tensor cores (below): 16, 32 or 64 output rows per block, its warps
+//      splitting the input dimension; each weight read once per step, each activation once per
+//      block's rows.
 //   2. more tokens, the same conditions, and the launch's dynamic shared memory (what the
 //      registry gives these calls, abi::CallSharedBytes): tensor-core tiles with
 //      `mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32` (sm_80+, including sm_121a; mma_tile.cuh
@@ -213,27 +214,49 @@ SPK_DEVICE void gemv_dispatch(ActIn x, const W& w, ActOut y, int T, int out, int
 //
 // The warp-per-row GEMV loads every activation once per output row: at 8 tokens those loads,
 // not the weights, bound it (a 31B decode step of 8 tokens took 4.8x one token's time on the
-// H200). Here a block of 8 warps takes 16 output rows for all tokens: its warps split the input
-// dimension, and each multiplies its part on tensor cores with the 16 weight rows as the A
-// operand of mma.m16n8k16 and 8 tokens as the B operand (NT such n-tiles), so that every weight
-// is read from memory once per step and every activation once per 16 rows.
+// H200). Here a block of 8 warps takes 16 M output rows (M = 1, 2 or 4 m-tiles, as the
+// format's registers allow) for all tokens: its warps split the input dimension, and each
+// multiplies its part on tensor cores with each m-tile's 16 weight rows as the A operand of
+// mma.m16n8k16 and 8 tokens as the B operand (NT such n-tiles), so that every weight is read
+// from memory once per step and every activation once per 16 M rows. M is the largest that still
+// gives every multiprocessor two blocks' work (small_batch_m_tiles): with 16 rows a block read
+// as many activation bytes (f32, 8 tokens) as weight bytes, and 3.5x as many as NVFP4 weight
+// bytes.
 // A dot product does not care in which order k runs, so a fragment need not hold consecutive k:
 // lane (g, q) (g = lane / 4, q = lane % 4) loads chunk q of a quad of chunks, of weight rows g
-// and g + 8 and of token g, the loads the GEMV makes (16 bytes of each row per lane, a quad
-// covering 64 contiguous bytes), and its k-step s takes elements 4s .. 4s + 3 of those chunks,
-// the same elements in its A words (k slots 2q, 2q + 1 and 2q + 8, 2q + 9) as in its B words.
-// Weights become bf16 exactly (bf16 as they are, NVFP4 code x block scale, FP8 elements: at most
-// 6 significant bits); f32 activations are split into hi + lo bf16 terms (two MMAs, as the
-// tiles do: ~2^-17 relative error per product), bf16 activations take one. The 8 warps' partial
-// tiles are summed in shared memory in warp order (deterministic), the row scale applied last.
+// and g + 8 of each m-tile and of token g, the loads the GEMV makes (16 bytes of each row per
+// lane, a quad covering 64 contiguous bytes), and its k-step s takes elements 4s .. 4s + 3 of
+// those chunks, the same elements in its A words (k slots 2q, 2q + 1 and 2q + 8, 2q + 9) as in
+// its B words. Weights become bf16 exactly (bf16 as they are, NVFP4 code x block scale, FP8
+// elements: at most 6 significant bits); f32 activations are split into hi + lo bf16 terms (two
+// MMAs, as the tiles do: ~2^-17 relative error per product), bf16 activations take one. The 8
+// warps' partial tiles are summed in shared memory in warp order (deterministic), the row scale
+// applied last.
 
 constexpr int kSmallBatchWarps = 8;   // warps of a block, splitting the input dimension
-// Chunk quads a warp loads before multiplying: 4 for bf16 (8 weights per 16-byte chunk), fewer
-// for the formats whose chunks hold more (FP8 16, NVFP4 32), so that an unrolled step decodes
-// the same 32 weights per row and lane. (With 4 NVFP4 quads the entry needed 210 registers
-// instead of 128, halving the occupancy of its one-token GEMV: 0.072 -> 0.106 ms on the H200.)
+// m-tiles per block at most, as the entry's registers allow (under 128, so that its one-token
+// GEMV keeps two blocks per multiprocessor; ptxas, sm_90a and sm_121a): 4 for bf16, 2 for NVFP4
+// (4 took 255 registers), 1 for FP8 (2 took 219).
 template <class W>
-constexpr int kSmallBatchUnroll = W::kChunk <= 8 ? 4 : 32 / W::kChunk;
+constexpr int kSmallBatchMaxMTiles = W::kChunk == 8 ? 4 : W::kChunk == 32 ? 2 : 1;
+// Chunk quads a warp loads (for each of its M m-tiles) before multiplying: 4 / M for bf16
+// (8 weights per 16-byte chunk), 1 for the formats whose chunks hold more (FP8 16, NVFP4 32),
+// so that the loads in flight stay 8 x 16 bytes per lane (bf16) and the entry's registers under
+// 128. (With 4 NVFP4 quads the entry needed 210 registers instead of 128, halving the occupancy
+// of its one-token GEMV: 0.072 -> 0.106 ms on the H200.)
+template <class W, int M>
+constexpr int kSmallBatchUnroll = W::kChunk <= 8 ? 4 / M : 1;
+
+// m-tiles per block for `out` rows: the largest power of two up to max_m whose blocks still
+// number at least two per multiprocessor (the resident blocks of the entry), so that fewer, wider
+// blocks do not leave multiprocessors idle.
+SPK_DEVICE int small_batch_m_tiles(int out, int max_m) {
+  const int64_t blocks_wanted = 2 * static_cast<int64_t>(multiprocessor_count());
+  for (int m = max_m; m > 1; m /= 2) {
+    if ((static_cast<int64_t>(out) + 16 * m - 1) / (16 * m) >= blocks_wanted) return m;
+  }
+  return 1;
+}
 
 // The 8 weights of group g of a loaded chunk as 4 bf16x2 words (element order, lower k in the low
 // half), in units of 1 / kDecodedUnit with the group's scale applied: exact in bf16.
@@ -271,50 +294,59 @@ SPK_DEVICE void activation_words(ActIn x, int64_t i, bool real, uint32_t hi[4], 
   }
 }
 
-// This warp's part of rows r0 .. r0 + 15 x tokens 0 .. 8 NT - 1 (C fragments: acc[nt]), in units
-// of 1 / kDecodedUnit without the row scale. Rows at or past `out` read the last row and are not
-// stored; tokens at or past T and chunks past the end are zeros (the MMAs still run: mma.sync
-// needs every lane).
-template <int NT, class W>
+// This warp's part of rows r0 .. r0 + 16 M - 1 x tokens 0 .. 8 NT - 1 (C fragments: acc[m][nt]
+// for m-tile m), in units of 1 / kDecodedUnit without the row scale. Rows at or past `out` read
+// the last row and are not stored; tokens at or past T and chunks past the end are zeros (the
+// MMAs still run: mma.sync needs every lane).
+template <int M, int NT, class W>
 SPK_DEVICE void small_batch_part(ActIn x, const W& w, int T, int64_t r0, int out, int in,
-                                 float (&acc)[NT][4]) {
+                                 float (&acc)[M][NT][4]) {
   constexpr int kSetsPerGroup = W::kChunk / W::kGroups / 8;
   constexpr int kStride = kSmallBatchWarps * 4;  // chunks between a warp's quads
   const int lane = lane_id(), g = lane >> 2, q = lane & 3;
-  const int64_t rows[2] = {r0 + g < out ? r0 + g : out - 1, r0 + g + 8 < out ? r0 + g + 8 : out - 1};
+  int64_t rows[M][2];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = r0 + 16 * m + 8 * h + g;
+      rows[m][h] = r < out ? r : out - 1;
+    }
   const int chunks = in / W::kChunk;
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
+  for (int m = 0; m < M; ++m)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
-  constexpr int kUnroll = kSmallBatchUnroll<W>;
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][nt][e] = 0.0f;
+  constexpr int kUnroll = kSmallBatchUnroll<W, M>;
   for (int base = warp_id() * 4; base < chunks; base += kStride * kUnroll) {
-    uint4 raw[kUnroll][2];
+    uint4 raw[kUnroll][M][2];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = base + u * kStride + q;
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        raw[u][h] = c < chunks ? w.load(rows[h], c) : make_uint4(0u, 0u, 0u, 0u);
+      for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          raw[u][m][h] = c < chunks ? w.load(rows[m][h], c) : make_uint4(0u, 0u, 0u, 0u);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (base + u * kStride >= chunks) break;  // warp-uniform: no lane of the quad is real
       const int c = base + u * kStride + q;
       const bool real = c < chunks;
-      float scale[2][W::kGroups];
+      float scale[M][2][W::kGroups];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int m = 0; m < M; ++m)
 #pragma unroll
-        for (int grp = 0; grp < W::kGroups; ++grp) scale[h][grp] = 1.0f;
-        if (real) w.group_scales(rows[h], c, scale[h]);
-      }
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int grp = 0; grp < W::kGroups; ++grp) scale[m][h][grp] = 1.0f;
+          if (real) w.group_scales(rows[m][h], c, scale[m][h]);
+        }
 #pragma unroll
       for (int set = 0; set < W::kChunk / 8; ++set) {
-        uint32_t a_words[2][4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          weight_words(w, raw[u][h], set, scale[h][set / kSetsPerGroup], a_words[h]);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int t = nt * 8 + g;
@@ -322,12 +354,20 @@ SPK_DEVICE void small_batch_part(ActIn x, const W& w, int T, int64_t r0, int out
           activation_words(x, static_cast<int64_t>(t) * in + static_cast<int64_t>(c) * W::kChunk +
                                   set * 8,
                            real && t < T, hi, lo);
+          // The token fragments serve every m-tile.
 #pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            const uint32_t a[4] = {a_words[0][2 * s], a_words[1][2 * s], a_words[0][2 * s + 1],
-                                   a_words[1][2 * s + 1]};
-            if (!act_bf16()) mma_bf16_16816(acc[nt], a, lo[2 * s], lo[2 * s + 1]);
-            mma_bf16_16816(acc[nt], a, hi[2 * s], hi[2 * s + 1]);
+          for (int m = 0; m < M; ++m) {
+            uint32_t a_words[2][4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              weight_words(w, raw[u][m][h], set, scale[m][h][set / kSetsPerGroup], a_words[h]);
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+              const uint32_t a[4] = {a_words[0][2 * s], a_words[1][2 * s], a_words[0][2 * s + 1],
+                                     a_words[1][2 * s + 1]};
+              if (!act_bf16()) mma_bf16_16816(acc[m][nt], a, lo[2 * s], lo[2 * s + 1]);
+              mma_bf16_16816(acc[m][nt], a, hi[2 * s], hi[2 * s + 1]);
+            }
           }
         }
       }
@@ -335,46 +375,64 @@ SPK_DEVICE void small_batch_part(ActIn x, const W& w, int T, int64_t r0, int out
   }
 }
 
-// The whole op on the small-batch path (2 <= T <= 8 NT), 16-row tiles grid-stride; `red` is
-// shared memory for kSmallBatchWarps x NT x 128 floats.
-template <int NT, class W>
+// The whole op on the small-batch path (2 <= T <= 8 NT), tiles of 16 M rows grid-stride; `red`
+// is shared memory for kSmallBatchWarps x NT x 128 floats (one m-tile's partials at a time).
+template <int M, int NT, class W>
 SPK_DEVICE void small_batch(ActIn x, const W& w, ActOut y, int T, int out, int in, float* red) {
-  constexpr int kTileFloats = NT * 4 * 32;  // one warp's fragments
-  const int64_t tiles = (static_cast<int64_t>(out) + 15) / 16;
+  constexpr int kTileFloats = NT * 4 * 32;  // one warp's fragments of one m-tile
+  const int64_t tiles = (static_cast<int64_t>(out) + 16 * M - 1) / (16 * M);
   const int lane = lane_id(), warp = warp_id();
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t r0 = tile * 16;
-    float acc[NT][4];
-    small_batch_part<NT>(x, w, T, r0, out, in, acc);
+    float acc[M][NT][4];
+    small_batch_part<M, NT>(x, w, T, tile * 16 * M, out, in, acc);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int m = 0; m < M; ++m) {
+      const int64_t r0 = (tile * M + m) * 16;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) red[warp * kTileFloats + (nt * 4 + e) * 32 + lane] = acc[nt][e];
-    __syncthreads();
-    for (int i = static_cast<int>(threadIdx.x); i < kTileFloats; i += blockDim.x) {
-      float sum = 0.0f;
-      for (int k = 0; k < kSmallBatchWarps; ++k) sum += red[k * kTileFloats + i];
-      // Fragment element e of lane l: row g (+ 8 for e >= 2), token 2q + (e & 1) of its n-tile.
-      const int l = i & 31, e = (i >> 5) & 3, nt = i >> 7;
-      const int64_t row = r0 + (l >> 2) + (e >= 2 ? 8 : 0);
-      const int t = nt * 8 + 2 * (l & 3) + (e & 1);
-      if (row < out && t < T) {
-        y[static_cast<int64_t>(t) * out + row] = sum * (w.row_scale(row) * W::kDecodedUnit);
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          red[warp * kTileFloats + (nt * 4 + e) * 32 + lane] = acc[m][nt][e];
+      __syncthreads();
+      for (int i = static_cast<int>(threadIdx.x); i < kTileFloats; i += blockDim.x) {
+        float sum = 0.0f;
+        for (int k = 0; k < kSmallBatchWarps; ++k) sum += red[k * kTileFloats + i];
+        // Fragment element e of lane l: row g (+ 8 for e >= 2), token 2q + (e & 1) of its n-tile.
+        const int l = i & 31, e = (i >> 5) & 3, nt = i >> 7;
+        const int64_t row = r0 + (l >> 2) + (e >= 2 ? 8 : 0);
+        const int t = nt * 8 + 2 * (l & 3) + (e & 1);
+        if (row < out && t < T) {
+          y[static_cast<int64_t>(t) * out + row] = sum * (w.row_scale(row) * W::kDecodedUnit);
+        }
       }
+      __syncthreads();  // red is rewritten by the next m-tile
     }
-    __syncthreads();  // red is rewritten by the next tile
   }
+}
+
+template <int NT, class W>
+SPK_DEVICE void small_batch_m(ActIn x, const W& w, ActOut y, int T, int out, int in, float* red) {
+  constexpr int kMaxM = kSmallBatchMaxMTiles<W>;
+  const int m = small_batch_m_tiles(out, kMaxM);
+  if constexpr (kMaxM >= 4) {
+    if (m == 4) return small_batch<4, NT>(x, w, y, T, out, in, red);
+  }
+  if constexpr (kMaxM >= 2) {
+    if (m == 2) return small_batch<2, NT>(x, w, y, T, out, in, red);
+  }
+  small_batch<1, NT>(x, w, y, T, out, in, red);
 }
 
 template <class W>
 SPK_DEVICE void small_batch_dispatch(ActIn x, const W& w, ActOut y, int T, int out, int in) {
-  // The warps' partial tiles (static: calls of these sizes get no dynamic shared memory).
+  // One m-tile's partial tiles of the warps (static: calls of these sizes get no dynamic shared
+  // memory).
   __shared__ __align__(16) float red[kSmallBatchWarps * 2 * 128];
   static_assert(kSmallBatchMaxTokens <= 16, "n-tiles");
   if (T <= 8)
-    small_batch<1>(x, w, y, T, out, in, red);
+    small_batch_m<1>(x, w, y, T, out, in, red);
   else
-    small_batch<2>(x, w, y, T, out, in, red);
+    small_batch_m<2>(x, w, y, T, out, in, red);
 }
 
 // ---- tensor-core tiles (prefill): mma_tile.cuh ----

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -110,7 +111,9 @@ class HostExecutor final : public Executor {
     return reinterpret_cast<uint8_t*>(arena_.data()) + plan_.buffers[buffer].offset;
   }
   void WriteInputs(const BatchLayout& layout);
-  absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens, int32_t first_position,
+  // The call's program over its tokens: a batch's (`layout`), or nullptr for tokens at positions
+  // 0, 1, ... (a whole-sequence program, the image encoder), for the profile.
+  absl::Status RunSteps(int32_t num_tokens, int32_t num_soft_tokens, const BatchLayout* layout,
                         int32_t tail_rows);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
   // bf16 activations (Plan::activation_precision): the host reference computes on f32 buffers
@@ -295,7 +298,7 @@ absl::Status HostExecutor::RunBatch(absl::Span<const SequenceStep> parts,
   WriteInputs(layout);
   const int32_t num_tokens = layout.num_tokens();
   // A step observer sees every row of every step: the logits tail runs on all rows then.
-  SPARK_RETURN_IF_ERROR(RunSteps(num_tokens, layout.num_soft_tokens(), layout.positions[0],
+  SPARK_RETURN_IF_ERROR(RunSteps(num_tokens, layout.num_soft_tokens(), &layout,
                                  step_observer() ? num_tokens : layout.tail_rows));
   results->assign(parts.size(), StepResult());
   const int32_t* tokens = reinterpret_cast<const int32_t*>(BufferData(plan_.output_tokens));
@@ -391,7 +394,7 @@ absl::Status HostExecutor::RunProgram(SequenceState& state, int32_t num_tokens,
   if (plan_.input_sequences >= 0) {  // every token is the sequence's: row 0 of the tables
     std::fill_n(reinterpret_cast<int32_t*>(BufferData(plan_.input_sequences)), num_tokens, 0);
   }
-  return RunSteps(num_tokens, num_soft_tokens, /*first_position=*/0, num_tokens);
+  return RunSteps(num_tokens, num_soft_tokens, /*layout=*/nullptr, num_tokens);
 }
 
 absl::StatusOr<std::vector<float>> HostExecutor::EncodeImage(
@@ -403,7 +406,7 @@ absl::StatusOr<std::vector<float>> HostExecutor::EncodeImage(
                      BufferData(plan_.input_pixel_patches));
   std::memcpy(BufferData(plan_.input_patch_positions), patch_positions.data(),
               patch_positions.size() * sizeof(int32_t));
-  SPARK_RETURN_IF_ERROR(RunSteps(patches, /*num_soft_tokens=*/0, /*first_position=*/0,
+  SPARK_RETURN_IF_ERROR(RunSteps(patches, /*num_soft_tokens=*/0, /*layout=*/nullptr,
                                  /*tail_rows=*/0));
   std::vector<float> embeddings(static_cast<size_t>(patches / 9 * plan_.model.hidden_size));
   ActivationsToF32(BufferData(plan_.output_embeddings), plan_.activation_precision,
@@ -432,9 +435,17 @@ void HostExecutor::WriteInputs(const BatchLayout& layout) {
 }
 
 absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
-                                    int32_t first_position, int32_t tail_rows) {
+                                    const BatchLayout* layout, int32_t tail_rows) {
   std::vector<HostArg> args;
   RunProfile* const profile = mutable_profile();
+  std::vector<int32_t> positions;  // the profile's: the layout's, or 0, 1, ...
+  if (profile != nullptr && layout == nullptr) {
+    positions.resize(static_cast<size_t>(num_tokens));
+    std::iota(positions.begin(), positions.end(), 0);
+  }
+  const absl::Span<const int32_t> profiled =
+      layout != nullptr ? absl::MakeConstSpan(layout->positions) : absl::MakeConstSpan(positions);
+  const bool decode_step = layout != nullptr && layout->decode_step();
   // The call's program (the decode program for one token), as the CUDA executor runs it; the
   // logits tail on the rows asked for.
   for (const ProgramLaunch& launch : ProgramFor(plan_, num_tokens, num_soft_tokens, tail_rows)) {
@@ -469,7 +480,7 @@ absl::Status HostExecutor::RunSteps(int32_t num_tokens, int32_t num_soft_tokens,
       status = RunHostKernel(step.op, args);
     }
     if (profile != nullptr) {
-      profile->Record(i, num_tokens, first_position, absl::ToDoubleSeconds(absl::Now() - start),
+      profile->Record(i, profiled, decode_step, absl::ToDoubleSeconds(absl::Now() - start),
                       launch.num_tokens);
     }
     if (!status.ok()) {

@@ -43,6 +43,11 @@ struct BatchLayout {
   std::vector<std::vector<int32_t>> rows_of;  // per part: the row of each of its tokens
   int32_t num_tokens() const { return static_cast<int32_t>(ids.size()); }
   int32_t num_soft_tokens() const { return static_cast<int32_t>(soft_indices.size()); }
+  // A decode step: every row its part's one token and drawn (no soft rows, no part asking for
+  // every row's logits), so each row is its own sequence's next token.
+  bool decode_step() const {
+    return soft_indices.empty() && tail_rows == num_tokens() && !all_rows;
+  }
 };
 
 // Checks every part (CheckStepInputs against its sequence's max_length, sequences distinct,

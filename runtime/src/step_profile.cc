@@ -12,11 +12,11 @@ namespace spark {
 namespace rt {
 namespace {
 
-// Keys the tokens at first_position .. + num_tokens - 1 attend to, summed.
-double KeysSeen(int64_t num_tokens, int64_t first_position, int64_t window) {
+// Keys the tokens at `positions` attend to, summed.
+double KeysSeen(absl::Span<const int32_t> positions, int64_t window) {
   double keys = 0;
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const int64_t visible = first_position + t + 1;
+  for (const int32_t position : positions) {
+    const int64_t visible = static_cast<int64_t>(position) + 1;
     keys += static_cast<double>(window > 0 ? std::min(visible, window) : visible);
   }
   return keys;
@@ -34,6 +34,16 @@ StepCost& StepCost::operator+=(const StepCost& other) {
 
 StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens,
                           int64_t first_position) {
+  std::vector<int32_t> positions(static_cast<size_t>(std::max<int64_t>(num_tokens, 0)));
+  for (size_t t = 0; t < positions.size(); ++t) {
+    positions[t] = static_cast<int32_t>(first_position + static_cast<int64_t>(t));
+  }
+  return EstimateStepCost(plan, step, positions);
+}
+
+StepCost EstimateStepCost(const Plan& plan, const Step& step,
+                          absl::Span<const int32_t> positions) {
+  const int64_t num_tokens = static_cast<int64_t>(positions.size());
   StepCost cost;
   const abi::OpSpec& spec = SpecOf(step);
   const auto size = [&](int arg) { return static_cast<double>(StepSizeArg(step, arg, num_tokens)); };
@@ -44,7 +54,7 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
   };
   const double tokens = static_cast<double>(num_tokens);
   const int window = abi::FindRole(spec, abi::Role::kWindow);
-  const double keys = KeysSeen(num_tokens, first_position, window >= 0 ? size(window) : 0);
+  const double keys = KeysSeen(positions, window >= 0 ? size(window) : 0);
   const int cache_dtype = abi::FindRole(spec, abi::Role::kCacheDType);
   for (int i = 0; i < spec.num_args && i < static_cast<int>(step.args.size()); ++i) {
     const abi::ArgSpec& slot = spec.args[i];
@@ -123,23 +133,35 @@ StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens
   return cost;
 }
 
-RunProfile::RunProfile(const Plan& plan)
-    : plan_(plan), decode_(plan.steps.size()), prefill_(plan.steps.size()) {}
+RunProfile::RunProfile(const Plan& plan) : plan_(plan) {
+  prefill_.steps.resize(plan.steps.size());
+  none_.steps.resize(plan.steps.size());
+}
 
-void RunProfile::Record(size_t step_index, int64_t num_tokens, int64_t first_position,
+const CallTimings& RunProfile::Decode(int64_t sequences) const {
+  const auto found = decode_.find(sequences);
+  return found == decode_.end() ? none_ : found->second;
+}
+
+void RunProfile::Record(size_t step_index, absl::Span<const int32_t> positions, bool decode_step,
                         double seconds, int64_t launch_tokens) {
-  const bool decode = num_tokens == 1;
-  if (step_index == 0) {
-    (decode ? decode_calls_ : prefill_calls_) += 1;
-    if (!decode) prefill_tokens_ += num_tokens;
+  const int64_t num_tokens = static_cast<int64_t>(positions.size());
+  CallTimings* call = &prefill_;
+  if (decode_step) {
+    call = &decode_[num_tokens];
+    if (call->steps.empty()) call->steps.resize(plan_.steps.size());
   }
-  StepTiming& timing = (decode ? decode_ : prefill_)[step_index];
+  if (step_index == 0) {
+    call->calls += 1;
+    call->tokens += num_tokens;
+  }
+  StepTiming& timing = call->steps[step_index];
   timing.launches += 1;
   timing.seconds += seconds;
-  // A logits-tail launch on the last row: its one token, at the call's last position.
-  const int64_t tokens = launch_tokens < 0 ? num_tokens : launch_tokens;
-  timing.cost += EstimateStepCost(plan_, plan_.steps[step_index], tokens,
-                                  first_position + num_tokens - tokens);
+  // A logits-tail launch: its rows are the call's last ones.
+  const int64_t tokens = launch_tokens < 0 ? num_tokens : std::min(launch_tokens, num_tokens);
+  timing.cost += EstimateStepCost(plan_, plan_.steps[step_index],
+                                  positions.subspan(static_cast<size_t>(num_tokens - tokens)));
 }
 
 std::vector<OpTiming> SumByOp(const Plan& plan, const std::vector<StepTiming>& steps) {
@@ -191,10 +213,15 @@ void AppendTable(const Plan& plan, const std::vector<StepTiming>& steps, int64_t
 std::string FormatProfile(const RunProfile& profile, absl::string_view method) {
   const Plan& plan = profile.plan();
   std::string out;
-  AppendTable(plan, profile.decode(), profile.decode_calls(),
-              absl::StrCat("profile: decode, ", profile.decode_calls(),
-                           " calls of 1 token (", method, ")"),
-              &out);
+  for (const auto& [sequences, decode] : profile.decode_by_sequences()) {
+    const std::string what =
+        sequences == 1 ? std::string("1 token")
+                       : absl::StrCat(sequences, " sequences (a token each)");
+    AppendTable(plan, decode.steps, decode.calls,
+                absl::StrCat("profile: decode, ", decode.calls, " calls of ", what, " (", method,
+                             ")"),
+                &out);
+  }
   AppendTable(plan, profile.prefill(), profile.prefill_calls(),
               absl::StrCat("profile: prefill, ", profile.prefill_calls(), " calls, ",
                            profile.prefill_tokens(), " tokens (", method, ")"),

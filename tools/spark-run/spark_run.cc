@@ -594,12 +594,33 @@ Json ProfileJson(const RunProfile& profile) {
   Json out = Json::object();
   Put(out, "decode_calls", Json(profile.decode_calls()));
   Put(out, "decode", OpTimingsJson(plan, profile.decode()));
+  // Decode steps of several sequences (--streams, spark-serve): one entry per step size.
+  Json batched = Json::array();
+  for (const auto& [sequences, decode] : profile.decode_by_sequences()) {
+    if (sequences == 1) continue;
+    Json entry = Json::object();
+    Put(entry, "sequences", Json(sequences));
+    Put(entry, "calls", Json(decode.calls));
+    Put(entry, "ops", OpTimingsJson(plan, decode.steps));
+    batched.push_back(std::move(entry));
+  }
+  Put(out, "batched_decode", std::move(batched));
   Put(out, "prefill_calls", Json(profile.prefill_calls()));
   Put(out, "prefill_tokens", Json(profile.prefill_tokens()));
   Put(out, "prefill", OpTimingsJson(plan, profile.prefill()));
   return out;
 }
 
+
+// --profile: the tables of every step the model's executor ran so far, on stderr.
+void PrintProfile(const Model& model) {
+  const RunProfile* profile = model.profile();
+  if (profile == nullptr) return;
+  std::fputs(FormatProfile(*profile, model.on_cuda() ? "CUDA events around each launch, no graph"
+                                                     : "host wall clock per step")
+                 .c_str(),
+             stderr);
+}
 
 // Prints what a generation took, and with --json the whole result, after the text streamed.
 void PrintResult(const GenerateResult& result, const Model& model, const TextStream* text) {
@@ -619,13 +640,7 @@ void PrintResult(const GenerateResult& result, const Model& model, const TextStr
     Note(FormatMemoryComparison(CompareWithUsage(model.estimate(), model.memory_usage())));
     if (g_startup.to_first_token >= 0) Note(FormatStartup(g_startup, model, result));
   }
-  const RunProfile* profile = model.profile();
-  if (profile != nullptr) {
-    std::fputs(FormatProfile(*profile, model.on_cuda() ? "CUDA events around each launch, no graph"
-                                                       : "host wall clock per step")
-                   .c_str(),
-               stderr);
-  }
+  PrintProfile(model);
   if (!F().json) {
     // Text was streamed as it was generated.
     if (text == nullptr) std::printf("%s\n", absl::StrJoin(result.tokens, " ").c_str());
@@ -647,7 +662,7 @@ void PrintResult(const GenerateResult& result, const Model& model, const TextStr
   if (result.reused_tokens > 0) Put(out, "reused_tokens", Json(result.reused_tokens));
   Put(out, "memory", MemoryJson(model.estimate(), model.memory_usage()));
   if (g_startup.to_first_token >= 0) Put(out, "startup", StartupJson(g_startup, model, result));
-  if (profile != nullptr) Put(out, "profile", ProfileJson(*profile));
+  if (model.profile() != nullptr) Put(out, "profile", ProfileJson(*model.profile()));
   std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
   std::fflush(stdout);
 }
@@ -965,6 +980,7 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
                             model.kv_pool_sessions(), model.kv_pool_stats().evicted,
                             model.kv_pool_stats().preempted)
           : std::string()));
+  PrintProfile(model);  // both runs: decode steps of one sequence alone, of several together
   if (F().json) {
     Json out = Json::object();
     Put(out, "streams", Json(n));
@@ -1009,6 +1025,7 @@ absl::Status StreamsCommand(Model& model, const RunOptions& options) {
     Json ids = Json::array();
     for (const GenerateResult& r : together.results) ids.push_back(Json(r.tokens));
     Put(out, "ids", std::move(ids));
+    if (model.profile() != nullptr) Put(out, "profile", ProfileJson(*model.profile()));
     std::printf("%s\n", out.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
   } else {
     for (const GenerateResult& r : together.results) {

@@ -148,7 +148,7 @@ class CudaExecutor final : public Executor {
   // Profiling: one event before each step and one after the last.
   absl::Status CreateStepEvents();
   absl::Status RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens, int32_t tail_rows,
-                               int32_t first_position);
+                               bool decode_step);
   absl::Status ObserveStep(int step_index, int32_t num_tokens);
   // A decode step of `num_tokens` sequences (one token each, every row sampled), replayed from
   // the graph captured for that many on its first use.
@@ -838,14 +838,14 @@ absl::Status CudaExecutor::CreateStepEvents() {
 }
 
 absl::Status CudaExecutor::RecordStepTimes(int32_t num_tokens, int32_t num_soft_tokens,
-                                           int32_t tail_rows, int32_t first_position) {
+                                           int32_t tail_rows, bool decode_step) {
   const std::vector<ProgramLaunch> program =
       ProgramFor(plan_, num_tokens, num_soft_tokens, tail_rows);
   for (size_t k = 0; k < program.size(); ++k) {
     float ms = 0.0f;
     SPARK_CU_RETURN_IF_ERROR(api_,
                              api_->cuEventElapsedTime(&ms, step_events_[k], step_events_[k + 1]));
-    mutable_profile()->Record(program[k].step, num_tokens, first_position, ms * 1e-3,
+    mutable_profile()->Record(program[k].step, layout_.positions, decode_step, ms * 1e-3,
                               program[k].num_tokens);
   }
   return absl::OkStatus();
@@ -932,7 +932,7 @@ absl::Status CudaExecutor::RunBatch(absl::Span<const SequenceStep> parts,
   bool may_allocate = true;
   // A step observer sees every row of every step: the logits tail runs on all rows then.
   const int32_t tail_rows = step_observer() ? num_tokens : layout_.tail_rows;
-  const bool decode = num_soft == 0 && layout_.tail_rows == num_tokens && !all_rows;
+  const bool decode = layout_.decode_step();
   if (decode && options_.use_graphs && !step_observer() && !profiling) {
     may_allocate = decode_graphs_.count(num_tokens) == 0;
     SPARK_RETURN_IF_ERROR(LaunchDecodeGraph(num_tokens));
@@ -970,7 +970,7 @@ absl::Status CudaExecutor::RunBatch(absl::Span<const SequenceStep> parts,
   }
   if (profiling) {
     SPARK_RETURN_IF_ERROR(
-        RecordStepTimes(num_tokens, num_soft, tail_rows, layout_.positions[0]));
+        RecordStepTimes(num_tokens, num_soft, tail_rows, decode));
   }
   return may_allocate ? SampleDriverMemory() : absl::OkStatus();
 }

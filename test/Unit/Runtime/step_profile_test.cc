@@ -107,30 +107,76 @@ TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
   attention.args[17] = test::I32Arg(abi::kCacheBF16);
   cost = EstimateStepCost(plan, attention, 2, 0);
   EXPECT_EQ(cost.kv_bytes, 2 * (1 + 2) * 4 * 2);
+  // A decode step of three sequences: each token at its own position (9, 0 and 4 see 10, 1, 5).
+  const std::vector<int32_t> positions = {9, 0, 4};
+  cost = EstimateStepCost(plan, attention, positions);
+  EXPECT_EQ(cost.kv_bytes, 2 * (10 + 1 + 5) * 4 * 2);
 }
 
 TEST(RunProfileTest, SeparatesDecodeFromPrefillAndSumsByOp) {
   const Plan plan = TestPlan();
   RunProfile profile(plan);
-  for (size_t i = 0; i < plan.steps.size(); ++i) profile.Record(i, 4, 0, 0.001 * (i + 1));
-  for (int call = 0; call < 2; ++call) {
-    for (size_t i = 0; i < plan.steps.size(); ++i) profile.Record(i, 1, 4 + call, 0.0001);
+  const std::vector<int32_t> prompt = {0, 1, 2, 3};
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    profile.Record(i, prompt, /*decode_step=*/false, 0.001 * (i + 1));
   }
-  EXPECT_EQ(profile.prefill_calls(), 1);
-  EXPECT_EQ(profile.prefill_tokens(), 4);
+  for (int call = 0; call < 2; ++call) {
+    const std::vector<int32_t> next = {4 + call};
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      profile.Record(i, next, /*decode_step=*/true, 0.0001);
+    }
+  }
+  // Decode steps of three sequences (a token each) go to their own table, not to prefill's.
+  const std::vector<int32_t> three = {7, 2, 30};
+  for (int call = 0; call < 3; ++call) {
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      profile.Record(i, three, /*decode_step=*/true, 0.0002);
+    }
+  }
+  // A step mixing a prefill chunk with decode tokens is not a decode step.
+  const std::vector<int32_t> mixed = {5, 0, 1};
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    profile.Record(i, mixed, /*decode_step=*/false, 0.0003);
+  }
+  EXPECT_EQ(profile.prefill_calls(), 2);
+  EXPECT_EQ(profile.prefill_tokens(), 7);
   EXPECT_EQ(profile.decode_calls(), 2);
   EXPECT_EQ(profile.decode()[4].launches, 2);
+  ASSERT_EQ(profile.decode_by_sequences().size(), 2u);
+  const CallTimings& batched = profile.decode_by_sequences().at(3);
+  EXPECT_EQ(batched.calls, 3);
+  EXPECT_EQ(batched.tokens, 9);
+  EXPECT_EQ(batched.steps[4].launches, 3);
+  EXPECT_DOUBLE_EQ(batched.steps[4].seconds, 0.0006);
   const std::vector<OpTiming> prefill = SumByOp(plan, profile.prefill());
   ASSERT_EQ(prefill.size(), plan.steps.size());  // one step per op in the test plan
   EXPECT_EQ(prefill[0].op, "sample");            // the slowest first (the last step)
-  EXPECT_DOUBLE_EQ(prefill[0].timing.seconds, 0.007);
+  EXPECT_DOUBLE_EQ(prefill[0].timing.seconds, 0.0073);
   EXPECT_EQ(prefill[1].op, "attention");
-  EXPECT_DOUBLE_EQ(prefill[1].timing.seconds, 0.006);
+  EXPECT_DOUBLE_EQ(prefill[1].timing.seconds, 0.0063);
   EXPECT_EQ(prefill[2].op, "linear");
-  EXPECT_DOUBLE_EQ(prefill[2].timing.seconds, 0.005);
+  EXPECT_DOUBLE_EQ(prefill[2].timing.seconds, 0.0053);
   const std::string text = FormatProfile(profile, "test clock");
   EXPECT_NE(text.find("profile: decode, 2 calls of 1 token (test clock)"), std::string::npos);
-  EXPECT_NE(text.find("profile: prefill, 1 calls, 4 tokens (test clock)"), std::string::npos);
+  EXPECT_NE(text.find("profile: decode, 3 calls of 3 sequences (a token each) (test clock)"),
+            std::string::npos);
+  EXPECT_NE(text.find("profile: prefill, 2 calls, 7 tokens (test clock)"), std::string::npos);
+}
+
+// A logits-tail launch (the sampled rows only) is costed on the call's last rows: their
+// positions, not the first ones.
+TEST(RunProfileTest, TailLaunchesTakeTheLastRows) {
+  const Plan plan = TestPlan();
+  RunProfile whole(plan), tail(plan);
+  const std::vector<int32_t> positions = {0, 1, 2, 3, 4};
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    whole.Record(i, absl::MakeConstSpan(positions).subspan(4, 1), false, 0.001);
+    tail.Record(i, positions, false, 0.001, /*launch_tokens=*/1);
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    EXPECT_EQ(whole.prefill()[i].cost.bytes(), tail.prefill()[i].cost.bytes()) << i;
+    EXPECT_EQ(whole.prefill()[i].cost.flops, tail.prefill()[i].cost.flops) << i;
+  }
 }
 
 }  // namespace

@@ -233,6 +233,17 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
   for (const auto& [t, out, in] : {std::tuple{8, 1027, 2816}, std::tuple{20, 520, 704}}) {
     Add(cases, Bf16(linear("linear", t, out, in)), false);
   }
+  // The small batch's m-tiles per block (1, 2 or 4: as many as still give each multiprocessor
+  // two blocks; the CPU emulation has one multiprocessor, a 132-SM H100 or H200 takes 4 from
+  // 16,896 rows and 2 from 8,448): one m-tile (16 rows), two (a partial second), four on the GPU
+  // (f32 and bf16 activations, one and two n-tiles) and two of NVFP4.
+  for (const auto& [t, out, in, bf16] :
+       {std::tuple{6, 16, 128, false}, std::tuple{3, 40, 64, false},
+        std::tuple{8, 20000, 256, false}, std::tuple{12, 20000, 512, true},
+        std::tuple{5, 10000, 512, false}}) {
+    OpCase c = linear("linear", t, out, in);
+    Add(cases, bf16 ? Bf16(c) : c, out < 100);
+  }
   if (!quick) Add(cases, linear("linear", 1, 262144, 1536), false);  // the tied LM head
   // bf16 activations: the decode GEMV at one and two tokens (odd row counts) and the tiles.
   for (const auto& [t, out, in] : {std::tuple{1, 2048, 1536}, std::tuple{1, 1027, 1536},
@@ -254,9 +265,9 @@ void Linears(std::vector<OpCase>* cases, bool quick) {
         std::tuple{100, 520, 704, false}, std::tuple{24, 128, 16, false},
         std::tuple{1, 1024, 2816, true},  std::tuple{37, 2048, 1536, true},
         std::tuple{8, 1027, 2816, false}, std::tuple{13, 520, 704, true},
-        std::tuple{32, 2048, 1536, false}}) {
+        std::tuple{32, 2048, 1536, false}, std::tuple{8, 10000, 512, false}}) {
     OpCase c = linear("linear_nvfp4", t, out, in);
-    Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 8 || t == 37));
+    Add(cases, bf16 ? Bf16(c) : c, !bf16 && (t == 1 || t == 8 || t == 37) && out < 5000);
   }
   Add(cases, Bf16(OneBlock(linear("linear_nvfp4", 150, 520, 704))), true);
   // W4A4 (--fp4-activations): the activation quantizer (byte for byte), and the W4A4 product on the warp-per-row path (up to 8

@@ -222,6 +222,8 @@ inline void __syncthreads() { spk_emu::Arrive(0); }
 // The dynamic shared memory of the block, and its size (common.cuh dynamic_shared()).
 inline unsigned char* spk_emu_dynamic_shared() { return spk_emu::g_dynamic_shared; }
 inline unsigned spk_emu_dynamic_shared_bytes() { return spk_emu::g_dynamic_shared_bytes; }
+// %nsmid: one multiprocessor, so that small shapes take every work-unit size a kernel has.
+inline int spk_emu_multiprocessor_count() { return 1; }
 
 namespace spk_emu {
 // A warp shuffle: every lane publishes v, then reads the value of lane source(lane).
