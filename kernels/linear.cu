@@ -460,22 +460,29 @@ SPK_DEVICE void gemm_tiles(ActIn x, const W& w, ActOut y, int T, int out, int in
   }
 }
 
-// The tile shape of the module's activation precision (mma_tile.cuh): 128 x 128 for bf16, 64 x 128
-// for f32 (hi and lo halves).
+// f(Tile{}) with the tile shape of the module's activation precision (mma_tile.cuh): 128 x 128
+// for bf16, 64 x 128 for f32 (hi and lo halves).
+template <class F>
+SPK_DEVICE void with_dense_tile(F&& f) {
+  if (act_bf16()) {
+    f(mma::DenseTile{});
+  } else {
+    f(mma::DenseSplitTile{});
+  }
+}
+
 template <class W>
 SPK_DEVICE void gemm_mma(ActIn x, const W& w, ActOut y, int T, int out, int in) {
-  if (act_bf16()) {
-    gemm_tiles<mma::DenseTile>(x, w, y, T, out, in);
-  } else {
-    gemm_tiles<mma::DenseSplitTile>(x, w, y, T, out, in);
-  }
+  with_dense_tile([&](auto tile) { gemm_tiles<decltype(tile)>(x, w, y, T, out, in); });
 }
 
 // Whether the launch gave the dense tiles their shared memory.
 SPK_DEVICE bool has_tile_memory() {
-  const uint32_t need = act_bf16() ? sizeof(mma::Smem<mma::DenseTile>)
-                                   : sizeof(mma::Smem<mma::DenseSplitTile>);
-  return dynamic_shared_bytes() >= need;
+  bool enough = false;
+  with_dense_tile([&](auto tile) {
+    enough = dynamic_shared_bytes() >= sizeof(mma::Smem<decltype(tile)>);
+  });
+  return enough;
 }
 
 // The whole op for weights of format W.
