@@ -194,11 +194,12 @@ void AppendTable(const Plan& plan, const std::vector<StepTiming>& steps, int64_t
     total.cost += op.timing.cost;
   }
   absl::StrAppend(out, title, "\n");
-  absl::StrAppendFormat(out, "  %-13s %9s %11s %6s %10s %9s %9s\n", "op", "launches",
+  // The op column as wide as the longest op name (patch_position_embedding: 24).
+  absl::StrAppendFormat(out, "  %-24s %9s %11s %6s %10s %9s %9s\n", "op", "launches",
                         "ms per call", "share", "MB per call", "GB/s", "TFLOP/s");
   const auto row = [&](absl::string_view name, const StepTiming& t) {
     const double seconds = std::max(t.seconds, 1e-12);
-    absl::StrAppendFormat(out, "  %-13s %9d %11.4f %5.1f%% %10.2f %9.1f %9.2f\n", name,
+    absl::StrAppendFormat(out, "  %-24s %9d %11.4f %5.1f%% %10.2f %9.1f %9.2f\n", name,
                           t.launches, 1e3 * t.seconds / calls,
                           100.0 * t.seconds / std::max(total.seconds, 1e-12),
                           t.cost.bytes() / calls / 1e6, t.cost.bytes() / seconds / 1e9,
