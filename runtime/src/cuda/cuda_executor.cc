@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "cuda/cuda_driver.h"
+#include "cuda/dynamic_shared_memory.h"
 #include "cuda/nccl.h"
 #include "cuda/weight_upload.h"
 #include "spark/runtime/printable_text.h"
@@ -275,7 +276,6 @@ absl::Status CudaExecutor::LoadModule() {
 
 absl::Status CudaExecutor::LoadFunctions() {
   std::map<std::string, CUfunction> by_name;
-  std::map<std::string, int> opted_in;  // dynamic shared memory each kernel opted in to
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const Step& step = plan_.steps[i];
     if (!IsLaunch(step)) {  // a transfer: no kernel (Transfer)
@@ -293,26 +293,10 @@ absl::Status CudaExecutor::LoadFunctions() {
       found = by_name.emplace(step.kernel, function).first;
     }
     functions_.push_back(found->second);
-    // The most dynamic shared memory a call of this step gets (the largest call: the sizes
-    // grow with the token count). Every kernel that gets any opts in, at its largest: without
-    // it a launch may only take 48 KiB less the kernel's static shared memory (a kernel with
-    // 40 KiB static and 40 KiB dynamic was refused, CUDA_ERROR_INVALID_VALUE, on the H200).
-    const int most = LaunchSharedBytes(plan_, step, plan_.max_tokens);
-    int& opted = opted_in[step.kernel];
-    if (most > opted) {
-      const CUresult result = api_->cuFuncSetAttribute(
-          found->second, cu::kFuncAttrMaxDynamicSharedSizeBytes, most);
-      if (result != cu::kSuccess) {
-        return WithContext(
-            CuResultToStatus(*api_, result, "cuFuncSetAttribute(max dynamic shared memory)",
-                             __FILE__, __LINE__),
-            absl::StrCat("kernel ", step.kernel, " of step ", i, " (", step.source, ", op ",
-                         OpName(step), ") needs ", most, " bytes of dynamic shared memory for ",
-                         "calls of ", plan_.max_tokens, " tokens, which ", name(),
-                         " does not give one block"));
-      }
-      opted = most;
-    }
+  }
+  for (const DynamicSharedNeed& need : DynamicSharedNeeds(plan_)) {
+    SPARK_RETURN_IF_ERROR(
+        OptInDynamicShared(*api_, by_name.at(need.kernel), plan_, need, name()));
   }
   return absl::OkStatus();
 }
