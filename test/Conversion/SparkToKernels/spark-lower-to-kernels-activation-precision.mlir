@@ -7,9 +7,11 @@
 // activations take two MMAs per product (hi + lo) and reach the tile's shared memory through
 // registers; bf16 ones take one MMA per product and go to shared memory by cp.async, like the
 // weights. MMA counts: the tile's (f32 32: 64-row tiles, two per product; bf16 32: 128-row
-// tiles, one per product) and the small-batch GEMV's (f32 16, bf16 12: its hi + lo pairs and
-// n-tiles, as clang unrolls them); cp.async copies: the weights' (one), and with bf16 the two
-// 16-byte chunks of each thread's 128-row A tile.
+// tiles, one per product) and the small-batch GEMV's (f32 64, bf16 36: its hi + lo pairs,
+// n-tiles and 1, 2 and 4 m-tiles per block, as clang unrolls them); cp.async copies: the
+// weights' (two in this entry since the small batch's m-tile variants: clang places the weight
+// stage's copy in two blocks; the ldmatrix count is unchanged), and with bf16 the two 16-byte
+// chunks of each thread's 128-row A tile.
 // RUN: spark-compile %s --target sm_121a --emit ptx -o %t.f32.ptx
 // RUN: grep -c "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" %t.f32.ptx | FileCheck %s --check-prefix=MMA-F32
 // RUN: grep -c "cp.async.cg.shared.global" %t.f32.ptx | FileCheck %s --check-prefix=CPASYNC-F32
@@ -42,10 +44,10 @@
 
 // PTX-F32: .visible .global .align 4 .u32 spark_activation_precision;
 
-// MMA-F32: {{^}}48{{$}}
-// MMA-BF16: {{^}}44{{$}}
-// CPASYNC-F32: {{^}}1{{$}}
-// CPASYNC-BF16: {{^}}3{{$}}
+// MMA-F32: {{^}}96{{$}}
+// MMA-BF16: {{^}}68{{$}}
+// CPASYNC-F32: {{^}}2{{$}}
+// CPASYNC-BF16: {{^}}4{{$}}
 
 module {
 func.func @forward(%ids: tensor<?xi32> {spark.input = "ids"}, %pos: tensor<?xi32> {spark.input = "positions"}) -> tensor<?x32xf32> {
