@@ -32,15 +32,6 @@ StepCost& StepCost::operator+=(const StepCost& other) {
   return *this;
 }
 
-StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens,
-                          int64_t first_position) {
-  std::vector<int32_t> positions(static_cast<size_t>(std::max<int64_t>(num_tokens, 0)));
-  for (size_t t = 0; t < positions.size(); ++t) {
-    positions[t] = static_cast<int32_t>(first_position + static_cast<int64_t>(t));
-  }
-  return EstimateStepCost(plan, step, positions);
-}
-
 StepCost EstimateStepCost(const Plan& plan, const Step& step,
                           absl::Span<const int32_t> positions) {
   const int64_t num_tokens = static_cast<int64_t>(positions.size());

@@ -1,5 +1,8 @@
 #include "spark/runtime/step_profile.h"
 
+#include <cstdint>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "loader_test_util.h"
 #include "step_args.h"
@@ -10,9 +13,16 @@ namespace {
 
 using test::TestPlan;
 
+// `count` tokens at positions first, first + 1, ... (one sequence's prefill chunk).
+std::vector<int32_t> Positions(int count, int32_t first) {
+  std::vector<int32_t> positions(static_cast<size_t>(count));
+  for (int t = 0; t < count; ++t) positions[static_cast<size_t>(t)] = first + t;
+  return positions;
+}
+
 TEST(StepCostTest, LinearReadsItsWholeWeightAndCountsTwoFlopsPerMultiplyAdd) {
   const Plan plan = TestPlan();
-  const StepCost cost = EstimateStepCost(plan, plan.steps[4], /*num_tokens=*/3, 0);
+  const StepCost cost = EstimateStepCost(plan, plan.steps[4], Positions(3, 0));
   EXPECT_EQ(cost.weight_bytes, 16 * 4 * 2);
   EXPECT_EQ(cost.flops, 2.0 * 3 * 16 * 4);
   EXPECT_EQ(cost.activation_bytes, 3 * (4 * 4 + 16 * 4));  // x rows + logits rows
@@ -21,7 +31,7 @@ TEST(StepCostTest, LinearReadsItsWholeWeightAndCountsTwoFlopsPerMultiplyAdd) {
 
 TEST(StepCostTest, EmbeddingReadsOnlyTheGatheredRows) {
   const Plan plan = TestPlan();
-  const StepCost cost = EstimateStepCost(plan, plan.steps[0], 2, 0);
+  const StepCost cost = EstimateStepCost(plan, plan.steps[0], Positions(2, 0));
   EXPECT_EQ(cost.weight_bytes, 2 * 4 * 2);
   EXPECT_EQ(cost.flops, 0);
 }
@@ -37,10 +47,10 @@ TEST(StepCostTest, MoeDownReadsTheSelectedExpertsAndWritesItsPathsOutput) {
        test::BufferArg(plan.input_ids), test::BufferArg(2), test::BufferArg(4),
        test::KindArg(ArgRefKind::kNumTokens), test::I32Arg(2), test::I32Arg(16), test::I32Arg(2),
        test::I32Arg(1), test::I32Arg(abi::kMoeGemv)});
-  const StepCost gemv = EstimateStepCost(plan, down, 1, 0);
+  const StepCost gemv = EstimateStepCost(plan, down, Positions(1, 0));
   EXPECT_EQ(gemv.weight_bytes, 1 * 16 * 2 * 2);  // the one selected expert
   down.args[abi::ops::moe_down::path] = test::I32Arg(abi::kMoeGrouped);
-  const StepCost grouped = EstimateStepCost(plan, down, 1, 0);
+  const StepCost grouped = EstimateStepCost(plan, down, Positions(1, 0));
   EXPECT_EQ(grouped.weight_bytes, gemv.weight_bytes);
   // y (buffer 2: 4 floats a row) written on the GEMV path, partials (buffer 4: 4) grouped.
   EXPECT_EQ(gemv.activation_bytes, grouped.activation_bytes);
@@ -96,16 +106,16 @@ TEST(StepCostTest, AttentionReadsTheKeysEachPositionSees) {
        test::I32Arg(1), test::I32Arg(0), test::I32Arg(abi::kCacheF32),
        test::KindArg(ArgRefKind::kNull)});
   // Positions 5 and 6 with a window of 3 see 3 keys each; K and V rows of 1 x 4 f32.
-  StepCost cost = EstimateStepCost(plan, attention, 2, 5);
+  StepCost cost = EstimateStepCost(plan, attention, Positions(2, 5));
   EXPECT_EQ(cost.kv_bytes, 2 * (3 + 3) * 4 * 4);
   EXPECT_EQ(cost.flops, 4.0 * (3 + 3) * 1 * 4);
   // Without a window, positions 0 and 1 see 1 and 2 keys.
   attention.args[13] = test::I32Arg(0);
-  cost = EstimateStepCost(plan, attention, 2, 0);
+  cost = EstimateStepCost(plan, attention, Positions(2, 0));
   EXPECT_EQ(cost.kv_bytes, 2 * (1 + 2) * 4 * 4);
   // A bf16 cache: 2 bytes per element.
   attention.args[17] = test::I32Arg(abi::kCacheBF16);
-  cost = EstimateStepCost(plan, attention, 2, 0);
+  cost = EstimateStepCost(plan, attention, Positions(2, 0));
   EXPECT_EQ(cost.kv_bytes, 2 * (1 + 2) * 4 * 2);
   // A decode step of three sequences: each token at its own position (9, 0 and 4 see 10, 1, 5).
   const std::vector<int32_t> positions = {9, 0, 4};

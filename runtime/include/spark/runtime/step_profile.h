@@ -30,9 +30,6 @@ struct StepCost {
 // each position sees: all earlier ones, or the last `window` for a sliding layer). `step` must
 // have passed ValidatePlan.
 StepCost EstimateStepCost(const Plan& plan, const Step& step, absl::Span<const int32_t> positions);
-// The same for `num_tokens` tokens at positions first_position, first_position + 1, ...
-StepCost EstimateStepCost(const Plan& plan, const Step& step, int64_t num_tokens,
-                          int64_t first_position);
 
 struct StepTiming {
   int64_t launches = 0;
